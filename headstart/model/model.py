@@ -1,0 +1,55 @@
+"""The in-memory model: what training produces and prediction consumes.
+
+A model covers a contiguous range of labels ``[first_label, first_label + num_labels)``
+of a label space of ``label_space`` labels.  Weights are a labels x features CSR matrix
+(float32) *without* the bias column; the bias enters as ``intercept`` (the bias weight
+times the bias feature value), so a score is ``x @ w_j + intercept_j``.  Keeping the
+weights sparse after pruning is what lets memory follow the number of surviving
+weights rather than labels x features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..params import TrainParams
+
+
+@dataclass
+class Preprocessing:
+    """Feature transformation learned on the training data and applied to any input."""
+
+    normalize: bool = False
+    idf: np.ndarray | None = None  # float32 (n_features,), set when tf-idf was requested
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"normalize": bool(self.normalize), "tfidf": self.idf is not None}
+
+
+@dataclass
+class OvAModel:
+    weights: sp.csr_matrix              # (num_labels, n_features) float32
+    intercept: np.ndarray               # (num_labels,) float32
+    n_features: int
+    label_space: int                    # total number of labels of the data set
+    first_label: int = 0
+    params: TrainParams = field(default_factory=TrainParams)
+    preprocessing: Preprocessing = field(default_factory=Preprocessing)
+    label_counts: np.ndarray | None = None   # (label_space,) training positives, for PSP metrics
+    n_train: int = 0                          # number of training instances
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.weights.shape[0])
+
+    @property
+    def label_range(self) -> tuple[int, int]:
+        return self.first_label, self.first_label + self.num_labels
+
+    @property
+    def nnz(self) -> int:
+        return int(self.weights.nnz)
