@@ -1,0 +1,87 @@
+"""``aop``: average of positives, the paper's mean-separating start (section 4).
+
+w0 = u * pbar + v * xbar, with pbar the mean of the label's positives and xbar the mean
+of all instances (bias coordinate included in both), chosen so that
+
+    <w0, pbar> = s   and   <w0, nbar> = t      (defaults s = 1, t = -2),
+
+nbar being the mean of the negatives.  Because |N| nbar = n xbar - |P| pbar, nbar is
+never formed: per label this costs one pass over the positives' rows plus O(d).
+With alpha = |P| / n, the paper's equations (calc-u) and (calc-v) give
+
+    u = (<xbar,pbar> (t + (s - t) alpha) - s <xbar,xbar>) / (<pbar,xbar>^2 - <pbar,pbar><xbar,xbar>)
+    v = (s - u <pbar,pbar>) / <xbar,pbar>.
+
+Supplementary, "What happens if the denominator of aop is zero": if pbar and xbar are
+linearly dependent the system has no solution and w0 = 0; if |<xbar,pbar>| << 1,
+substitute 0 for it: u = s / <pbar,pbar>, v = (|N| t + |P| s) / (n <xbar,xbar>).
+A label with no positive has no pbar: it starts from the bias-only vector that scores
+every instance t (the zero vector if there is no bias feature).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from ..objective.erm import scores
+from .base import AOP, Initializer, empty_plan
+
+# Relative thresholds for the two degenerate cases of the supplementary.  Cauchy-Schwarz
+# gives den = <p,x>^2 - <p,p><x,x> <= 0 with equality iff p, x are dependent.
+DEPENDENT_RTOL = 1e-10
+SMALL_XP_RTOL = 1e-8
+
+
+class AverageOfPositives(Initializer):
+    name = "aop"
+
+    def __init__(self, s: float = 1.0, t: float = -2.0):
+        self.s, self.t = float(s), float(t)
+
+    def prepare(self, ctx):
+        plan = empty_plan(AOP)
+        xmean = ctx.colsum / max(ctx.n, 1)
+        return plan._replace(xmean=xmean, s=np.float64(self.s), t=np.float64(self.t))
+
+
+@nb.njit(cache=True, nogil=True)
+def coefficients(pp, xp, xx, npos, n, s, t):
+    """(u, v) of the paper's equations, with the supplementary's degenerate cases."""
+    alpha = npos / n
+    den = xp * xp - pp * xx
+    if abs(den) <= DEPENDENT_RTOL * pp * xx or pp == 0.0 or xx == 0.0:
+        return 0.0, 0.0
+    if abs(xp) <= SMALL_XP_RTOL * math.sqrt(pp * xx):
+        return s / pp, ((n - npos) * t + npos * s) / (n * xx)
+    u = (xp * (t + (s - t) * alpha) - s * xx) / den
+    v = (s - u * pp) / xp
+    return u, v
+
+
+@nb.njit(cache=True, nogil=True)
+def initial_weights(P, w, wx, psum, npos, xmean, s, t):
+    """w0 from the positives' sum ``psum`` (bias coordinate included); wx = X w0."""
+    n = wx.size
+    nv = w.size
+    if npos == 0:
+        w[:] = 0.0
+        if P.bias > 0.0:
+            w[nv - 1] = t / P.bias
+        wx[:] = t if P.bias > 0.0 else 0.0
+        return
+    inv = 1.0 / npos
+    pp = 0.0
+    xp = 0.0
+    xx = 0.0
+    for j in range(nv):
+        p = psum[j] * inv
+        pp += p * p
+        xp += p * xmean[j]
+        xx += xmean[j] * xmean[j]
+    u, v = coefficients(pp, xp, xx, npos, n, s, t)
+    for j in range(nv):
+        w[j] = u * psum[j] * inv + v * xmean[j]
+    scores(P, w, wx)

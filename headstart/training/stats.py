@@ -1,0 +1,157 @@
+"""Per-label training statistics: the raw material of the paper's analysis and figures.
+
+Scalars per label (``columns``) plus per-iteration trajectories stored ragged (a flat
+array per quantity and an offset per label): iteration 0 is the starting point.
+Collected inside the compiled loop at the cost of a few stores per iteration, so they
+are always on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..solver.newton import STATUS_NAMES
+from .kernel import STAT_FIELDS
+
+ITER_FIELDS = ("objective", "active_fraction", "step", "cg_steps", "seconds")
+
+_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz"}
+
+
+@dataclass
+class TrainingStats:
+    columns: dict[str, np.ndarray]                 # per label: "label" plus STAT_FIELDS
+    iter_offsets: np.ndarray                       # (num_labels + 1,) into the flat per-iteration arrays
+    iterations: dict[str, np.ndarray] = field(default_factory=dict)   # ITER_FIELDS -> flat arrays
+    meta: dict = field(default_factory=dict)       # e.g. init preparation time, wall time
+
+    # --- assembly ---------------------------------------------------------------
+    @classmethod
+    def from_chunks(cls, chunks, meta=None) -> "TrainingStats":
+        """chunks: list of (labels, stats (k, len(STAT_FIELDS)), records dict of lists of arrays)."""
+        if not chunks:
+            cols = {"label": np.zeros(0, dtype=np.int64)}
+            cols.update({f: np.zeros(0) for f in STAT_FIELDS})
+            return cls(cls._typed(cols), np.zeros(1, dtype=np.int64),
+                       {f: np.zeros(0) for f in ITER_FIELDS}, dict(meta or {}))
+        labels = np.concatenate([c[0] for c in chunks]).astype(np.int64)
+        table = np.concatenate([c[1] for c in chunks], axis=0)
+        cols = {"label": labels}
+        for i, f in enumerate(STAT_FIELDS):
+            cols[f] = table[:, i]
+        recs = {f: [] for f in ITER_FIELDS}
+        for c in chunks:
+            for f in ITER_FIELDS:
+                recs[f].extend(c[2][f])
+        lengths = np.array([len(a) for a in recs[ITER_FIELDS[0]]], dtype=np.int64)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = {f: (np.concatenate(recs[f]) if recs[f] else np.zeros(0)) for f in ITER_FIELDS}
+        order = np.argsort(labels, kind="stable")
+        out = cls(cls._typed(cols), offsets, flat, dict(meta or {}))
+        return out.take(order)
+
+    @staticmethod
+    def _typed(cols):
+        return {k: (v.astype(np.int64) if k in _INT_FIELDS else v.astype(np.float64)) for k, v in cols.items()}
+
+    def take(self, idx) -> "TrainingStats":
+        idx = np.asarray(idx, dtype=np.int64)
+        cols = {k: v[idx] for k, v in self.columns.items()}
+        lengths = np.diff(self.iter_offsets)[idx]
+        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if len(idx):
+            gather = np.concatenate([np.arange(self.iter_offsets[i], self.iter_offsets[i + 1]) for i in idx])
+        else:
+            gather = np.zeros(0, dtype=np.int64)
+        iters = {f: a[gather] for f, a in self.iterations.items()}
+        return TrainingStats(cols, offsets, iters, dict(self.meta))
+
+    @classmethod
+    def concat(cls, parts) -> "TrainingStats":
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return cls.from_chunks([])
+        cols = {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
+        lengths = np.concatenate([np.diff(p.iter_offsets) for p in parts])
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        iters = {f: np.concatenate([p.iterations[f] for p in parts]) for f in ITER_FIELDS}
+        out = cls(cols, offsets, iters, dict(parts[0].meta))
+        return out.take(np.argsort(cols["label"], kind="stable"))
+
+    # --- access -----------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.columns["label"].size)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def trajectory(self, i: int, name: str) -> np.ndarray:
+        """Per-iteration values of label number ``i`` (row index, not label id)."""
+        return self.iterations[name][self.iter_offsets[i]: self.iter_offsets[i + 1]]
+
+    def status_names(self) -> np.ndarray:
+        return np.array([STATUS_NAMES[int(s)] for s in self.columns["status"]])
+
+    def summary(self) -> dict:
+        c = self.columns
+        status = c["status"].astype(int)
+        return {
+            "labels": len(self),
+            "converged": int(np.sum(status == 0)),
+            "not_converged": {STATUS_NAMES[s]: int(np.sum(status == s)) for s in range(1, len(STATUS_NAMES))
+                              if np.any(status == s)},
+            "labels_without_positives": int(np.sum(c["n_pos"] == 0)),
+            "newton_iterations": int(c["iterations"].sum()),
+            "cg_steps": int(c["cg_steps"].sum()),
+            "label_seconds": float(c["seconds"].sum()),
+            "nnz": int(c["nnz"].sum()),
+            **self.meta,
+        }
+
+    # --- output -----------------------------------------------------------------
+    def _rows(self):
+        names = self.status_names()
+        keys = list(self.columns)
+        for i in range(len(self)):
+            row = {}
+            for k in keys:
+                v = self.columns[k][i]
+                row[k] = int(v) if k in _INT_FIELDS else float(v)
+            row["status"] = str(names[i])
+            yield i, row
+
+    def write(self, path: str | os.PathLike, fmt: str | None = None, iterations: bool = True) -> None:
+        """Write as CSV (one row per label) or JSON lines (one object per label, with the
+        per-iteration trajectories when ``iterations``), atomically."""
+        from ..io.atomic import atomic_write
+
+        path = str(path)
+        if fmt is None:
+            fmt = "csv" if path.endswith(".csv") else "jsonl"
+        buf = io.StringIO()
+        if fmt == "csv":
+            w = None
+            for _, row in self._rows():
+                if w is None:
+                    w = csv.DictWriter(buf, fieldnames=list(row))
+                    w.writeheader()
+                w.writerow(row)
+        elif fmt in ("jsonl", "json"):
+            for i, row in self._rows():
+                if iterations:
+                    for f in ITER_FIELDS:
+                        row[f] = [float(x) for x in self.trajectory(i, f)]
+                buf.write(json.dumps(row) + "\n")
+        else:
+            raise ValueError(f"unknown statistics format {fmt!r}; use csv or jsonl")
+        with atomic_write(path, "w") as fh:
+            fh.write(buf.getvalue())

@@ -1,0 +1,62 @@
+"""Validation of in-memory inputs at the public boundary; internals trust what passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import DataFormatError
+
+
+def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
+    """Return X as canonical CSR float32 (sorted indices, no duplicates, no explicit zeros).
+
+    Dense arrays (e.g. the "slice" embeddings) are converted to CSR: the kernels are
+    written once, over CSR; a dense row costs d stored values either way.
+    """
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+    else:
+        X = np.asarray(X)
+        if X.dtype == object or X.ndim != 2:
+            raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
+                                  f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
+        if not np.issubdtype(X.dtype, np.number):
+            raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
+        X = sp.csr_matrix(X.astype(np.float32, copy=False))
+    if X.dtype != np.float32:
+        if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+            raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
+        X = X.astype(np.float32)
+    if not np.all(np.isfinite(X.data)):
+        bad = np.flatnonzero(~np.isfinite(X.data))[0]
+        row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
+        raise DataFormatError(f"{name} has a non-finite value (row {row}, column {X.indices[bad]}, "
+                              f"value {X.data[bad]})")
+    if not X.has_canonical_format:
+        X.sum_duplicates()
+    X.eliminate_zeros()
+    if X.indices.dtype != np.int32:
+        X.indices = X.indices.astype(np.int32)
+    if n_features is not None and X.shape[1] != n_features:
+        raise DataFormatError(f"{name} has {X.shape[1]} features, expected {n_features}")
+    return X
+
+
+def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
+    """Return Y as CSR of 0/1 (float32); any stored nonzero counts as a positive."""
+    if not sp.issparse(Y):
+        Y = np.asarray(Y)
+        if Y.ndim != 2:
+            raise DataFormatError(f"{name} must be a 2-D (instances x labels) matrix, got shape {Y.shape}")
+        Y = sp.csr_matrix(Y)
+    Y = sp.csr_matrix(Y)
+    if Y.shape[0] != n_rows:
+        raise DataFormatError(f"{name} has {Y.shape[0]} rows but X has {n_rows}: one label row per instance")
+    if Y.nnz and not np.all(np.isfinite(Y.data)):
+        raise DataFormatError(f"{name} has non-finite entries")
+    Y = Y.copy()
+    Y.sum_duplicates()
+    Y.data = (Y.data != 0).astype(np.float32)
+    Y.eliminate_zeros()
+    return Y
