@@ -479,7 +479,11 @@ def _read_shard(path: Path, entry: dict[str, Any], n_features: int) -> tuple[int
     return _validate_shard(fpath, arrs, entry, n_features)
 
 
-def _read_extras(path: Path, m: dict[str, Any]) -> tuple[Preprocessing, np.ndarray | None]:
+def read_extras(path: str | os.PathLike, m: dict[str, Any] | None = None
+                ) -> tuple[Preprocessing, np.ndarray | None]:
+    """Validated ``(Preprocessing, label_counts or None)`` of the model directory ``path``."""
+    path = Path(path)
+    m = read_manifest(path) if m is None else m
     n_features, label_space = m["n_features"], m["label_space"]
     fpath = path / PREPROCESSING_FILE
     arrs = _load_npz(fpath, _read_verified(fpath, m["extra_files"][PREPROCESSING_FILE]),
@@ -671,7 +675,7 @@ def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel
     if missing and not allow_gaps:
         raise ModelFormatError(f"{path}: model is incomplete, missing {_ranges_text(missing)} of "
                                f"[0, {label_space}) (pass allow_gaps=True to load it anyway)")
-    preprocessing, label_counts = _read_extras(path, m)
+    preprocessing, label_counts = read_extras(path, m)
     params = TrainParams.from_dict(m["params"])
     shards = list(iter_shards(path, m))
     lo = shards[0][0] if shards else 0
@@ -757,7 +761,7 @@ class ModelWriter:
                 raise ModelFormatError(f"{path}: cannot resume: the model has {name}={m[name]} but the data "
                                        f"has {name}={v}")
         if verify:
-            _read_extras(path, m)
+            read_extras(path, m)
             for entry in m["shards"]:
                 _read_verified(path / entry["file"], entry["sha256"])
         writer = cls(path, m)
@@ -874,7 +878,7 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
     if not dirs:
         raise ModelFormatError("merge_models: no model directories given")
     manifests = [read_manifest(d) for d in dirs]
-    extras = [_read_extras(d, m) for d, m in zip(dirs, manifests)]
+    extras = [read_extras(d, m) for d, m in zip(dirs, manifests)]
     ref_dir, ref, (ref_pre, ref_counts) = dirs[0], manifests[0], extras[0]
     for d, m, (pre, counts) in zip(dirs[1:], manifests[1:], extras[1:]):
         for key in ("n_features", "label_space", "n_train", "preprocessing"):
