@@ -1,2 +1,25 @@
-"""headstart: fast one-vs-all training for extreme multi-label classification."""
+"""headstart: fast one-vs-all training for extreme multi-label classification.
+
+DiSMEC-style one-vs-all linear models trained with LIBLINEAR's Newton method, started
+from the average-of-positives initialisation of Schultheis & Babbar, "Speeding-up
+One-vs-All Training for Extreme Classification via Smart Initialization".
+"""
+
+from .errors import DataFormatError, HeadstartError, ModelFormatError, ParameterError
+from .estimator import OvAClassifier, load
+from .params import TrainParams
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # readers are imported lazily so that `import headstart` stays light
+    if name in ("read_xmc", "read_libsvm", "read_slice", "read_data", "write_xmc"):
+        from . import io
+
+        return getattr(io, name)
+    raise AttributeError(name)
+
+
+__all__ = ["OvAClassifier", "TrainParams", "load", "read_xmc", "read_libsvm", "read_slice", "read_data",
+           "write_xmc", "DataFormatError", "HeadstartError", "ModelFormatError", "ParameterError"]
