@@ -87,7 +87,8 @@ IGNORED_PARAMS = ("threads",)
 
 _SHARD_RE = re.compile(r"^shards/labels-(\d{7,})-(\d{7,})\.npz$")
 _SHARD_NAME_RE = re.compile(r"^labels-(\d{7,})-(\d{7,})\.npz$")
-_TEMP_RE = re.compile(r"^\..*\.tmp-[0-9a-f]{32}$")
+# temporaries: ours (".NAME.tmp-<32 hex>") and headstart.io.atomic's (".NAME.<hex>.tmp")
+_TEMP_RE = re.compile(r"^\..+\.(tmp-[0-9a-f]{32}|[0-9a-f]{12}\.tmp)$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _SHARD_KEYS = {"indptr", "indices", "data", "intercept", "shape", "first_label"}
 _MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "params",
@@ -125,11 +126,11 @@ def _temp_sibling(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[Any]:
-    """Write ``path`` atomically: temp name in the same directory, fsync, ``os.replace``.
+def _private_atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[Any]:
+    """Fallback for ``headstart.io.atomic.atomic_write`` (same contract).
 
-    Private stand-in for ``headstart.io.atomic.atomic_write`` (same contract): the
-    temporary file is deleted if the body raises, and the target is never half written.
+    Temporary name in the same directory, fsync, ``os.replace``; the temporary file is
+    deleted if the body raises, and the target is never half written.
     """
     path = Path(path)
     tmp = _temp_sibling(path)
@@ -148,6 +149,12 @@ def _atomic_write(path: str | os.PathLike, mode: str = "wb") -> Iterator[Any]:
     _fsync_dir(path.parent)
 
 
+try:  # the project's shared helper, when present
+    from ..io.atomic import atomic_write as _atomic_write
+except ImportError:  # pragma: no cover - only before headstart.io.atomic exists
+    _atomic_write = _private_atomic_write
+
+
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -159,20 +166,11 @@ def _sha256_file(path: Path) -> str:
 def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
     """Write an uncompressed npz atomically and return the sha256 of the written bytes."""
     path = Path(path)
-    tmp = _temp_sibling(path)
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        digest = _sha256_file(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return digest
+    with _atomic_write(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    # hashed after the rename (re-read from the page cache): np.savez seeks back while
+    # writing, so the bytes cannot be hashed on the way out; only this writer touches it
+    return _sha256_file(path)
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -1,0 +1,311 @@
+"""Top-k prediction, streaming over shards, dense scores and preprocessing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from headstart.errors import DataFormatError, ModelFormatError, ParameterError
+from headstart.model import ModelWriter, OvAModel, Preprocessing, load_model, save_model
+from headstart.params import TrainParams
+from headstart.prediction import (apply_preprocessing, decision_function, fit_preprocessing, merge_topk,
+                                  predict_topk, predict_topk_streaming)
+
+
+def exact_model(seed=0, num_labels=40, n_features=30, density=0.3, first_label=0, label_space=None, tfidf=False,
+                normalize=False):
+    """Weights, intercepts on a coarse dyadic grid: every score is exact, so ties abound."""
+    rng = np.random.default_rng(seed)
+    w = sp.random(num_labels, n_features, density=density, format="csr", random_state=rng,
+                  data_rvs=lambda n: rng.integers(-8, 9, size=n) / 4.0).astype(np.float32)
+    b = (rng.integers(-4, 5, size=num_labels) / 2.0).astype(np.float32)
+    idf = rng.random(n_features).astype(np.float32) if tfidf else None
+    return OvAModel(weights=w, intercept=b, n_features=n_features, label_space=label_space or first_label + num_labels,
+                    first_label=first_label, params=TrainParams(tfidf=tfidf, normalize=normalize),
+                    preprocessing=Preprocessing(normalize=normalize, idf=idf))
+
+
+def exact_X(seed=1, n=50, n_features=30, density=0.2):
+    rng = np.random.default_rng(seed)
+    return sp.random(n, n_features, density=density, format="csr", random_state=rng,
+                     data_rvs=lambda m: rng.integers(1, 4, size=m).astype(float)).astype(np.float32)
+
+
+def reference_topk(W, b, X, k, first_label=0, exclude=()):
+    """Dense numpy reference: float64 scores rounded to float32, ranked by (-score, label)."""
+    W = W.toarray() if sp.issparse(W) else np.asarray(W)
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    S = (X.astype(np.float64) @ W.astype(np.float64).T + np.asarray(b, np.float64)).astype(np.float32)
+    n, L = S.shape
+    labels = np.full((n, k), -1, np.int32)
+    scores = np.full((n, k), -np.inf, np.float32)
+    ids = np.arange(L)
+    keep = np.ones(L, bool)
+    for a, z in exclude:
+        keep[max(a - first_label, 0):max(z - first_label, 0)] = False
+    for i in range(n):
+        cand = ids[keep]
+        order = np.lexsort((cand, -S[i, cand]))[:k]
+        labels[i, :len(order)] = cand[order] + first_label
+        scores[i, :len(order)] = S[i, cand[order]]
+    return labels, scores
+
+
+# --------------------------------------------------------------------------- correctness
+@pytest.mark.parametrize("k", [1, 3, 5, 40])
+def test_topk_matches_dense_reference_exactly(k):
+    model = exact_model()
+    X = exact_X()
+    labels, scores = predict_topk(model, X, k)
+    ref_l, ref_s = reference_topk(model.weights, model.intercept, X, k)
+    assert labels.dtype == np.int32 and scores.dtype == np.float32 and labels.shape == (50, k)
+    np.testing.assert_array_equal(scores, ref_s)
+    np.testing.assert_array_equal(labels, ref_l)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), num_labels=st.integers(1, 30), n_features=st.integers(1, 20),
+       n=st.integers(0, 20), k=st.integers(1, 35), density=st.floats(0, 1), first_label=st.integers(0, 3),
+       chunk_rows=st.one_of(st.none(), st.integers(1, 7)), threads=st.integers(1, 3))
+def test_topk_property(seed, num_labels, n_features, n, k, density, first_label, chunk_rows, threads):
+    model = exact_model(seed, num_labels, n_features, density, first_label=first_label)
+    X = exact_X(seed + 1, n, n_features, density)
+    labels, scores = predict_topk(model, X, k, chunk_rows=chunk_rows, threads=threads)
+    ref_l, ref_s = reference_topk(model.weights, model.intercept, X, k, first_label)
+    np.testing.assert_array_equal(labels, ref_l)
+    np.testing.assert_array_equal(scores, ref_s)
+
+
+def test_topk_continuous_values():
+    rng = np.random.default_rng(5)
+    W = sp.random(300, 200, density=0.05, format="csr", dtype=np.float32, random_state=rng)
+    W.data -= 0.5
+    b = rng.normal(size=300).astype(np.float32)
+    X = sp.random(80, 200, density=0.1, format="csr", dtype=np.float32, random_state=rng)
+    labels, scores = predict_topk((W, b), X, 10)
+    S = X.toarray().astype(np.float64) @ W.toarray().T.astype(np.float64) + b
+    np.testing.assert_allclose(scores, np.take_along_axis(S, labels, 1), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(scores, -np.sort(-S, axis=1)[:, :10], rtol=1e-6, atol=1e-6)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+
+
+def test_ties_broken_by_lower_label():
+    row = sp.csr_matrix(np.array([[1.0, 0.0, 2.0]], np.float32))
+    W = sp.vstack([row, row * 3, row, row, row * 3, row]).tocsr()
+    b = np.array([0, -3, 0, 1, -3, 0], np.float32)  # scores 3, 6, 3, 4, 6, 3
+    X = sp.csr_matrix(np.array([[1, 1, 1], [0, 5, 0]], np.float32))
+    labels, scores = predict_topk((W, b, 100), X, 6)
+    assert labels[0].tolist() == [101, 104, 103, 100, 102, 105]
+    assert scores[0].tolist() == [6, 6, 4, 3, 3, 3]
+    # all-zero row: intercepts only; 0 = 0 = 0 tie resolved by label id
+    assert labels[1].tolist() == [103, 100, 102, 105, 101, 104]
+
+
+def test_padding_when_k_exceeds_labels():
+    model = exact_model(num_labels=3, first_label=7, label_space=20)
+    X = exact_X()
+    labels, scores = predict_topk(model, X, 5)
+    assert (labels[:, 3:] == -1).all() and np.isneginf(scores[:, 3:]).all()
+    assert set(labels[:, :3].ravel()) == {7, 8, 9}
+    empty = OvAModel(weights=sp.csr_matrix((0, 30), dtype=np.float32), intercept=np.zeros(0, np.float32),
+                     n_features=30, label_space=0)
+    labels, scores = predict_topk(empty, X, 2)
+    assert (labels == -1).all() and np.isneginf(scores).all()
+    labels, scores = predict_topk(model, X[:0], 4)
+    assert labels.shape == (0, 4) and scores.shape == (0, 4)
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 2, 7, 49, 50, 1000])
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_chunking_and_threads_invariance(chunk_rows, threads):
+    rng = np.random.default_rng(9)
+    W = sp.random(120, 60, density=0.1, format="csr", dtype=np.float32, random_state=rng)
+    b = rng.normal(size=120).astype(np.float32)
+    X = sp.random(300, 60, density=0.1, format="csr", dtype=np.float32, random_state=rng)
+    base = predict_topk((W, b), X, 7, threads=1)
+    got = predict_topk((W, b), X, 7, chunk_rows=chunk_rows, threads=threads)
+    np.testing.assert_array_equal(base[0], got[0])
+    np.testing.assert_array_equal(base[1], got[1])
+    small = predict_topk((W, b), X, 7, max_memory=120 * 4 * 3)  # 3 rows per chunk
+    np.testing.assert_array_equal(base[0], small[0])
+
+
+def test_input_kinds():
+    model = exact_model()
+    X = exact_X()
+    base = predict_topk(model, X, 5)
+    for other in (X.toarray(), X.tocoo(), X.tocsc(), X.astype(np.float64), X.toarray().astype(np.float64)):
+        got = predict_topk(model, other, 5)
+        np.testing.assert_array_equal(base[0], got[0])
+        np.testing.assert_array_equal(base[1], got[1])
+    got = predict_topk(model.weights, X, 5)  # weights only: intercept 0
+    ref = reference_topk(model.weights, np.zeros(40), X, 5)
+    np.testing.assert_array_equal(got[0], ref[0])
+    got = predict_topk(model.weights.toarray(), X, 5)
+    np.testing.assert_array_equal(got[0], ref[0])
+
+
+def test_feature_count_checks():
+    model = exact_model(n_features=30)
+    X = exact_X(n_features=30)
+    fewer = X[:, :25]
+    full = sp.hstack([fewer, sp.csr_matrix((X.shape[0], 5), dtype=np.float32)]).tocsr()
+    np.testing.assert_array_equal(predict_topk(model, fewer, 5)[0], predict_topk(model, full, 5)[0])
+    more = sp.hstack([X, sp.csr_matrix((X.shape[0], 2), dtype=np.float32)]).tocsr()
+    with pytest.raises(ModelFormatError, match="X has 32 features but the model was trained on 30"):
+        predict_topk(model, more, 5)
+    with pytest.raises(ModelFormatError, match="32 features"):
+        decision_function(model, more)
+
+
+def test_bad_inputs():
+    model = exact_model()
+    X = exact_X()
+    with pytest.raises(ParameterError, match="k must be"):
+        predict_topk(model, X, 0)
+    with pytest.raises(DataFormatError, match="2-d"):
+        predict_topk(model, np.zeros(30), 5)
+    bad = X.copy()
+    bad.data[bad.indptr[3]] = np.nan
+    with pytest.raises(DataFormatError, match="row 3"):
+        predict_topk(model, bad, 5, chunk_rows=2)
+    with pytest.raises(TypeError, match="OvAModel"):
+        predict_topk("model", X, 5)
+
+
+# --------------------------------------------------------------------------- decision_function
+def test_decision_function():
+    model = exact_model(first_label=2, label_space=50)
+    X = exact_X()
+    S = decision_function(model, X, chunk_rows=7, threads=2)
+    ref = (X.toarray() @ model.weights.toarray().T + model.intercept).astype(np.float32)
+    np.testing.assert_array_equal(S, ref)
+    labels, scores = predict_topk(model, X, 5)
+    np.testing.assert_array_equal(np.take_along_axis(S, labels - 2, 1), scores)
+    with pytest.raises(ParameterError, match="use predict_topk"):
+        decision_function(model, X, max_memory=1000)
+
+
+# --------------------------------------------------------------------------- merging / streaming
+def test_merge_topk():
+    la = np.array([[5, 1, -1]], np.int32)
+    sa = np.array([[2.0, 1.0, -np.inf]], np.float32)
+    lb = np.array([[0, 9]], np.int32)
+    sb = np.array([[2.0, 1.0]], np.float32)
+    labels, scores = merge_topk(la, sa, lb, sb, 4)
+    assert labels.tolist() == [[0, 5, 1, 9]] and scores.tolist() == [[2, 2, 1, 1]]
+    labels, scores = merge_topk(la[:, :1], sa[:, :1], lb[:, :0], sb[:, :0], 3)
+    assert labels.tolist() == [[5, -1, -1]] and scores[0, 0] == 2 and np.isneginf(scores[0, 1:]).all()
+
+
+@pytest.mark.parametrize("shard_size", [1, 3, 16, None])
+@pytest.mark.parametrize("pre", [(False, False), (True, True), (False, True)])
+def test_streaming_equals_whole(tmp_path, shard_size, pre):
+    rng = np.random.default_rng(3)
+    W = sp.random(50, 40, density=0.2, format="csr", dtype=np.float32, random_state=rng)
+    W.data -= 0.5
+    idf = rng.random(40).astype(np.float32) if pre[0] else None
+    model = OvAModel(weights=W, intercept=rng.normal(size=50).astype(np.float32), n_features=40, label_space=50,
+                     params=TrainParams(tfidf=pre[0], normalize=pre[1]),
+                     preprocessing=Preprocessing(normalize=pre[1], idf=idf))
+    X = sp.random(70, 40, density=0.2, format="csr", random_state=rng, dtype=np.float32) * 5
+    save_model(model, tmp_path / "m", shard_size=shard_size)
+    whole = predict_topk(load_model(tmp_path / "m"), X, 8)
+    stream = predict_topk_streaming(tmp_path / "m", X, 8, chunk_rows=11, threads=2)
+    np.testing.assert_array_equal(whole[0], stream[0])
+    np.testing.assert_array_equal(whole[1], stream[1])
+    direct = predict_topk(model, X, 8)
+    np.testing.assert_array_equal(whole[0], direct[0])
+
+
+def test_gappy_model_never_predicts_missing_labels(tmp_path):
+    model = exact_model(num_labels=30, label_space=30)
+    w = ModelWriter.create(tmp_path / "m", 30, 30, model.params)
+    w.add_shard(0, model.weights[:10], model.intercept[:10])
+    w.add_shard(20, model.weights[20:25], model.intercept[20:25])
+    X = exact_X(n_features=30)
+    with pytest.raises(ModelFormatError, match="incomplete"):
+        predict_topk_streaming(tmp_path / "m", X, 5)
+    loaded = load_model(tmp_path / "m", allow_gaps=True)
+    got = predict_topk(loaded, X, 20)
+    ref = reference_topk(model.weights, model.intercept, X, 20, exclude=[(10, 20), (25, 30)])
+    np.testing.assert_array_equal(got[0], ref[0])
+    assert (got[0][:, 15:] == -1).all()
+    stream = predict_topk_streaming(tmp_path / "m", X, 20, allow_gaps=True)
+    np.testing.assert_array_equal(got[0], stream[0])
+    np.testing.assert_array_equal(got[1], stream[1])
+    S = decision_function(loaded, X)
+    assert np.isneginf(S[:, 10:20]).all() and np.isfinite(S[:, :10]).all()
+
+
+# --------------------------------------------------------------------------- preprocessing
+def test_fit_preprocessing_tfidf_by_hand():
+    X = sp.csr_matrix(np.array([[1, 0, 3, 0], [0, 0, 1, 0], [2, 0, 0, 0], [1, 0, 1, 0]], np.float32))
+    pre, Xt = fit_preprocessing(X, normalize=False, tfidf=True)
+    idf = np.log([4 / 3, 1, 4 / 3, 1])
+    idf[[1, 3]] = 0  # feature 1 and 3 never seen
+    np.testing.assert_allclose(pre.idf, idf, rtol=1e-6)
+    assert pre.idf.dtype == np.float32 and pre.normalize is False
+    tf = np.where(X.toarray() > 0, 1 + np.log(np.maximum(X.toarray(), 1)), 0)
+    np.testing.assert_allclose(Xt.toarray(), tf * idf, rtol=1e-6)
+    assert X[0, 2] == 3  # input untouched
+
+
+def test_fit_and_apply_preprocessing_agree():
+    rng = np.random.default_rng(2)
+    X = sp.random(60, 25, density=0.3, format="csr", random_state=rng, dtype=np.float32)
+    X.data = np.ceil(X.data * 5)
+    for normalize, tfidf in [(False, False), (True, False), (False, True), (True, True)]:
+        pre, Xt = fit_preprocessing(X, normalize, tfidf)
+        assert (pre.idf is not None) == tfidf and pre.normalize == normalize
+        again = apply_preprocessing(X, pre)
+        np.testing.assert_allclose(again.toarray(), Xt.toarray(), rtol=1e-6)
+        chunked = sp.vstack([apply_preprocessing(X[a:a + 7], pre) for a in range(0, 60, 7)])
+        np.testing.assert_allclose(chunked.toarray(), Xt.toarray(), rtol=1e-6)
+        dense = apply_preprocessing(X.toarray(), pre)
+        assert isinstance(dense, np.ndarray)
+        np.testing.assert_allclose(dense, Xt.toarray(), rtol=1e-5, atol=1e-7)
+        pre_d, Xt_d = fit_preprocessing(X.toarray(), normalize, tfidf)
+        np.testing.assert_allclose(Xt_d, Xt.toarray(), rtol=1e-5, atol=1e-7)
+        if normalize:
+            norms = np.sqrt(np.asarray(Xt.multiply(Xt).sum(axis=1)).ravel())
+            nonzero = np.asarray((X != 0).sum(axis=1)).ravel() > 0
+            if tfidf:
+                nonzero &= np.asarray((Xt != 0).sum(axis=1)).ravel() > 0
+            np.testing.assert_allclose(norms[nonzero], 1, rtol=1e-5)
+    assert apply_preprocessing(X, Preprocessing()) is X
+
+
+def test_preprocessing_fewer_columns_and_errors():
+    X = sp.csr_matrix(np.array([[1, 2, 0], [0, 1, 1]], np.float32))
+    pre, _ = fit_preprocessing(X, True, True)
+    part = apply_preprocessing(X[:, :2], pre)
+    assert part.shape == (2, 2)
+    with pytest.raises(DataFormatError, match="X has 4 features but the tf-idf weights cover 3"):
+        apply_preprocessing(sp.csr_matrix((1, 4), dtype=np.float32), pre)
+    with pytest.raises(DataFormatError, match="row 1, feature 2 has value -1.0"):
+        fit_preprocessing(sp.csr_matrix(np.array([[1, 0, 0], [0, 1, -1]], np.float32)), False, True)
+    with pytest.raises(DataFormatError, match="row 0, feature 1"):
+        apply_preprocessing(np.array([[1, -2, 0]], np.float32), pre)
+    # negative values are fine without tf-idf
+    pre2, Xn = fit_preprocessing(np.array([[3, -4]], np.float32), True, False)
+    np.testing.assert_allclose(Xn, [[0.6, -0.8]])
+
+
+def test_predict_applies_model_preprocessing():
+    rng = np.random.default_rng(4)
+    X = sp.random(40, 20, density=0.3, format="csr", random_state=rng, dtype=np.float32)
+    X.data = np.ceil(X.data * 4)
+    pre, Xt = fit_preprocessing(X, normalize=True, tfidf=True)
+    W = sp.random(15, 20, density=0.4, format="csr", random_state=rng, dtype=np.float32)
+    b = np.zeros(15, np.float32)
+    model = OvAModel(weights=W, intercept=b, n_features=20, label_space=15, preprocessing=pre)
+    got = predict_topk(model, X, 4, chunk_rows=6)
+    ref = predict_topk((W, b), Xt, 4)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-6)
+    raw = predict_topk(model, Xt, 4, preprocess=False)
+    np.testing.assert_array_equal(raw[0], ref[0])
