@@ -379,6 +379,8 @@ def test_writer_resume(tmp_path):
     orphan = tmp_path / "m" / fmt.shard_file_name(20, 10)
     fmt._write_shard_file(tmp_path / "m", 20, model.weights[20:30], model.intercept[20:30])
     (tmp_path / "m" / "shards" / (".x.tmp-" + "a" * 32)).write_bytes(b"half")
+    (tmp_path / "m" / ".manifest.json.0123456789ab.tmp").write_bytes(b"half")  # headstart.io.atomic style
+    (tmp_path / "m" / "shards" / "notes.txt").write_text("not ours")
     assert orphan.exists()
     with pytest.raises(ModelFormatError, match="incomplete"):
         load_model(tmp_path / "m")
@@ -390,7 +392,9 @@ def test_writer_resume(tmp_path):
     w2 = ModelWriter.open(tmp_path / "m", p.replace(threads=3), n_features=23, label_space=40)
     assert not orphan.exists()
     assert sorted(f.name for f in (tmp_path / "m" / "shards").iterdir()) == [
-        "labels-0000000-0000009.npz", "labels-0000010-0000019.npz", "labels-0000030-0000039.npz"]
+        "labels-0000000-0000009.npz", "labels-0000010-0000019.npz", "labels-0000030-0000039.npz", "notes.txt"]
+    assert sorted(f.name for f in (tmp_path / "m").iterdir()) == [
+        "label_counts.npz", "manifest.json", "preprocessing.npz", "shards"]
     assert w2.missing_ranges() == [(20, 30)]
     w2.add_shard(20, model.weights[20:30], model.intercept[20:30])
     assert w2.is_complete()
@@ -548,3 +552,25 @@ def test_npz_reader_never_unpickles(tmp_path, monkeypatch):
     save_model(random_model(), tmp_path / "m", shard_size=9)
     load_model(tmp_path / "m")
     assert zipfile.is_zipfile(tmp_path / "m" / "shards" / "labels-0000000-0000008.npz")
+
+
+def test_private_atomic_write(tmp_path):
+    target = tmp_path / "f.bin"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with fmt._private_atomic_write(target, "wb") as fh:
+            fh.write(b"new but unfinished")
+            raise RuntimeError("crash")
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+    with fmt._private_atomic_write(target, "wb") as fh:
+        fh.write(b"new")
+    assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+
+
+def test_relative_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = random_model()
+    save_model(model, "m")
+    save_model(model, "m/")
+    assert_same_model(model, load_model("m"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]

@@ -610,7 +610,7 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
     shard).  An existing headstart model at ``path`` is replaced; any other non-empty
     directory or a file is refused with :class:`ModelFormatError`.
     """
-    path = Path(path)
+    path = Path(os.path.abspath(path))
     if shard_size is not None and (not _is_int(shard_size) or shard_size < 1):
         raise ModelFormatError(f"shard_size must be an integer >= 1, got {shard_size!r}")
     what = f"model for {path}"
@@ -719,7 +719,7 @@ class ModelWriter:
                preprocessing: Preprocessing | None = None, label_counts: Any = None, n_train: int = 0,
                *, overwrite: bool = False) -> "ModelWriter":
         """Create an empty model directory atomically (refuses an existing model unless ``overwrite``)."""
-        path = Path(path)
+        path = Path(os.path.abspath(path))
         for name, v in (("n_features", n_features), ("label_space", label_space), ("n_train", n_train)):
             if not _is_int(v) and not isinstance(v, np.integer) or v < 0:
                 raise ModelFormatError(f"{name} must be an integer >= 0, got {v!r}")
@@ -871,7 +871,7 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
     ``allow_gaps``.  Shard files are copied byte for byte after verification.  The output
     is written atomically (built aside, then renamed).  Returns the new manifest.
     """
-    out_path = Path(out_path)
+    out_path = Path(os.path.abspath(out_path))
     dirs = [Path(d) for d in shard_dirs]
     if not dirs:
         raise ModelFormatError("merge_models: no model directories given")
