@@ -1,0 +1,244 @@
+"""Top-k prediction files.
+
+Format::
+
+    num_points k num_labels
+    label:score label:score ...        <- exactly k tokens per line, in the given order
+
+Scores are written with 6 significant digits.  Label ids are 0-based, in
+``[0, num_labels)``, distinct within a line, and ``k <= num_labels``.  A file written by
+:class:`PredictionWriter` without a known row count has its header padded with trailing
+blanks (the header is rewritten in place at the end); readers split on whitespace, so
+this is invisible to them.  A name ending in ``.gz`` is gzip-compressed; reading detects
+gzip by its magic bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+from ..errors import DataFormatError
+from . import _kernels as K
+from ._common import (SparseSpec, locate, parse_header, read_bytes, sparse_error, token_at,
+                      too_few_rows, _show)
+from .atomic import atomic_write
+
+PRED_HEADER = ("num_points", "k", "num_labels")
+_HEADER_WIDTH = 20  # digits reserved for num_points when the count is not known up front
+
+__all__ = ["write_predictions", "read_predictions", "PredictionWriter"]
+
+
+def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
+    """Read a predictions file: ``(labels int32 (n, k), scores float32 (n, k))``.
+
+    Every line must have exactly ``k`` tokens ``label:score`` (the header's k); labels in
+    ``[0, num_labels)`` and distinct within the line; scores finite.  Token order is kept.
+    Errors are :class:`DataFormatError` with the line number (header = line 1).
+    """
+    raw = read_bytes(path)
+    (n, k, L), body = parse_header(raw, path, PRED_HEADER)
+    if k > L:
+        raise DataFormatError(f"header k = {k} exceeds num_labels = {L}", path, 1,
+                              token=str(k))
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    n_nl, n_colon, _ = K.count_bytes(buf, body, len(buf))
+    # rows * k tokens need rows * k colons: size from the content, never from the header
+    cap = min(n, n_nl + 1)
+    if k > 0:
+        cap = min(cap, n_colon // k)
+    labels = np.empty((cap, k), dtype=np.int32)
+    scores = np.empty((cap, k), dtype=np.float32)
+    code, pos, aux, rows = K.parse_predictions(buf, body, len(buf), k, L, n, labels, scores,
+                                               False)
+    if code == K.E_CAPACITY:
+        # The content cannot hold n complete rows.  Find the first bad line (or learn
+        # that the file is merely short) by validating the rest without storing it.
+        scratch_l = np.empty((1, k), dtype=np.int32)
+        scratch_s = np.empty((1, k), dtype=np.float32)
+        code, pos, aux, more = K.parse_predictions(buf, pos, len(buf), k, L, n - rows,
+                                                   scratch_l, scratch_s, True)
+        if code == K.OK:
+            rows += more   # necessarily < n: reported as "file ends after ..." below
+    if code != K.OK:
+        raise _pred_error(code, pos, aux, buf, body, path, k, L, n)
+    if rows != n:
+        nl = raw.count(b"\n", body) + (1 if len(raw) > body and not raw.endswith(b"\n") else 0)
+        raise too_few_rows(path, rows, n, 2 + nl, "row")
+    return labels, scores
+
+
+def _pred_error(code, pos, aux, buf, start, path, k, L, n) -> DataFormatError:
+    line, col, _ = locate(buf, start, pos, 2)
+    if code == K.E_TOO_MANY_TOKENS:
+        return DataFormatError(f"more than k = {k} predictions on a line", path, line, col,
+                               _show(token_at(buf, pos)))
+    if code == K.E_TOO_FEW_TOKENS:
+        return DataFormatError(f"{aux} predictions on a line, expected k = {k}", path, line, 1)
+    spec = SparseSpec(has_labels=False, n_features=L, n_labels=L, max_rows=n, what="row",
+                      feature_word="prediction", label_word="label id", header_rows=n)
+    if code == K.E_LABEL_RANGE:
+        tok = token_at(buf, pos)
+        return DataFormatError(f"label id {_show(tok.partition(b':')[0])} out of range "
+                               f"[0, {L})", path, line, col, _show(tok))
+    return sparse_error(code, pos, aux, buf, start, spec, path, 2)
+
+
+def _check_block(labels, scores, k: int, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    labels = np.asarray(labels)
+    scores = np.asarray(scores)
+    if labels.ndim != 2 or labels.shape != scores.shape or labels.shape[1] != k:
+        raise DataFormatError(f"labels and scores must both have shape (rows, {k}); got "
+                              f"{labels.shape} and {scores.shape}")
+    if labels.dtype.kind not in "iu":
+        raise DataFormatError(f"labels must be integers, not {labels.dtype}")
+    if labels.size and (labels.min() < 0 or labels.max() >= n_labels):
+        raise DataFormatError(f"label ids must be in [0, {n_labels})")
+    if k > 1:
+        s = np.sort(labels, axis=1)
+        if np.any(s[:, 1:] == s[:, :-1]):
+            raise DataFormatError("a label appears twice in one row of predictions")
+    if scores.dtype.kind not in "fiub":
+        raise DataFormatError(f"scores must be numbers, not {scores.dtype}")
+    scores = scores.astype(np.float32, copy=False)
+    if not np.all(np.isfinite(scores)):
+        raise DataFormatError("scores must be finite (NaN or infinity found)")
+    return labels.astype(np.int64, copy=False), scores
+
+
+class PredictionWriter:
+    """Stream top-k predictions into a file, atomically.
+
+    ::
+
+        with PredictionWriter("pred.txt", k=5, n_labels=L) as w:
+            for X_chunk, _ in iter_xmc_chunks("test.txt.gz"):
+                labels, scores = model.topk(X_chunk, 5)
+                w.write(labels, scores)
+
+    The output is written to a temporary file in the destination's directory and renamed
+    to ``path`` when the ``with`` block (or :meth:`close`) completes; on an exception
+    (or :meth:`abort`) the temporary file is removed and nothing appears at ``path``.
+    ``n_rows``, when given, is written into the header directly and checked at close;
+    otherwise the header is rewritten with the final count (padded with blanks).
+    """
+
+    def __init__(self, path, k: int, n_labels: int, n_rows: int | None = None):
+        k = int(k)
+        n_labels = int(n_labels)
+        if k < 0 or n_labels < 0 or k > n_labels:
+            raise DataFormatError(f"need 0 <= k <= n_labels, got k = {k}, n_labels = {n_labels}")
+        self.path = os.fspath(path)
+        self.k = k
+        self.n_labels = n_labels
+        self.n_rows = None if n_rows is None else int(n_rows)
+        self.rows = 0
+        self._gz = self.path.endswith(".gz")
+        self._closed = False
+        if self._gz:
+            # body goes to an anonymous temporary file, compressed with its header at close
+            self._body = tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(self.path)))
+            self._f = self._body
+        else:
+            self._ctx = atomic_write(self.path, "wb")
+            self._f = self._ctx.__enter__()
+            self._f.write(self._header(self.n_rows, pad=self.n_rows is None))
+
+    def _header(self, n: int | None, pad: bool) -> bytes:
+        first = str(n if n is not None else 0)
+        if pad:
+            first = first.ljust(_HEADER_WIDTH)
+            return f"{first} {self.k} {self.n_labels}".encode().ljust(_HEADER_WIDTH + 24) + b"\n"
+        return f"{first} {self.k} {self.n_labels}\n".encode()
+
+    def write(self, labels, scores) -> None:
+        """Append rows: ``labels`` integer (rows, k), ``scores`` float (rows, k)."""
+        if self._closed:
+            raise ValueError("write to a closed PredictionWriter")
+        lab, sc = _check_block(labels, scores, self.k, self.n_labels)
+        if lab.shape[0] == 0:
+            return
+        # budget: label <= 10 digits, ':' , score <= FLOAT_MAX_CHARS, separator
+        per_row = self.k * (12 + K.FLOAT_MAX_CHARS) + 1
+        step = max(1, (32 << 20) // per_row)
+        for r0 in range(0, lab.shape[0], step):
+            lb = np.ascontiguousarray(lab[r0:r0 + step])
+            sb = np.ascontiguousarray(sc[r0:r0 + step])
+            out = np.empty(lb.shape[0] * per_row, dtype=np.uint8)
+            used = K.format_predictions(lb, sb, out)
+            self._f.write(out[:used].tobytes())
+        self.rows += lab.shape[0]
+
+    def close(self) -> None:
+        """Finish the file and move it into place."""
+        if self._closed:
+            return
+        try:
+            if self.n_rows is not None and self.rows != self.n_rows:
+                raise DataFormatError(f"PredictionWriter: {self.rows} rows written but "
+                                      f"n_rows = {self.n_rows} was announced", self.path)
+            if self._gz:
+                with atomic_write(self.path, "wb") as raw:
+                    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6,
+                                       mtime=0) as gz:
+                        gz.write(self._header(self.rows, pad=False))
+                        self._body.seek(0)
+                        shutil.copyfileobj(self._body, gz, 1 << 20)
+                self._body.close()
+            else:
+                if self.n_rows is None:
+                    self._f.seek(0)
+                    self._f.write(self._header(self.rows, pad=True))
+                    self._f.seek(0, os.SEEK_END)
+                self._ctx.__exit__(None, None, None)
+        except BaseException as e:
+            self._closed = True
+            self._discard(e)
+            raise
+        self._closed = True
+
+    def _discard(self, exc: BaseException | None) -> None:
+        if self._gz:
+            self._body.close()
+        else:
+            try:
+                exc = exc or RuntimeError("PredictionWriter aborted")
+                self._ctx.__exit__(type(exc), exc, exc.__traceback__)
+            except BaseException:
+                pass
+
+    def abort(self) -> None:
+        """Drop everything written so far; nothing appears at ``path``."""
+        if not self._closed:
+            self._closed = True
+            self._discard(None)
+
+    def __enter__(self) -> "PredictionWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self):
+        try:
+            if not self._closed:
+                self.abort()
+        except Exception:
+            pass
+
+
+def write_predictions(path, labels, scores, n_labels: int) -> None:
+    """Write top-k predictions ``labels`` (n, k) int and ``scores`` (n, k) at once, atomically."""
+    labels = np.asarray(labels)
+    if labels.ndim != 2:
+        raise DataFormatError(f"labels must have shape (rows, k), got {labels.shape}")
+    with PredictionWriter(path, labels.shape[1], n_labels, n_rows=labels.shape[0]) as w:
+        w.write(labels, scores)

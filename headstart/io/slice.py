@@ -1,0 +1,136 @@
+"""The XMC repository's dense-feature ("slice") layout: a ``.npy`` matrix plus labels.
+
+Features: a NumPy ``.npy`` file holding one 2-D array (points x features) of a real or
+integer dtype.  It is opened with ``allow_pickle=False``; object, string, structured and
+complex arrays, other dimensionalities, ``.npz`` archives and NaN/infinite values are
+rejected.  The result is a C-contiguous float32 array (values beyond the float32 range
+count as infinite).
+
+Labels: a text file (plain or gzip), header ``num_points num_labels`` (two non-negative
+integers), then one line per point in one of two forms, chosen for the whole file:
+
+* comma-separated label ids ``3,17,42`` (an empty line = a point without labels) --
+  the form used when the body contains no ``:`` at all;
+* the repository's sparse form ``3:1 17:1 42:1`` (``label:value`` tokens separated by
+  blanks) -- used when the body contains a ``:``.  A non-zero value marks a label (any
+  finite value, the value itself is not kept); ``label:0`` is not a label.
+
+Ids are 0-based, < num_labels, may come unsorted, must not repeat within a line.  Line
+endings, blank trailing lines and the row-count check are as in the XMC format.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError
+from ._common import (NPY_MAGIC, SparseSpec, csr, label_matrix, parse_header, parse_sparse,
+                      read_bytes, too_few_rows)
+from .atomic import atomic_write
+from .xmc import _open_out, _write_sparse_body, to_label_csr
+
+LABEL_HEADER = ("num_points", "num_labels")
+
+__all__ = ["read_slice", "read_label_file", "read_dense_features", "write_slice"]
+
+
+def read_dense_features(path) -> np.ndarray:
+    """Load a 2-D numeric ``.npy`` array as C-contiguous float32, all values finite."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+    except OSError as e:
+        raise DataFormatError(f"cannot read file: {e.strerror or e}", path) from e
+    if magic != NPY_MAGIC:
+        raise DataFormatError("not a .npy file (missing the NumPy magic bytes)", path)
+    try:
+        # mmap first: shape and dtype are validated against the file size without
+        # allocating anything the header merely claims
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as e:  # noqa: BLE001 - any failure here is bad file content
+        raise DataFormatError(f"cannot load .npy file: {e}", path) from e
+    try:
+        if not isinstance(arr, np.ndarray):
+            raise DataFormatError("not a single .npy array", path)
+        if arr.dtype.hasobject or arr.dtype.kind not in "biuf" or arr.dtype.fields:
+            raise DataFormatError(f"features must be a real or integer array, not dtype "
+                                  f"{arr.dtype}", path)
+        if arr.ndim != 2:
+            raise DataFormatError(f"features must be 2-dimensional (points x features), got "
+                                  f"shape {arr.shape}", path)
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = np.array(arr, dtype=np.float32, order="C", copy=True)
+    except DataFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. a truncated memory map
+        raise DataFormatError(f"cannot load .npy file: {e}", path) from e
+    del arr
+    step = max(1, (8 << 20) // max(1, X.shape[1]))
+    for r0 in range(0, X.shape[0], step):
+        ok = np.isfinite(X[r0:r0 + step])
+        if not ok.all():
+            r, c = np.argwhere(~ok)[0]
+            raise DataFormatError(f"features contain NaN or infinite values (first at row "
+                                  f"{r0 + r}, column {c}; 0-based)", path)
+    return X
+
+
+def read_label_file(path) -> sp.csr_matrix:
+    """Read a label file (see the module docstring) into a float32 0/1 CSR matrix."""
+    raw = read_bytes(path)
+    (n, L), body = parse_header(raw, path, LABEL_HEADER)
+    pairs = raw.find(b":", body) >= 0
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    if pairs:
+        spec = SparseSpec(has_labels=False, allow_features=True, n_features=L, n_labels=L,
+                          max_rows=n, header_rows=n, feature_word="label", label_word="label")
+    else:
+        spec = SparseSpec(has_labels=True, allow_features=False, n_features=0, n_labels=L,
+                          max_rows=n, header_rows=n)
+    r = parse_sparse(buf, body, len(buf), spec, path, 2)
+    if r.rows != n:
+        nl = raw.count(b"\n", body) + (1 if len(raw) > body and not raw.endswith(b"\n") else 0)
+        raise too_few_rows(path, r.rows, n, 2 + nl)
+    if pairs:
+        return label_matrix(r.indptr, r.indices, (n, L))
+    return label_matrix(r.lptr, r.labels, (n, L))
+
+
+def read_slice(features_npy, labels_path) -> tuple[np.ndarray, sp.csr_matrix]:
+    """Read the slice layout: ``(X dense float32 (n, d), Y CSR float32 (n, L))``.
+
+    The number of points of the ``.npy`` array and of the label file must agree.
+    """
+    Y = read_label_file(labels_path)
+    X = read_dense_features(features_npy)
+    if X.shape[0] != Y.shape[0]:
+        raise DataFormatError(f"the features have {X.shape[0]} points but the label file "
+                              f"{os.fspath(labels_path)} has {Y.shape[0]}", features_npy)
+    return X, Y
+
+
+def write_slice(features_npy, labels_path, X, Y) -> None:
+    """Write the slice layout: ``X`` (dense, saved as float32 ``.npy``) and the labels of
+    ``Y`` as comma-separated ids (``.gz`` name: gzip-compressed).  Both writes are atomic."""
+    Xd = np.asarray(X.toarray() if sp.issparse(X) else X)
+    if Xd.ndim != 2 or Xd.dtype.kind not in "biuf":
+        raise DataFormatError(f"X must be a 2-D real array, got shape {Xd.shape}, dtype "
+                              f"{Xd.dtype}")
+    Xd = Xd.astype(np.float32)
+    if not np.all(np.isfinite(Xd)):
+        raise DataFormatError("X contains NaN or infinite values")
+    Yc = to_label_csr(Y, "Y")
+    if Yc.shape[0] != Xd.shape[0]:
+        raise DataFormatError(f"X has {Xd.shape[0]} rows but Y has {Yc.shape[0]}")
+    with atomic_write(features_npy, "wb") as f:
+        np.save(f, Xd, allow_pickle=False)
+    with atomic_write(labels_path, "wb") as raw:
+        gz = _open_out(raw, labels_path)
+        f = gz if gz is not None else raw
+        f.write(f"{Yc.shape[0]} {Yc.shape[1]}\n".encode())
+        _write_sparse_body(f, None, Yc, 0)
+        if gz is not None:
+            gz.close()

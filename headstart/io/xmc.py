@@ -1,0 +1,328 @@
+"""Sparse text formats: the XMC repository format and multi-label libsvm/svmlight.
+
+XMC repository format (``read_xmc`` / ``write_xmc`` / ``iter_xmc_chunks``)::
+
+    num_points num_features num_labels
+    l1,l2,... f:v f:v ...          <- one line per point
+     f:v f:v ...                   <- a point without labels starts with a space
+
+Exactly what the reader accepts (anything else is a :class:`DataFormatError` naming the
+file, the 1-based line -- the header is line 1 -- the column and the offending token):
+
+* plain text or gzip, recognised by the gzip magic bytes (not by the file name);
+* ``\\n`` or ``\\r\\n`` line endings; a UTF-8 byte-order mark before the header;
+* header: exactly three non-negative decimal integers separated by blanks; the numbers
+  of features and labels must be at most 2**31 - 1;
+* a label list is comma-separated non-negative decimal integers without blanks
+  (``1,5,7``), each < num_labels; it may be unsorted (it is sorted); a label repeated
+  within a line is an **error** (we do not merge silently: repeated labels usually mean a
+  broken conversion);
+* features are ``index:value`` tokens separated by spaces or tabs; indices are decimal
+  integers in ``[0, num_features)`` (``[1, num_features]`` with ``one_based=True``);
+  values are decimal numbers (``1``, ``-0.5``, ``.5``, ``3.``, ``1e-3``); NaN, infinity
+  and values that overflow the output dtype are errors; unsorted features are accepted
+  and sorted; a repeated index within a line is an error; explicit zeros are dropped
+  (after the duplicate check);
+* every line after the header is one point -- an empty line is a point with no labels
+  and no features -- and the number of points must equal ``num_points``; blank lines
+  after the last announced point (e.g. a trailing newline) are ignored.
+
+No buffer is ever sized from the header: sizes come from counting the bytes of the body,
+so a header claiming 10**12 points fails cleanly ("file ends after ...").
+
+Numbers are parsed by a Numba kernel: float32 values are exact (the decimal is rounded to
+float64 in one step, then to float32); float64 values are within an ulp for exponents
+beyond +-22.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+from collections.abc import Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError, ParameterError
+from . import _kernels as K
+from ._common import (BOM, HEADER_LIMIT, SparseSpec, check_dtype, csr, first_line,
+                      header_ints, label_matrix, open_stream, parse_header, parse_sparse,
+                      read_bytes, too_few_rows)
+from .atomic import atomic_write
+
+XMC_HEADER = ("num_points", "num_features", "num_labels")
+
+__all__ = ["read_xmc", "read_xmc_header", "iter_xmc_chunks", "write_xmc", "read_libsvm",
+           "to_label_csr", "to_feature_csr"]
+
+
+def _line_after(raw: bytes, start: int, first: int) -> int:
+    """Number of the line after the text ``raw[start:]`` that begins on line ``first``."""
+    n = raw.count(b"\n", start)
+    if len(raw) > start and not raw.endswith(b"\n"):
+        n += 1
+    return first + n
+
+
+def _as_u8(raw: bytes) -> np.ndarray:
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+# --- XMC ------------------------------------------------------------------------------------------
+def read_xmc_header(path) -> tuple[int, int, int]:
+    """``(num_points, num_features, num_labels)`` from the first line, without the body."""
+    line = first_line(path)
+    if not line.strip():
+        raise DataFormatError("file is empty: expected a header line '"
+                              + " ".join(XMC_HEADER) + "'", path, 1)
+    vals, _ = parse_header(line + b"\n", path, XMC_HEADER)
+    return vals[0], vals[1], vals[2]
+
+
+def read_xmc(path, one_based: bool = False, dtype=np.float32
+             ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Read an XMC repository file (plain or gzip) into ``(X, Y)``.
+
+    Parameters
+    ----------
+    path : file name; gzip is detected by its magic bytes.
+    one_based : feature indices in the file start at 1 (column ``i - 1``).  Label ids are
+        always 0-based, as in the XMC repository and in libsvm multi-label files.
+    dtype : float32 (default) or float64 for ``X``.
+
+    Returns
+    -------
+    X : ``csr_matrix`` (num_points x num_features), ``dtype``, canonical (sorted
+        indices, no duplicates, no explicit zeros).
+    Y : ``csr_matrix`` (num_points x num_labels), float32 with 1.0 for each label,
+        canonical.
+
+    Raises :class:`DataFormatError` for any problem with the file (see the module
+    docstring for the exact grammar), including a missing or unreadable file.
+    """
+    dt = check_dtype(dtype)
+    raw = read_bytes(path)
+    (n, d, L), body = parse_header(raw, path, XMC_HEADER)
+    buf = _as_u8(raw)
+    spec = SparseSpec(feat_offset=1 if one_based else 0, n_features=d, n_labels=L,
+                      max_rows=n, dtype=dt, header_rows=n)
+    r = parse_sparse(buf, body, len(buf), spec, path, 2)
+    if r.rows != n:
+        raise too_few_rows(path, r.rows, n, _line_after(raw, body, 2))
+    return (csr(r.indptr, r.indices, r.data, (n, d)),
+            label_matrix(r.lptr, r.labels, (n, L)))
+
+
+def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
+                    dtype=np.float32, block_bytes: int = 16 << 20
+                    ) -> Iterator[tuple[sp.csr_matrix, sp.csr_matrix]]:
+    """Stream an XMC file as ``(X_chunk, Y_chunk)`` blocks of at most ``chunk_rows`` points.
+
+    Same grammar and checks as :func:`read_xmc`; memory is bounded by one chunk plus one
+    read block (``block_bytes``) whatever the size of the file.  Every chunk has the full
+    width (num_features, num_labels).  A row-count mismatch with the header can only be
+    detected at the end, so it is raised after the earlier chunks were yielded.
+    """
+    if int(chunk_rows) < 1:
+        raise ParameterError(f"chunk_rows must be >= 1, got {chunk_rows}")
+    chunk_rows = int(chunk_rows)
+    block_bytes = max(int(block_bytes), 1 << 12)
+    dt = check_dtype(dtype)
+    with open_stream(path) as stream:
+        head = stream.readline(HEADER_LIMIT)
+        if not head.strip():
+            # either an empty file or a blank header line: parse_header tells which
+            parse_header(head + stream.read(1 << 16), path, XMC_HEADER)
+        if not head.endswith(b"\n") and len(head) >= HEADER_LIMIT:
+            raise DataFormatError("header line too long", path, 1)
+        (n, d, L), _ = parse_header(head, path, XMC_HEADER)
+        spec = SparseSpec(feat_offset=1 if one_based else 0, n_features=d, n_labels=L,
+                          dtype=dt, header_rows=n)
+        done = 0
+        line_no = 2
+        pending = b""
+        eof = False
+        while True:
+            # gather at least chunk_rows complete lines (or everything up to EOF)
+            parts = [pending]
+            have = pending.count(b"\n")
+            while have < chunk_rows and not eof:
+                block = stream.read(block_bytes)
+                if not block:
+                    eof = True
+                    break
+                parts.append(block)
+                have += block.count(b"\n")
+            data = b"".join(parts)
+            if not data:
+                break
+            if have >= chunk_rows:
+                cut = -1
+                for _ in range(chunk_rows):
+                    cut = data.index(b"\n", cut + 1)
+                cut += 1
+            elif eof:
+                cut = len(data)
+            else:  # pragma: no cover - loop above guarantees one of the two
+                continue
+            piece, pending = data[:cut], data[cut:]
+            spec.max_rows = n - done
+            buf = _as_u8(piece)
+            r = parse_sparse(buf, 0, len(buf), spec, path, line_no)
+            line_no = _line_after(piece, 0, line_no)
+            done += r.rows
+            if r.rows:
+                yield (csr(r.indptr, r.indices, r.data, (r.rows, d)),
+                       label_matrix(r.lptr, r.labels, (r.rows, L)))
+            if eof and not pending:
+                break
+        if done != n:
+            raise too_few_rows(path, done, n, line_no)
+
+
+def to_feature_csr(X, name: str = "X") -> sp.csr_matrix:
+    """A canonical float CSR copy-or-view of ``X`` (sparse or dense); finite values only."""
+    try:
+        M = sp.csr_matrix(X)
+    except Exception as e:
+        raise DataFormatError(f"{name} cannot be converted to a sparse matrix: {e}") from e
+    if M.ndim != 2:
+        raise DataFormatError(f"{name} must be 2-dimensional")
+    if M.dtype.kind not in "biuf":
+        raise DataFormatError(f"{name} has unsupported dtype {M.dtype}")
+    if M.dtype.kind != "f":
+        M = M.astype(np.float32)
+    if not M.has_canonical_format:
+        M = M.copy()
+        M.sum_duplicates()
+    if not np.all(np.isfinite(M.data)):
+        raise DataFormatError(f"{name} contains NaN or infinite values")
+    if np.any(M.data == 0):
+        M = M.copy()
+        M.eliminate_zeros()
+    return M
+
+
+def to_label_csr(Y, name: str = "Y") -> sp.csr_matrix:
+    """Label sets of ``Y`` (sparse or dense): every non-zero entry is a label."""
+    try:
+        M = sp.csr_matrix(Y)
+    except Exception as e:
+        raise DataFormatError(f"{name} cannot be converted to a sparse matrix: {e}") from e
+    if M.dtype.kind not in "biuf":
+        raise DataFormatError(f"{name} has unsupported dtype {M.dtype}")
+    if M.dtype.kind == "f" and not np.all(np.isfinite(M.data)):
+        raise DataFormatError(f"{name} contains NaN or infinite values")
+    M = M.copy()
+    M.sum_duplicates()
+    M.eliminate_zeros()
+    M.data = np.ones(M.nnz, dtype=np.float32)
+    return M
+
+
+def _write_sparse_body(f, X: sp.csr_matrix | None, Y: sp.csr_matrix, feat_offset: int,
+                       budget: int = 32 << 20) -> None:
+    """Format rows in blocks of about ``budget`` bytes and write them to ``f``."""
+    n = Y.shape[0]
+    lptr = Y.indptr.astype(np.int64)
+    labels = Y.indices
+    if X is not None:
+        indptr = X.indptr.astype(np.int64)
+        indices = X.indices
+        data = X.data
+        is32 = X.dtype == np.float32
+    else:
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        indices = np.zeros(0, dtype=np.int32)
+        data = np.zeros(0, dtype=np.float32)
+        is32 = True
+    per_feat = 13 + K.FLOAT_MAX_CHARS
+    cost = 2 + 12 * np.diff(lptr) + per_feat * np.diff(indptr)
+    ends = np.cumsum(cost)
+    r0 = 0
+    while r0 < n:
+        base = ends[r0 - 1] if r0 else 0
+        r1 = int(np.searchsorted(ends, base + budget, side="right"))
+        r1 = min(max(r1, r0 + 1), n)
+        need = int(ends[r1 - 1] - base)
+        out = np.empty(need, dtype=np.uint8)
+        used = K.format_sparse(r0, r1, indptr, indices, data, lptr, labels, feat_offset,
+                               X is not None, is32, out)
+        f.write(out[:used].tobytes())
+        r0 = r1
+
+
+def _open_out(f, path):
+    """Wrap the atomic temp file in gzip when the destination name ends in ``.gz``."""
+    if os.fspath(path).endswith(".gz"):
+        return gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0)
+    return None
+
+
+def write_xmc(path, X, Y, one_based: bool = False) -> None:
+    """Write ``(X, Y)`` in the XMC repository format, atomically.
+
+    ``X`` (n x d) and ``Y`` (n x L) may be scipy sparse or dense.  Every non-zero of ``Y``
+    is a label; explicit zeros of ``X`` are not written.  float32 values are written with
+    the fewest digits (6 to 9) that read back to the identical float32, float64 values
+    with up to 17.  A name ending in ``.gz`` is gzip-compressed.  ``one_based`` writes
+    feature indices starting at 1 (labels stay 0-based).
+    """
+    Xc = to_feature_csr(X, "X")
+    Yc = to_label_csr(Y, "Y")
+    if Xc.shape[0] != Yc.shape[0]:
+        raise DataFormatError(f"X has {Xc.shape[0]} rows but Y has {Yc.shape[0]}")
+    if Xc.dtype not in (np.float32, np.float64):
+        Xc = Xc.astype(np.float32)
+    n, d = Xc.shape
+    with atomic_write(path, "wb") as raw:
+        gz = _open_out(raw, path)
+        f = gz if gz is not None else raw
+        f.write(f"{n} {d} {Yc.shape[1]}\n".encode())
+        _write_sparse_body(f, Xc, Yc, 1 if one_based else 0)
+        if gz is not None:
+            gz.close()
+
+
+# --- libsvm ------------------------------------------------------------------------------------------
+def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None,
+                zero_based: bool = False, dtype=np.float32
+                ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Read a multi-label libsvm / svmlight file ``l1,l2,... f:v f:v ... [# comment]``.
+
+    * Feature indices are **1-based** by default (the svmlight/libsvm convention: index
+      ``i`` goes to column ``i - 1``; an index 0 is an error); ``zero_based=True`` reads
+      0-based indices.
+    * Label ids are taken **as given, 0-based** (label ``l`` is column ``l`` of ``Y``),
+      comma-separated non-negative integers; a line starting with a space has no labels.
+    * There is no header.  Blank lines and lines starting with ``#`` are skipped (they
+      are not points); ``#`` also starts a comment at the end of a line.
+    * ``n_features`` / ``n_labels``: the widths of ``X`` / ``Y``; ids beyond them are
+      errors.  ``None`` infers ``max id + 1`` (0 when there are none).
+    * Everything else (values, duplicates, sorting, zeros, line endings, gzip) is as in
+      :func:`read_xmc`.
+    """
+    dt = check_dtype(dtype)
+    for name, v in (("n_features", n_features), ("n_labels", n_labels)):
+        if v is not None and not (0 <= int(v) <= K.INDEX_MAX + 1):
+            raise ParameterError(f"{name} must be in [0, {K.INDEX_MAX + 1}], got {v}")
+    raw = read_bytes(path)
+    start = len(BOM) if raw.startswith(BOM) else 0
+    if not raw[start:].strip():
+        raise DataFormatError("file is empty", path, 1 if raw else None)
+    buf = _as_u8(raw)
+    spec = SparseSpec(feat_offset=0 if zero_based else 1,
+                      n_features=-1 if n_features is None else int(n_features),
+                      n_labels=-1 if n_labels is None else int(n_labels),
+                      skip_blank=True, comments=True, dtype=dt)
+    r = parse_sparse(buf, start, len(buf), spec, path, 1)
+    d = r.max_feature + 1 if n_features is None else int(n_features)
+    L = r.max_label + 1 if n_labels is None else int(n_labels)
+    return (csr(r.indptr, r.indices, r.data, (r.rows, d)),
+            label_matrix(r.lptr, r.labels, (r.rows, L)))
+
+
+def is_xmc_header(path) -> bool:
+    """True when the first line of ``path`` is three non-negative integers."""
+    return header_ints(first_line(path), 3) is not None
