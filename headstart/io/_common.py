@@ -118,7 +118,7 @@ def parse_header(buf: bytes, path, names: tuple[str, ...]) -> tuple[list[int], i
     """Parse the header line of ``buf``: (values, offset of the first body byte)."""
     if not buf.strip():
         raise DataFormatError("file is empty: expected a header line '" + " ".join(names)
-                              + "'", path, 1 if buf else None)
+                              + "'", path, 1)
     nlpos = buf.find(b"\n", 0, HEADER_LIMIT)
     line = buf[:nlpos] if nlpos >= 0 else buf[:HEADER_LIMIT]
     body = nlpos + 1 if nlpos >= 0 else len(buf)
@@ -218,7 +218,7 @@ def label_matrix(lptr: np.ndarray, labels: np.ndarray, shape) -> sp.csr_matrix:
 
 
 # --- error messages -----------------------------------------------------------------------------
-_WS = b" \t\r\n"
+_WS = b" \t\n"
 
 
 def locate(buf: np.ndarray, start: int, pos: int, first_line_no: int) -> tuple[int, int, int]:
@@ -231,11 +231,16 @@ def locate(buf: np.ndarray, start: int, pos: int, first_line_no: int) -> tuple[i
 
 
 def token_at(buf: np.ndarray, pos: int, stops: bytes = _WS, limit: int = 200) -> bytes:
+    """The token starting at ``pos`` (up to a byte of ``stops``; a final ``\r`` of a
+    ``\r\n`` line ending is not part of it)."""
     end = min(len(buf), pos + limit)
     chunk = bytes(buf[pos:end])
     for i, c in enumerate(chunk):
         if c in stops:
-            return chunk[:i]
+            chunk = chunk[:i]
+            break
+    if chunk.endswith(b"\r"):
+        chunk = chunk[:-1]
     return chunk
 
 
@@ -283,7 +288,9 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
     if code == K.E_LABEL_SYNTAX:
         piece = token_at(buf, pos, _WS + b",")
         tok = _show(token_at(buf, pos))
-        if piece == b"":
+        if b"\r" in piece:
+            msg = "stray carriage return (\\r) inside a line"
+        elif piece == b"":
             msg = f"empty {spec.label_word} in the label list (stray comma)"
         elif _NEG_INT.match(piece):
             msg = f"negative {spec.label_word} {_show(piece)}"
@@ -307,7 +314,9 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
     if code == K.E_FEAT_SYNTAX:
         tok = token_at(buf, pos)
         idx, colon, val = tok.partition(b":")
-        if not colon:
+        if b"\r" in tok:
+            msg = "stray carriage return (\\r) inside a line"
+        elif not colon:
             msg = f"malformed {fw} token: expected index:value, missing ':'"
         elif _NEG_INT.match(idx):
             msg = f"negative {fw} index {_show(idx)}"

@@ -471,7 +471,8 @@ def _digits(a, nd):
 def write_float(out, p, x, is32, min_digits, max_digits):
     """Write finite ``x`` with the fewest digits in [min_digits, max_digits] that read
     back to the same value (float32 when ``is32``), or ``min_digits`` digits when
-    ``min_digits == max_digits``.  Plain notation for 1e-5 <= |x| < 1e16, else ``de±x``.
+    ``min_digits == max_digits``.  Plain notation for 1e-5 <= |x| < 1e16 when at most 3
+    zeros have to be appended to the digits, else ``d.ddde±x``.
     """
     if x == 0:
         out[p] = 48
@@ -501,7 +502,7 @@ def write_float(out, p, x, is32, min_digits, max_digits):
     while m % 10 == 0 and n > 1:
         m //= 10
         n -= 1
-    if -5 <= e < 16:
+    if -5 <= e < 16 and e < n + 3:
         if e >= n - 1:
             p = _write_uint(out, p, m)
             for _ in range(e - n + 1):

@@ -29,7 +29,7 @@ from ._common import (SparseSpec, locate, parse_header, read_bytes, sparse_error
 from .atomic import atomic_write
 
 PRED_HEADER = ("num_points", "k", "num_labels")
-_HEADER_WIDTH = 20  # digits reserved for num_points when the count is not known up front
+_HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
 __all__ = ["write_predictions", "read_predictions", "PredictionWriter"]
 
@@ -150,11 +150,10 @@ class PredictionWriter:
             self._f.write(self._header(self.n_rows, pad=self.n_rows is None))
 
     def _header(self, n: int | None, pad: bool) -> bytes:
-        first = str(n if n is not None else 0)
-        if pad:
-            first = first.ljust(_HEADER_WIDTH)
-            return f"{first} {self.k} {self.n_labels}".encode().ljust(_HEADER_WIDTH + 24) + b"\n"
-        return f"{first} {self.k} {self.n_labels}\n".encode()
+        text = f"{n if n is not None else 0} {self.k} {self.n_labels}".encode()
+        if pad:  # constant width, so that close() can rewrite it in place
+            text = text.ljust(_HEADER_WIDTH)
+        return text + b"\n"
 
     def write(self, labels, scores) -> None:
         """Append rows: ``labels`` integer (rows, k), ``scores`` float (rows, k)."""
