@@ -687,7 +687,6 @@ def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel
         pos = f + w.shape[0]
     if blocks:
         weights = sp.vstack(blocks, format="csr", dtype=np.float32)
-        weights.indices = weights.indices.astype(np.int32, copy=False)
         intercept = np.concatenate(intercepts).astype(np.float32, copy=False)
     else:
         weights = sp.csr_matrix((0, n_features), dtype=np.float32)
