@@ -1,0 +1,288 @@
+"""Helpers shared by the subcommands: options generated from TrainParams, data options,
+progress display and small checks done before long work starts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from ..errors import ParameterError
+from ..params import INITS, LOSSES, TrainParams
+
+log = logging.getLogger("headstart.cli")
+
+# --------------------------------------------------------------------------- training options
+#: option strings of a TrainParams field when they differ from ``--field-name``
+OPTION_NAMES: dict[str, tuple[str, ...]] = {
+    "C": ("--C", "-C"),
+    "aop_s": ("--aop-s", "--s"),
+    "aop_t": ("--aop-t", "--t"),
+}
+_CHOICES = {"loss": LOSSES, "init": INITS}
+_METAVARS = {"pretrained": "MODEL_DIR", "C": "C"}
+
+
+def option_strings(name: str) -> tuple[str, ...]:
+    """Command-line spellings of the TrainParams field ``name`` (first is canonical)."""
+    return OPTION_NAMES.get(name, ("--" + name.replace("_", "-"),))
+
+
+def field_kind(f) -> type:
+    """bool, int, float or str: the type of a TrainParams field, from its default."""
+    d = f.default
+    if isinstance(d, bool):
+        return bool
+    if isinstance(d, int):
+        return int
+    if isinstance(d, float):
+        return float
+    return str
+
+
+def _number(kind: type):
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_train_params(parser: argparse.ArgumentParser) -> None:
+    """One option per TrainParams field; help and default come from the field itself.
+
+    Defaults are ``SUPPRESS``ed so that :func:`resolve_params` can tell which options
+    were given explicitly (they override a ``--params`` file).
+    """
+    group = parser.add_argument_group(
+        "training parameters", "same names and defaults as headstart.TrainParams; explicit "
+        "options override --params FILE")
+    for f in fields(TrainParams):
+        kind = field_kind(f)
+        default = f.default if f.default is not MISSING else None
+        text = f.metadata.get("help", "")
+        kw: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS}
+        if kind is bool:
+            kw["action"] = argparse.BooleanOptionalAction
+            kw["help"] = f"{text} (default: {'on' if default else 'off'})"
+        else:
+            kw["type"] = _number(kind) if kind in (int, float) else str
+            kw["help"] = f"{text} (default: {default})"
+            if f.name in _CHOICES:
+                kw["choices"] = _CHOICES[f.name]
+            kw["metavar"] = _METAVARS.get(f.name, f.name.upper() if f.name not in _CHOICES else None)
+            if kw["metavar"] is None:
+                del kw["metavar"]
+        group.add_argument(*option_strings(f.name), **kw)
+    group.add_argument("--params", metavar="FILE", help="read parameters from a JSON object "
+                       "(as written by --print-params); explicit options override it")
+    group.add_argument("--print-params", action="store_true",
+                       help="print the effective parameters as JSON and exit")
+
+
+def _read_params_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            d = json.load(fh)
+    except json.JSONDecodeError as e:
+        raise ParameterError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    except UnicodeDecodeError:
+        raise ParameterError(f"{path}: parameters file is not UTF-8 text") from None
+    except OSError as e:
+        raise ParameterError(f"{path}: cannot read parameters: {e.strerror}") from None
+    if not isinstance(d, dict):
+        raise ParameterError(f"{path}: parameters must be a JSON object, got {type(d).__name__}")
+    known = {f.name for f in fields(TrainParams)}
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise ParameterError(f"{path}: unknown parameter(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+    return d
+
+
+def resolve_params(args: argparse.Namespace) -> TrainParams:
+    """TrainParams from ``--params FILE`` (if any) updated by the explicit options."""
+    values: dict[str, Any] = {}
+    if getattr(args, "params", None):
+        values.update(_read_params_file(args.params))
+    for f in fields(TrainParams):
+        if hasattr(args, f.name):
+            values[f.name] = getattr(args, f.name)
+    # a pretrained model directory implies the pretrained initialisation
+    if values.get("pretrained") and "init" not in values:
+        values["init"] = "pretrained"
+    try:
+        return TrainParams.from_dict(values)
+    except ParameterError as e:
+        raise ParameterError(_option_wording(str(e))) from None
+
+
+def _option_wording(message: str) -> str:
+    """'parameter aop_t must ...' -> 'parameter aop_t (--aop-t) must ...'."""
+    for f in fields(TrainParams):
+        prefix = f"parameter {f.name} "
+        if message.startswith(prefix):
+            return f"parameter {f.name} ({option_strings(f.name)[0]}) " + message[len(prefix):]
+    return message
+
+
+# --------------------------------------------------------------------------- data options
+DATA_FORMATS = ("auto", "xmc", "libsvm", "slice")
+
+
+def add_data_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("data format")
+    g.add_argument("--format", dest="data_format", choices=DATA_FORMATS, default="auto",
+                   help="xmc: XMC repository text (header 'n d L'); libsvm: multi-label svmlight "
+                        "(no header); slice: dense features .npy + --labels FILE; auto: .npy is "
+                        "slice, a first line of three integers is xmc, else libsvm (default: auto)")
+    g.add_argument("--one-based", action="store_true",
+                   help="xmc: feature indices start at 1 (default: 0-based, as in the XMC repository)")
+    g.add_argument("--zero-based", action="store_true",
+                   help="libsvm: feature indices start at 0 (default: 1-based, the svmlight convention)")
+    g.add_argument("--labels", metavar="FILE", dest="labels_file",
+                   help="slice: the label file that goes with the dense features .npy")
+
+
+def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = None,
+                 n_labels: int | None = None):
+    """(X, Y) of a data file through headstart.io, as the data options say.
+
+    ``n_features``/``n_labels`` fix the widths of libsvm data (which has no header).
+    """
+    from .. import io as hio
+
+    fmt = getattr(args, "data_format", "auto")
+    labels_file = getattr(args, "labels_file", None)
+    if fmt == "auto":
+        fmt = "slice" if labels_file else hio.detect_format(path)
+    if fmt == "slice":
+        if not labels_file:
+            raise ParameterError(f"{path}: dense .npy features (slice format) need their label "
+                                 "file: add --labels FILE")
+        return hio.read_slice(path, labels_file)
+    if labels_file:
+        raise ParameterError(f"--labels is only for the slice format (.npy features), not {fmt}")
+    if fmt == "xmc":
+        if getattr(args, "zero_based", False):
+            raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
+        return hio.read_xmc(path, one_based=getattr(args, "one_based", False))
+    if getattr(args, "one_based", False):
+        raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
+    return hio.read_libsvm(path, n_features=n_features, n_labels=n_labels,
+                           zero_based=getattr(args, "zero_based", False))
+
+
+# --------------------------------------------------------------------------- checks
+def check_output_dir(path: str) -> None:
+    """Fail before training when ``path`` cannot become a model directory."""
+    from ..errors import ModelFormatError
+
+    p = Path(path)
+    if not p.exists():
+        if not p.parent.is_dir():
+            raise ModelFormatError(f"{path}: parent directory {p.parent} does not exist")
+        return
+    if not p.is_dir():
+        raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
+    if any(p.iterdir()) and not (p / "manifest.json").is_file():
+        raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
+
+
+def check_output_file(path: str, what: str) -> None:
+    p = Path(path)
+    if p.is_dir():
+        raise ParameterError(f"{path}: {what} is a directory")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ParameterError(f"{path}: cannot write the {what}: directory {parent} does not exist")
+
+
+# --------------------------------------------------------------------------- progress
+class ProgressBar:
+    """Labels (or rows) done / total with rate and time left, on stderr when it is a
+    terminal; silent otherwise.  ``advance`` may be called from worker threads."""
+
+    def __init__(self, total: int, description: str, unit: str = "labels", enabled: bool = True):
+        self.total = int(total)
+        self.description = description
+        self.unit = unit
+        self.enabled = enabled and _stderr_is_tty()
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> "ProgressBar":
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            unit = self.unit
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn(unit), TextColumn("{task.fields[rate]}"), TextColumn("elapsed"),
+                TimeElapsedColumn(), TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True), transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task(self.description, total=self.total, rate="")
+        return self
+
+    def advance(self, n: int) -> None:
+        if self._progress is not None:
+            self._progress.advance(self._task, n)
+            speed = self._progress.tasks[0].speed if self._progress.tasks else None
+            if speed:
+                self._progress.update(self._task, rate=f"{speed:,.0f}/s")
+
+    def __exit__(self, *exc) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+def _stderr_is_tty() -> bool:
+    if os.environ.get("HEADSTART_PROGRESS") == "1":  # for testing the display
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def say(args: argparse.Namespace, text: str) -> None:
+    """An informational line on stdout, unless ``--quiet``."""
+    if not getattr(args, "quiet", False):
+        print(text, flush=True)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def iter_batches(path: str, args: argparse.Namespace, chunk_rows: int, n_features: int | None = None,
+                 n_labels: int | None = None):
+    """``(X, Y)`` blocks of at most ``chunk_rows`` rows.  XMC text is streamed (only one
+    block in memory); the other formats are read whole and cut into blocks."""
+    from .. import io as hio
+
+    fmt = getattr(args, "data_format", "auto")
+    if fmt == "auto" and not getattr(args, "labels_file", None):
+        fmt = hio.detect_format(path)
+    if fmt == "xmc":
+        if getattr(args, "zero_based", False):
+            raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
+        yield from hio.iter_xmc_chunks(path, chunk_rows=chunk_rows, one_based=getattr(args, "one_based", False))
+        return
+    X, Y = read_dataset(path, args, n_features=n_features, n_labels=n_labels)
+    for r0 in range(0, X.shape[0], chunk_rows):
+        yield X[r0:r0 + chunk_rows], Y[r0:r0 + chunk_rows]

@@ -1,0 +1,138 @@
+"""``headstart evaluate MODEL_DIR TEST`` / ``headstart evaluate --predictions FILE TEST``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError, ParameterError
+from . import common, predict
+from .report import format_metrics_table
+
+NAME = "evaluate"
+HELP = "P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k and coverage@k on test data"
+DESCRIPTION = """\
+Evaluate a model on TEST (or a predictions file written by 'headstart predict' with
+--predictions FILE): precision, nDCG, propensity-scored precision and nDCG, recall and
+coverage at k = 1, 3, 5 (and the -k given).  Propensities use the training label counts
+stored in the model (or those of --train FILE) with the constants --propensity-a/-b."""
+
+log = logging.getLogger("headstart.cli.evaluate")
+
+STANDARD_KS = (1, 3, 5)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", metavar="MODEL_DIR TEST", nargs="+",
+                   help="model directory and test data; only TEST with --predictions")
+    p.add_argument("--predictions", metavar="FILE",
+                   help="evaluate this predictions file instead of predicting with a model")
+    p.add_argument("--json", action="store_true", help='print one JSON object {"P@1": ..., ...}')
+    g = p.add_argument_group("propensities")
+    g.add_argument("--train", metavar="FILE",
+                   help="training data whose label counts give the propensities (default: the counts "
+                        "stored in the model; without either, no PS metrics)")
+    g.add_argument("--propensity-a", type=common._number(float), default=0.55, metavar="A",
+                   help="propensity constant A (default: 0.55; the XMC repository uses 0.5 for "
+                        "Wikipedia and 0.6 for Amazon data sets)")
+    g.add_argument("--propensity-b", type=common._number(float), default=1.5, metavar="B",
+                   help="propensity constant B (default: 1.5; 0.4 Wikipedia, 2.6 Amazon)")
+    predict.add_prediction_options(p)
+    common.add_data_options(p)
+
+
+def metric_ks(k: int) -> list[int]:
+    """The standard ks up to ``k``, plus ``k`` itself."""
+    return sorted({x for x in STANDARD_KS if x <= k} | {k})
+
+
+def _finite_or_none(metrics: dict) -> dict:
+    return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in metrics.items()}
+
+
+def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> None:
+    if as_json:
+        out = dict(_finite_or_none(metrics))
+        if extra:
+            out.update(extra)
+        print(json.dumps(out))
+    else:
+        print(format_metrics_table(metrics))
+
+
+def run(args: argparse.Namespace) -> int:
+    err = args._parser.error
+    predict.check_prediction_args(args)
+    if args.predictions:
+        if len(args.paths) != 1:
+            err("with --predictions give only TEST (the predictions file replaces MODEL_DIR)")
+        args.model, args.data = None, args.paths[0]
+    else:
+        if len(args.paths) != 2:
+            err("expected MODEL_DIR TEST (or --predictions FILE TEST)")
+        args.model, args.data = args.paths
+
+    from ..metrics import evaluate, propensities
+
+    counts, n_train = None, None
+    if args.predictions:
+        from ..io import read_predictions
+
+        labels, _ = read_predictions(args.predictions)
+        label_space = _prediction_label_space(args.predictions)
+        X, Y = common.read_dataset(args.data, args, n_labels=label_space)
+        if Y.shape[1] != label_space:
+            raise DataFormatError(f"the test data has {Y.shape[1]} labels but the predictions file says "
+                                  f"num_labels = {label_space}", args.data)
+        if labels.shape[0] != Y.shape[0]:
+            raise DataFormatError(f"the predictions file has {labels.shape[0]} rows but the test data has "
+                                  f"{Y.shape[0]} instances", args.predictions)
+        k = min(args.k, labels.shape[1]) if labels.shape[1] else args.k
+        labels = labels[:, :k]
+    else:
+        scorer = predict.ModelScorer(args.model, args)
+        label_space = scorer.label_space
+        k = args.k
+        parts_l, parts_y = [], []
+        for lab, _, Yc in predict.iter_predictions(scorer, args, k):
+            parts_l.append(lab)
+            parts_y.append(sp.csr_matrix(Yc))
+        if not parts_l:
+            raise DataFormatError("the test data has no instances; there is nothing to evaluate", args.data)
+        labels = np.vstack(parts_l)
+        Y = sp.vstack(parts_y, format="csr")
+        from ..model.format import read_extras
+
+        _, model_counts = read_extras(args.model, scorer.manifest)
+        if model_counts is not None and scorer.manifest["n_train"] > 0:
+            counts, n_train = model_counts, int(scorer.manifest["n_train"])
+    if args.train:
+        _, Ytr = common.read_dataset(args.train, args, n_labels=label_space)
+        if Ytr.shape[1] != label_space:
+            raise DataFormatError(f"the training data has {Ytr.shape[1]} labels, the test data {label_space}",
+                                  args.train)
+        counts = np.asarray(Ytr.sum(axis=0)).ravel()
+        n_train = Ytr.shape[0]
+    props = None
+    if counts is not None:
+        if n_train < 3:
+            log.warning("only %d training instance(s): no propensity-scored metrics", n_train)
+        else:
+            props = propensities(counts, n_train, A=args.propensity_a, B=args.propensity_b)
+    metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
+    print_metrics(metrics, args.json)
+    return 0
+
+
+def _prediction_label_space(path: str) -> int:
+    from ..io._common import first_line, header_ints
+
+    vals = header_ints(first_line(path), 3)
+    if vals is None:  # read_predictions has already validated it; defensive
+        raise ParameterError(f"{path}: cannot read the header of the predictions file")
+    return int(vals[2])

@@ -1,0 +1,126 @@
+"""``headstart info MODEL_DIR|DATA``: what a model or a data file holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import common
+
+NAME = "info"
+HELP = "describe a model directory or a data file"
+DESCRIPTION = """\
+For a data file: format, instances, features, labels, nonzeros and a label frequency
+summary (how many tail labels).  For a model directory: label space and covered labels,
+features, weights, size on disk, preprocessing and training parameters."""
+
+#: a label with at most this many positives counts as a tail label
+TAIL = 5
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("path", metavar="MODEL_DIR|DATA", help="model directory or data file")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    common.add_data_options(p)
+
+
+def label_frequency(counts: np.ndarray) -> dict:
+    """Summary of per-label positive counts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    L = int(counts.size)
+    if L == 0:
+        return {"labels": 0}
+    return {
+        "labels": L,
+        "labels_without_positives": int(np.sum(counts == 0)),
+        "tail_labels": int(np.sum(counts <= TAIL)),
+        "tail_means_at_most_positives": TAIL,
+        "median_positives": float(np.median(counts)),
+        "mean_positives": float(counts.mean()),
+        "max_positives": int(counts.max()),
+    }
+
+
+def data_info(path: str, args: argparse.Namespace) -> dict:
+    from .. import io as hio
+
+    fmt = args.data_format
+    if fmt == "auto":
+        fmt = "slice" if args.labels_file else hio.detect_format(path)
+    X, Y = common.read_dataset(path, args)
+    n, d = X.shape
+    nnz = int(X.nnz) if hasattr(X, "nnz") else int(np.count_nonzero(X))
+    per_row = np.diff(Y.indptr) if n else np.zeros(0)
+    return {
+        "kind": "data", "path": path, "format": fmt,
+        "instances": int(n), "features": int(d), "labels": int(Y.shape[1]),
+        "feature_nonzeros": nnz,
+        "mean_features_per_instance": nnz / n if n else 0.0,
+        "label_nonzeros": int(Y.nnz),
+        "mean_labels_per_instance": float(Y.nnz / n) if n else 0.0,
+        "instances_without_labels": int(np.sum(per_row == 0)),
+        "label_frequency": label_frequency(np.bincount(Y.indices, minlength=Y.shape[1])),
+        "file_bytes": os.path.getsize(path),
+    }
+
+
+def model_info(path: str) -> dict:
+    from ..model.format import finished_ranges_of, missing_ranges_of, read_extras, read_manifest
+
+    m = read_manifest(path)
+    _, counts = read_extras(path, m)
+    size = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+    out = {
+        "kind": "model", "path": path,
+        "label_space": m["label_space"], "features": m["n_features"], "trained_on_instances": m["n_train"],
+        "labels_trained": sum(s["num_labels"] for s in m["shards"]),
+        "covered_ranges": [list(r) for r in finished_ranges_of(m)],
+        "missing_ranges": [list(r) for r in missing_ranges_of(m)],
+        "shards": len(m["shards"]),
+        "nonzero_weights": sum(s["nnz"] for s in m["shards"]),
+        "disk_bytes": size,
+        "preprocessing": m["preprocessing"],
+        "params": m["params"],
+    }
+    if counts is not None:
+        out["training_label_frequency"] = label_frequency(counts)
+    return out
+
+
+def _text(info: dict) -> str:
+    lines = []
+    skip = {"kind", "path", "params"}
+    title = "model directory" if info["kind"] == "model" else f"{info['format']} data file"
+    lines.append(f"{info['path']}: {title}")
+    for key, value in info.items():
+        if key in skip:
+            continue
+        if key.endswith("bytes"):
+            value = f"{common.human_bytes(value)} ({value} bytes)"
+        if isinstance(value, dict):
+            lines.append(f"  {key.replace('_', ' ')}:")
+            for k2, v2 in value.items():
+                v2 = f"{v2:.2f}" if isinstance(v2, float) else v2
+                lines.append(f"    {k2.replace('_', ' ')}: {v2}")
+            continue
+        if isinstance(value, float):
+            value = f"{value:.2f}"
+        if isinstance(value, list):
+            value = ", ".join(f"[{a}, {b})" for a, b in value) or "none"
+        lines.append(f"  {key.replace('_', ' ')}: {value}")
+    if "params" in info:
+        lines.append("  training parameters:")
+        for k2, v2 in sorted(info["params"].items()):
+            lines.append(f"    {k2}: {v2}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    p = Path(args.path)
+    info = model_info(args.path) if p.is_dir() else data_info(args.path, args)
+    print(json.dumps(info, indent=1) if args.json else _text(info))
+    return 0

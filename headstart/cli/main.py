@@ -1,0 +1,126 @@
+"""Entry point of the ``headstart`` command: parser, logging, error reporting, exit codes.
+
+Exit codes: 0 success, 2 bad usage or bad input (argparse errors and every
+:class:`~headstart.errors.HeadstartError`), 1 any other failure.  Errors are printed as
+one or two lines; ``-v`` adds the Python traceback.
+
+A subcommand is a module of this package with ``NAME``, ``HELP``, ``DESCRIPTION``,
+``add_arguments(parser)`` and ``run(args) -> int``; add its module name to
+:data:`COMMANDS` to register it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import traceback
+
+#: subcommand modules, in the order ``--help`` lists them
+COMMANDS = ["train", "predict", "evaluate", "info", "convert"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+log = logging.getLogger("headstart.cli")
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=32)
+
+
+def _common_options(top: bool) -> argparse.ArgumentParser:
+    """-v/-q, accepted before and after the subcommand."""
+    p = argparse.ArgumentParser(add_help=False)
+    d = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-v", "--verbose", action="count", help="log more (-vv: debug); show tracebacks",
+                   **({"default": 0} if top else d))
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary lines",
+                   **({"default": False} if top else d))
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="headstart", formatter_class=_Formatter, parents=[_common_options(True)],
+        description="One-vs-all linear classifiers for extreme multi-label classification, "
+                    "trained with LIBLINEAR's Newton method from the average-of-positives "
+                    "initialisation (Schultheis & Babbar).")
+    parser.add_argument("--version", action="version", version=f"headstart {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMANDS:
+        mod = importlib.import_module(f"{__package__}.{name}")
+        sp = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
+                            formatter_class=_Formatter, parents=[_common_options(False)])
+        mod.add_arguments(sp)
+        sp.set_defaults(_run=mod.run, _parser=sp)
+    return parser
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("headstart: %(levelname)s: %(message)s"))
+    root = logging.getLogger("headstart")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def _error(args: argparse.Namespace | None, text: str) -> None:
+    cmd = getattr(args, "command", None)
+    prog = f"headstart {cmd}" if cmd else "headstart"
+    print(f"{prog}: error: {text}", file=sys.stderr, flush=True)
+
+
+def _describe_os_error(e: OSError) -> str:
+    where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+    return f"{where}{e.strerror or e}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on bad usage
+    verbose = getattr(args, "verbose", 0) or 0
+    _setup_logging(verbose)
+    from ..errors import HeadstartError
+
+    try:
+        return int(args._run(args) or 0)
+    except HeadstartError as e:
+        if verbose:
+            traceback.print_exc()
+        _error(args, str(e))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _error(args, "interrupted")
+        return 130
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+        if verbose:
+            traceback.print_exc()
+        _error(args, _describe_os_error(e))
+        return EXIT_USAGE
+    except MemoryError:
+        if verbose:
+            traceback.print_exc()
+        _error(args, "out of memory (train a label range with --first-label/--num-labels, "
+                     "or predict with a smaller --chunk-rows)")
+        return EXIT_FAILURE
+    except OSError as e:
+        if verbose:
+            traceback.print_exc()
+        _error(args, _describe_os_error(e))
+        return EXIT_FAILURE
+    except Exception as e:  # a bug: say so briefly, the traceback is one -v away
+        if verbose:
+            traceback.print_exc()
+        _error(args, f"internal error: {type(e).__name__}: {e}")
+        print("(this is a bug in headstart; run again with -v for the traceback)", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

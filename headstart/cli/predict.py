@@ -1,0 +1,152 @@
+"""``headstart predict MODEL_DIR DATA -o PREDICTIONS [-k 5]``: top-k labels per instance."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Iterator
+
+import numpy as np
+
+from ..errors import DataFormatError, ModelFormatError
+from . import common
+
+NAME = "predict"
+HELP = "write the top-k labels with scores of every instance"
+DESCRIPTION = """\
+Write the k best labels of every instance of DATA as 'label:score' tokens, one line per
+instance, after a header line 'num_points k num_labels'.  XMC text data is streamed in
+blocks of rows; a model larger than --model-memory is streamed shard by shard.  The
+output file appears complete or not at all."""
+
+log = logging.getLogger("headstart.cli.predict")
+
+DEFAULT_CHUNK_ROWS = 16384
+DEFAULT_MODEL_MEMORY_MB = 1024
+
+
+def add_prediction_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("prediction")
+    g.add_argument("-k", type=common._number(int), default=5, help="number of labels per instance (default: 5)")
+    g.add_argument("--threads", type=common._number(int), default=0,
+                   help="prediction threads (default: 0 = all cores)")
+    g.add_argument("--chunk-rows", type=common._number(int), default=DEFAULT_CHUNK_ROWS, metavar="N",
+                   help=f"instances read and scored at a time (default: {DEFAULT_CHUNK_ROWS})")
+    g.add_argument("--model-memory", type=common._number(int), default=DEFAULT_MODEL_MEMORY_MB, metavar="MB",
+                   help="load the model whole when its weights fit in MB megabytes, otherwise stream "
+                        f"its shards for every block of instances (default: {DEFAULT_MODEL_MEMORY_MB})")
+    g.add_argument("--allow-gaps", action="store_true",
+                   help="predict with an incomplete model (labels without a shard are never predicted)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL_DIR", help="model directory written by 'headstart train'")
+    p.add_argument("data", metavar="DATA", help="data file to predict")
+    p.add_argument("-o", "--output", metavar="PREDICTIONS", required=True,
+                   help="predictions file to write (gzip-compressed if it ends in .gz)")
+    add_prediction_options(p)
+    common.add_data_options(p)
+
+
+def check_prediction_args(args: argparse.Namespace) -> None:
+    err = args._parser.error
+    if args.k < 1:
+        err(f"argument -k: must be >= 1, got {args.k}")
+    if args.threads < 0:
+        err(f"argument --threads: must be >= 0 (0 = all cores), got {args.threads}")
+    if args.chunk_rows < 1:
+        err(f"argument --chunk-rows: must be >= 1, got {args.chunk_rows}")
+    if args.model_memory < 0:
+        err(f"argument --model-memory: must be >= 0, got {args.model_memory}")
+
+
+class ModelScorer:
+    """Top-k over a model directory: the whole model in memory when it is small enough,
+    else :func:`predict_topk_streaming` (one shard at a time) per block of instances."""
+
+    def __init__(self, model_dir: str, args: argparse.Namespace):
+        from ..model.format import missing_ranges_of, read_manifest
+
+        self.model_dir = model_dir
+        self.manifest = m = read_manifest(model_dir)
+        self.n_features = int(m["n_features"])
+        self.label_space = int(m["label_space"])
+        self.missing = missing_ranges_of(m)
+        self.allow_gaps = bool(getattr(args, "allow_gaps", False))
+        if self.missing and not self.allow_gaps:
+            a, z = self.missing[0]
+            covered = self.label_space - sum(b - c for c, b in self.missing)
+            raise ModelFormatError(
+                f"{model_dir}: model covers {covered} of {self.label_space} labels (missing "
+                f"{len(self.missing)} range(s), first [{a}, {z})); train the rest, or pass --allow-gaps")
+        self.num_trained = sum(s["num_labels"] for s in m["shards"])
+        self.threads = args.threads
+        nnz = sum(int(s["nnz"]) for s in m["shards"])
+        weight_bytes = 8 * nnz + 12 * self.num_trained
+        self.model = None
+        if weight_bytes <= args.model_memory * 2 ** 20:
+            from ..model.format import load_model
+
+            self.model = load_model(model_dir, allow_gaps=self.allow_gaps)
+            log.info("%s: %d labels, %d weights loaded (%s)", model_dir, self.num_trained, nnz,
+                     common.human_bytes(weight_bytes))
+        else:
+            log.info("%s: %s of weights > --model-memory: streaming %d shard(s) per block", model_dir,
+                     common.human_bytes(weight_bytes), len(m["shards"]))
+
+    def topk(self, X, k: int) -> tuple[np.ndarray, np.ndarray]:
+        from ..prediction.topk import predict_topk, predict_topk_streaming
+
+        if self.model is not None:
+            return predict_topk(self.model, X, k, threads=self.threads)
+        return predict_topk_streaming(self.model_dir, X, k, threads=self.threads, allow_gaps=self.allow_gaps)
+
+
+def count_rows(path: str, args: argparse.Namespace) -> int | None:
+    """Number of instances when it is cheap to know (XMC header), for the progress bar."""
+    from .. import io as hio
+
+    fmt = args.data_format
+    if fmt == "auto" and not args.labels_file:
+        fmt = hio.detect_format(path)
+    if fmt == "xmc":
+        return hio.read_xmc_header(path)[0]
+    return None
+
+
+def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
+                     ) -> Iterator[tuple[np.ndarray, np.ndarray, object]]:
+    """(labels, scores, Y) per block of DATA, with a progress bar over instances."""
+    total = count_rows(args.data, args)
+    with common.ProgressBar(total or 0, args.command, "instances",
+                            enabled=not args.quiet and total is not None) as bar:
+        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.n_features,
+                                        n_labels=scorer.label_space):
+            if Y.shape[1] != scorer.label_space:
+                raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
+                                      f"has {scorer.label_space}; they must be the same label ids",
+                                      args.data, 1 if count_rows(args.data, args) is not None else None)
+            labels, scores = scorer.topk(X, k)
+            yield labels, scores, Y
+            bar.advance(X.shape[0])
+
+
+def run(args: argparse.Namespace) -> int:
+    check_prediction_args(args)
+    from ..io import PredictionWriter
+
+    common.check_output_file(args.output, "predictions file")
+    scorer = ModelScorer(args.model, args)
+    k = min(args.k, scorer.num_trained)
+    if k < args.k:
+        log.warning("the model has only %d label(s): writing k = %d predictions per instance",
+                    scorer.num_trained, k)
+    if k == 0:
+        raise ModelFormatError(f"{args.model}: the model has no trained labels")
+    n = 0
+    with PredictionWriter(args.output, k, scorer.label_space) as writer:
+        for labels, scores, _ in iter_predictions(scorer, args, k):
+            writer.write(labels, scores)
+            n += labels.shape[0]
+    common.say(args, f"wrote top-{k} predictions of {n} instances -> {args.output}")
+    return 0
