@@ -26,7 +26,6 @@ import math
 import numba as nb
 import numpy as np
 
-from ..objective.erm import scores
 from .base import AOP, Initializer, empty_plan
 
 # Relative thresholds for the two degenerate cases of the supplementary.  Cauchy-Schwarz
@@ -63,7 +62,10 @@ def coefficients(pp, xp, xx, npos, n, s, t):
 
 @nb.njit(cache=True, nogil=True)
 def initial_weights(P, w, wx, psum, npos, xmean, s, t):
-    """w0 from the positives' sum ``psum`` (bias coordinate included); wx = X w0."""
+    """w0 from the positives' sum ``psum`` (bias coordinate included).
+
+    Returns True when wx = X w0 is still to be computed by the caller (who may batch
+    that pass over X with other labels' work)."""
     n = wx.size
     nv = w.size
     if npos == 0:
@@ -71,7 +73,7 @@ def initial_weights(P, w, wx, psum, npos, xmean, s, t):
         if P.bias > 0.0:
             w[nv - 1] = t / P.bias
         wx[:] = t if P.bias > 0.0 else 0.0
-        return
+        return False
     inv = 1.0 / npos
     pp = 0.0
     xp = 0.0
@@ -84,4 +86,4 @@ def initial_weights(P, w, wx, psum, npos, xmean, s, t):
     u, v = coefficients(pp, xp, xx, npos, n, s, t)
     for j in range(nv):
         w[j] = u * psum[j] * inv + v * xmean[j]
-    scores(P, w, wx)
+    return True

@@ -28,3 +28,4 @@ def initial_weights(w, wx, value, bias):
     w[:] = 0.0
     w[w.size - 1] = value
     wx[:] = value * bias
+    return False

@@ -10,7 +10,6 @@ import numba as nb
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..objective.erm import scores
 from .base import PRETRAINED, Initializer, empty_plan
 
 log = logging.getLogger(__name__)
@@ -46,8 +45,8 @@ def initial_weights(P, w, wx, label, pre_indptr, pre_indices, pre_data, pre_inte
     r = label - pre_first
     if r < 0 or r >= pre_count:
         wx[:] = 0.0
-        return
+        return False
     for k in range(pre_indptr[r], pre_indptr[r + 1]):
         w[pre_indices[k]] = pre_data[k]
     w[w.size - 1] = pre_intercept[r]
-    scores(P, w, wx)
+    return True  # wx = X w0 is computed by the caller

@@ -18,3 +18,4 @@ class ZeroInit(Initializer):
 def initial_weights(w, wx):
     w[:] = 0.0
     wx[:] = 0.0
+    return False

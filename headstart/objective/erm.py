@@ -163,11 +163,11 @@ def linesearch_and_update(P, y, w, wx, xs, s, g, f, eta, max_steps):
     """Backtracking Armijo search on w + alpha s, alpha = 1, 1/2, 1/4, ...
 
     Accepts the first alpha with f(w + alpha s) - f(w) <= eta * alpha * g.s
-    (LIBLINEAR l2r_erm_fun::linesearch_and_update).  X s is computed once, so every
-    trial is O(n).  On success updates w and wx in place and returns (alpha, f_new);
-    after ``max_steps`` failed trials returns (0, f) and leaves w unchanged.
+    (LIBLINEAR l2r_erm_fun::linesearch_and_update).  The caller provides xs = X s
+    (computed once per search, possibly for several labels in one sweep over X), so
+    every trial is O(n).  On success updates w and wx in place and returns
+    (alpha, f_new); after ``max_steps`` failed trials returns (0, f), w unchanged.
     """
-    scores(P, s, xs)
     sTs = reg_dot(P, s, s)
     wTs = reg_dot(P, w, s)
     wTw = reg_dot(P, w, w)

@@ -8,7 +8,11 @@ tol = epsilon * max(min(#pos, #neg), 1) / n * ||grad f(0)|| -- relative to the g
 at w = 0 whatever the starting point, so every initialisation meets the same bar.
 
 The solver only asks the objective (:mod:`headstart.objective.erm`) its questions; it
-never touches X or the loss itself.  Per-iteration statistics are written into the
+never touches X or the loss itself.  The iteration is split into phases --
+:func:`start`, :func:`direction`, :func:`advance` -- around the one O(nnz) product
+X s the line search needs, so that a scheduler can compute that product for several
+labels in one sweep over X (:mod:`headstart.training.kernel`); :func:`newton` strings
+the phases together for a single problem.  Per-iteration statistics go into the
 caller's record arrays (the paper's figures are built from them).
 """
 
@@ -25,6 +29,7 @@ from ..objective import erm
 from .cg import pcg
 
 # Status codes, also used in the training statistics.
+RUNNING = -1
 CONVERGED = 0
 MAX_ITER = 1
 LINE_SEARCH_FAILED = 2
@@ -32,7 +37,7 @@ NO_PROGRESS = 3      # |f_old - f| <= 1e-12 |f| (LIBLINEAR "actred too small")
 NUMERICAL = 4        # non-finite objective
 STATUS_NAMES = ("converged", "max_iter", "line_search_failed", "no_progress", "numerical")
 
-# Buffers of one worker, reused for every label it trains.
+# Buffers of one problem, reused for every label trained in them.
 Workspace = namedtuple("Workspace", ["w", "g", "s", "r", "d", "z", "Hd", "M",
                                      "wx", "xs", "act", "gcoef", "hcoef", "y"])
 
@@ -50,13 +55,14 @@ def make_workspace(n: int, n_features: int) -> Workspace:
 
 @nb.njit(cache=True, nogil=True)
 def now():
+    # numba has no clock: a brief trip to the interpreter (holds the GIL for ~1 us)
     with nb.objmode(t="f8"):
         t = time.perf_counter()
     return t
 
 
 @nb.njit(cache=True, nogil=True)
-def _norm(a):
+def norm(a):
     acc = 0.0
     for j in range(a.size):
         acc += a[j] * a[j]
@@ -64,66 +70,85 @@ def _norm(a):
 
 
 @nb.njit(cache=True, nogil=True)
-def newton(P, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
-    """Minimise f from the start W.w (with W.wx = X W.w already current).
-
-    Record arrays get index 0 for the starting point and index k for iteration k, as
-    long as they have room.  Returns
-    (status, iterations, total CG steps, f_initial, f_final, ||g_initial||, ||g_final||).
-    """
+def start(P, W, tol, rec_f, rec_act):
+    """Evaluate the start (W.w with W.wx = X W.w current): (status, f, nact, ||g||)."""
     n = W.wx.size
-    cap = rec_f.size
-    t0 = now() if timing else 0.0
     f = erm.fun(P, W.y, W.w, W.wx)
     nact = erm.grad(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef)
-    gnorm = _norm(W.g)
-    f_init = f
-    g_init = gnorm
-    if cap > 0:
+    gnorm = norm(W.g)
+    if rec_f.size > 0:
         rec_f[0] = f
         rec_act[0] = nact / max(n, 1)
-        rec_step[0] = 0.0
-        rec_cg[0] = 0
-        rec_time[0] = (now() - t0) if timing else 0.0
+    status = RUNNING
     if not math.isfinite(f):
-        return NUMERICAL, 0, 0, f_init, f, g_init, gnorm
-    if gnorm <= tol:
-        return CONVERGED, 0, 0, f_init, f, g_init, gnorm
-    status = MAX_ITER
+        status = NUMERICAL
+    elif gnorm <= tol:
+        status = CONVERGED
+    return status, f, nact, gnorm
+
+
+@nb.njit(cache=True, nogil=True)
+def direction(P, S, W, nact):
+    """Newton direction into W.s by PCG; returns the number of CG steps."""
+    erm.diag_precond(P, W.act, nact, W.hcoef, W.M)
+    for j in range(W.M.size):
+        W.M[j] = (1.0 - S.pcg_alpha) + S.pcg_alpha * W.M[j]
+    return pcg(P, W.act, nact, W.hcoef, W.g, W.M, W.s, W.r, W.d, W.z, W.Hd, S.eps_cg)
+
+
+@nb.njit(cache=True, nogil=True)
+def advance(P, S, W, it, f, nact, gnorm, tol, cg_iter, rec_f, rec_act, rec_step, rec_cg):
+    """Line search along W.s (W.xs = X W.s must be current), new gradient, stopping
+    tests for iteration ``it``: returns (status, f, nact, ||g||)."""
+    n = W.wx.size
+    act_frac = nact / max(n, 1)
+    fold = f
+    step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, W.g, f, S.ls_eta, S.ls_max_steps)
+    if step != 0.0:
+        nact = erm.grad(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef)
+        gnorm = norm(W.g)
+    if it < rec_f.size:
+        rec_f[it] = f
+        rec_act[it] = act_frac
+        rec_step[it] = step
+        rec_cg[it] = cg_iter
+    status = RUNNING
+    if step == 0.0:
+        status = LINE_SEARCH_FAILED
+    elif not math.isfinite(f):
+        status = NUMERICAL
+    elif gnorm <= tol:
+        status = CONVERGED
+    elif abs(fold - f) <= 1.0e-12 * abs(f):
+        status = NO_PROGRESS
+    elif it >= S.max_iter:
+        status = MAX_ITER
+    return status, f, nact, gnorm
+
+
+@nb.njit(cache=True, nogil=True)
+def newton(P, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+    """Minimise f from W.w (with W.wx = X W.w current), one problem on its own.
+
+    Record index 0 is the starting point, index k iteration k (while there is room).
+    Returns (status, iterations, total CG steps, f_initial, f_final, ||g_initial||, ||g_final||).
+    """
+    t0 = now() if timing else 0.0
+    status, f, nact, gnorm = start(P, W, tol, rec_f, rec_act)
+    f_init = f
+    g_init = gnorm
+    if rec_time.size > 0:
+        rec_time[0] = (now() - t0) if timing else 0.0
     it = 0
     cg_total = 0
-    while it < S.max_iter:
+    while status == RUNNING:
         it += 1
         t_it = now() if timing else 0.0
-        erm.diag_precond(P, W.act, nact, W.hcoef, W.M)
-        for j in range(W.M.size):
-            W.M[j] = (1.0 - S.pcg_alpha) + S.pcg_alpha * W.M[j]
-        act_frac = nact / max(n, 1)
-        cg_iter = pcg(P, W.act, nact, W.hcoef, W.g, W.M, W.s, W.r, W.d, W.z, W.Hd, S.eps_cg)
+        cg_iter = direction(P, S, W, nact)
         cg_total += cg_iter
-        fold = f
-        step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, W.g, f, S.ls_eta,
-                                            S.ls_max_steps)
-        if step == 0.0:
-            status = LINE_SEARCH_FAILED
-        else:
-            nact = erm.grad(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef)
-            gnorm = _norm(W.g)
-        if it < cap:
-            rec_f[it] = f
-            rec_act[it] = act_frac
-            rec_step[it] = step
-            rec_cg[it] = cg_iter
+        erm.scores(P, W.s, W.xs)
+        status, f, nact, gnorm = advance(P, S, W, it, f, nact, gnorm, tol, cg_iter,
+                                         rec_f, rec_act, rec_step, rec_cg)
+        if it < rec_time.size:
             rec_time[it] = (now() - t_it) if timing else 0.0
-        if step == 0.0:
-            break
-        if not math.isfinite(f):
-            status = NUMERICAL
-            break
-        if gnorm <= tol:
-            status = CONVERGED
-            break
-        if abs(fold - f) <= 1.0e-12 * abs(f):
-            status = NO_PROGRESS
-            break
     return status, it, cg_total, f_init, f, g_init, gnorm

@@ -24,9 +24,9 @@ from ..init import TrainingContext, make_initializer
 from ..objective import losses
 from ..objective.erm import make_problem
 from ..params import TrainParams
-from ..solver.newton import STATUS_NAMES, make_workspace
+from ..solver.newton import STATUS_NAMES
 from ..init.ovap import solver_settings
-from .kernel import train_chunk
+from .kernel import LANES, make_lane_workspace, train_chunk
 from .stats import ITER_FIELDS, TrainingStats
 
 log = logging.getLogger(__name__)
@@ -52,14 +52,21 @@ def prepare_problem(X: sp.csr_matrix, params: TrainParams):
     return P, colsum
 
 
+def choose_lanes(n: int, d: int, threads: int, budget: float = 2.0 * 2**30) -> int:
+    """8 lanes (one sweep over X serves 8 labels) unless their buffers would exceed
+    ``budget`` bytes over all threads; then one lane per thread."""
+    per_lane = 8 * (8 * (d + 1) + 7 * n)
+    return LANES if LANES * per_lane * threads <= budget else 1
+
+
 def label_chunks(labels: np.ndarray, chunk_size: int) -> list[np.ndarray]:
     return [labels[i:i + chunk_size] for i in range(0, labels.size, chunk_size)]
 
 
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
-                 *, chunk_size: int = 16, progress: Callable[[int], None] | None = None,
+                 *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
-                 collect: bool = True):
+                 collect: bool = True, lanes: int | None = None):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
@@ -83,7 +90,13 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     d1_zero = losses.d1_at_zero(params.loss)
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
 
-    threads = max(1, min(params.effective_threads(), max(1, labels.size // max(chunk_size, 1))))
+    threads = params.effective_threads()
+    if chunk_size is None:
+        # big enough to keep the lanes busy, small enough to balance the threads
+        chunk_size = int(min(256, max(LANES * 4, labels.size // max(4 * threads, 1))))
+    threads = max(1, min(threads, -(-labels.size // chunk_size)))
+    if lanes is None:
+        lanes = choose_lanes(n, d, threads)
     chunks = label_chunks(labels, chunk_size)
     local = threading.local()
     results: list[ChunkResult] = []
@@ -91,7 +104,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
 
     def run(chunk: np.ndarray) -> None:
         if not hasattr(local, "W"):
-            local.W = make_workspace(n, d)
+            local.W = make_lane_workspace(n, d, lanes)
             local.rec = [np.zeros((chunk_size, cap)) for _ in range(4)] + [np.zeros((chunk_size, cap), dtype=np.int64)]
         rf, ra, rs, rt, rc = local.rec
         indptr, indices, data, intercept, table = train_chunk(
@@ -137,7 +150,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     weights.data = weights.data.astype(np.float32)
     stats = TrainingStats.concat([r.stats for r in results])
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
-                       "wall_seconds": time.perf_counter() - t_start, "threads": threads})
+                       "wall_seconds": time.perf_counter() - t_start, "threads": threads, "lanes": lanes})
     report_problems(stats)
     return weights, intercept, stats
 
