@@ -24,7 +24,7 @@ class Pretrained(Initializer):
     def prepare(self, ctx):
         from ..model.format import load_model
 
-        model = load_model(self.path)
+        model = load_model(self.path, allow_gaps=True)
         if model.n_features != ctx.n_features:
             raise ModelFormatError(f"{self.path}: pretrained model has {model.n_features} features, "
                                    f"the training data has {ctx.n_features}")

@@ -41,6 +41,9 @@ class OvAModel:
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
     label_counts: np.ndarray | None = None   # (label_space,) training positives, for PSP metrics
     n_train: int = 0                          # number of training instances
+    # global (start, stop) label ranges without trained weights (a model loaded with
+    # allow_gaps=True); their rows are empty and prediction never returns them
+    missing_ranges: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def num_labels(self) -> int:
