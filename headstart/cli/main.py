@@ -25,6 +25,13 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 log = logging.getLogger("headstart.cli")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in two lines (the full usage of 'train' would fill a screen)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         super().__init__(prog, max_help_position=32)
@@ -44,13 +51,13 @@ def _common_options(top: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="headstart", formatter_class=_Formatter, parents=[_common_options(True)],
         description="One-vs-all linear classifiers for extreme multi-label classification, "
                     "trained with LIBLINEAR's Newton method from the average-of-positives "
                     "initialisation (Schultheis & Babbar).")
     parser.add_argument("--version", action="version", version=f"headstart {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=_Parser)
     for name in COMMANDS:
         mod = importlib.import_module(f"{__package__}.{name}")
         sp = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),

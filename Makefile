@@ -1,0 +1,33 @@
+# Two commands for a fresh checkout (needs only python3.11 with pip, and gcc):
+#   make demo   set up .venv, train on the shipped bibtex data with aop, evaluate
+#   make test   set up .venv, run the test suite
+# The virtual environment is created on first use and re-installed when
+# pyproject.toml changes.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.headstart-installed
+DEMO   := build/demo
+DATA   := data/bibtex
+
+.PHONY: demo test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p $(DEMO)
+	$(PY) -m headstart train $(DATA)/train.txt.gz -o $(DEMO)/model --init aop --normalize --stats $(DEMO)/stats.csv
+	$(PY) -m headstart predict $(DEMO)/model $(DATA)/test.txt.gz -o $(DEMO)/predictions.txt -k 5
+	$(PY) -m headstart evaluate --predictions $(DEMO)/predictions.txt $(DATA)/test.txt.gz --train $(DATA)/train.txt.gz
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf build

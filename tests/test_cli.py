@@ -1,0 +1,368 @@
+"""The command line end to end: train/predict/evaluate/info/convert, errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headstart.cli import main as cli_main
+from headstart.cli.common import option_strings
+from headstart.cli.report import format_metrics_table
+from headstart.params import TrainParams
+
+REPO = Path(__file__).resolve().parent.parent
+LABELS = ["--first-label", "3", "--num-labels", "20"]   # a small label range keeps this quick
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    """Run the CLI in this process; (exit code, stdout, stderr)."""
+    capsys.readouterr()
+    try:
+        code = cli_main.main([str(a) for a in argv])
+    except SystemExit as e:  # argparse usage errors and --help
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def trained(bibtex_dir, tmp_path_factory):
+    """A model of labels [3, 23) of bibtex with aop and --normalize, trained by the CLI."""
+    d = tmp_path_factory.mktemp("cli")
+    model = d / "model"
+    code = cli_main.main([
+        "train", str(bibtex_dir / "train.txt.gz"), "-o", str(model), "--normalize", "--threads", "2",
+        "--stats", str(d / "stats.csv"), *LABELS, "--quiet"])
+    assert code == 0
+    return d, model
+
+
+# --------------------------------------------------------------------------- end to end
+def test_train_predict_evaluate_match_the_library(trained, bibtex_dir, capsys):
+    import headstart
+    from headstart.estimator import fit_model
+    from headstart.io import read_predictions, read_xmc
+    from headstart.metrics import evaluate, propensities
+    from headstart.prediction.topk import predict_topk
+
+    d, model_dir = trained
+    # the model is what the library trains with the same parameters
+    Xtr, Ytr = read_xmc(bibtex_dir / "train.txt.gz")
+    ref, _ = fit_model(Xtr, Ytr, TrainParams(normalize=True, threads=2), first_label=3, num_labels=20)
+    clf = headstart.load(model_dir, allow_gaps=True)   # a label range: the rest are gaps
+    assert clf.model_.first_label == 3 and clf.model_.num_labels == 20
+    assert abs(clf.coef_ - ref.weights).max() == 0
+    np.testing.assert_array_equal(clf.intercept_, ref.intercept)
+
+    # predictions file == library top-k
+    preds = d / "pred.txt"
+    code, out, err = run(capsys, "predict", model_dir, bibtex_dir / "test.txt.gz", "-o", preds, "-k", 5,
+                         "--allow-gaps")
+    assert code == 0, err
+    assert "2515 instances" in out
+    Xte, Yte = read_xmc(bibtex_dir / "test.txt.gz")
+    labels, scores = predict_topk(clf.model_, Xte, 5)
+    got_l, got_s = read_predictions(preds)
+    np.testing.assert_array_equal(got_l, labels)
+    np.testing.assert_allclose(got_s, scores, rtol=1e-5, atol=1e-6)
+
+    # evaluate (model and predictions file) == library metrics
+    props = propensities(clf.model_.label_counts, clf.model_.n_train)
+    expected = evaluate(Yte, labels, ks=(1, 3, 5), propensities=props)
+    code, out, err = run(capsys, "evaluate", model_dir, bibtex_dir / "test.txt.gz", "--json", "--allow-gaps")
+    assert code == 0, err
+    got = json.loads(out)
+    assert list(got) == list(expected)
+    for key, value in expected.items():
+        assert got[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+    code, out, err = run(capsys, "evaluate", "--predictions", preds, bibtex_dir / "test.txt.gz",
+                         "--train", bibtex_dir / "train.txt.gz", "--json")
+    assert code == 0, err
+    got2 = json.loads(out)
+    for key, value in expected.items():
+        assert got2[key] == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+    # the readable table shows the same numbers, in percent
+    code, out, err = run(capsys, "evaluate", model_dir, bibtex_dir / "test.txt.gz", "--allow-gaps")
+    assert code == 0, err
+    assert out == format_metrics_table(expected) + "\n"
+    assert f"{100 * expected['P@1']:.2f}" in out and "PSnDCG@k" in out and "coverage@k" in out
+
+    # statistics written as CSV, one row per trained label
+    rows = (d / "stats.csv").read_text().splitlines()
+    assert len(rows) == 21 and rows[0].startswith("label,")
+
+
+def test_train_summary_line_and_quiet(bibtex_dir, tmp_path, capsys):
+    code, out, err = run(capsys, "train", bibtex_dir / "train.txt.gz", "-o", tmp_path / "m",
+                         "--first-label", 0, "--num-labels", 4, "--threads", 1)
+    assert code == 0, err
+    assert len(out.splitlines()) == 1
+    assert re.search(r"trained 4 labels \[0, 4\) of 159 with aop in [\d.]+ s: \d+ Newton iterations, "
+                     r"\d+ CG steps, \d+ nonzero weights", out)
+    assert "━" not in err  # no progress bar when stderr is not a terminal
+    code, out, err = run(capsys, "train", bibtex_dir / "train.txt.gz", "-o", tmp_path / "m",
+                         "--num-labels", 2, "--threads", 1, "-q")
+    assert code == 0 and out == "" and err == ""
+
+
+def test_info_on_data_and_model(trained, bibtex_dir, capsys):
+    _, model_dir = trained
+    code, out, err = run(capsys, "info", bibtex_dir / "train.txt.gz", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert (info["format"], info["instances"], info["features"], info["labels"]) == ("xmc", 4880, 1836, 159)
+    assert info["feature_nonzeros"] == 334250 and info["label_nonzeros"] == 11616
+    assert info["label_frequency"]["tail_labels"] == 0
+    code, out, err = run(capsys, "info", model_dir)
+    assert code == 0, err
+    assert "model directory" in out and "label space: 159" in out and "labels trained: 20" in out
+    assert "covered ranges: [3, 23)" in out and "normalize: True" in out and "init: aop" in out
+    code, out, err = run(capsys, "info", model_dir, "--json")
+    info = json.loads(out)
+    assert info["missing_ranges"] == [[0, 3], [23, 159]]
+    assert info["params"] == TrainParams(normalize=True, threads=2).to_dict()
+
+
+def test_predict_refuses_incomplete_model_unless_allowed(trained, bibtex_dir, tmp_path, capsys):
+    _, model_dir = trained
+    # the fixture model covers labels [3, 23) of 159: a gap
+    code, out, err = run(capsys, "predict", model_dir, bibtex_dir / "test.txt.gz", "-o", tmp_path / "p.txt",
+                         "--model-memory", 0)
+    assert code == 2 and "--allow-gaps" in err
+    assert not (tmp_path / "p.txt").exists()
+
+
+# --------------------------------------------------------------------------- parameters
+def test_every_train_param_is_an_option_with_its_default(capsys):
+    code, out, _ = run(capsys, "train", "--help")
+    assert code == 0
+    text = " ".join(out.split())
+    for f in fields(TrainParams):
+        assert option_strings(f.name)[0] in out, f.name
+        help_start = " ".join(f.metadata["help"].split())[:30]
+        assert help_start in text, f.name
+    for alias in ("--s", "--t", "--aop-s", "--aop-t", "--pretrained MODEL_DIR", "--print-params", "--params FILE"):
+        assert alias in out
+
+
+def test_print_params_and_params_file_round_trip(tmp_path, capsys):
+    code, out, err = run(capsys, "train", "--print-params", "--C", "2", "--s", "0.5", "--t", "-1",
+                         "--normalize", "--init", "bias", "--bias-init", "-0.9", "--max-iter", "50")
+    assert code == 0, err
+    p = json.loads(out)
+    assert (p["C"], p["aop_s"], p["aop_t"], p["normalize"], p["init"], p["bias_init"], p["max_iter"]) == \
+        (2.0, 0.5, -1.0, True, "bias", -0.9, 50)
+    f = tmp_path / "params.json"
+    f.write_text(out)
+    assert TrainParams.from_json_file(f).to_dict() == p
+    code, out2, _ = run(capsys, "train", "--params", f, "--print-params")
+    assert code == 0 and json.loads(out2) == p
+    # explicit options override the file
+    code, out3, _ = run(capsys, "train", "--params", f, "--C", "3", "--no-normalize", "--print-params")
+    assert json.loads(out3) == {**p, "C": 3.0, "normalize": False}
+    assert json.loads(run(capsys, "train", "--print-params")[1]) == TrainParams().to_dict()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--C", "-1"], "parameter C (--C) must be a finite number > 0, got -1.0"),
+    (["--C", "abc"], "argument --C/-C: expected a number, got 'abc'"),
+    (["--max-iter", "1.5"], "argument --max-iter: expected an integer, got '1.5'"),
+    (["--init", "magic"], "argument --init: invalid choice: 'magic'"),
+    (["--s", "-3"], "parameter aop_t (--aop-t) must be smaller than aop_s=-3.0"),
+    (["--num-labels", "0"], "argument --num-labels: must be >= 1"),
+    (["--first-label", "500"], "first_label must be an integer in [0, 159]"),
+    (["--stats", "stats.txt"], "must end in .csv, .jsonl or .json"),
+    (["--epsilon", "nan"], "parameter epsilon (--epsilon) must be a finite number > 0, got nan"),
+])
+def test_bad_option_values_exit_2_and_leave_nothing(argv, needle, bibtex_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "train", bibtex_dir / "train.txt.gz", "-o", tmp_path / "m", *argv)
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+    assert os.listdir(tmp_path) == []
+
+
+def test_params_file_errors(tmp_path, capsys):
+    bad = tmp_path / "p.json"
+    bad.write_text('{"C": 1.0,\n "nonsense": 2}')
+    code, _, err = run(capsys, "train", "--params", bad, "--print-params")
+    assert code == 2 and "p.json: unknown parameter(s) nonsense" in err
+    bad.write_text('{"C": 1.0,\n "epsilon": }')
+    code, _, err = run(capsys, "train", "--params", bad, "--print-params")
+    assert code == 2 and "p.json:2:" in err and "not valid JSON" in err
+
+
+# --------------------------------------------------------------------------- malformed files
+MALFORMED = {
+    # name: (content, [substrings of the message])
+    "header_mismatch": ("3 5 4\n0 1:1\n1 2:1\n", ["bad.txt:4", "file ends after 2 points", "announces 3"]),
+    "label_out_of_range": ("2 5 4\n0 1:1\n7 2:1\n", ["bad.txt:3:1", "label id 7 out of range", "'7'"]),
+    "feature_out_of_range": ("2 5 4\n0 1:1\n1 9:1\n", ["bad.txt:3:3", "feature index 9 out of range", "'9:1'"]),
+    "malformed_token": ("2 5 4\n0 1:1\n1 2:abc\n", ["bad.txt:3:3", "not a number", "'2:abc'"]),
+    "nan_value": ("2 5 4\n0 1:1\n1 2:nan\n", ["bad.txt:3:3", "NaN or infinite", "'2:nan'"]),
+    "infinite_value": ("2 5 4\n0 1:inf\n1 2:1\n", ["bad.txt:2:3", "NaN or infinite", "'1:inf'"]),
+    "duplicate_feature": ("2 5 4\n0 1:1\n1 2:1 2:3\n", ["bad.txt:3:7", "duplicate feature index 2", "'2:3'"]),
+    "empty_file": ("", ["bad.txt", "empty"]),
+}
+
+
+def _check_error(code, err, needles):
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert 1 <= len(err.strip().splitlines()) <= 2, err
+    for n in needles:
+        assert n in err, (n, err)
+
+
+@pytest.mark.parametrize("kind", sorted(MALFORMED))
+def test_malformed_training_file(kind, tmp_path, capsys):
+    content, needles = MALFORMED[kind]
+    data = tmp_path / "bad.txt"
+    data.write_text(content)
+    code, out, err = run(capsys, "train", data, "-o", tmp_path / "model", "--stats", tmp_path / "s.csv")
+    _check_error(code, err, needles)
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt"]  # no model, no statistics, no temporaries
+
+
+@pytest.mark.parametrize("kind", ["header_mismatch", "feature_out_of_range", "malformed_token", "nan_value",
+                                  "empty_file"])
+def test_malformed_test_file_leaves_no_predictions(kind, trained, tmp_path, capsys):
+    _, model_dir = trained
+    content, needles = MALFORMED[kind]
+    content = content.replace(" 5 4\n", " 1836 159\n").replace("9:1", "1836:1")
+    needles = [n.replace("9:1", "1836:1").replace("index 9", "index 1836") for n in needles]
+    data = tmp_path / "bad.txt"
+    data.write_text(content)
+    code, out, err = run(capsys, "predict", model_dir, data, "-o", tmp_path / "p.txt", "--allow-gaps",
+                         "--chunk-rows", 1)
+    _check_error(code, err, needles)
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt"]
+    code, out, err = run(capsys, "evaluate", model_dir, data, "--allow-gaps")
+    _check_error(code, err, needles)
+
+
+def test_missing_files(tmp_path, capsys):
+    code, _, err = run(capsys, "train", tmp_path / "nope.txt", "-o", tmp_path / "m")
+    _check_error(code, err, ["nope.txt", "No such file"])
+    code, _, err = run(capsys, "predict", tmp_path / "nomodel", tmp_path / "x.txt", "-o", tmp_path / "p.txt")
+    _check_error(code, err, ["nomodel", "does not exist"])
+    code, _, err = run(capsys, "info", tmp_path / "nope.txt")
+    _check_error(code, err, ["nope.txt", "No such file"])
+    assert os.listdir(tmp_path) == []
+
+
+def test_output_checked_before_training(bibtex_dir, tmp_path, capsys):
+    (tmp_path / "notamodel").mkdir()
+    (tmp_path / "notamodel" / "keep.txt").write_text("x")
+    code, _, err = run(capsys, "train", bibtex_dir / "train.txt.gz", "-o", tmp_path / "notamodel")
+    _check_error(code, err, ["notamodel", "not a headstart model"])
+    code, _, err = run(capsys, "train", bibtex_dir / "train.txt.gz", "-o", tmp_path / "no" / "such" / "m")
+    _check_error(code, err, ["does not exist"])
+
+
+def test_internal_errors_exit_1_with_traceback_only_when_verbose(monkeypatch, tmp_path, capsys):
+    import headstart.cli.info as info
+
+    def boom(*a, **k):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(info, "data_info", boom)
+    f = tmp_path / "x.txt"
+    f.write_text("1 1 1\n0 0:1\n")
+    code, _, err = run(capsys, "info", f)
+    assert code == 1 and "internal error: RuntimeError: kaboom" in err and "Traceback" not in err
+    code, _, err = run(capsys, "info", f, "-v")
+    assert code == 1 and "Traceback" in err
+
+
+# --------------------------------------------------------------------------- formats
+def test_convert_between_formats(tmp_path, capsys):
+    from headstart.io import read_slice, read_xmc
+
+    lib = tmp_path / "in.svm"
+    lib.write_text("0,2 1:0.5 3:2\n1 2:1\n 4:1\n")   # libsvm: 1-based features, no header
+    code, out, err = run(capsys, "convert", lib, tmp_path / "out.txt.gz")
+    assert code == 0, err
+    X, Y = read_xmc(tmp_path / "out.txt.gz")
+    np.testing.assert_array_equal(X.toarray(), [[0.5, 0, 2, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
+    np.testing.assert_array_equal(Y.toarray(), [[1, 0, 1], [0, 1, 0], [0, 0, 0]])
+    code, out, err = run(capsys, "convert", tmp_path / "out.txt.gz", tmp_path / "X.npy", "--to", "slice",
+                         "--out-labels", tmp_path / "Y.txt")
+    assert code == 0, err
+    X2, Y2 = read_slice(tmp_path / "X.npy", tmp_path / "Y.txt")
+    np.testing.assert_array_equal(X2, X.toarray())
+    code, out, err = run(capsys, "info", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "--json")
+    assert code == 0, err
+    assert json.loads(out)["format"] == "slice"
+    code, _, err = run(capsys, "info", tmp_path / "X.npy")
+    _check_error(code, err, ["--labels FILE"])
+
+
+def test_train_on_libsvm_and_slice(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(60):
+        feats = sorted(rng.choice(np.arange(1, 11), size=3, replace=False))
+        lab = [str(i % 3)] + ([str(3)] if i % 7 == 0 else [])
+        lines.append(",".join(lab) + " " + " ".join(f"{f}:1" for f in feats))
+    (tmp_path / "d.svm").write_text("\n".join(lines) + "\n")
+    code, out, err = run(capsys, "train", tmp_path / "d.svm", "-o", tmp_path / "m", "--threads", 1)
+    assert code == 0, err
+    assert "trained 4 labels" in out
+    run(capsys, "convert", tmp_path / "d.svm", tmp_path / "X.npy", "--to", "slice", "--out-labels", tmp_path / "Y.txt")
+    code, out, err = run(capsys, "train", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "-o",
+                         tmp_path / "m2", "--threads", 1)
+    assert code == 0, err
+    code, out, err = run(capsys, "evaluate", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",
+                         "--json", "-k", 2)
+    assert code == 0, err
+    assert set(json.loads(out)) >= {"P@1", "P@2", "nDCG@2", "PSP@2", "R@2", "cov@2"}
+
+
+# --------------------------------------------------------------------------- process level
+def test_python_dash_m_headstart_exit_codes(tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("2 5 4\n0 1:1\n1 2:abc\n")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    r = subprocess.run([sys.executable, "-m", "headstart", "train", str(bad), "-o", str(tmp_path / "m")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines()[-1].startswith("headstart train: error: ")
+    assert "bad.txt:3:3" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m").exists()
+    r = subprocess.run([sys.executable, "-m", "headstart", "--version"], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("headstart ")
+
+
+# --------------------------------------------------------------------------- documentation
+def test_readme_options_table_lists_every_parameter_with_its_default():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in readme.splitlines():
+        m = re.match(r"^\|\s*`(--[\w-]+)`[^|]*\|\s*`([^`]*)`\s*\|", line)
+        if m:
+            rows[m.group(1)] = m.group(2)
+    for f in fields(TrainParams):
+        opt = option_strings(f.name)[0]
+        assert opt in rows, f"README options table lacks {opt}"
+        default = f.default
+        shown = {True: "on", False: "off", None: "none"}.get(default, default) \
+            if isinstance(default, (bool, type(None))) else default
+        assert rows[opt] == str(shown), f"README says {opt} defaults to {rows[opt]}, TrainParams says {shown}"
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (REPO / ".ci" / "run").read_text()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "make test" in ci and "make test" in readme and "make demo" in readme
