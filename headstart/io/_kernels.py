@@ -363,17 +363,19 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
 # --- predictions -------------------------------------------------------------------------------
 @njit(nogil=True, cache=True)
 def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_scores,
-                      validate_only):
+                      validate_only, tmp):
     """Parse lines of exactly ``k`` tokens ``label:score`` into ``(rows, k)`` arrays.
 
     Token order is kept.  A blank line is a row only when ``k == 0``; blank lines after
     ``max_rows`` rows are ignored.  ``validate_only``: check the lines but store every
-    row in row 0 (error localisation after the output arrays ran out).
+    row in row 0 (error localisation after the output arrays ran out).  ``tmp`` is int64
+    scratch; it and the outputs need ``min(k, colons in the text)`` columns only (every
+    token holds a colon), so a header claiming a huge k allocates nothing.
     Returns (code, pos, aux, rows).
     """
     rows = 0
     cap_rows = out_labels.shape[0]
-    tmp = np.empty(k, dtype=np.int64)
+    width = min(out_labels.shape[1], tmp.shape[0])
     p = start
     while p < end:
         line_start = p
@@ -409,6 +411,8 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
             s = np.float32(val)
             if s - s != 0:
                 return E_NONFINITE, t, 0, rows
+            if c >= width:
+                return E_CAPACITY, t, 0, rows
             out_labels[ri, c] = lab
             out_scores[ri, c] = s
             tmp[c] = lab
@@ -416,7 +420,7 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
         if c < k:
             return E_TOO_FEW_TOKENS, line_start, c, rows
         if k > 1:
-            srt = np.sort(tmp)
+            srt = np.sort(tmp[:k])
             for r in range(1, k):
                 if srt[r] == srt[r - 1]:
                     return E_LABEL_DUP, line_start, srt[r], rows

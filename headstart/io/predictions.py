@@ -52,17 +52,19 @@ def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
     cap = min(n, n_nl + 1)
     if k > 0:
         cap = min(cap, n_colon // k)
+    width = min(k, n_colon)   # == k whenever cap > 0
     labels = np.empty((cap, k), dtype=np.int32)
     scores = np.empty((cap, k), dtype=np.float32)
+    tmp = np.empty(width, dtype=np.int64)
     code, pos, aux, rows = K.parse_predictions(buf, body, len(buf), k, L, n, labels, scores,
-                                               False)
+                                               False, tmp)
     if code == K.E_CAPACITY:
         # The content cannot hold n complete rows.  Find the first bad line (or learn
         # that the file is merely short) by validating the rest without storing it.
-        scratch_l = np.empty((1, k), dtype=np.int32)
-        scratch_s = np.empty((1, k), dtype=np.float32)
+        scratch_l = np.empty((1, width), dtype=np.int32)
+        scratch_s = np.empty((1, width), dtype=np.float32)
         code, pos, aux, more = K.parse_predictions(buf, pos, len(buf), k, L, n - rows,
-                                                   scratch_l, scratch_s, True)
+                                                   scratch_l, scratch_s, True, tmp)
         if code == K.OK:
             rows += more   # necessarily < n: reported as "file ends after ..." below
     if code != K.OK:

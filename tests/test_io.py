@@ -1,0 +1,742 @@
+"""Tests of headstart.io: readers, writers, strictness, real data, properties."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from headstart.errors import DataFormatError, ParameterError
+from headstart.io import (PredictionWriter, atomic_write, detect_format, iter_xmc_chunks,
+                          read_data, read_label_file, read_libsvm, read_predictions,
+                          read_slice, read_xmc, read_xmc_header, write_predictions,
+                          write_slice, write_xmc)
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "data" / "bibtex"
+SHARED = Path("/work/shared/data")
+
+# (train points, features, labels, test points) from /work/shared/data/README.md
+REAL = {
+    "debian-deps": (39061, 22262, 22908, 16864),
+    "delicious": (12920, 500, 983, 3185),
+    "corel5k": (4500, 499, 374, 500),
+    "bibtex": (4880, 1836, 159, 2515),
+    "rcv1-subset1": (4200, 47236, 101, 1800),
+    "medical": (333, 1449, 45, 645),
+    "scene": (1211, 294, 6, 1196),
+}
+
+
+def put(tmp_path: Path, content: bytes | str, name: str = "f.txt") -> Path:
+    p = tmp_path / name
+    p.write_bytes(content.encode() if isinstance(content, str) else content)
+    return p
+
+
+def dense(M) -> np.ndarray:
+    return M.toarray() if sp.issparse(M) else np.asarray(M)
+
+
+def assert_canonical(M: sp.csr_matrix) -> None:
+    assert sp.isspmatrix_csr(M)
+    assert M.indices.dtype == M.indptr.dtype
+    for i in range(M.shape[0]):
+        row = M.indices[M.indptr[i]:M.indptr[i + 1]]
+        assert np.all(np.diff(row) > 0)
+    assert np.all(M.data != 0)
+    assert np.all(np.isfinite(M.data))
+    if M.nnz:
+        assert M.indices.min() >= 0 and M.indices.max() < M.shape[1]
+
+
+def no_temp_files(directory: Path) -> bool:
+    return not [p for p in os.listdir(directory) if p.endswith(".tmp")]
+
+
+SMALL = (b"4 6 5\n"
+         b"0,3 0:1 2:0.5 5:-2.25\n"
+         b" 1:3e-2 4:1\n"
+         b"4 \n"
+         b"1,2 0:7\n")
+SMALL_X = np.array([[1, 0, .5, 0, 0, -2.25], [0, .03, 0, 0, 1, 0], [0] * 6,
+                    [7, 0, 0, 0, 0, 0]], dtype=np.float32)
+SMALL_Y = np.array([[1, 0, 0, 1, 0], [0] * 5, [0, 0, 0, 0, 1], [0, 1, 1, 0, 0]],
+                   dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------- basic reading
+def test_read_small(tmp_path):
+    X, Y = read_xmc(put(tmp_path, SMALL))
+    assert X.shape == (4, 6) and Y.shape == (4, 5)
+    assert X.dtype == np.float32 and Y.dtype == np.float32
+    np.testing.assert_array_equal(dense(X), SMALL_X)
+    np.testing.assert_array_equal(dense(Y), SMALL_Y)
+    assert_canonical(X)
+    assert_canonical(Y)
+    assert read_xmc_header(put(tmp_path, SMALL)) == (4, 6, 5)
+
+
+def test_read_float64(tmp_path):
+    X, _ = read_xmc(put(tmp_path, "1 2 1\n0 0:0.1 1:1e-300\n"), dtype=np.float64)
+    assert X.dtype == np.float64
+    assert X[0, 0] == 0.1 and X[0, 1] == 1e-300
+    with pytest.raises(ParameterError):
+        read_xmc(put(tmp_path, SMALL), dtype=np.int32)
+
+
+def test_gzip_detected_by_magic_not_name(tmp_path):
+    a = put(tmp_path, gzip.compress(SMALL), "compressed.txt")
+    b = put(tmp_path, SMALL, "plain.gz")
+    for p in (a, b):
+        X, Y = read_xmc(p)
+        np.testing.assert_array_equal(dense(X), SMALL_X)
+        np.testing.assert_array_equal(dense(Y), SMALL_Y)
+
+
+def test_corrupt_gzip(tmp_path):
+    data = gzip.compress(SMALL * 50)
+    with pytest.raises(DataFormatError, match="gzip"):
+        read_xmc(put(tmp_path, data[: len(data) // 2], "cut.gz"))
+    bad = bytearray(data)
+    bad[20] ^= 0xFF
+    with pytest.raises(DataFormatError):
+        read_xmc(put(tmp_path, bytes(bad), "flip.gz"))
+    with pytest.raises(DataFormatError):
+        list(iter_xmc_chunks(put(tmp_path, data[: len(data) // 2], "cut2.gz")))
+
+
+def test_windows_line_endings_bom_trailing_blank_lines(tmp_path):
+    crlf = SMALL.replace(b"\n", b"\r\n")
+    for content in (crlf, b"\xef\xbb\xbf" + SMALL, SMALL + b"\n\n", SMALL[:-1], crlf + b"\r\n"):
+        X, Y = read_xmc(put(tmp_path, content))
+        np.testing.assert_array_equal(dense(X), SMALL_X)
+        np.testing.assert_array_equal(dense(Y), SMALL_Y)
+
+
+def test_empty_lines_are_points_within_the_count(tmp_path):
+    X, Y = read_xmc(put(tmp_path, "3 2 2\n0 0:1\n\n1 1:1\n"))
+    assert X.shape == (3, 2) and X.getrow(1).nnz == 0 and Y.getrow(1).nnz == 0
+
+
+def test_unsorted_sorted_zeros_dropped_tabs(tmp_path):
+    X, Y = read_xmc(put(tmp_path, "1 10 10\n7,2,5 9:1\t3:2  0:0 5:0.0 1:-1\n"))
+    assert list(X.indices) == [1, 3, 9] and list(X.data) == [-1, 2, 1]
+    assert list(Y.indices) == [2, 5, 7]
+    assert_canonical(X)
+
+
+def test_number_syntax(tmp_path):
+    X, _ = read_xmc(put(tmp_path, "1 9 1\n0 0:1 1:-2 2:+3 3:.5 4:5. 5:1e3 6:1E-3 7:-0.25e+1 "
+                                   "8:00012\n"))
+    np.testing.assert_array_equal(X.data, np.float32([1, -2, 3, .5, 5, 1e3, 1e-3, -2.5, 12]))
+
+
+def test_float32_parse_matches_python(tmp_path):
+    rng = np.random.default_rng(0)
+    vals = np.concatenate([rng.standard_normal(200) * 10.0 ** rng.integers(-40, 38, 200),
+                           [1e-45, 3.4028235e38, 0.1, 1 / 3]])
+    toks = [repr(float(v)) for v in vals] + [f"{v:.20e}" for v in vals[:50]]
+    body = " ".join(f"{i}:{t}" for i, t in enumerate(toks))
+    X, _ = read_xmc(put(tmp_path, f"1 {len(toks)} 1\n0 {body}\n"))
+    expect = np.array([float(t) for t in toks]).astype(np.float32)
+    got = dense(X)[0]
+    np.testing.assert_array_equal(got, expect)
+
+
+def test_one_based(tmp_path):
+    X, Y = read_xmc(put(tmp_path, "2 3 2\n1 1:1 3:2\n0 2:5\n"), one_based=True)
+    np.testing.assert_array_equal(dense(X), [[1, 0, 2], [0, 5, 0]])
+    np.testing.assert_array_equal(dense(Y), [[0, 1], [1, 0]])   # labels stay 0-based
+    with pytest.raises(DataFormatError, match="one-based") as e:
+        read_xmc(put(tmp_path, "1 3 2\n1 0:1\n"), one_based=True)
+    assert e.value.line == 2
+
+
+# ---------------------------------------------------------------------------- round trips
+def random_problem(rng, n, d, L, density=0.2, dtype=np.float32):
+    X = sp.random(n, d, density=density, format="csr", random_state=rng, dtype=np.float64)
+    X.data = (X.data - 0.5) * 10.0 ** rng.integers(-6, 6, X.nnz)
+    X = X.astype(dtype)
+    Y = sp.random(n, L, density=density, format="csr", random_state=rng)
+    Y.data[:] = 1
+    return X, Y.astype(np.float32)
+
+
+@pytest.mark.parametrize("name", ["d.txt", "d.txt.gz"])
+@pytest.mark.parametrize("one_based", [False, True])
+def test_roundtrip_xmc(tmp_path, name, one_based):
+    rng = np.random.default_rng(1)
+    X, Y = random_problem(rng, 60, 40, 12)
+    p = tmp_path / name
+    write_xmc(p, X, Y, one_based=one_based)
+    assert (p.read_bytes()[:2] == b"\x1f\x8b") == name.endswith(".gz")
+    X2, Y2 = read_xmc(p, one_based=one_based)
+    assert X2.shape == X.shape and Y2.shape == Y.shape
+    np.testing.assert_array_equal(dense(X2), dense(X))
+    np.testing.assert_array_equal(dense(Y2), dense(Y))
+    assert no_temp_files(tmp_path)
+
+
+def test_roundtrip_float64_and_dense_input(tmp_path):
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((7, 5)) * 10.0 ** rng.integers(-200, 200, (7, 5))
+    X[X < 0] = 0
+    Y = (rng.random((7, 3)) < 0.4).astype(np.int8)
+    write_xmc(tmp_path / "d.txt", X, Y)
+    X2, Y2 = read_xmc(tmp_path / "d.txt", dtype=np.float64)
+    # float64 written with up to 17 digits; parse within 1 ulp beyond |exp| 22
+    np.testing.assert_allclose(dense(X2), X, rtol=4e-16)
+    np.testing.assert_array_equal(dense(Y2), Y)
+
+
+def test_write_xmc_rejects_bad_matrices(tmp_path):
+    with pytest.raises(DataFormatError, match="NaN"):
+        write_xmc(tmp_path / "d.txt", np.array([[np.nan]]), np.ones((1, 1)))
+    with pytest.raises(DataFormatError, match="rows"):
+        write_xmc(tmp_path / "d.txt", np.ones((2, 1)), np.ones((1, 1)))
+    assert not (tmp_path / "d.txt").exists()
+
+
+def test_write_xmc_empty_rows_and_matrix(tmp_path):
+    X = sp.csr_matrix((3, 4), dtype=np.float32)
+    Y = sp.csr_matrix(np.array([[0, 0], [1, 0], [0, 0]]))
+    write_xmc(tmp_path / "e.txt", X, Y)
+    assert (tmp_path / "e.txt").read_text() == "3 4 2\n \n0\n \n"
+    X2, Y2 = read_xmc(tmp_path / "e.txt")
+    assert X2.shape == (3, 4) and X2.nnz == 0 and dense(Y2).tolist() == dense(Y).tolist()
+    write_xmc(tmp_path / "z.txt", sp.csr_matrix((0, 0)), sp.csr_matrix((0, 0)))
+    X3, Y3 = read_xmc(tmp_path / "z.txt")
+    assert X3.shape == (0, 0) and Y3.shape == (0, 0)
+
+
+def test_chunks_equal_full_read(tmp_path):
+    rng = np.random.default_rng(3)
+    X, Y = random_problem(rng, 101, 30, 9)
+    p = tmp_path / "d.txt.gz"
+    write_xmc(p, X, Y)
+    for chunk_rows, block in ((1, 4096), (7, 4096), (100, 1 << 20), (101, 4096), (500, 4096)):
+        parts = list(iter_xmc_chunks(p, chunk_rows=chunk_rows, block_bytes=block))
+        assert all(x.shape[0] <= chunk_rows and x.shape[1] == 30 for x, _ in parts)
+        assert all(y.shape[1] == 9 for _, y in parts)
+        np.testing.assert_array_equal(dense(sp.vstack([x for x, _ in parts])), dense(X))
+        np.testing.assert_array_equal(dense(sp.vstack([y for _, y in parts])), dense(Y))
+    with pytest.raises(ParameterError):
+        list(iter_xmc_chunks(p, chunk_rows=0))
+
+
+def test_chunks_errors_have_global_line_numbers(tmp_path):
+    lines = ["0 0:1"] * 20
+    lines[13] = "0 0:x"
+    p = put(tmp_path, "20 1 1\n" + "\n".join(lines) + "\n")
+    with pytest.raises(DataFormatError) as e:
+        list(iter_xmc_chunks(p, chunk_rows=3))
+    assert e.value.line == 15
+    p = put(tmp_path, "21 1 1\n" + "\n".join(["0 0:1"] * 20) + "\n")
+    with pytest.raises(DataFormatError, match="ends after 20") as e:
+        list(iter_xmc_chunks(p, chunk_rows=6))
+    assert e.value.line == 22
+    p = put(tmp_path, "19 1 1\n" + "\n".join(["0 0:1"] * 20) + "\n\n\n")
+    with pytest.raises(DataFormatError, match="more points") as e:
+        list(iter_xmc_chunks(p, chunk_rows=6))
+    assert e.value.line == 21
+    p = put(tmp_path, "20 1 1\n" + "\n".join(["0 0:1"] * 20) + "\n\n\n")
+    assert sum(x.shape[0] for x, _ in iter_xmc_chunks(p, chunk_rows=6)) == 20
+    for content in (b"", b"\n\n", b"x y z\n0 0:1\n"):
+        with pytest.raises(DataFormatError) as e:
+            list(iter_xmc_chunks(put(tmp_path, content)))
+        assert e.value.line == 1
+
+
+@pytest.mark.parametrize("name", ["p.txt", "p.txt.gz"])
+def test_roundtrip_predictions(tmp_path, name):
+    rng = np.random.default_rng(4)
+    n, k, L = 50, 5, 40
+    labels = np.array([rng.choice(L, k, replace=False) for _ in range(n)])
+    scores = rng.standard_normal((n, k)).astype(np.float32) * 10.0 ** rng.integers(-8, 8, (n, k))
+    scores[0, 0] = 0
+    write_predictions(tmp_path / name, labels, scores, L)
+    lab2, sc2 = read_predictions(tmp_path / name)
+    assert lab2.dtype == np.int32 and sc2.dtype == np.float32
+    np.testing.assert_array_equal(lab2, labels)
+    np.testing.assert_allclose(sc2, scores, rtol=6e-6)
+    first = (gzip.decompress if name.endswith(".gz") else bytes)(
+        (tmp_path / name).read_bytes()).split(b"\n")[0]
+    assert first == b"50 5 40"
+    assert no_temp_files(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["s.txt", "s.txt.gz"])
+def test_prediction_writer_streaming(tmp_path, name):
+    rng = np.random.default_rng(5)
+    labels = np.array([rng.choice(30, 3, replace=False) for _ in range(25)])
+    scores = rng.random((25, 3))
+    with PredictionWriter(tmp_path / name, 3, 30) as w:
+        for r0 in range(0, 25, 4):
+            w.write(labels[r0:r0 + 4], scores[r0:r0 + 4])
+        assert not (tmp_path / name).exists()   # appears only on close
+    lab2, sc2 = read_predictions(tmp_path / name)
+    np.testing.assert_array_equal(lab2, labels)
+    np.testing.assert_allclose(sc2, scores, rtol=6e-6)
+    assert no_temp_files(tmp_path)
+
+
+def test_prediction_writer_is_atomic_on_error(tmp_path):
+    out = tmp_path / "p.txt"
+    with pytest.raises(RuntimeError):
+        with PredictionWriter(out, 2, 5) as w:
+            w.write([[0, 1]], [[0.5, 0.25]])
+            raise RuntimeError("predictor crashed")
+    assert not out.exists() and no_temp_files(tmp_path)
+    out.write_text("old")
+    with pytest.raises(DataFormatError):   # a bad block is refused; old file survives
+        with PredictionWriter(out, 2, 5) as w:
+            w.write([[0, 0]], [[0.5, 0.25]])
+    assert out.read_text() == "old" and no_temp_files(tmp_path)
+    with pytest.raises(DataFormatError, match="n_rows"):
+        with PredictionWriter(tmp_path / "q.txt", 1, 5, n_rows=3) as w:
+            w.write([[1]], [[1.0]])
+    assert not (tmp_path / "q.txt").exists() and no_temp_files(tmp_path)
+    w = PredictionWriter(tmp_path / "r.txt", 1, 5)
+    w.write([[1]], [[1.0]])
+    w.abort()
+    assert not (tmp_path / "r.txt").exists() and no_temp_files(tmp_path)
+    with pytest.raises(DataFormatError, match="finite"):
+        write_predictions(tmp_path / "s.txt", [[1]], [[np.nan]], 5)
+    with pytest.raises(DataFormatError):
+        PredictionWriter(tmp_path / "t.txt", 6, 5)
+
+
+def test_predictions_errors(tmp_path):
+    cases = [
+        ("2 2 5\n1:0.5 2:0.25\n1:0.5\n", 3, "expected k = 2"),
+        ("2 2 5\n1:0.5 2:0.25\n1:0.5 2:1 3:1\n", 3, "more than k"),
+        ("1 2 5\n1:0.5 1:0.25\n", 2, "duplicate"),
+        ("1 2 5\n1:0.5 5:0.25\n", 2, "out of range"),
+        ("1 2 5\n1:0.5 2:nan\n", 2, "NaN"),
+        ("1 2 5\n1:0.5 2:x\n", 2, "not a number"),
+        ("3 2 5\n1:0.5 2:0.25\n", 3, "ends after 1"),
+        ("1000000000000 2 5\n1:0.5 2:0.25\n", 3, "ends after 1"),
+        ("2 2 5\n1:0.5 2:0.25\n1:0.5\n\n\n", 3, "expected k = 2"),
+        ("1 2 5\n1:0.5 2:0.25\n3:1 4:1\n", 3, "more rows"),
+        ("1 6 5\n", 1, "exceeds num_labels"),
+        ("1 2\n", 1, "3 non-negative integers"),
+    ]
+    for content, line, words in cases:
+        with pytest.raises(DataFormatError, match=words) as e:
+            read_predictions(put(tmp_path, content))
+        assert e.value.line == line, content
+    labels, scores = read_predictions(put(tmp_path, "2 0 5\n\n\n"))
+    assert labels.shape == (2, 0) and scores.shape == (2, 0)
+
+
+# ---------------------------------------------------------------------------- libsvm, slice
+def test_libsvm(tmp_path):
+    text = ("# a comment line\n"
+            "0,3 1:1 3:0.5 6:-2.25   # trailing comment\n"
+            "\n"
+            " 2:3e-2 5:1\r\n"
+            "4\n"
+            "1,2 1:7\n")
+    X, Y = read_libsvm(put(tmp_path, text))
+    np.testing.assert_array_equal(dense(X), SMALL_X)
+    np.testing.assert_array_equal(dense(Y), SMALL_Y)
+    X, Y = read_libsvm(put(tmp_path, text), n_features=10, n_labels=7)
+    assert X.shape == (4, 10) and Y.shape == (4, 7)
+    with pytest.raises(DataFormatError, match="out of range") as e:
+        read_libsvm(put(tmp_path, text), n_features=5)
+    assert e.value.line == 2
+    with pytest.raises(DataFormatError, match="out of range") as e:
+        read_libsvm(put(tmp_path, text), n_labels=4)
+    assert e.value.line == 5
+    X, Y = read_libsvm(put(tmp_path, "1 0:2 4:1\n"), zero_based=True)
+    assert X.shape == (1, 5) and Y.shape == (1, 2) and X[0, 0] == 2
+    with pytest.raises(DataFormatError, match="zero-based") as e:
+        read_libsvm(put(tmp_path, "1 0:2 4:1\n"))
+    assert e.value.line == 1
+    with pytest.raises(DataFormatError, match="empty"):
+        read_libsvm(put(tmp_path, ""))
+
+
+def test_roundtrip_libsvm_via_xmc_text(tmp_path):
+    """An XMC body without its header and with 1-based features is libsvm."""
+    rng = np.random.default_rng(6)
+    X, Y = random_problem(rng, 30, 20, 6)
+    write_xmc(tmp_path / "d.txt", X, Y, one_based=True)
+    body = (tmp_path / "d.txt").read_bytes().split(b"\n", 1)[1]
+    p = put(tmp_path, gzip.compress(body), "d.svm.gz")
+    X2, Y2 = read_libsvm(p, n_features=20, n_labels=6)
+    np.testing.assert_array_equal(dense(X2), dense(X))
+    np.testing.assert_array_equal(dense(Y2), dense(Y))
+    assert detect_format(p) == "libsvm"
+    X3, _ = read_data(p, n_features=20, n_labels=6)
+    np.testing.assert_array_equal(dense(X3), dense(X))
+
+
+@pytest.mark.parametrize("labels_name", ["y.txt", "y.txt.gz"])
+def test_roundtrip_slice(tmp_path, labels_name):
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((9, 4)).astype(np.float32)
+    Y = sp.csr_matrix((rng.random((9, 6)) < 0.3).astype(np.float32))
+    write_slice(tmp_path / "x.npy", tmp_path / labels_name, X, Y)
+    X2, Y2 = read_slice(tmp_path / "x.npy", tmp_path / labels_name)
+    assert X2.dtype == np.float32 and X2.flags.c_contiguous and type(X2) is np.ndarray
+    np.testing.assert_array_equal(X2, X)
+    np.testing.assert_array_equal(dense(Y2), dense(Y))
+    X3, Y3 = read_data(tmp_path / "x.npy", labels_path=tmp_path / labels_name)
+    np.testing.assert_array_equal(X3, X)
+    assert detect_format(tmp_path / "x.npy") == "slice"
+    with pytest.raises(ParameterError):
+        read_data(tmp_path / "x.npy")
+
+
+def test_slice_label_file_forms(tmp_path):
+    comma = "3 5\n4,0\n\n2\n"
+    pairs = "3 5\n4:1 0:1 3:0\n\n2:1.0\r\n"
+    for content in (comma, pairs, gzip.compress(pairs.encode())):
+        Y = read_label_file(put(tmp_path, content))
+        np.testing.assert_array_equal(dense(Y), [[1, 0, 0, 0, 1], [0] * 5, [0, 0, 1, 0, 0]])
+    cases = [
+        ("3 5\n4,0\n", 3, "ends after 1 points"),
+        ("1 5\n4,5\n", 2, "out of range"),
+        ("1 5\n4,4\n", 2, "duplicate"),
+        ("1 5\n4 1\n", 2, "unexpected token"),
+        ("1 5\n4:1 5:1\n", 2, "out of range"),
+        ("1 5\n4:1 4:1\n", 2, "duplicate"),
+        ("1 5\n4:1 2:inf\n", 2, "NaN or infinite"),
+        ("1 5 2\n4\n", 1, "2 non-negative integers"),
+        ("1 5\n-1\n", 2, "negative"),
+    ]
+    for content, line, words in cases:
+        with pytest.raises(DataFormatError, match=words) as e:
+            read_label_file(put(tmp_path, content))
+        assert e.value.line == line, content
+
+
+def test_slice_feature_errors(tmp_path):
+    labels = put(tmp_path, "2 3\n0\n1,2\n", "y.txt")
+    bad = {
+        "obj.npy": np.array([[1, None], [2, 3]], dtype=object),
+        "three.npy": np.zeros((2, 2, 2)),
+        "one.npy": np.zeros(2),
+        "nan.npy": np.array([[1.0, np.nan], [0, 0]]),
+        "inf.npy": np.array([[1.0, 0], [0, 1e300]]),
+        "str.npy": np.array([["a", "b"], ["c", "d"]]),
+        "cplx.npy": np.zeros((2, 2), dtype=complex),
+    }
+    for name, arr in bad.items():
+        np.save(tmp_path / name, arr, allow_pickle=True)
+        with pytest.raises(DataFormatError):
+            read_slice(tmp_path / name, labels)
+    np.save(tmp_path / "rows.npy", np.zeros((3, 2)))
+    with pytest.raises(DataFormatError, match="3 points"):
+        read_slice(tmp_path / "rows.npy", labels)
+    np.savez(tmp_path / "z.npz", a=np.zeros((2, 2)))
+    with pytest.raises(DataFormatError, match="npy"):
+        read_slice(tmp_path / "z.npz", labels)
+    good = tmp_path / "good.npy"
+    np.save(good, np.ones((2, 3), dtype=np.int16))
+    raw = good.read_bytes()
+    put(tmp_path, raw[:-4], "cut.npy")
+    with pytest.raises(DataFormatError, match="cannot load"):
+        read_slice(tmp_path / "cut.npy", labels)
+    put(tmp_path, raw.replace(b"(2, 3)", b"(2000000000000, 3)"), "huge.npy")
+    with pytest.raises(DataFormatError):
+        read_slice(tmp_path / "huge.npy", labels)
+    X, Y = read_slice(good, labels)
+    assert X.dtype == np.float32 and X.shape == (2, 3) and Y.shape == (2, 3)
+
+
+def test_read_data_dispatch(tmp_path):
+    p = put(tmp_path, SMALL)
+    assert detect_format(p) == "xmc"
+    X, _ = read_data(p)
+    np.testing.assert_array_equal(dense(X), SMALL_X)
+    X, _ = read_data(put(tmp_path, gzip.compress(SMALL), "g.bin"), fmt="xmc")
+    np.testing.assert_array_equal(dense(X), SMALL_X)
+    with pytest.raises(ParameterError):
+        read_data(p, fmt="csv")
+    with pytest.raises(DataFormatError, match="cannot read"):
+        read_data(tmp_path / "missing.txt")
+
+
+# ---------------------------------------------------------------------------- strictness
+MALFORMED = [
+    # (content, line, words in the message)
+    (b"", 1, "empty"),
+    (b"\n\n  \n", 1, "empty"),
+    (b"3 4\n0 1:1\n", 1, "3 non-negative integers"),
+    (b"3 4 -5\n0 1:1\n", 1, "3 non-negative integers"),
+    (b"3 4 5 6\n", 1, "3 non-negative integers"),
+    (b"x 4 5\n", 1, "3 non-negative integers"),
+    (b"1.0 4 5\n", 1, "3 non-negative integers"),
+    (b"1 4 99999999999\n", 1, "exceeds"),
+    (b"3 4 5\n0 1:1\n1 2:1\n", 4, "ends after 2 points"),
+    (b"1 4 5\n0 1:1\n1 2:1\n", 3, "more points"),
+    (b"1 4 5\n0 1:1\n\n\n1 2:1\n", 5, "more points"),
+    (b"1 4 5\n0,5 1:1\n", 2, "label id 5 out of range"),
+    (b"1 4 5\n0,99999999999999999999999 1:1\n", 2, "out of range"),
+    (b"1 4 5\n-1 1:1\n", 2, "negative label"),
+    (b"1 4 5\n1.0 1:1\n", 2, "not an integer"),
+    (b"1 4 5\na 1:1\n", 2, "non-negative integers"),
+    (b"1 4 5\n1,,2 1:1\n", 2, "empty label"),
+    (b"1 4 5\n1, 1:1\n", 2, "empty label"),
+    (b"1 4 5\n1:1 2:1\n", 2, "must start with a space"),
+    (b"1 4 5\n1,2,2 1:1\n", 2, "duplicate label"),
+    (b"1 4 5\n0 4:1\n", 2, "feature index 4 out of range"),
+    (b"1 4 5\n0 99999999999999999999:1\n", 2, "out of range"),
+    (b"1 4 5\n0 -1:1\n", 2, "negative feature index"),
+    (b"1 4 5\n0 1.5:1\n", 2, "not a non-negative integer"),
+    (b"1 4 5\n0 1\n", 2, "missing ':'"),
+    (b"1 4 5\n0 1 :1\n", 2, "missing ':'"),
+    (b"1 4 5\n0 1:\n", 2, "missing feature value"),
+    (b"1 4 5\n0 1:abc\n", 2, "not a number"),
+    (b"1 4 5\n0 1:1.2.3\n", 2, "not a number"),
+    (b"1 4 5\n0 1:1e\n", 2, "not a number"),
+    (b"1 4 5\n0 1:1:2\n", 2, "not a number"),
+    (b"1 4 5\n0 1:1,2:1\n", 2, "not a number"),
+    (b"1 4 5\n0 1:nan\n", 2, "NaN or infinite"),
+    (b"1 4 5\n0 1:-Infinity\n", 2, "NaN or infinite"),
+    (b"1 4 5\n0 1:1e39\n", 2, "overflows float32"),
+    (b"1 4 5\n0 1:1 3:1 1:2\n", 2, "duplicate feature index 1"),
+    (b"1 4 5\n0 1:0 1:2\n", 2, "duplicate feature index 1"),
+    (b"1 4 5\n0 1:1\r2:1\n", 2, "carriage return"),
+    (b"2 4 5\n0 1:1\n0\x00 1:1\n", 3, "non-negative integers"),
+]
+
+
+@pytest.mark.parametrize("content,line,words", MALFORMED)
+def test_malformed(tmp_path, content, line, words):
+    p = put(tmp_path, content)
+    for reader in (read_xmc, lambda q: list(iter_xmc_chunks(q, chunk_rows=1))):
+        with pytest.raises(DataFormatError, match=words) as e:
+            reader(p)
+        assert e.value.line == line
+        assert e.value.path == str(p)
+        assert str(p) in str(e.value)
+
+
+def test_error_column_and_token(tmp_path):
+    p = put(tmp_path, b"2 4 5\n0 1:1\n3,1 0:1 2:1 3:x\n")
+    with pytest.raises(DataFormatError) as e:
+        read_xmc(p)
+    assert (e.value.line, e.value.column, e.value.token) == (3, 13, "3:x")
+    assert f"{p}:3:13:" in str(e.value)
+    p = put(tmp_path, b"1 4 5\n0 3:1 1:1 3:2\r\n")
+    with pytest.raises(DataFormatError) as e:
+        read_xmc(p)
+    assert (e.value.line, e.value.column, e.value.token) == (2, 11, "3:2")
+
+
+def test_missing_file_and_directory(tmp_path):
+    for p in (tmp_path / "nope.txt", tmp_path):
+        for reader in (read_xmc, read_libsvm, read_predictions, read_label_file,
+                       lambda q: list(iter_xmc_chunks(q))):
+            with pytest.raises(DataFormatError, match="cannot read") as e:
+                reader(p)
+            assert e.value.path == str(p)
+
+
+def test_huge_header_does_not_allocate(tmp_path):
+    p = put(tmp_path, b"1000000000000 2147483647 2147483647\n0 1:1\n")
+    tracemalloc.start()
+    try:
+        for reader in (read_xmc, lambda q: list(iter_xmc_chunks(q, block_bytes=1 << 16))):
+            with pytest.raises(DataFormatError, match="ends after 1 points"):
+                reader(p)
+        with pytest.raises(DataFormatError, match="ends after 1"):
+            read_predictions(put(tmp_path, b"1000000000000 2 2147483647\n0:1 1:2\n", "p"))
+        with pytest.raises(DataFormatError, match="expected k = 2000000000") as e:
+            read_predictions(put(tmp_path, b"7 2000000000 2147483647\n0:1 1:2\n", "p"))
+        assert e.value.line == 2
+        with pytest.raises(DataFormatError, match="ends after 1"):
+            read_label_file(put(tmp_path, b"1000000000000 2147483647\n0\n", "l"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 5_000_000
+
+
+# ---------------------------------------------------------------------------- atomic_write
+def test_atomic_write(tmp_path):
+    p = tmp_path / "a.bin"
+    with atomic_write(p, "wb") as f:
+        f.write(b"one")
+    assert p.read_bytes() == b"one"
+    with pytest.raises(KeyError):
+        with atomic_write(p, "wb") as f:
+            f.write(b"two")
+            raise KeyError("boom")
+    assert p.read_bytes() == b"one" and no_temp_files(tmp_path)
+    with atomic_write(tmp_path / "t.txt", "w") as f:
+        f.write("text\n")
+    assert (tmp_path / "t.txt").read_text() == "text\n"
+    assert sorted(os.listdir(tmp_path)) == ["a.bin", "t.txt"]
+    with pytest.raises(ValueError):
+        with atomic_write(p, "ab"):
+            pass
+
+
+# ---------------------------------------------------------------------------- real data
+def real_files():
+    yield pytest.param(SHIPPED, "bibtex", id="shipped-bibtex")
+    for name in REAL:
+        yield pytest.param(SHARED / name, name, id=f"shared-{name}")
+
+
+@pytest.mark.parametrize("folder,name", list(real_files()))
+def test_real_data(folder, name):
+    if not folder.is_dir():
+        assert folder != SHIPPED, "the shipped data set must be present"
+        pytest.skip(f"{folder} not available on this machine")
+    n, d, L, n_test = REAL[name]
+    for split, rows in (("train", n), ("test", n_test)):
+        path = folder / f"{split}.txt.gz"
+        assert read_xmc_header(path) == (rows, d, L)
+        X, Y = read_xmc(path)
+        assert X.shape == (rows, d) and Y.shape == (rows, L)
+        assert X.dtype == np.float32 and Y.dtype == np.float32
+        assert X.has_canonical_format and Y.has_canonical_format
+        assert np.all(np.isfinite(X.data)) and np.all(X.data != 0)
+        assert X.nnz > 0 and Y.nnz > 0
+    with gzip.open(folder / "label_names.txt.gz", "rt", encoding="utf-8") as f:
+        assert len(f.read().splitlines()) == L
+
+
+def test_shipped_bibtex_content():
+    X, Y = read_xmc(SHIPPED / "train.txt.gz")
+    assert (X.nnz, Y.nnz) == (334250, 11616)
+    assert set(np.unique(X.data)) == {1.0}
+    assert np.diff(Y.indptr).min() == 1
+    parts = list(iter_xmc_chunks(SHIPPED / "train.txt.gz", chunk_rows=1000))
+    assert [x.shape[0] for x, _ in parts] == [1000] * 4 + [880]
+    assert (sp.vstack([x for x, _ in parts]) != X).nnz == 0
+    assert (sp.vstack([y for _, y in parts]) != Y).nnz == 0
+
+
+def test_debian_deps_parse_time():
+    path = SHARED / "debian-deps" / "train.txt.gz"
+    if not path.is_file():
+        pytest.skip("debian-deps not available on this machine")
+    read_xmc(SHIPPED / "test.txt.gz")   # compiled and warm
+    t = time.perf_counter()
+    X, Y = read_xmc(path)
+    elapsed = time.perf_counter() - t
+    assert X.shape == (39061, 22262) and Y.shape == (39061, 22908)
+    assert elapsed < 5.0, f"debian-deps train took {elapsed:.2f} s"   # ~0.3 s measured
+
+
+# ---------------------------------------------------------------------------- properties
+f32 = st.floats(width=32, allow_nan=False, allow_infinity=False).filter(lambda v: v != 0)
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(0, 8))
+    d = draw(st.integers(0, 12))
+    L = draw(st.integers(0, 6))
+    X = np.zeros((n, d), dtype=np.float32)
+    Y = np.zeros((n, L), dtype=np.float32)
+    for i in range(n):
+        if d:
+            cols = draw(st.lists(st.integers(0, d - 1), max_size=d, unique=True))
+            for c in cols:
+                X[i, c] = draw(f32)
+        if L:
+            for c in draw(st.lists(st.integers(0, L - 1), max_size=L, unique=True)):
+                Y[i, c] = 1
+    return X, Y
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(problems(), st.booleans(), st.booleans())
+def test_property_roundtrip_exact(tmp_path, problem, one_based, gz):
+    X, Y = problem
+    p = tmp_path / ("h.txt.gz" if gz else "h.txt")
+    write_xmc(p, sp.csr_matrix(X), Y, one_based=one_based)
+    X2, Y2 = read_xmc(p, one_based=one_based)
+    assert X2.shape == X.shape and Y2.shape == Y.shape
+    np.testing.assert_array_equal(dense(X2), X)   # bit-exact float32
+    np.testing.assert_array_equal(dense(Y2), Y)
+    assert_canonical(X2)
+
+
+BASE = (b"5 8 6\n"
+        b"0,3 0:1 2:0.5 7:-2.25\n"
+        b" 1:3e-2 4:1\n"
+        b"5 \n"
+        b"1,2 0:7 6:1e-3\n"
+        b"4,5 3:2.5\n")
+PRED = b"3 2 6\n1:0.5 2:-0.25\n0:1e-3 5:2\n3:7 4:0\n"
+LABELS = b"3 6\n0,3\n\n1,2,5\n"
+ALPHABET = list(b"0123456789:, \n\r\t-.+eEnai#x") + [0, 0xFF, 0x1F, 0x8B]
+
+
+@st.composite
+def mutations(draw, base: bytes):
+    data = bytearray(base)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["replace", "insert", "delete", "duplicate"]))
+        pos = draw(st.integers(0, max(len(data) - 1, 0)))
+        byte = draw(st.sampled_from(ALPHABET) | st.integers(0, 255))
+        if kind == "replace" and data:
+            data[pos] = byte
+        elif kind == "insert":
+            data.insert(pos, byte)
+        elif kind == "delete" and data:
+            del data[pos]
+        elif kind == "duplicate" and data:
+            end = draw(st.integers(pos, min(len(data), pos + 30)))
+            data[pos:pos] = data[pos:end]
+    return bytes(data)
+
+
+def _must_parse_or_reject(call, path):
+    try:
+        return call(path)
+    except DataFormatError:
+        return None
+
+
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mutations(BASE), st.booleans())
+def test_property_mutated_xmc_parses_or_raises(tmp_path, data, gz):
+    p = put(tmp_path, gzip.compress(data) if gz else data)
+    res = _must_parse_or_reject(read_xmc, p)
+    chunks = _must_parse_or_reject(lambda q: list(iter_xmc_chunks(q, chunk_rows=2,
+                                                                  block_bytes=16)), p)
+    assert (res is None) == (chunks is None)
+    if res is not None:
+        X, Y = res
+        assert_canonical(X)
+        assert_canonical(Y)
+        if chunks:
+            assert (sp.vstack([x for x, _ in chunks]) != X).nnz == 0
+    _must_parse_or_reject(read_libsvm, p)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_property_mutated_other_files_parse_or_raise(tmp_path, data):
+    pred = data.draw(mutations(PRED))
+    res = _must_parse_or_reject(read_predictions, put(tmp_path, pred, "p.txt"))
+    if res is not None:
+        labels, scores = res
+        assert labels.shape == scores.shape and np.all(np.isfinite(scores))
+    lab = data.draw(mutations(LABELS))
+    _must_parse_or_reject(read_label_file, put(tmp_path, lab, "l.txt"))
+    gz = bytearray(gzip.compress(BASE))
+    pos = data.draw(st.integers(0, len(gz) - 1))
+    gz[pos] = data.draw(st.integers(0, 255))
+    _must_parse_or_reject(read_xmc, put(tmp_path, bytes(gz), "g.gz"))
