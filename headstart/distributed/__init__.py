@@ -1,0 +1,39 @@
+"""Training and prediction past one process: sharded, resumable runs and a Dask backend.
+
+* :func:`train_sharded` -- this machine's threads; every finished run of labels is
+  written as a shard at once; ``resume=True`` trains only the labels without a shard.
+* :func:`train_dask` -- the same over a Dask cluster (label-range tasks; the client is
+  the only writer of the model directory).
+* :func:`predict_dask` -- top-k prediction with blocks of instances spread over Dask
+  workers.
+* :func:`merge` -- combine model directories trained separately (e.g. batch jobs over
+  ``--first-label/--num-labels``) into one model.
+
+Dask is an optional extra (``pip install headstart[dask]``): it is imported only when
+a Dask function is called, never by ``import headstart`` or ``import
+headstart.distributed``.
+"""
+
+from __future__ import annotations
+
+from .sharded import (PreparedData, ShardedResult, plan_shards, prepare_data, read_stats,
+                      train_sharded)
+
+_DASK_NAMES = ("train_dask", "predict_dask", "dask_client", "DaskUnavailableError")
+_MERGE_NAMES = ("merge", "MergeResult")
+
+
+def __getattr__(name: str):
+    if name in _DASK_NAMES:
+        from . import dask_backend
+
+        return getattr(dask_backend, name)
+    if name in _MERGE_NAMES:
+        from . import merging as _merge
+
+        return getattr(_merge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["train_sharded", "prepare_data", "plan_shards", "read_stats", "PreparedData", "ShardedResult",
+           *_DASK_NAMES, *_MERGE_NAMES]

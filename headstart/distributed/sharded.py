@@ -1,0 +1,419 @@
+"""Sharded, resumable training into a model directory (one machine).
+
+Training writes every finished run of labels as its own shard (atomically, through
+:class:`~headstart.model.format.ModelWriter`), so no finished work is ever lost:
+
+* ``train_sharded(X, Y, params, "model")`` trains the requested label range and writes
+  each chunk of labels as a shard the moment it is finished;
+* ``train_sharded(..., resume=True)`` reopens an existing model directory, checks that
+  parameters and data agree with it, and trains only the labels that have no finished
+  shard.  Killing the process at any moment (SIGKILL included) and resuming gives the
+  same model as an uninterrupted run: every label is computed by the same deterministic
+  code whatever chunk, thread, process or machine computes it, and a shard is either
+  listed in the manifest (complete, checksummed) or ignored and deleted on resume.
+
+Per-shard training statistics are kept next to the shards, in
+``stats/labels-AAAAAAA-BBBBBBB.npz`` (same name as the shard; numeric arrays only).
+A statistics file is written *before* its shard is registered, so every listed shard
+has its statistics; files whose shard never got listed are deleted on resume.
+:func:`read_stats` reassembles the statistics of a label range, including the labels
+trained by earlier (interrupted) runs.
+
+The Dask backend (:mod:`headstart.distributed.dask_backend`) shares the preparation,
+the directory handling and the shard registration of this module; only *where* a
+label range is trained differs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ModelFormatError, ParameterError
+from ..model.format import (MANIFEST, ModelWriter, read_extras, read_manifest, finished_ranges_of,
+                            missing_ranges_of)
+from ..model.model import Preprocessing
+from ..params import TrainParams
+from ..training.stats import ITER_FIELDS, TrainingStats
+
+log = logging.getLogger(__name__)
+
+Range = tuple[int, int]
+
+STATS_DIR = "stats"
+_STATS_NAME_RE = re.compile(r"^labels-(\d{7,})-(\d{7,})\.npz$")
+#: default number of labels per shard is chosen like the trainer's chunks, within these bounds
+MIN_DEFAULT_SHARD, MAX_DEFAULT_SHARD = 32, 256
+
+
+# --------------------------------------------------------------------------- data preparation
+@dataclass
+class PreparedData:
+    """Training data after validation and preprocessing, with what the manifest needs."""
+
+    X: sp.csr_matrix              # canonical float32 CSR, preprocessed
+    Y: sp.csc_matrix              # 0/1, column j = positives of label j (sorted indices)
+    preprocessing: Preprocessing
+    label_counts: np.ndarray      # int64 (label_space,)
+    first_label: int
+    num_labels: int
+
+    @property
+    def n_train(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def label_space(self) -> int:
+        return int(self.Y.shape[1])
+
+    @property
+    def stop(self) -> int:
+        return self.first_label + self.num_labels
+
+
+def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
+                 num_labels: int | None = None) -> PreparedData:
+    """The validation and preprocessing steps of :func:`headstart.estimator.fit_model`.
+
+    Y is returned in CSC with sorted indices: the trainer needs the columns, and doing
+    the conversion once here makes it free for every later shard (and task).
+    """
+    from ..estimator import resolve_label_range
+    from ..prediction.preprocess import fit_preprocessing
+    from ..validation import check_features, check_labels
+
+    if not isinstance(params, TrainParams):
+        raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
+    X = check_features(X)
+    Yr = check_labels(Y, X.shape[0])
+    first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
+    pre = Preprocessing()
+    if params.tfidf or params.normalize:
+        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf)
+        X = check_features(X)
+    label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
+    Yc = sp.csc_matrix(Yr)
+    Yc.sort_indices()
+    return PreparedData(X, Yc, pre, label_counts, first, count)
+
+
+# --------------------------------------------------------------------------- model directory
+def _is_model_dir(path: Path) -> bool:
+    return (path / MANIFEST).is_file()
+
+
+def _check_same_data(path: Path, writer: ModelWriter, data: PreparedData) -> None:
+    """Resume only onto a model trained on the same data (beyond what ModelWriter checks)."""
+    m = writer.manifest
+    if m["n_train"] != data.n_train:
+        raise ModelFormatError(f"{path}: cannot resume: the model was trained on {m['n_train']} instances "
+                               f"but the data has {data.n_train}")
+    if m["preprocessing"] != data.preprocessing.to_manifest():
+        raise ModelFormatError(f"{path}: cannot resume: preprocessing {m['preprocessing']} in the model but "
+                               f"{data.preprocessing.to_manifest()} now")
+    pre, counts = read_extras(path, m)
+    if pre.idf is not None and not np.array_equal(pre.idf, data.preprocessing.idf):
+        raise ModelFormatError(f"{path}: cannot resume: the tf-idf weights of the model differ from those "
+                               "of the data (is it the same training file?)")
+    if counts is not None and not np.array_equal(counts, data.label_counts):
+        raise ModelFormatError(f"{path}: cannot resume: the label counts of the model differ from those "
+                               "of the data (is it the same training file?)")
+
+
+def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedData, *,
+                   resume: bool = False, overwrite: bool | str = False) -> ModelWriter:
+    """A :class:`ModelWriter` for ``path``: a new empty model, or the existing one.
+
+    ``resume``: reopen an existing model (after checking parameters and data); a missing
+    or empty directory starts a new model.  Otherwise an existing model is replaced when
+    ``overwrite`` is True, or is ``"complete"`` and the model has no missing label;
+    else :class:`ModelFormatError` (an unfinished model is never thrown away silently).
+    """
+    path = Path(os.path.abspath(path))
+    if _is_model_dir(path):
+        if resume:
+            writer = ModelWriter.open(path, params, n_features=data.n_features, label_space=data.label_space)
+            _check_same_data(path, writer, data)
+            clean_stats(path, writer.manifest)
+            return writer
+        if overwrite == "complete":
+            missing = missing_ranges_of(read_manifest(path))
+            if missing:
+                a, b = missing[0]
+                raise ModelFormatError(
+                    f"{path}: an unfinished model is there (missing {len(missing)} label range(s), first "
+                    f"[{a}, {b})): continue it with --resume (resume=True), or remove it")
+        elif not overwrite:
+            raise ModelFormatError(f"{path}: a model already exists there: continue it with --resume "
+                                   "(resume=True), or replace it (overwrite=True)")
+    return ModelWriter.create(path, data.n_features, data.label_space, params, data.preprocessing,
+                              data.label_counts, data.n_train, overwrite=True)
+
+
+# --------------------------------------------------------------------------- planning
+def default_shard_size(num_labels: int, threads: int) -> int:
+    """Like the trainer's chunk size: enough labels to keep the lanes busy, few enough
+    to balance the threads (and to lose little when interrupted)."""
+    return int(min(MAX_DEFAULT_SHARD, max(MIN_DEFAULT_SHARD, num_labels // max(4 * threads, 1))))
+
+
+def plan_shards(missing: Iterable[Range], shard_size: int, origin: int = 0) -> list[Range]:
+    """Cut the missing ranges into shards on the grid ``origin + k * shard_size``.
+
+    Keeping the grid fixed makes the shards of a resumed run line up with those of the
+    interrupted one (only the cells that were in progress are retrained).
+    """
+    if not isinstance(shard_size, (int, np.integer)) or isinstance(shard_size, bool) or shard_size < 1:
+        raise ParameterError(f"parameter shard_size must be an integer >= 1, got {shard_size!r}")
+    out = []
+    for a, b in missing:
+        s = a
+        while s < b:
+            cell_end = origin + ((s - origin) // shard_size + 1) * shard_size
+            e = min(b, cell_end)
+            out.append((int(s), int(e)))
+            s = e
+    return out
+
+
+def contiguous_runs(labels: np.ndarray) -> list[tuple[int, int]]:
+    """Positions ``[i, j)`` of the maximal runs of consecutive ids in sorted ``labels``."""
+    if labels.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(labels) != 1) + 1
+    edges = np.concatenate([[0], breaks, [labels.size]])
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
+# --------------------------------------------------------------------------- statistics files
+def stats_file_name(first_label: int, num_labels: int) -> str:
+    return f"{STATS_DIR}/labels-{first_label:07d}-{first_label + num_labels - 1:07d}.npz"
+
+
+def write_stats_file(model_dir: str | os.PathLike, stats: TrainingStats) -> Path | None:
+    """Save the statistics of one contiguous run of labels (atomically)."""
+    from ..io.atomic import atomic_write
+
+    if len(stats) == 0:
+        return None
+    labels = stats["label"]
+    first = int(labels[0])
+    path = Path(model_dir) / stats_file_name(first, len(stats))
+    path.parent.mkdir(exist_ok=True)
+    arrays = {f"col_{k}": np.ascontiguousarray(v) for k, v in stats.columns.items()}
+    arrays["iter_offsets"] = stats.iter_offsets.astype(np.int64)
+    arrays.update({f"iter_{k}": np.asarray(v, dtype=np.float64) for k, v in stats.iterations.items()})
+    meta = {k: v for k, v in stats.meta.items() if isinstance(v, (int, float, str, bool))}
+    arrays["meta_json"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    with atomic_write(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    return path
+
+
+def load_stats_file(path: str | os.PathLike) -> TrainingStats:
+    """Read a statistics file written by :func:`write_stats_file` (no pickles)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise ModelFormatError(f"{path}: unreadable statistics file: {e}") from None
+    cols = {k[4:]: v for k, v in arrays.items() if k.startswith("col_")}
+    iters = {k[5:]: v for k, v in arrays.items() if k.startswith("iter_") and k != "iter_offsets"}
+    if "label" not in cols or "iter_offsets" not in arrays or set(iters) != set(ITER_FIELDS):
+        raise ModelFormatError(f"{path}: not a headstart statistics file")
+    meta = json.loads(bytes(arrays.get("meta_json", np.zeros(0, np.uint8))).decode("utf-8") or "{}")
+    return TrainingStats(cols, arrays["iter_offsets"], iters, meta)
+
+
+def clean_stats(model_dir: str | os.PathLike, manifest: dict[str, Any]) -> list[Path]:
+    """Delete statistics files (and temporaries) whose shard is not listed in the manifest."""
+    d = Path(model_dir) / STATS_DIR
+    if not d.is_dir():
+        return []
+    listed = {Path(stats_file_name(s["first_label"], s["num_labels"])).name for s in manifest["shards"]}
+    removed = []
+    for f in d.iterdir():
+        if f.is_file() and f.name not in listed:
+            f.unlink()
+            removed.append(f)
+    return removed
+
+
+def read_stats(model_dir: str | os.PathLike, first_label: int = 0, num_labels: int | None = None
+               ) -> tuple[TrainingStats, list[Range]]:
+    """Statistics of the finished labels in ``[first_label, first_label + num_labels)``.
+
+    Returns ``(stats, without)``: ``without`` lists the finished label ranges that have no
+    statistics file (shards written by ``save_model`` or copied without their stats).
+    """
+    model_dir = Path(model_dir)
+    m = read_manifest(model_dir)
+    stop = m["label_space"] if num_labels is None else first_label + num_labels
+    parts, without = [], []
+    for s in sorted(m["shards"], key=lambda e: e["first_label"]):
+        a, b = s["first_label"], s["first_label"] + s["num_labels"]
+        if b <= first_label or a >= stop:
+            continue
+        f = model_dir / stats_file_name(a, b - a)
+        if not f.is_file():
+            without.append((max(a, first_label), min(b, stop)))
+            continue
+        st = load_stats_file(f)
+        lab = st["label"]
+        if lab.size != b - a or lab[0] != a or lab[-1] != b - 1:
+            raise ModelFormatError(f"{f}: statistics do not match the shard of labels [{a}, {b})")
+        if a < first_label or b > stop:
+            st = st.take(np.flatnonzero((lab >= first_label) & (lab < stop)))
+        parts.append(st)
+    return TrainingStats.concat(parts), without
+
+
+# --------------------------------------------------------------------------- registration
+ShardCallback = Callable[[dict[str, Any]], None]
+
+
+class ShardRecorder:
+    """Saves finished label runs: statistics file first, then the shard (which lists it).
+
+    Thread safe (the writer is); used as the trainer's sink locally and by the Dask
+    client for the results that come back from the workers.
+    """
+
+    def __init__(self, writer: ModelWriter, *, keep_stats: bool = True,
+                 progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None):
+        self.writer = writer
+        self.keep_stats = keep_stats
+        self.progress = progress
+        self.on_shard = on_shard
+        self.trained: list[Range] = []
+        self.stats_parts: list[TrainingStats] = []
+
+    def record(self, labels: np.ndarray, weights: sp.csr_matrix, intercept: np.ndarray,
+               stats: TrainingStats) -> None:
+        """Register a finished set of labels (ascending; split at gaps into shards)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        weights = sp.csr_matrix(weights)
+        intercept = np.asarray(intercept)
+        for i, j in contiguous_runs(labels):
+            first = int(labels[i])
+            st = stats.take(np.arange(i, j)) if (i, j) != (0, labels.size) else stats
+            if self.keep_stats:
+                write_stats_file(self.writer.path, st)
+            entry = self.writer.add_shard(first, weights[i:j], intercept[i:j])
+            self.trained.append((first, first + (j - i)))
+            self.stats_parts.append(st)
+            if self.on_shard is not None:
+                self.on_shard(entry)
+        if self.progress is not None:
+            self.progress(int(labels.size))
+
+    def sink(self, chunk) -> None:
+        """The trainer's ``sink``: a :class:`~headstart.training.trainer.ChunkResult`."""
+        self.record(chunk.labels, chunk.weights, chunk.intercept, chunk.stats)
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class ShardedResult:
+    """What a sharded training run did."""
+
+    path: Path
+    first_label: int
+    num_labels: int
+    trained: list[Range]                    # label ranges trained (and written) by this run
+    already_finished: int                   # labels of the range that had a shard before the run
+    missing: list[Range]                    # labels of the range still without a shard (normally none)
+    stats: TrainingStats | None             # the whole range, earlier runs included (see stats_without)
+    stats_without: list[Range] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    backend: str = "local"
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def trained_labels(self) -> int:
+        return int(sum(b - a for a, b in self.trained))
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    @property
+    def nnz(self) -> int:
+        m = read_manifest(self.path)
+        return int(sum(s["nnz"] for s in m["shards"]
+                       if s["first_label"] < self.first_label + self.num_labels
+                       and s["first_label"] + s["num_labels"] > self.first_label))
+
+
+def finish_result(writer: ModelWriter, data: PreparedData, recorder: ShardRecorder, before: int,
+                  t_start: float, backend: str, info: dict[str, Any] | None = None) -> ShardedResult:
+    from ..training.trainer import report_problems
+
+    missing = writer.missing_ranges(data.first_label, data.num_labels)
+    if recorder.stats_parts:
+        report_problems(TrainingStats.concat(recorder.stats_parts))
+    stats, without = read_stats(writer.path, data.first_label, data.num_labels)
+    wall = time.perf_counter() - t_start
+    stats.meta.update({"wall_seconds": wall, "backend": backend})
+    return ShardedResult(writer.path, data.first_label, data.num_labels, sorted(recorder.trained), before,
+                         missing, stats, without, wall, backend, dict(info or {}))
+
+
+def count_finished(writer: ModelWriter, first: int, count: int) -> int:
+    return count - int(sum(b - a for a, b in writer.missing_ranges(first, count)))
+
+
+# --------------------------------------------------------------------------- local training
+def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike, *,
+                  first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,
+                  resume: bool = False, overwrite: bool | str = False,
+                  progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
+                  keep_stats: bool = True, data: PreparedData | None = None) -> ShardedResult:
+    """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir``, shard by shard.
+
+    With this process's threads (``params.threads``); each finished chunk of
+    ``shard_size`` labels is written at once.  See the module docstring for ``resume``
+    and :func:`open_model_dir` for ``overwrite``.  ``progress(n)`` is called with the
+    number of labels finished (from worker threads); ``on_shard(entry)`` after each shard
+    is listed.  ``data`` (from :func:`prepare_data`) skips the preparation of X, Y.
+    """
+    from ..training.trainer import train_labels
+
+    t_start = time.perf_counter()
+    if data is None:
+        data = prepare_data(X, Y, params, first_label, num_labels)
+    writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite)
+    before = count_finished(writer, data.first_label, data.num_labels)
+    missing = writer.missing_ranges(data.first_label, data.num_labels)
+    threads = params.effective_threads()
+    size = shard_size if shard_size is not None else default_shard_size(data.num_labels, threads)
+    plan = plan_shards(missing, size, origin=data.first_label)
+    recorder = ShardRecorder(writer, keep_stats=keep_stats, progress=progress, on_shard=on_shard)
+    if plan:
+        log.info("%s: training %d labels in %d shard(s) of <= %d labels (%d already finished)",
+                 writer.path, sum(b - a for a, b in plan), len(plan), size, before)
+        labels = np.concatenate([np.arange(a, b) for a, b in plan])
+        # chunks of the trainer are cut from the concatenated labels; a chunk that spans
+        # a gap between missing ranges is split into contiguous shards by the recorder
+        train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+    return finish_result(writer, data, recorder, before, t_start, "local",
+                         {"shard_size": size, "threads": threads})
+
+
+__all__ = ["PreparedData", "prepare_data", "open_model_dir", "plan_shards", "default_shard_size",
+           "train_sharded", "ShardedResult", "ShardRecorder", "read_stats", "write_stats_file",
+           "load_stats_file", "clean_stats", "stats_file_name", "finished_ranges_of"]
