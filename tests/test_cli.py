@@ -362,6 +362,13 @@ def test_readme_options_table_lists_every_parameter_with_its_default():
         assert rows[opt] == str(shown), f"README says {opt} defaults to {rows[opt]}, TrainParams says {shown}"
 
 
+def test_readme_options_table_is_the_generated_one():
+    from headstart.cli.docs import options_table
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert options_table() in readme, "regenerate the README options table: python -m headstart.cli.docs"
+
+
 def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text()
     readme = (REPO / "README.md").read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ import importlib
 import logging
 import sys
 import traceback
+import warnings
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ["train", "predict", "evaluate", "info", "convert"]
@@ -88,11 +89,22 @@ def _describe_os_error(e: OSError) -> str:
     return f"{where}{e.strerror or e}"
 
 
+def _quiet_compiler_warnings() -> None:
+    """Numba's compile-time performance notes mean nothing to a user of the command line."""
+    try:
+        from numba.core.errors import NumbaWarning
+    except ImportError:  # pragma: no cover
+        return
+    warnings.filterwarnings("ignore", category=NumbaWarning)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage
     verbose = getattr(args, "verbose", 0) or 0
     _setup_logging(verbose)
+    if verbose < 2:
+        _quiet_compiler_warnings()
     from ..errors import HeadstartError
 
     try:
