@@ -19,7 +19,8 @@ from __future__ import annotations
 from .sharded import (PreparedData, ShardedResult, plan_shards, prepare_data, read_stats,
                       train_sharded)
 
-_DASK_NAMES = ("train_dask", "predict_dask", "dask_client", "DaskUnavailableError")
+_DASK_NAMES = ("train_dask", "predict_dask", "dask_client", "DaskUnavailableError",
+              "DistributedTrainingError", "iter_predict_dask")
 _MERGE_NAMES = ("merge", "MergeResult")
 
 

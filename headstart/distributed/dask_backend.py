@@ -1,0 +1,350 @@
+"""The Dask backend: label-range tasks for training, instance-block tasks for prediction.
+
+Training (:func:`train_dask`)
+    The client validates and preprocesses the data once, then **scatters** ``X`` and
+    ``Y`` (binary CSR/CSC arrays) to every worker with ``broadcast=True``: each worker
+    holds one copy, parsed once, and needs no shared file system.  (Reading a shared
+    path on every worker would parse the text file once per worker, and preprocessing
+    such as tf-idf would have to be recomputed there too; shipping the arrays is cheaper
+    -- see docs/distributed.md for the numbers.)
+
+    The missing labels are cut into shards (:func:`~.sharded.plan_shards`); one task
+    trains one shard with the worker's own threads and *returns* its weights, intercepts
+    and statistics.  Only the client writes the model directory: it registers each
+    result the moment it arrives (statistics file, shard file, manifest), so the
+    manifest has exactly one writer and no shared file system is needed for training
+    either.  A worker lost mid-task costs only the tasks it was running: the scheduler
+    reruns them elsewhere (and a restarted worker fetches the scattered data from a
+    peer).  Should the scattered data itself be lost (every worker died), the client
+    starts another round: it scatters again and submits the shards still missing.
+
+Prediction (:func:`predict_dask`, :func:`iter_predict_dask`)
+    Blocks of instances go to the workers; a model that fits in ``model_memory`` is
+    loaded by the client and scattered once, a larger one is streamed shard by shard by
+    every worker from ``model_dir`` (which must then be visible to the workers).
+
+Dask is imported lazily, inside these functions; importing this module does not need it
+either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+import uuid
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+
+from ..errors import HeadstartError, ModelFormatError, ParameterError
+from ..params import TrainParams
+from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished,
+                      finish_result, open_model_dir, plan_shards, prepare_data)
+
+log = logging.getLogger(__name__)
+
+#: default labels per task: about this many tasks per worker, within the bounds below
+TASKS_PER_WORKER = 8
+MIN_TASK_LABELS, MAX_TASK_LABELS = 16, 1024
+
+
+class DaskUnavailableError(HeadstartError, ImportError):
+    """The Dask extra is not installed."""
+
+
+class DistributedTrainingError(HeadstartError, RuntimeError):
+    """Training over Dask did not finish (finished shards are kept: resume to continue)."""
+
+
+def _distributed():
+    try:
+        import distributed
+    except ImportError:
+        raise DaskUnavailableError("the Dask backend needs the dask extra: pip install 'headstart[dask]' "
+                                   "(dask and distributed)") from None
+    return distributed
+
+
+# --------------------------------------------------------------------------- cluster
+@contextlib.contextmanager
+def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, client: Any = None,
+                processes: bool = True, threads_per_worker: int = 1, **cluster_kw: Any) -> Iterator[Any]:
+    """A ``distributed.Client``: ``client`` itself, a connection to ``scheduler`` (an
+    address such as ``tcp://host:8786`` or a scheduler file path ending in ``.json``), or
+    a new ``LocalCluster`` of ``n_workers`` worker processes on loopback (closed on exit).
+
+    Local workers get ``threads_per_worker=1`` Dask thread each: a training task runs its
+    own threads, so one task at a time per worker is what keeps the cores busy without
+    oversubscribing them.
+    """
+    if client is not None:
+        yield client
+        return
+    distributed = _distributed()
+    if scheduler:
+        kw = {"scheduler_file": scheduler} if str(scheduler).endswith(".json") else {"address": scheduler}
+        c = distributed.Client(**kw, timeout="60s")
+        try:
+            yield c
+        finally:
+            c.close()
+        return
+    if not n_workers or n_workers < 1:
+        raise ParameterError(f"parameter n_workers must be an integer >= 1 (or give a scheduler), got {n_workers!r}")
+    kw = dict(n_workers=int(n_workers), threads_per_worker=threads_per_worker, processes=processes,
+              host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+    kw.update(cluster_kw)
+    cluster = distributed.LocalCluster(**kw)
+    try:
+        c = distributed.Client(cluster)
+        try:
+            yield c
+        finally:
+            c.close()
+    finally:
+        cluster.close()
+
+
+def _n_workers(client: Any, wait: float = 60.0) -> int:
+    info = client.scheduler_info()
+    n = len(info.get("workers", {}))
+    if n == 0:
+        client.wait_for_workers(1, timeout=wait)
+        n = len(client.scheduler_info().get("workers", {}))
+    return n
+
+
+def default_task_size(num_labels: int, n_workers: int) -> int:
+    return int(min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, -(-num_labels // (TASKS_PER_WORKER * max(n_workers, 1))))))
+
+
+# --------------------------------------------------------------------------- worker side
+def _worker_threads() -> int:
+    """Training threads for a task on this worker: the cores divided among its Dask threads."""
+    try:
+        from dask.system import CPU_COUNT as cores
+    except ImportError:  # pragma: no cover
+        cores = os.cpu_count() or 1
+    try:
+        from distributed import get_worker
+
+        slots = int(get_worker().state.nthreads)
+    except Exception:  # not on a worker (e.g. a synchronous scheduler)
+        slots = 1
+    return max(1, int(cores) // max(slots, 1))
+
+
+def train_range_task(X, Y, params: TrainParams, first: int, stop: int, threads: int | None):
+    """Dask task: train labels ``[first, stop)`` of the scattered (X, Y); runs on a worker.
+
+    Returns ``(first, weights CSR, intercept, TrainingStats)``; nothing is written here.
+    """
+    from ..training.trainer import train_labels
+
+    t = int(threads) if threads else _worker_threads()
+    p = params.replace(threads=t)
+    t0 = time.perf_counter()
+    weights, intercept, stats = train_labels(X, Y, p, np.arange(first, stop, dtype=np.int64), collect=True)
+    stats.meta.update({"task_seconds": time.perf_counter() - t0, "task_threads": t})
+    return first, weights, intercept, stats
+
+
+# --------------------------------------------------------------------------- training
+def _is_infrastructure_error(e: BaseException) -> bool:
+    """Lost workers or lost data (retry another round) rather than an error of the task."""
+    import asyncio
+    import concurrent.futures
+
+    distributed = _distributed()
+    kinds: list[type] = [asyncio.CancelledError, concurrent.futures.CancelledError, asyncio.TimeoutError,
+                         distributed.KilledWorker, OSError]
+    for name in ("FutureCancelledError", "CommClosedError"):
+        for mod in (distributed, getattr(distributed, "client", None), getattr(distributed, "comm", None)):
+            k = getattr(mod, name, None) if mod is not None else None
+            if isinstance(k, type):
+                kinds.append(k)
+    return isinstance(e, tuple(kinds)) and not isinstance(e, HeadstartError)
+
+
+def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike, *,
+               client: Any = None, scheduler: str | None = None, n_workers: int | None = None,
+               first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,
+               resume: bool = False, overwrite: bool | str = False, task_threads: int | None = None,
+               progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
+               keep_stats: bool = True, retries: int = 1, max_rounds: int = 3,
+               data: PreparedData | None = None, processes: bool = True) -> ShardedResult:
+    """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir`` over Dask.
+
+    The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
+    ``n_workers`` processes started (and stopped) here.  ``shard_size`` labels per task
+    (default: about 8 tasks per worker).  Each task trains with ``task_threads`` threads
+    (default: ``params.threads`` if set, else the worker's cores divided by its Dask
+    threads; for a LocalCluster started here, this machine's cores divided by
+    ``n_workers``).  ``resume``/``overwrite``/``progress``/``on_shard`` as in
+    :func:`~.sharded.train_sharded`; the model is the same as a local run's.
+    ``retries``: reruns of a task that raised; ``max_rounds``: rounds of resubmission
+    after lost workers or lost data.  Raises :class:`DistributedTrainingError` when
+    labels are still missing at the end (finished shards stay: resume to continue).
+    """
+    distributed = _distributed()
+    t_start = time.perf_counter()
+    if data is None:
+        data = prepare_data(X, Y, params, first_label, num_labels)
+    writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite)
+    first, count = data.first_label, data.num_labels
+    before = count_finished(writer, first, count)
+    recorder = ShardRecorder(writer, keep_stats=keep_stats, progress=progress, on_shard=on_shard)
+    info: dict[str, Any] = {"rounds": 0, "task_errors": 0}
+    if not writer.missing_ranges(first, count):
+        return finish_result(writer, data, recorder, before, t_start, "dask", info)
+    if task_threads is None and params.threads > 0:
+        task_threads = params.threads
+    if task_threads is None and client is None and not scheduler and n_workers:
+        task_threads = max(1, (os.cpu_count() or 1) // int(n_workers))
+    with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
+        workers = _n_workers(c)
+        size = shard_size if shard_size is not None else default_task_size(count, workers)
+        info.update({"workers": workers, "shard_size": size, "task_threads": task_threads or "auto"})
+        run = uuid.uuid4().hex[:8]
+        last_error: BaseException | None = None
+        for rnd in range(max_rounds):
+            missing = writer.missing_ranges(first, count)
+            if not missing:
+                break
+            info["rounds"] = rnd + 1
+            plan = plan_shards(missing, size, origin=first)
+            log.info("dask round %d: %d label(s) in %d task(s) of <= %d labels on %d worker(s)",
+                     rnd + 1, sum(b - a for a, b in plan), len(plan), size, workers)
+            t0 = time.perf_counter()
+            Xf, Yf = c.scatter([data.X, data.Y], broadcast=True, hash=False)
+            info.setdefault("scatter_seconds", time.perf_counter() - t0)
+            futures = [c.submit(train_range_task, Xf, Yf, params, a, b, task_threads,
+                                key=f"headstart-train-{a}-{b}-{run}-{rnd}", pure=False, retries=retries,
+                                priority=-i)
+                       for i, (a, b) in enumerate(plan)]
+            fatal: BaseException | None = None
+            for fut in distributed.as_completed(futures):
+                try:
+                    a, w, b, st = fut.result()
+                except Exception as e:  # noqa: BLE001 - classified below
+                    info["task_errors"] += 1
+                    last_error = e
+                    if _is_infrastructure_error(e):
+                        log.warning("task %s lost (%s: %s); it will be resubmitted", fut.key,
+                                    type(e).__name__, e)
+                    elif fatal is None:
+                        fatal = e
+                        log.error("task %s failed: %s: %s", fut.key, type(e).__name__, e)
+                    continue
+                finally:
+                    fut.release()
+                recorder.record(np.arange(a, a + w.shape[0]), w, b, st)
+            del futures
+            Xf.release()
+            Yf.release()
+            if fatal is not None:
+                if isinstance(fatal, HeadstartError):
+                    raise fatal
+                raise DistributedTrainingError(
+                    f"{writer.path}: a training task failed: {type(fatal).__name__}: {fatal}; the "
+                    "finished shards are kept (resume to continue)") from fatal
+    result = finish_result(writer, data, recorder, before, t_start, "dask", info)
+    if result.missing:
+        a, b = result.missing[0]
+        raise DistributedTrainingError(
+            f"{writer.path}: {len(result.missing)} label range(s) still missing after {max_rounds} round(s) "
+            f"(first [{a}, {b})); last error: {type(last_error).__name__ if last_error else None}: "
+            f"{last_error}; the finished shards are kept (resume to continue)")
+    return result
+
+
+# --------------------------------------------------------------------------- prediction
+def predict_block_task(model: Any, model_dir: str | None, X, k: int, threads: int | None,
+                       allow_gaps: bool):
+    """Dask task: top-k of a block of instances with a scattered model, or by streaming
+    the shards of ``model_dir`` (when ``model`` is None)."""
+    from ..prediction.topk import predict_topk, predict_topk_streaming
+
+    t = int(threads) if threads else _worker_threads()
+    if model is not None:
+        return predict_topk(model, X, k, threads=t)
+    return predict_topk_streaming(model_dir, X, k, threads=t, allow_gaps=allow_gaps)
+
+
+def _model_weight_bytes(manifest: dict[str, Any]) -> int:
+    nnz = sum(int(s["nnz"]) for s in manifest["shards"])
+    labels = sum(int(s["num_labels"]) for s in manifest["shards"])
+    return 8 * nnz + 12 * labels
+
+
+def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: int, *, client: Any = None,
+                      scheduler: str | None = None, n_workers: int | None = None,
+                      threads: int | None = None, model_memory: int = 1 << 30, allow_gaps: bool = False,
+                      window: int | None = None, processes: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(labels, scores)`` of every block of instances (matrices), in order, computed on
+    Dask workers; at most ``window`` blocks are in flight (default: 2 per worker).
+
+    A model whose weights fit in ``model_memory`` bytes is loaded here and scattered to
+    the workers once; a larger one is streamed shard by shard on every worker from
+    ``model_dir``, which must then be readable at the same path by the workers.
+    """
+    import hashlib
+    from pathlib import Path
+
+    from ..model.format import MANIFEST, load_model, missing_ranges_of, read_manifest
+
+    distributed = _distributed()
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    model_dir = os.path.abspath(model_dir)
+    m = read_manifest(model_dir)
+    missing = missing_ranges_of(m)
+    if missing and not allow_gaps:
+        a, b = missing[0]
+        raise ModelFormatError(f"{model_dir}: model is incomplete, missing {len(missing)} label range(s) "
+                               f"starting with [{a}, {b}) (pass allow_gaps=True to predict with it anyway)")
+    token = hashlib.sha256((Path(model_dir) / MANIFEST).read_bytes()).hexdigest()[:16]
+    if threads is None and client is None and not scheduler and n_workers:
+        threads = max(1, (os.cpu_count() or 1) // int(n_workers))
+    with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
+        workers = _n_workers(c)
+        window = window or 2 * workers
+        model_f = None
+        if _model_weight_bytes(m) <= model_memory:
+            model_f = c.scatter(load_model(model_dir, allow_gaps=allow_gaps), broadcast=True, hash=False)
+        pending: list[Any] = []
+        try:
+            for i, X in enumerate(blocks):
+                pending.append(c.submit(predict_block_task, model_f, model_dir, X, int(k), threads,
+                                        allow_gaps, pure=False, retries=1,
+                                        key=f"headstart-predict-{token}-{i}-{uuid.uuid4().hex[:6]}"))
+                while len(pending) >= window:
+                    yield pending.pop(0).result()
+            while pending:
+                yield pending.pop(0).result()
+        finally:
+            for f in pending:
+                f.cancel()
+            if model_f is not None:
+                model_f.release()
+
+
+def predict_dask(model_dir: str | os.PathLike, X: Any, k: int = 5, *, chunk_rows: int = 16384,
+                 **kw: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k of every row of ``X`` with blocks of ``chunk_rows`` rows spread over Dask
+    workers; the same result as :func:`headstart.prediction.topk.predict_topk_streaming`.
+    Keyword arguments are those of :func:`iter_predict_dask`."""
+    if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+        raise ParameterError(f"parameter chunk_rows must be an integer >= 1, got {chunk_rows!r}")
+    n = X.shape[0]
+    blocks = (X[r:r + chunk_rows] for r in range(0, n, chunk_rows))
+    parts = list(iter_predict_dask(model_dir, blocks, k, **kw))
+    if not parts:
+        return np.empty((0, k), dtype=np.int32), np.empty((0, k), dtype=np.float32)
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+__all__ = ["train_dask", "predict_dask", "iter_predict_dask", "dask_client", "DaskUnavailableError",
+           "DistributedTrainingError", "default_task_size"]
