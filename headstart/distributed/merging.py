@@ -1,0 +1,62 @@
+"""Merging separately trained model directories into one model.
+
+:func:`headstart.model.format.merge_models` does the checking (parameters, feature
+space, label space, training set size, preprocessing, label counts, overlaps, gaps) and
+the atomic copy of the shards.  This module adds the per-shard training statistics
+(``stats/``, see :mod:`.sharded`) and a summary of what was merged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from ..model.format import merge_models, missing_ranges_of, read_manifest
+from .sharded import STATS_DIR, stats_file_name
+
+Range = tuple[int, int]
+
+
+@dataclass
+class MergeResult:
+    path: Path
+    inputs: list[Path]
+    shards: int
+    labels: int            # labels covered by the merged model
+    label_space: int
+    missing: list[Range]   # gaps (only with allow_gaps)
+    stats_files: int       # statistics files carried over
+
+
+def merge(out_dir: str | os.PathLike, model_dirs: Sequence[str | os.PathLike], *,
+          allow_gaps: bool = False) -> MergeResult:
+    """Merge ``model_dirs`` into a new model at ``out_dir`` (see :func:`merge_models`).
+
+    The statistics files of the merged shards are copied along when present (after the
+    model is in place; a model without them is still complete).
+    """
+    dirs = [Path(d) for d in model_dirs]
+    out = Path(os.path.abspath(out_dir))
+    if any(Path(os.path.abspath(d)) == out for d in dirs):
+        from ..errors import ModelFormatError
+
+        raise ModelFormatError(f"cannot merge: the output {out} is also an input; write to a new directory")
+    manifest = merge_models(out, dirs, allow_gaps=allow_gaps)
+    copied = 0
+    for d in dirs:
+        for s in read_manifest(d)["shards"]:
+            name = stats_file_name(s["first_label"], s["num_labels"])
+            src = d / name
+            if src.is_file():
+                (out / STATS_DIR).mkdir(exist_ok=True)
+                shutil.copyfile(src, out / name)
+                copied += 1
+    labels = sum(s["num_labels"] for s in manifest["shards"])
+    return MergeResult(out, dirs, len(manifest["shards"]), labels, manifest["label_space"],
+                       missing_ranges_of(manifest), copied)
+
+
+__all__ = ["merge", "MergeResult"]
