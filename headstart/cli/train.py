@@ -31,7 +31,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stats", metavar="FILE", help="write per-label training statistics: "
                    "CSV if FILE ends in .csv, else JSON lines with per-iteration trajectories")
     g.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
-                   help="labels per shard file of the model (default: one shard)")
+                   help="labels per shard file of the model, each written as soon as it is trained "
+                        "(default: one shard, written at the end)")
+    d = p.add_argument_group("resumable and distributed training (docs/distributed.md)")
+    d.add_argument("--resume", action="store_true",
+                   help="continue the model in MODEL_DIR: train only the labels without a finished shard "
+                        "(starts a new model if there is none); shards are written as they finish")
+    d.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="train on the Dask cluster of this scheduler (tcp://host:8786 or a scheduler "
+                        "file .json); needs the dask extra")
+    d.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
+                   help="train on a local Dask cluster of N worker processes")
     common.add_train_params(p)
     common.add_data_options(p)
 
@@ -47,6 +57,10 @@ def check_args(args: argparse.Namespace, parser_error) -> None:
         parser_error(f"argument --num-labels: must be >= 1, got {args.num_labels}")
     if args.shard_size is not None and args.shard_size < 1:
         parser_error(f"argument --shard-size: must be >= 1, got {args.shard_size}")
+    if args.dask_workers is not None and args.dask_workers < 1:
+        parser_error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
+    if args.scheduler and args.dask_workers:
+        parser_error("arguments --scheduler and --dask-workers: give one of them")
     if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
         parser_error(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
 
@@ -77,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
              args.train, X.shape[0], X.shape[1], Y.shape[1], X.nnz if hasattr(X, "nnz") else X.size, t_read)
     log.info("training labels [%d, %d) with %s", first, first + count, params)
 
+    if args.resume or args.shard_size or args.scheduler or args.dask_workers:
+        return _run_sharded(args, params, X, Y, first, count)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
         model, stats = fit_model(X, Y, params, first_label=first, num_labels=count, progress=bar.advance)
     save_model(model, args.output, shard_size=args.shard_size)
@@ -89,5 +105,29 @@ def run(args: argparse.Namespace) -> int:
         f"trained {s['labels']} labels [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
         f"{s.get('wall_seconds', 0.0):.2f} s: {s['newton_iterations']} Newton iterations, "
         f"{s['cg_steps']} CG steps, {model.nnz} nonzero weights"
+        + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
+    return 0
+
+
+def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int) -> int:
+    """Shards written as they finish (this machine's threads, or Dask); see docs/distributed.md."""
+    from ..distributed import train_model_dir
+
+    with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
+        r = train_model_dir(X, Y, params, args.output, first_label=first, num_labels=count,
+                            shard_size=args.shard_size, resume=args.resume, scheduler=args.scheduler,
+                            dask_workers=args.dask_workers, progress=bar.advance)
+    if args.stats:
+        r.stats.write(args.stats)
+        if r.stats_without:
+            log.warning("no statistics for label range(s) %s (shards written without them)",
+                        ", ".join(f"[{a}, {b})" for a, b in r.stats_without[:5]))
+    s = r.stats.summary()
+    not_conv = sum(s["not_converged"].values())
+    common.say(args, (
+        f"trained {r.trained_labels} labels of [{first}, {first + count}) of {Y.shape[1]} with {params.init} "
+        f"({r.backend}) in {r.wall_seconds:.2f} s"
+        + (f", {r.already_finished} were finished before" if r.already_finished else "")
+        + f": {s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps, {r.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     return 0

@@ -17,7 +17,7 @@ headstart.distributed``.
 from __future__ import annotations
 
 from .sharded import (PreparedData, ShardedResult, plan_shards, prepare_data, read_stats,
-                      train_sharded)
+                      train_model_dir, train_sharded)
 
 _DASK_NAMES = ("train_dask", "predict_dask", "dask_client", "DaskUnavailableError",
               "DistributedTrainingError", "iter_predict_dask")
@@ -36,5 +36,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["train_sharded", "prepare_data", "plan_shards", "read_stats", "PreparedData", "ShardedResult",
+__all__ = ["train_sharded", "train_model_dir", "prepare_data", "plan_shards", "read_stats", "PreparedData", "ShardedResult",
            *_DASK_NAMES, *_MERGE_NAMES]

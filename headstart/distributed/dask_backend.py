@@ -195,6 +195,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite)
     first, count = data.first_label, data.num_labels
     before = count_finished(writer, first, count)
+    if progress is not None and before:
+        progress(before)  # the labels of the range finished by earlier runs
     recorder = ShardRecorder(writer, keep_stats=keep_stats, progress=progress, on_shard=on_shard)
     info: dict[str, Any] = {"rounds": 0, "task_errors": 0}
     if not writer.missing_ranges(first, count):

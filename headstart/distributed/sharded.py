@@ -398,6 +398,8 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
         data = prepare_data(X, Y, params, first_label, num_labels)
     writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite)
     before = count_finished(writer, data.first_label, data.num_labels)
+    if progress is not None and before:
+        progress(before)  # the labels of the range finished by earlier runs
     missing = writer.missing_ranges(data.first_label, data.num_labels)
     threads = params.effective_threads()
     size = shard_size if shard_size is not None else default_shard_size(data.num_labels, threads)
@@ -414,6 +416,24 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
                          {"shard_size": size, "threads": threads})
 
 
-__all__ = ["PreparedData", "prepare_data", "open_model_dir", "plan_shards", "default_shard_size",
+def train_model_dir(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike, *,
+                    first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,
+                    resume: bool = False, scheduler: str | None = None, dask_workers: int | None = None,
+                    progress: Callable[[int], None] | None = None, overwrite: bool | str = "complete",
+                    **kw: Any) -> ShardedResult:
+    """What ``headstart train`` runs for sharded training: this machine's threads, or Dask
+    when ``scheduler`` (address or scheduler file) or ``dask_workers`` (a LocalCluster of
+    that many workers) is given.  By default an existing model is replaced only when it
+    is complete (an unfinished one asks for ``resume``)."""
+    common = dict(first_label=first_label, num_labels=num_labels, shard_size=shard_size, resume=resume,
+                  overwrite=overwrite, progress=progress, **kw)
+    if scheduler or dask_workers:
+        from .dask_backend import train_dask
+
+        return train_dask(X, Y, params, model_dir, scheduler=scheduler, n_workers=dask_workers, **common)
+    return train_sharded(X, Y, params, model_dir, **common)
+
+
+__all__ = ["train_model_dir", "PreparedData", "prepare_data", "open_model_dir", "plan_shards", "default_shard_size",
            "train_sharded", "ShardedResult", "ShardRecorder", "read_stats", "write_stats_file",
            "load_stats_file", "clean_stats", "stats_file_name", "finished_ranges_of"]
