@@ -45,6 +45,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="PREDICTIONS", required=True,
                    help="predictions file to write (gzip-compressed if it ends in .gz)")
     add_prediction_options(p)
+    d = p.add_argument_group("prediction on Dask (docs/distributed.md)")
+    d.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                   help="score blocks of --chunk-rows instances on the Dask cluster of this scheduler "
+                        "(tcp://host:8786 or a scheduler file .json); a model larger than --model-memory "
+                        "must be readable by the workers at the same path")
+    d.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
+                   help="score blocks of instances on a local Dask cluster of N worker processes")
     common.add_data_options(p)
 
 
@@ -131,6 +138,29 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
             bar.advance(X.shape[0])
 
 
+def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
+                     ) -> Iterator[tuple[np.ndarray, np.ndarray, object]]:
+    """Like :func:`iter_predictions`, with the blocks scored on Dask workers (in order)."""
+    from ..distributed.dask_backend import iter_predict_dask
+
+    if args.dask_workers is not None and args.dask_workers < 1:
+        args._parser.error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
+
+    def blocks():
+        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.n_features,
+                                        n_labels=scorer.label_space):
+            if Y.shape[1] != scorer.label_space:
+                raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
+                                      f"has {scorer.label_space}; they must be the same label ids", args.data)
+            yield X
+
+    for labels, scores in iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
+                                            n_workers=args.dask_workers, threads=args.threads or None,
+                                            model_memory=args.model_memory * 2 ** 20,
+                                            allow_gaps=args.allow_gaps):
+        yield labels, scores, None
+
+
 def run(args: argparse.Namespace) -> int:
     check_prediction_args(args)
     from ..io import PredictionWriter
@@ -145,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     n = 0
     with PredictionWriter(args.output, k, scorer.label_space) as writer:
-        for labels, scores, _ in iter_predictions(scorer, args, k):
+        dask = getattr(args, "scheduler", None) or getattr(args, "dask_workers", None)
+        for labels, scores, _ in (dask_predictions if dask else iter_predictions)(scorer, args, k):
             writer.write(labels, scores)
             n += labels.shape[0]
     common.say(args, f"wrote top-{k} predictions of {n} instances -> {args.output}")
