@@ -61,6 +61,18 @@ def count_bytes(buf, start, end):
 
 
 @njit(nogil=True, cache=True)
+def nth_newline(buf, n):
+    """Offset of the ``n``-th (1-based) ``\\n`` in ``buf``, or -1 if there are fewer."""
+    seen = 0
+    for i in range(buf.shape[0]):
+        if buf[i] == 10:
+            seen += 1
+            if seen == n:
+                return i
+    return -1
+
+
+@njit(nogil=True, cache=True)
 def _is_ws(c):
     return c == 32 or c == 9
 
@@ -211,6 +223,38 @@ def _parse_float(buf, p, end):
     return v, p, 0
 
 
+# --- sorting (small code, quick to compile; keys are unique unless the row is invalid) -------
+@njit(nogil=True, cache=True)
+def _sift(keys, vals, with_vals, lo, root, n):
+    while True:
+        child = 2 * root + 1
+        if child >= n:
+            return
+        if child + 1 < n and keys[lo + child + 1] > keys[lo + child]:
+            child += 1
+        if keys[lo + root] >= keys[lo + child]:
+            return
+        a = lo + root
+        b = lo + child
+        keys[a], keys[b] = keys[b], keys[a]
+        if with_vals:
+            vals[a], vals[b] = vals[b], vals[a]
+        root = child
+
+
+@njit(nogil=True, cache=True)
+def heapsort(keys, vals, with_vals, lo, hi):
+    """Sort ``keys[lo:hi]`` in place (and ``vals[lo:hi]`` along when ``with_vals``)."""
+    n = hi - lo
+    for root in range(n // 2 - 1, -1, -1):
+        _sift(keys, vals, with_vals, lo, root, n)
+    for end in range(n - 1, 0, -1):
+        keys[lo], keys[lo + end] = keys[lo + end], keys[lo]
+        if with_vals:
+            vals[lo], vals[lo + end] = vals[lo + end], vals[lo]
+        _sift(keys, vals, with_vals, lo, 0, end)
+
+
 # --- the sparse body parser ------------------------------------------------------------------
 @njit(nogil=True, cache=True)
 def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_features,
@@ -292,7 +336,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
                     continue
                 break
             if not ordered:
-                labels[l0:nl] = np.sort(labels[l0:nl])
+                heapsort(labels, labels, False, l0, nl)
                 for r in range(l0 + 1, nl):
                     if labels[r] == labels[r - 1]:
                         return (E_LABEL_DUP, line_start, np.int64(labels[r]), rows, nnz, nl,
@@ -335,11 +379,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
             if j > maxf:
                 maxf = j
         if not ordered:
-            order = np.argsort(indices[f0:nnz], kind="mergesort")
-            si = indices[f0:nnz][order]
-            sv = data[f0:nnz][order]
-            indices[f0:nnz] = si
-            data[f0:nnz] = sv
+            heapsort(indices, data, True, f0, nnz)
             for r in range(f0 + 1, nnz):
                 if indices[r] == indices[r - 1]:
                     return (E_FEAT_DUP, line_start, np.int64(indices[r]) + feat_offset, rows, nnz, nl,
@@ -420,10 +460,10 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
         if c < k:
             return E_TOO_FEW_TOKENS, line_start, c, rows
         if k > 1:
-            srt = np.sort(tmp[:k])
+            heapsort(tmp, tmp, False, 0, k)
             for r in range(1, k):
-                if srt[r] == srt[r - 1]:
-                    return E_LABEL_DUP, line_start, srt[r], rows
+                if tmp[r] == tmp[r - 1]:
+                    return E_LABEL_DUP, line_start, tmp[r], rows
         rows += 1
         p = _next_line(buf, p, end)
     return OK, end, 0, rows

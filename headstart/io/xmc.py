@@ -30,9 +30,11 @@ file, the 1-based line -- the header is line 1 -- the column and the offending t
 No buffer is ever sized from the header: sizes come from counting the bytes of the body,
 so a header claiming 10**12 points fails cleanly ("file ends after ...").
 
-Numbers are parsed by a Numba kernel: float32 values are exact (the decimal is rounded to
-float64 in one step, then to float32); float64 values are within an ulp for exponents
-beyond +-22.
+Numbers are parsed by a Numba kernel.  float32 (the default): the decimal is rounded to
+float64 once, then to float32, so files written by :func:`write_xmc` read back
+bit-exactly.  float64: correctly rounded when the number has at most 15 significant
+digits and a decimal exponent within +-22 (all ordinary data); otherwise within about 2
+ulp (the parser keeps 18 significant digits and uses no big-number arithmetic).
 """
 
 from __future__ import annotations
@@ -158,10 +160,7 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
             if not data:
                 break
             if have >= chunk_rows:
-                cut = -1
-                for _ in range(chunk_rows):
-                    cut = data.index(b"\n", cut + 1)
-                cut += 1
+                cut = K.nth_newline(_as_u8(data), chunk_rows) + 1
             elif eof:
                 cut = len(data)
             else:  # pragma: no cover - loop above guarantees one of the two
@@ -265,9 +264,10 @@ def write_xmc(path, X, Y, one_based: bool = False) -> None:
 
     ``X`` (n x d) and ``Y`` (n x L) may be scipy sparse or dense.  Every non-zero of ``Y``
     is a label; explicit zeros of ``X`` are not written.  float32 values are written with
-    the fewest digits (6 to 9) that read back to the identical float32, float64 values
-    with up to 17.  A name ending in ``.gz`` is gzip-compressed.  ``one_based`` writes
-    feature indices starting at 1 (labels stay 0-based).
+    the shortest decimal (at most 9 digits) that reads back to the identical float32;
+    float64 values with up to 17 digits (read back within about 2 ulp; other dtypes are
+    cast to float32).  A name ending in ``.gz`` is gzip-compressed (level 6).
+    ``one_based`` writes feature indices starting at 1 (labels stay 0-based).
     """
     Xc = to_feature_csr(X, "X")
     Yc = to_label_csr(Y, "Y")
