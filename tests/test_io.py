@@ -740,3 +740,14 @@ def test_property_mutated_other_files_parse_or_raise(tmp_path, data):
     pos = data.draw(st.integers(0, len(gz) - 1))
     gz[pos] = data.draw(st.integers(0, 255))
     _must_parse_or_reject(read_xmc, put(tmp_path, bytes(gz), "g.gz"))
+
+
+def test_format_mixups_have_hints(tmp_path):
+    with pytest.raises(DataFormatError, match="read_xmc") as e:
+        read_libsvm(put(tmp_path, SMALL))
+    assert e.value.line == 1
+    with pytest.raises(DataFormatError, match="libsvm files have no header") as e:
+        read_xmc(put(tmp_path, "0 1:1 2:1\n1 3:1\n"))
+    assert e.value.line == 1
+    with pytest.raises(DataFormatError, match="longer than"):
+        read_xmc(put(tmp_path, b"0 1 1" + b" " * 70000 + b"\n0 0:1\n"))

@@ -120,12 +120,18 @@ def parse_header(buf: bytes, path, names: tuple[str, ...]) -> tuple[list[int], i
         raise DataFormatError("file is empty: expected a header line '" + " ".join(names)
                               + "'", path, 1)
     nlpos = buf.find(b"\n", 0, HEADER_LIMIT)
-    line = buf[:nlpos] if nlpos >= 0 else buf[:HEADER_LIMIT]
+    if nlpos < 0 and len(buf) > HEADER_LIMIT:
+        raise DataFormatError(f"header line longer than {HEADER_LIMIT} bytes", path, 1, 1,
+                              token=_show(buf[:40]))
+    line = buf[:nlpos] if nlpos >= 0 else buf
     body = nlpos + 1 if nlpos >= 0 else len(buf)
     vals = header_ints(line, len(names))
     if vals is None:
+        hint = ""
+        if b":" in line:
+            hint = " (this looks like a data line: libsvm files have no header)"
         raise DataFormatError(
-            f"header must be {len(names)} non-negative integers '{' '.join(names)}'",
+            f"header must be {len(names)} non-negative integers '{' '.join(names)}'{hint}",
             path, 1, 1, token=_show(line.rstrip(b"\r")))
     for name, v in zip(names[1:], vals[1:]):
         if v > MAX_DIM:

@@ -22,7 +22,7 @@ file, the 1-based line -- the header is line 1 -- the column and the offending t
   values are decimal numbers (``1``, ``-0.5``, ``.5``, ``3.``, ``1e-3``); NaN, infinity
   and values that overflow the output dtype are errors; unsorted features are accepted
   and sorted; a repeated index within a line is an error; explicit zeros are dropped
-  (after the duplicate check);
+  (after the duplicate check), and so are values too small for the dtype (underflow);
 * every line after the header is one point -- an empty line is a point with no labels
   and no features -- and the number of points must equal ``num_points``; blank lines
   after the last announced point (e.g. a trailing newline) are ignored.
@@ -316,7 +316,14 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
                       n_features=-1 if n_features is None else int(n_features),
                       n_labels=-1 if n_labels is None else int(n_labels),
                       skip_blank=True, comments=True, dtype=dt)
-    r = parse_sparse(buf, start, len(buf), spec, path, 1)
+    try:
+        r = parse_sparse(buf, start, len(buf), spec, path, 1)
+    except DataFormatError as e:
+        if e.line == 1 and header_ints(raw[start:raw.find(b"\n")], 3) is not None:
+            raise DataFormatError(e.message + " (line 1 looks like an XMC header "
+                                  "'num_points num_features num_labels': use read_xmc)",
+                                  e.path, e.line, e.column, e.token) from None
+        raise
     d = r.max_feature + 1 if n_features is None else int(n_features)
     L = r.max_label + 1 if n_labels is None else int(n_labels)
     return (csr(r.indptr, r.indices, r.data, (r.rows, d)),
