@@ -38,7 +38,7 @@ def label_frequency(counts: np.ndarray) -> dict:
         "labels": L,
         "labels_without_positives": int(np.sum(counts == 0)),
         "tail_labels": int(np.sum(counts <= TAIL)),
-        "tail_means_at_most_positives": TAIL,
+        "tail_max_positives": TAIL,
         "median_positives": float(np.median(counts)),
         "mean_positives": float(counts.mean()),
         "max_positives": int(counts.max()),
@@ -104,6 +104,10 @@ def _text(info: dict) -> str:
         if isinstance(value, dict):
             lines.append(f"  {key.replace('_', ' ')}:")
             for k2, v2 in value.items():
+                if k2 == "tail_max_positives":
+                    continue
+                if k2 == "tail_labels":
+                    k2 = f"tail labels (<= {value.get('tail_max_positives', TAIL)} positives)"
                 v2 = f"{v2:.2f}" if isinstance(v2, float) else v2
                 lines.append(f"    {k2.replace('_', ' ')}: {v2}")
             continue
