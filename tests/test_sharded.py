@@ -1,0 +1,292 @@
+"""Sharded, resumable training (local threads), SIGKILL + resume, and merging models."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart.errors import ModelFormatError
+from headstart.estimator import fit_model
+from headstart.model.format import MANIFEST, load_model, read_manifest, save_model
+from headstart.params import TrainParams
+from headstart.distributed import plan_shards, read_stats, train_sharded
+from headstart.distributed.merging import merge
+from headstart.distributed.sharded import (contiguous_runs, load_stats_file, stats_file_name,
+                                           write_stats_file)
+
+NUM = 48          # labels [0, NUM) of bibtex: about a second of training
+PARAMS = TrainParams(threads=2)
+
+
+@pytest.fixture(scope="module")
+def bibtex(bibtex_dir):
+    from headstart.io import read_xmc
+
+    return read_xmc(str(bibtex_dir / "train.txt.gz"))
+
+
+@pytest.fixture(scope="module")
+def reference(bibtex):
+    """The uninterrupted in-memory run of labels [0, NUM)."""
+    X, Y = bibtex
+    model, stats = fit_model(X, Y, PARAMS, first_label=0, num_labels=NUM)
+    return model, stats
+
+
+def assert_same_weights(model_dir, ref, allow_gaps=False):
+    got = load_model(model_dir, allow_gaps=allow_gaps)
+    assert got.first_label == ref.first_label
+    assert got.num_labels == ref.num_labels
+    diff = got.weights - ref.weights
+    assert (abs(diff).max() if diff.nnz else 0.0) == 0.0   # bit-identical, not just close
+    np.testing.assert_array_equal(got.intercept, ref.intercept)
+
+
+# --------------------------------------------------------------------------- planning helpers
+def test_plan_shards_follows_the_grid():
+    assert plan_shards([(0, 10)], 4) == [(0, 4), (4, 8), (8, 10)]
+    # a resumed run's cells line up with the interrupted run's grid
+    assert plan_shards([(5, 13), (20, 22)], 4) == [(5, 8), (8, 12), (12, 13), (20, 22)]
+    assert plan_shards([(7, 12)], 4, origin=3) == [(7, 11), (11, 12)]
+    assert plan_shards([], 4) == []
+    with pytest.raises(ValueError, match="shard_size"):
+        plan_shards([(0, 3)], 0)
+
+
+def test_contiguous_runs_split_at_gaps():
+    assert contiguous_runs(np.array([3, 4, 5, 9, 10, 12])) == [(0, 3), (3, 5), (5, 6)]
+    assert contiguous_runs(np.array([], dtype=np.int64)) == []
+
+
+# --------------------------------------------------------------------------- training
+def test_sharded_run_equals_in_memory_run(bibtex, reference, tmp_path):
+    X, Y = bibtex
+    seen = []
+    r = train_sharded(X, Y, PARAMS, tmp_path / "m", num_labels=NUM, shard_size=7, on_shard=seen.append)
+    assert r.complete and r.trained_labels == NUM and r.already_finished == 0
+    m = read_manifest(tmp_path / "m")
+    assert [(s["first_label"], s["first_label"] + s["num_labels"]) for s in m["shards"]] == plan_shards([(0, NUM)], 7)
+    assert len(seen) == len(m["shards"])
+    assert_same_weights(tmp_path / "m", reference[0], allow_gaps=True)
+    # statistics of every shard are kept next to it and add up to the in-memory run's
+    assert not r.stats_without
+    for col in ("label", "iterations", "cg_steps", "n_pos", "status", "nnz"):
+        np.testing.assert_array_equal(r.stats[col], reference[1][col])
+    np.testing.assert_array_equal(r.stats.iterations["objective"], reference[1].iterations["objective"])
+
+
+def test_stats_file_round_trip(reference, tmp_path):
+    st = reference[1].take(np.arange(5, 12))
+    path = write_stats_file(tmp_path, st)
+    assert path == tmp_path / stats_file_name(5, 7)
+    back = load_stats_file(path)
+    for k, v in st.columns.items():
+        np.testing.assert_array_equal(back[k], v)
+    for k, v in st.iterations.items():
+        np.testing.assert_array_equal(back.iterations[k], v)
+    np.testing.assert_array_equal(back.iter_offsets, st.iter_offsets)
+
+
+def test_resume_trains_only_missing_labels(bibtex, reference, tmp_path):
+    X, Y = bibtex
+    out = tmp_path / "m"
+    r1 = train_sharded(X, Y, PARAMS, out, first_label=8, num_labels=16, shard_size=8)
+    before = {s["file"]: s["sha256"] for s in read_manifest(out)["shards"]}
+    done = []
+    r2 = train_sharded(X, Y, PARAMS.replace(threads=1), out, num_labels=NUM, shard_size=8, resume=True,
+                       progress=done.append)
+    assert r1.trained == [(8, 16), (16, 24)]
+    assert r2.already_finished == 16 and r2.trained_labels == NUM - 16
+    assert sum(done) == NUM  # progress counts the labels finished earlier too
+    assert sorted(r2.trained) == [(0, 8), (24, 32), (32, 40), (40, 48)]
+    after = {s["file"]: s["sha256"] for s in read_manifest(out)["shards"]}
+    assert all(after[f] == h for f, h in before.items())  # finished shards untouched
+    assert_same_weights(out, reference[0], allow_gaps=True)
+    assert len(r2.stats) == NUM and not r2.stats_without
+    # nothing left to do: resuming again trains nothing
+    r3 = train_sharded(X, Y, PARAMS, out, num_labels=NUM, resume=True)
+    assert r3.trained == [] and r3.already_finished == NUM
+
+
+def test_resume_checks_parameters_and_data(bibtex, tmp_path):
+    X, Y = bibtex
+    out = tmp_path / "m"
+    train_sharded(X, Y, PARAMS, out, num_labels=4)
+    with pytest.raises(ModelFormatError, match=r"parameter C is 1\.0 in the model but 2\.0 now"):
+        train_sharded(X, Y, PARAMS.replace(C=2.0), out, num_labels=8, resume=True)
+    with pytest.raises(ModelFormatError, match="trained on 4880 instances but the data has 4000"):
+        train_sharded(X[:4000], Y[:4000], PARAMS, out, num_labels=8, resume=True)
+    Y2 = sp.csr_matrix(Y, copy=True)
+    Y2.data[:10] = 0
+    Y2.eliminate_zeros()
+    with pytest.raises(ModelFormatError, match="label counts"):
+        train_sharded(X, Y2, PARAMS, out, num_labels=8, resume=True)
+
+
+def test_unfinished_model_is_not_replaced_without_resume(bibtex, tmp_path):
+    X, Y = bibtex
+    out = tmp_path / "m"
+    train_sharded(X, Y, PARAMS, out, num_labels=4)          # incomplete: 4 of 159 labels
+    with pytest.raises(ModelFormatError, match="--resume"):
+        train_sharded(X, Y, PARAMS, out, num_labels=4, overwrite="complete")
+    with pytest.raises(ModelFormatError, match="already exists"):
+        train_sharded(X, Y, PARAMS, out, num_labels=4)
+    r = train_sharded(X, Y, PARAMS, out, first_label=4, num_labels=4, overwrite=True)
+    assert read_manifest(out)["shards"][0]["first_label"] == 4 and r.trained == [(4, 8)]
+
+
+def test_leftovers_of_a_crash_are_cleaned_on_resume(bibtex, reference, tmp_path):
+    """An unlisted shard file and an orphan statistics file (crash between the writes)."""
+    X, Y = bibtex
+    out = tmp_path / "m"
+    train_sharded(X, Y, PARAMS, out, num_labels=8, shard_size=8)
+    save_model(reference[0], tmp_path / "other")  # a real shard file to plant
+    (out / "shards" / "labels-0000008-0000015.npz").write_bytes(b"half written")
+    write_stats_file(out, reference[1].take(np.arange(8, 16)))
+    r = train_sharded(X, Y, PARAMS, out, num_labels=16, shard_size=8, resume=True)
+    assert r.trained == [(8, 16)] and len(r.stats) == 16
+    assert_same_weights(out, reference[0].__class__(
+        weights=reference[0].weights[:16], intercept=reference[0].intercept[:16], n_features=X.shape[1],
+        label_space=Y.shape[1]), allow_gaps=True)
+
+
+# --------------------------------------------------------------------------- SIGKILL and resume
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "headstart", *args]
+
+
+def test_sigkill_then_resume_gives_the_uninterrupted_model(bibtex_dir, reference, tmp_path):
+    out = tmp_path / "model"
+    train = str(bibtex_dir / "train.txt.gz")
+    cmd = _cli("train", train, "-o", str(out), "--num-labels", str(NUM), "--shard-size", "2",
+               "--threads", "1", "--resume", "-q")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    listed: list[dict] = []
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                listed = json.loads((out / MANIFEST).read_text())["shards"]
+            except (OSError, ValueError):  # not created yet (or being replaced)
+                listed = []
+            if len(listed) >= 3:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.005)
+    finally:
+        if proc.poll() is None and not listed:
+            proc.kill()
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, f"training ended before it could be killed: {proc.stderr.read()!r}"
+    killed = read_manifest(out)
+    covered = sum(s["num_labels"] for s in killed["shards"])
+    assert 6 <= covered < NUM, "the kill must leave some, not all, labels finished"
+
+    run = subprocess.run(_cli("train", train, "-o", str(out), "--num-labels", str(NUM), "--shard-size", "2",
+                              "--threads", "2", "--resume", "--stats", str(tmp_path / "stats.csv")),
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert f"trained {NUM - covered} labels of [0, {NUM})" in run.stdout
+    assert f"{covered} were finished before" in run.stdout
+    final = read_manifest(out)
+    final_files = {s["file"]: s["sha256"] for s in final["shards"]}
+    for s in killed["shards"]:  # no finished shard was trained twice
+        assert final_files[s["file"]] == s["sha256"]
+    assert_same_weights(out, reference[0], allow_gaps=True)
+    # complete statistics, including the labels trained before the kill
+    stats, without = read_stats(out, 0, NUM)
+    assert not without
+    np.testing.assert_array_equal(stats["iterations"], reference[1]["iterations"])
+    assert len((tmp_path / "stats.csv").read_text().splitlines()) == NUM + 1
+    leftovers = [p.name for p in out.rglob("*") if p.name.startswith(".")]
+    assert leftovers == []
+
+
+# --------------------------------------------------------------------------- merge
+def _main(argv: list[str]) -> int:
+    from headstart.cli import main as cli_main
+
+    if "merge" not in cli_main.COMMANDS:  # until the subcommand is registered in main.py
+        cli_main.COMMANDS = [*cli_main.COMMANDS, "merge"]
+    return cli_main.main(argv)
+
+
+@pytest.fixture(scope="module")
+def pieces(bibtex_dir, tmp_path_factory):
+    """Three batch-scheduler style jobs over --first-label/--num-labels (plain train)."""
+    from headstart.cli.main import main
+
+    root = tmp_path_factory.mktemp("pieces")
+    train = str(bibtex_dir / "train.txt.gz")
+    for name, a, n in (("a", 0, 60), ("b", 60, 50), ("c", 110, 49), ("c2", 100, 10)):
+        assert main(["train", train, "-o", str(root / name), "--first-label", str(a), "--num-labels", str(n),
+                     "--threads", "2", "-q"]) == 0
+    assert main(["train", train, "-o", str(root / "badC"), "--first-label", "110", "--num-labels", "5",
+                 "--C", "2", "--threads", "2", "-q"]) == 0
+    return root
+
+
+def test_merge_of_label_range_jobs(pieces, bibtex, reference, tmp_path, capsys):
+    X, Y = bibtex
+    out = tmp_path / "merged"
+    assert _main(["merge", str(out), str(pieces / "c"), str(pieces / "a"), str(pieces / "b")]) == 0
+    assert "merged 3 model(s): 3 shard(s), 159 of 159 labels" in capsys.readouterr().out
+    merged = load_model(out)
+    parts = [load_model(pieces / n, allow_gaps=True) for n in "abc"]
+    assert abs(merged.weights - sp.vstack([p.weights for p in parts])).max() == 0.0
+    np.testing.assert_array_equal(merged.intercept, np.concatenate([p.intercept for p in parts]))
+    # and a label-range job trains the same weights as a run over all labels
+    assert abs(merged.weights[:NUM] - reference[0].weights).max() == 0.0
+
+
+def test_merge_reports_overlap(pieces, tmp_path, capsys):
+    assert _main(["merge", str(tmp_path / "o"), str(pieces / "a"), str(pieces / "b"), str(pieces / "c2")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot merge: labels [60, 110)" in err and "overlaps labels [100, 110)" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_merge_reports_gaps(pieces, tmp_path, capsys):
+    assert _main(["merge", str(tmp_path / "g"), str(pieces / "a"), str(pieces / "c")]) == 2
+    assert "would miss [60, 110) of [0, 159)" in capsys.readouterr().err
+    assert _main(["merge", str(tmp_path / "g"), str(pieces / "a"), str(pieces / "c"), "--allow-gaps"]) == 0
+    out = capsys.readouterr().out
+    assert "109 of 159 labels" in out and "gaps: 50 label(s) without a shard: [60, 110)" in out
+    assert load_model(tmp_path / "g", allow_gaps=True).missing_ranges == [(60, 110)]
+
+
+def test_merge_reports_mismatched_parameters(pieces, tmp_path, capsys):
+    assert _main(["merge", str(tmp_path / "p"), str(pieces / "a"), str(pieces / "b"), str(pieces / "badC")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot merge: parameter C is 1.0 in" in err and "but 2.0 in" in err
+
+
+def test_merge_carries_statistics_of_sharded_runs(bibtex, tmp_path):
+    X, Y = bibtex
+    Y = Y[:, :24]
+    train_sharded(X, Y, PARAMS, tmp_path / "x", num_labels=8, shard_size=4)
+    train_sharded(X, Y, PARAMS, tmp_path / "y", first_label=8, num_labels=16, shard_size=8)
+    r = merge(tmp_path / "m", [tmp_path / "x", tmp_path / "y"])
+    assert r.missing == [] and r.stats_files == r.shards == 4
+    stats, without = read_stats(tmp_path / "m")
+    assert len(stats) == 24 and not without
+    with pytest.raises(ModelFormatError, match="also an input"):
+        merge(tmp_path / "x", [tmp_path / "x", tmp_path / "y"])
+
+
+# --------------------------------------------------------------------------- optional extra
+def test_import_headstart_never_imports_dask():
+    code = ("import sys, headstart, headstart.distributed, headstart.cli.main\n"
+            "from headstart.distributed import train_sharded, read_stats\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]\n"
+            "assert not bad, bad\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
