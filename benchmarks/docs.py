@@ -1,0 +1,319 @@
+"""Generates docs/benchmarks.md from the stored results in benchmarks/results/.
+
+The document has a fixed structure: the plan of canonical runs (issue 4), the targets,
+the machine, one results table per plan entry, and every method's settings and caveats.
+A plan entry without a stored result -- or whose result was measured while other
+processes used more than ``max_foreign_cores`` cores -- is shown as **not yet measured**,
+with the exact command that produces it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+from common import machine_info, parse_label_range, read_header, resolve_dataset
+from methods import METHODS, expand_methods
+
+NYM = "**not yet measured**"
+
+#: The canonical runs.  ``labels`` None = all labels.
+PLAN = [
+    {"id": "debian-0-1000-t2", "dataset": "debian-deps", "labels": "0:1000", "threads": 2, "methods": "all",
+     "repeat": 3, "title": "debian-deps, labels 0:1000, 2 threads",
+     "purpose": "all methods on the XMC-like data set; the issue's 0:1000 comparison"},
+    {"id": "debian-0-1000-t1", "dataset": "debian-deps", "labels": "0:1000", "threads": 1,
+     "methods": "headstart-aop,headstart-zero,liblinear", "repeat": 3, "title": "debian-deps, labels 0:1000, 1 thread",
+     "purpose": "thread scaling (compare with the 2-thread run)"},
+    {"id": "debian-all-t2", "dataset": "debian-deps", "labels": None, "threads": 2, "methods": "all", "repeat": 1,
+     "title": "debian-deps, all 22908 labels, 2 threads",
+     "purpose": "the headline: aop vs zero vs LIBLINEAR over all labels, and the peers' failures"},
+    {"id": "delicious-all-t2", "dataset": "delicious", "labels": None, "threads": 2, "methods": "all", "repeat": 3,
+     "title": "delicious, all 983 labels, 2 threads", "purpose": "dense-ish labels, 500 binary features"},
+    {"id": "bibtex-all-t2", "dataset": "bibtex", "labels": None, "threads": 2, "methods": "all", "repeat": 5,
+     "title": "bibtex, all 159 labels, 2 threads", "purpose": "small data set; short times, so 5 repeats"},
+]
+
+#: How each peer got into the environment (filled in by hand from the install attempts;
+#: the installed versions are read live).
+INSTALL_NOTES = {
+    "liblinear-official": "`pip install liblinear-official` (a test dependency of the project)",
+    "napkinxc": "`pip install napkinxc` (wheel; pulls gdown/requests for its dataset downloader)",
+    "omikuji": "`pip install omikuji` (wheel)",
+    "libpecos": "`pip install --no-deps libpecos` -- a plain install would downgrade numpy to <2 and scipy "
+                "to <1.14 and pull torch (CUDA, several GB), transformers, datasets and peft; XR-Linear only "
+                "needs its ctypes core, which works with numpy 2",
+    "libmultilabel": "`pip install --no-deps libmultilabel` then `pip install pandas sparsekmeans` -- its "
+                     "dependency liblinear-multicore installs the same `liblinear` package as liblinear-official "
+                     "and would replace the reference",
+    "scikit-learn": "`pip install scikit-learn`",
+}
+
+
+def _fmt(v, spec=".2f", none="-"):
+    if v is None:
+        return none
+    if isinstance(v, (int, float)):
+        return format(v, spec)
+    return str(v)
+
+
+def command_of(e: dict) -> str:
+    parts = ["python benchmarks/compare.py", e["dataset"], f"--threads {e['threads']}"]
+    if e["labels"]:
+        parts.append(f"--labels {e['labels']}")
+    parts += [f"--methods {e['methods']}", f"--repeat {e['repeat']}", "--write-docs"]
+    return " ".join(parts)
+
+
+def result_file(e: dict, results_dir: Path) -> Path | None:
+    try:
+        ddir = resolve_dataset(e["dataset"])
+    except SystemExit:
+        return None
+    L = read_header(ddir / "train.txt.gz")[2]
+    a, b = parse_label_range(e["labels"], L)
+    return results_dir / f"{ddir.name}_{a}-{b}_t{e['threads']}.json"
+
+
+def load_result(e: dict, results_dir: Path, max_foreign: float) -> tuple[dict | None, str]:
+    p = result_file(e, results_dir)
+    if p is None:
+        return None, "data set not found on this machine"
+    if not p.is_file():
+        return None, "no stored result"
+    d = json.loads(p.read_text())
+    mf = d.get("max_foreign_cores")
+    if mf is None or mf > max_foreign:
+        return None, (f"the stored run ({d.get('created')}) saw other processes using up to {_fmt(mf)} cores "
+                      f"(limit {max_foreign}); rerun on a quiet machine")
+    return d, "ok"
+
+
+def results_table(d: dict) -> list[str]:
+    out = ["| method | status | train wall s | CPU s | CPU/wall | peak RSS MB | train RSS increase MB | P@1 | P@3 | "
+           "P@5 | nnz | LIBLINEAR wall / wall | dP@1 vs LIBLINEAR | warm-up s | predict s |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m, s in d["summary"].items():
+        if s.get("status") != "ok":
+            err = (s.get("error") or "").replace("|", "\\|").replace("\n", " ")[:200]
+            out.append(f"| {m} | {s.get('status')}: {err} |" + " |" * 13)
+            continue
+        wall = _fmt(s.get("wall_s"), ".3f")
+        if "wall_s_min" in s:
+            wall += f" ({_fmt(s['wall_s_min'], '.3f')}-{_fmt(s['wall_s_max'], '.3f')})"
+        out.append(f"| {m} | ok | {wall} | {_fmt(s.get('cpu_s'), '.3f')} | {_fmt(s.get('cpu_per_wall'))} | "
+                   f"{_fmt(s.get('peak_rss_mb'), '.0f')} | {_fmt(s.get('train_rss_increase_mb'), '.1f')} | "
+                   f"{_fmt(s.get('P@1'))} | {_fmt(s.get('P@3'))} | {_fmt(s.get('P@5'))} | {_fmt(s.get('nnz'), 'd')} | "
+                   f"{_fmt(s.get('speedup_vs_liblinear'))} | {_fmt(s.get('dP@1_vs_liblinear'), '+.2f')} | "
+                   f"{_fmt(s.get('warmup_s'))} | {_fmt(s.get('predict_s'))} |")
+    return out
+
+
+def placeholder_table(e: dict) -> list[str]:
+    out = ["| method | status | train wall s | CPU s | peak RSS MB | P@1 | P@3 | P@5 | nnz | LIBLINEAR wall / wall |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for m in expand_methods(e["methods"]):
+        out.append(f"| {m} | {NYM} | - | - | - | - | - | - | - | - |")
+    return out
+
+
+def _get(res: dict, eid: str, method: str, key: str):
+    d = res.get(eid)
+    if not d:
+        return None
+    s = d["summary"].get(method) or {}
+    return s.get(key) if s.get("status") == "ok" else None
+
+
+def fastest_peer(d: dict | None, tol: float = 0.1) -> tuple[str | None, float | None, list[str]]:
+    """(peer, wall) of the fastest peer at the same P@1/3/5 as headstart-aop (within tol points)."""
+    if not d:
+        return None, None, []
+    aop = d["summary"].get("headstart-aop", {})
+    best, bw, notes = None, None, []
+    for m, s in d["summary"].items():
+        if METHODS.get(m) is None or METHODS[m].family != "peer":
+            continue
+        if s.get("status") != "ok":
+            notes.append(f"{m}: {s.get('status')}")
+            continue
+        same = all(abs(s.get(k, -1e9) - aop.get(k, 1e9)) <= tol for k in ("P@1", "P@3", "P@5"))
+        if not same:
+            notes.append(f"{m}: P@k differs from aop by more than {tol}")
+            continue
+        if bw is None or s["wall_s"] < bw:
+            best, bw = m, s["wall_s"]
+    return best, bw, notes
+
+
+def targets(res: dict) -> list[str]:
+    rows = ["| target (issue 4) | required | measured | met |", "|---|---|---|---|"]
+
+    def row(name, req, val, ok):
+        rows.append(f"| {name} | {req} | {val if val is not None else NYM} | "
+                    f"{'-' if val is None else ('yes' if ok else 'NO')} |")
+
+    v = _get(res, "debian-all-t2", "headstart-aop", "speedup_vs_zero")
+    row("aop vs zero initialisation, wall time, debian-deps all labels, 2 threads", ">= 3x",
+        None if v is None else f"{v:.2f}x", v is not None and v >= 3)
+    v = _get(res, "debian-0-1000-t2", "headstart-aop", "speedup_vs_liblinear")
+    row("headstart aop vs LIBLINEAR, debian-deps 0:1000, 2 threads", ">= 7.5x",
+        None if v is None else f"{v:.2f}x", v is not None and v >= 7.5)
+    v = _get(res, "debian-all-t2", "headstart-aop", "speedup_vs_liblinear")
+    row("headstart aop vs LIBLINEAR, debian-deps all labels, 2 threads", ">= 13.5x",
+        None if v is None else f"{v:.2f}x", v is not None and v >= 13.5)
+    for eid, what in (("debian-0-1000-t2", "0:1000"), ("debian-all-t2", "all labels")):
+        d = res.get(eid)
+        peer, pw, notes = fastest_peer(d)
+        aw = _get(res, eid, "headstart-aop", "wall_s")
+        val = None
+        if d is not None and aw:
+            val = (f"{pw / aw:.2f}x vs {peer}" if peer else "no peer reached the same P@k") + \
+                  (f" ({'; '.join(notes)})" if notes else "")
+        row(f"headstart aop vs fastest exact OvA peer at the same P@k (0.1 points), debian-deps {what}", ">= 1.5x",
+            val, bool(peer) and pw / aw >= 1.5 if val else False)
+    w1 = _get(res, "debian-0-1000-t1", "headstart-aop", "wall_s")
+    w2 = _get(res, "debian-0-1000-t2", "headstart-aop", "wall_s")
+    v = w1 / w2 if w1 and w2 else None
+    row("2 threads vs 1 thread, headstart aop, debian-deps 0:1000", ">= 1.8x",
+        None if v is None else f"{v:.2f}x", v is not None and v >= 1.8)
+    v = _get(res, "debian-all-t2", "headstart-aop", "train_memory_over_data_plus_model")
+    row("training memory / (training data + pruned model), debian-deps all labels", "<= 1.5",
+        None if v is None else f"{v:.2f} (process peak RSS {_fmt(_get(res, 'debian-all-t2', 'headstart-aop', 'peak_rss_mb'), '.0f')} MB)",
+        v is not None and v <= 1.5)
+    t = _get(res, "debian-all-t2", "headstart-aop", "wall_s")
+    p = _get(res, "debian-all-t2", "headstart-aop", "predict_s")
+    v = t + p if t and p else None
+    row("whole debian-deps: train all labels + predict + evaluate, 2 threads", "a few minutes",
+        None if v is None else f"{v:.1f} s (train {t:.1f} s + predict {p:.1f} s)", v is not None and v <= 300)
+    for k in ("P@1", "P@3", "P@5"):
+        v = _get(res, "debian-all-t2", "headstart-aop", f"d{k}_vs_liblinear")
+        row(f"same {k} as LIBLINEAR (debian-deps all labels)", "within 0.1 points",
+            None if v is None else f"{v:+.2f} points", v is not None and abs(v) <= 0.1)
+    return rows
+
+
+def machine_section(res: dict) -> list[str]:
+    src = next((d for d in res.values() if d), None)
+    m = src["machine"] if src else machine_info()
+    origin = f"recorded with the run of {src['created']}" if src else \
+        "read from the machine the docs were generated on: no quiet result is stored yet"
+    out = [f"Machine, {origin}:", "",
+           f"- CPU: {m.get('cpu_model')}; {m.get('logical_cpus')} logical CPUs "
+           f"({m.get('affinity_cpus')} usable by the process); memory {m.get('mem_total_gib')} GiB",
+           f"- OS: {m.get('os')}; Python {m.get('python')}",
+           f"- headstart commit: {m.get('git_commit')}",
+           "- packages: " + ", ".join(f"{k} {v}" for k, v in (m.get("packages") or {}).items() if v),
+           "- not installed: " + (", ".join(k for k, v in (m.get("packages") or {}).items() if not v) or "-")]
+    return out
+
+
+def render(results_dir: Path, max_foreign: float) -> str:
+    res: dict = {}
+    status: dict = {}
+    for e in PLAN:
+        d, why = load_result(e, results_dir, max_foreign)
+        res[e["id"]] = d
+        status[e["id"]] = why
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    L: list[str] = [
+        "# Benchmarks: headstart against LIBLINEAR and the pip-installable one-vs-all trainers", "",
+        "<!-- Generated by `python benchmarks/compare.py ... --write-docs` (benchmarks/docs.py). "
+        "Do not edit by hand: edit benchmarks/docs.py and regenerate. -->", "",
+        f"Generated {now}. Every number below comes from a stored run in `benchmarks/results/` that was measured "
+        f"while other processes used at most {max_foreign} cores on average; anything else is shown as {NYM}.", "",
+        "## Plan", "",
+        "| run | purpose | command | status |", "|---|---|---|---|"]
+    for e in PLAN:
+        d = res[e["id"]]
+        st = f"measured {d['created']}" if d else f"{NYM} ({status[e['id']]})"
+        L.append(f"| {e['title']} | {e['purpose']} | `{command_of(e)}` | {st} |")
+    L += ["", "## Targets", ""] + targets(res)
+    L += ["", "## Machine", ""] + machine_section(res)
+    L += ["", "## Results", "",
+          "Times are medians over the repeats (min-max in brackets); `LIBLINEAR wall / wall` > 1 means faster than "
+          "the reference; `dP@1` is in percentage points. A failure (error message, memory or time limit) is a "
+          "result and is listed as such.", ""]
+    for e in PLAN:
+        d = res[e["id"]]
+        L += [f"### {e['title']}", "", f"Command: `{command_of(e)}`", ""]
+        if d:
+            L += [f"Measured {d['created']}; load average before/after the runs {d['load'].get('loadavg_start')} / "
+                  f"{d['load'].get('loadavg_end')}; other processes used at most {_fmt(d.get('max_foreign_cores'))} "
+                  f"cores during any run.", ""]
+            L += results_table(d)
+            ll = d["summary"].get("liblinear", {})
+            if ll.get("solver_concurrency") is not None:
+                L += ["", f"LIBLINEAR threads: sum of solver seconds / wall = {ll['solver_concurrency']:.2f} with "
+                          f"{d['threads']} threads (GIL released by the ctypes call: "
+                          f"{ll.get('gil_released_by_ctypes_call')})."]
+        else:
+            L += [f"{NYM}: {status[e['id']]}.", ""] + placeholder_table(e)
+        L.append("")
+    L += ["## What is measured", "",
+          "- One command trains, on the same data, the same label range and with the same threads, every method "
+          "in its own process (`benchmarks/worker.py`), one process per method and repeat; the repeats are "
+          "interleaved (m1 m2 ... m1 m2 ...).",
+          "- All methods read the data with `headstart.io.read_xmc` (float32 CSR features, as in the files: no "
+          "normalisation or tf-idf added) and get the training rows and the labels A..B-1 of the range. Rows "
+          "without a label in the range stay in as negatives.",
+          "- Before the clock starts each method is trained once on a tiny problem (2 labels of the range, the "
+          "first 200 rows plus up to 100 positive rows) and predicts 20 rows: imports, numba/JIT compilation and "
+          "lazy initialisation are paid there and reported as *warm-up s*.",
+          "- *train wall s*: wall time of the training call only (data reading, warm-up, prediction and the "
+          "harness's own data conversion for a peer -- e.g. writing omikuji's input file -- excluded). "
+          "*CPU s*: user + system time of the process (all its threads, and children) over the same interval.",
+          "- *peak RSS MB*: `ru_maxrss` of the method's process right after training (includes the Python "
+          "interpreter, the libraries and the training data held by the harness). *train RSS increase MB*: "
+          "the RSS sampled every 5 ms during training minus the RSS just before it. The memory target uses "
+          "(training data + increase) / (training data + pruned model).",
+          f"- P@k: {_pk()}",
+          "- Methods that expose their weights (headstart, LIBLINEAR, PECOS, LibMultiLabel, scikit-learn) are "
+          "scored with the same routine (`headstart.prediction.topk.predict_topk` on the weights and intercepts); "
+          "napkinXC and omikuji use their own predict.",
+          "- *nnz*: stored weights after pruning |w| < 0.01, bias excluded.",
+          "- Machine load: `os.getloadavg()` before and after each run, and the CPU seconds used by *other* "
+          "processes during the run (busy time of the whole machine from /proc/stat minus the run's own CPU "
+          "time) divided by its wall time: *foreign cores*. The JSON keeps all of it per run.",
+          "- The JSON (`--json` or `benchmarks/results/*.json`) holds every run, the settings, the machine and the "
+          "medians and ratios.", "",
+          "## Methods, settings and caveats", ""]
+    m_info = machine_info()["packages"]
+    for name, m in METHODS.items():
+        ver = m_info.get(m.package) if m.package else None
+        L += [f"### {name}", "", f"- package: `{m.package}` {ver or '(not installed here)'}",
+              f"- call: `{m.command}`",
+              f"- settings (`--set {name}.KEY=VALUE` to change): `{json.dumps(m.settings)}`"]
+        L += [f"- {c}" for c in m.caveats]
+        L.append("")
+    L += ["## Installing the peers", "",
+          "The peers are not dependencies of headstart; the harness records a method that cannot be imported as "
+          "`not-installed`.", "", "| package | how | installed here |", "|---|---|---|"]
+    for pkg, how in INSTALL_NOTES.items():
+        L.append(f"| {pkg} | {how} | {m_info.get(pkg) or 'no'} |")
+    L += ["", "## LIBLINEAR from Python threads", "",
+          "The reference runs LIBLINEAR's C `train()` through the `liblinear-official` ctypes binding from T "
+          "Python threads. ctypes releases the GIL around every call into a `CDLL` (only `PyDLL` functions keep "
+          "it), so the solves run in parallel. The harness checks the flag of `liblinear.train` and measures it: "
+          "`solver_concurrency` = sum over threads of the seconds spent inside `train()` / wall time of the "
+          "threaded loop; with the GIL held it could not exceed 1. On bibtex 0:40 with 2 threads it was 1.90 on "
+          "a loaded machine.",
+          "", "The `problem` is built once (the CSR -> feature_node conversion, bias node included, costs more than "
+          "most solves); each thread has its own `problem` struct pointing at the shared rows and its own `y` "
+          "array, overwritten for each label. LIBLINEAR's `train()` reads `x` and `y` and copies what it permutes, "
+          "so sharing the rows is safe.", ""]
+    return "\n".join(L) + "\n"
+
+
+def _pk() -> str:
+    from compare import PK_DEFINITION
+
+    return PK_DEFINITION
+
+
+def write_docs(path: Path, results_dir: Path, max_foreign: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results_dir, max_foreign))
+    return path

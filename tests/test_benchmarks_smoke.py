@@ -1,0 +1,80 @@
+"""Smoke test of the benchmark harness (benchmarks/compare.py) so that it cannot rot.
+
+Runs headstart-aop and the LIBLINEAR reference on 3 bibtex labels and checks the shape
+of the JSON, not any timing (no timing assertions in unit tests).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench_modules():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import common
+        import methods
+        yield common, methods
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_label_range_and_overrides(bench_modules):
+    common, methods = bench_modules
+    assert common.parse_label_range("0:50", 159) == (0, 50)
+    assert common.parse_label_range(None, 159) == (0, 159)
+    assert common.parse_label_range("100:", 159) == (100, 159)
+    assert common.parse_label_range(":999", 159) == (0, 159)
+    with pytest.raises(SystemExit):
+        common.parse_label_range("50:10", 159)
+    assert methods.expand_methods("headstart,liblinear")[-1] == "liblinear"
+    assert len(methods.expand_methods("headstart")) == 4
+    ov = methods.apply_overrides(["headstart.regularize_bias=true", "liblinear.e=0.1"])
+    assert ov["headstart-aop"] == {"regularize_bias": True} and ov["liblinear"] == {"e": 0.1}
+    with pytest.raises(SystemExit):
+        methods.apply_overrides(["liblinear.nosuch=1"])
+
+
+def test_harness_end_to_end(bibtex_dir, tmp_path):
+    pytest.importorskip("liblinear")
+    out = tmp_path / "smoke.json"
+    cmd = [sys.executable, str(BENCH / "compare.py"), str(bibtex_dir), "--labels", "0:3", "--threads", "1",
+           "--methods", "headstart-aop,liblinear", "--repeat", "1", "--no-quiet-probe", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "headstart-aop" in proc.stdout and "liblinear" in proc.stdout
+    d = json.loads(out.read_text())
+    assert d["labels"] == [0, 3] and d["threads"] == 1
+    assert {r["method"] for r in d["runs"]} == {"headstart-aop", "liblinear"}
+    for r in d["runs"]:
+        assert r["status"] == "ok", r
+        for key in ("wall_s", "cpu_s", "peak_rss_mb", "warmup_s", "P@1", "P@3", "P@5", "nnz"):
+            assert r[key] is not None and r[key] >= 0, (key, r)
+        assert 0 <= r["P@1"] <= 100
+        assert len(r["load"]["loadavg_before"]) == 3 and len(r["load"]["loadavg_after"]) == 3
+    s = d["summary"]
+    assert s["liblinear"]["speedup_vs_liblinear"] == 1.0
+    assert s["headstart-aop"]["speedup_vs_liblinear"] > 0
+    # same problem, same stopping rule: the two models rank alike on 3 labels
+    assert abs(s["headstart-aop"]["P@1"] - s["liblinear"]["P@1"]) < 2.0
+    assert s["liblinear"]["gil_released_by_ctypes_call"] is True
+
+
+def test_docs_placeholders(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    proc = subprocess.run([sys.executable, str(BENCH / "compare.py"), "--write-docs", "--docs", str(doc)],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = doc.read_text()
+    for heading in ("## Plan", "## Targets", "## Machine", "## Results", "## Methods, settings and caveats"):
+        assert heading in text
+    assert "python benchmarks/compare.py debian-deps --threads 2 --labels 0:1000" in text
