@@ -19,7 +19,7 @@ import traceback
 import warnings
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ["train", "predict", "evaluate", "info", "convert"]
+COMMANDS = ["train", "predict", "evaluate", "info", "convert", "merge"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
