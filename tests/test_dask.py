@@ -1,0 +1,161 @@
+"""The Dask backend on a LocalCluster of 2 worker processes on loopback.
+
+Worker *processes* (``processes=True``, with a nanny each), not threads: a worker can
+then be killed with SIGKILL like a lost machine (and its nanny restarts it), the
+arguments and results really cross process boundaries (serialisation is tested), and
+the workers' Python code does not share the test process's GIL.  Startup costs a few
+seconds, so one cluster serves the whole module (the test that kills a worker runs last
+and waits for the cluster to be whole again).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from headstart.estimator import fit_model  # noqa: E402
+from headstart.metrics import precision_at_k  # noqa: E402
+from headstart.model.format import load_model, read_manifest  # noqa: E402
+from headstart.params import TrainParams  # noqa: E402
+from headstart.prediction.topk import predict_topk, predict_topk_streaming  # noqa: E402
+from headstart.distributed import train_sharded  # noqa: E402
+from headstart.distributed.dask_backend import predict_dask, train_dask  # noqa: E402
+
+NUM = 48
+PARAMS = TrainParams(threads=2)
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None, silence_logs=logging.ERROR)
+    c = distributed.Client(cluster)
+    try:
+        c.wait_for_workers(2, timeout=120)
+        # load the compiled kernels once per worker (numba's on-disk cache)
+        c.run(lambda: __import__("headstart.training.trainer") and None)
+        yield c
+    finally:
+        c.close()
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def data(bibtex_dir):
+    from headstart.io import read_xmc
+
+    return read_xmc(str(bibtex_dir / "train.txt.gz")), read_xmc(str(bibtex_dir / "test.txt.gz"))
+
+
+@pytest.fixture(scope="module")
+def reference(data):
+    (X, Y), _ = data
+    model, stats = fit_model(X, Y, PARAMS, first_label=0, num_labels=NUM)
+    return model, stats
+
+
+def assert_same_model(model_dir, ref):
+    got = load_model(model_dir, allow_gaps=True)
+    assert (got.first_label, got.num_labels) == (ref.first_label, ref.num_labels)
+    np.testing.assert_allclose(got.weights.toarray(), ref.weights.toarray(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(got.intercept, ref.intercept, rtol=0, atol=1e-6)
+    # in fact bit-identical: every label runs the same deterministic code anywhere
+    assert abs(got.weights - ref.weights).max() == 0.0
+    return got
+
+
+def test_dask_run_equals_local_run(client, data, reference, tmp_path):
+    (X, Y), (Xt, Yt) = data
+    shards = []
+    r = train_dask(X, Y, PARAMS, tmp_path / "m", client=client, num_labels=NUM, shard_size=8, task_threads=1,
+                   on_shard=shards.append)
+    assert r.complete and r.backend == "dask" and r.trained_labels == NUM
+    assert r.info["workers"] == 2 and r.info["rounds"] == 1
+    assert [s["first_label"] for s in read_manifest(tmp_path / "m")["shards"]] == list(range(0, NUM, 8))
+    assert len(shards) == NUM // 8
+    got = assert_same_model(tmp_path / "m", reference[0])
+    # the same statistics as the local run, assembled from the per-shard files
+    np.testing.assert_array_equal(r.stats["iterations"], reference[1]["iterations"])
+    # and the same precision at k on the test set
+    for k in (1, 3, 5):
+        la, _ = predict_topk(got, Xt, k)
+        lb, _ = predict_topk(reference[0], Xt, k)
+        assert precision_at_k(Yt, la, k) == precision_at_k(Yt, lb, k)
+        np.testing.assert_array_equal(la, lb)
+
+
+def test_dask_resumes_a_local_run(client, data, reference, tmp_path):
+    (X, Y), _ = data
+    out = tmp_path / "m"
+    train_sharded(X, Y, PARAMS, out, first_label=16, num_labels=16, shard_size=8)
+    before = {s["file"]: s["sha256"] for s in read_manifest(out)["shards"]}
+    r = train_dask(X, Y, PARAMS, out, client=client, num_labels=NUM, shard_size=8, task_threads=1, resume=True)
+    assert r.already_finished == 16 and sorted(r.trained) == [(0, 8), (8, 16), (32, 40), (40, 48)]
+    after = {s["file"]: s["sha256"] for s in read_manifest(out)["shards"]}
+    assert all(after[f] == h for f, h in before.items())
+    assert_same_model(out, reference[0])
+    assert len(r.stats) == NUM and not r.stats_without
+
+
+def test_predict_over_dask_equals_streaming(client, data, reference, tmp_path):
+    (X, Y), (Xt, _) = data
+    from headstart.model.format import save_model
+
+    save_model(reference[0], tmp_path / "m", shard_size=10)
+    want = predict_topk_streaming(tmp_path / "m", Xt, 5, allow_gaps=True)
+    for model_memory in (1 << 30, 0):  # scattered model / every worker streams the shards
+        got = predict_dask(tmp_path / "m", Xt, 5, client=client, chunk_rows=600, allow_gaps=True,
+                           model_memory=model_memory)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_lost_worker_only_costs_its_task(client, data, reference, tmp_path):
+    """SIGKILL a worker that is training a shard: the scheduler reruns its task elsewhere
+    (its nanny restarts it), and the model is still the local one."""
+    (X, Y), _ = data
+    pids = client.run(os.getpid)
+    killed: dict[str, list] = {}
+
+    def kill_a_busy_worker(entry):
+        if killed:
+            return
+        processing = client.processing()
+        busy = [w for w, keys in processing.items() if keys]
+        victim = busy[0] if busy else next(iter(pids))
+        killed[victim] = list(processing.get(victim, ()))
+        os.kill(pids[victim], signal.SIGKILL)
+
+    try:
+        r = train_dask(X, Y, PARAMS, tmp_path / "m", client=client, num_labels=NUM, shard_size=2,
+                       task_threads=1, on_shard=kill_a_busy_worker)
+        assert killed and next(iter(killed.values())), "the killed worker had a task in flight"
+        assert r.complete and r.trained_labels == NUM
+        entries = read_manifest(tmp_path / "m")["shards"]
+        assert len(entries) == NUM // 2  # every shard registered once (an overlap would have raised)
+        assert_same_model(tmp_path / "m", reference[0])
+    finally:
+        client.wait_for_workers(2, timeout=120)
+
+
+@pytest.mark.slow
+def test_cli_train_and_predict_with_local_dask_workers(bibtex_dir, tmp_path):
+    """The command line end to end (starts its own LocalClusters: slow)."""
+    train, test = str(bibtex_dir / "train.txt.gz"), str(bibtex_dir / "test.txt.gz")
+    run = [sys.executable, "-m", "headstart"]
+    subprocess.run(run + ["train", train, "-o", str(tmp_path / "d"), "--num-labels", "16", "--dask-workers", "2",
+                          "--threads", "1"], check=True, timeout=600)
+    subprocess.run(run + ["train", train, "-o", str(tmp_path / "l"), "--num-labels", "16"], check=True, timeout=600)
+    for name in ("d", "l"):
+        subprocess.run(run + ["predict", str(tmp_path / name), test, "-o", str(tmp_path / f"{name}.txt"),
+                              "--allow-gaps", "--dask-workers", "2", "--chunk-rows", "1000"],
+                       check=True, timeout=600)
+    assert (tmp_path / "d.txt").read_bytes() == (tmp_path / "l.txt").read_bytes()
