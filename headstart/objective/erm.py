@@ -12,10 +12,11 @@ the caching contract explicit:
 
 * ``wx`` (the scores X w) is owned by the caller and kept current by
   :func:`linesearch_and_update`, so the value never needs a pass over X;
-* :func:`grad` computes the active set ``act`` and per-instance coefficients
-  ``gcoef``/``hcoef``; :func:`hess_vec` and :func:`diag_precond` reuse them, so a
-  Hessian product touches only the active rows (for the squared hinge: the instances
-  with margin < 1, the paper's implicit negative mining);
+* :func:`grad_on_support` computes the active set ``act``, per-instance coefficients
+  ``gcoef``/``hcoef`` and the support F of the active rows; the Hessian product and
+  the preconditioner reuse them, so they touch only the active rows (for the squared
+  hinge: the instances with margin < 1, the paper's implicit negative mining) and
+  only the coordinates in F -- outside F the objective is the bare regulariser;
 * a line-search trial costs O(n): X s is computed once per search.
 
 All functions are numba kernels over plain arrays; the solver calls them directly.
@@ -83,12 +84,20 @@ def fun(P, y, w, wx):
 
 
 @nb.njit(cache=True, nogil=True)
-def grad(P, y, w, wx, g, act, gcoef, hcoef):
-    """g = w_r + X^T (C * phi'(m) * y) over the active set; returns its size.
+def grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, stamp):
+    """Gradient on the support of the active rows; returns (nact, nF, ||w_O||^2).
 
-    Stores the active instances in ``act[:nact]`` with their gradient coefficient
-    ``gcoef = C phi'(m) y`` and Hessian weight ``hcoef = C phi''(m)`` for the Hessian
-    products of this Newton iteration (LIBLINEAR l2r_l2_svc_fun::grad keeps I the same way).
+    The active set goes to ``act[:nact]`` with the gradient coefficient
+    ``gcoef = C phi'(m) y`` and Hessian weight ``hcoef = C phi''(m)`` of each active
+    instance, kept for the Hessian products of this Newton iteration (LIBLINEAR
+    l2r_l2_svc_fun::grad keeps its index set I the same way).
+
+    ``F[:nF]`` lists the support: every feature of an active row, then the bias index
+    d.  Only g[F] is written.  Outside F the objective is the bare L2 term -- gradient
+    w, Hessian I, diag(H) = 1 -- which the solver exploits by carrying vectors there
+    as multiples of w; their size enters through the returned ||w_O||^2.  ``mark`` is
+    a per-workspace int array and ``stamp`` a value never used before with it, so that
+    nothing needs clearing; F is collected in one O(features) sweep, in ascending order.
     """
     n = wx.size
     d = P.n_features
@@ -102,8 +111,23 @@ def grad(P, y, w, wx, g, act, gcoef, hcoef):
         gcoef[nact] = P.C * losses.d1(P.loss, m) * y[i]
         hcoef[nact] = P.C * losses.d2(P.loss, m)
         nact += 1
+    for k in range(nact):
+        i = act[k]
+        for p in range(P.indptr[i], P.indptr[i + 1]):
+            mark[P.indices[p]] = stamp
+    # one ordered sweep: F ascending keeps the CG loops cache-friendly when F is large
+    nF = 0
+    wout2 = 0.0
     for j in range(d):
-        g[j] = w[j]
+        if mark[j] == stamp:
+            F[nF] = j
+            g[j] = w[j]
+            nF += 1
+        else:
+            wout2 += w[j] * w[j]
+    mark[d] = stamp
+    F[nF] = d
+    nF += 1
     g[d] = w[d] if P.regularize_bias else 0.0
     gb = 0.0
     for k in range(nact):
@@ -113,14 +137,16 @@ def grad(P, y, w, wx, g, act, gcoef, hcoef):
             g[P.indices[p]] += c * P.data[p]
         gb += c
     g[d] += gb * P.bias
-    return nact
+    return nact, nF, wout2
 
 
 @nb.njit(cache=True, nogil=True)
-def hess_vec(P, act, nact, hcoef, v, out):
-    """out = H v = v_r + sum_{i in active} C phi''(m_i) (x_i . v) x_i."""
+def hess_vec_on_support(P, act, nact, hcoef, v, out, F, nF):
+    """out[F] = (H v)[F] = v_r + sum_{i active} C phi''(m_i) (x_i . v) x_i on the support
+    F of the active rows (outside it H = I, handled by the caller)."""
     d = P.n_features
-    for j in range(d):
+    for q in range(nF):
+        j = F[q]
         out[j] = v[j]
     out[d] = v[d] if P.regularize_bias else 0.0
     vb = P.bias * v[d]
@@ -141,11 +167,12 @@ def hess_vec(P, act, nact, hcoef, v, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def diag_precond(P, act, nact, hcoef, M):
-    """M = diag(H) = 1_r + sum_{i in active} C phi''(m_i) x_i^2 (LIBLINEAR get_diag_preconditioner)."""
+def diag_precond_on_support(P, act, nact, hcoef, M, F, nF):
+    """M[F] = diag(H)[F] = 1_r + sum_{i active} C phi''(m_i) x_i^2 (LIBLINEAR
+    get_diag_preconditioner); outside F diag(H) = 1."""
     d = P.n_features
-    for j in range(d):
-        M[j] = 1.0
+    for q in range(nF):
+        M[F[q]] = 1.0
     M[d] = 1.0 if P.regularize_bias else 0.0
     mb = 0.0
     for k in range(nact):
@@ -158,22 +185,81 @@ def diag_precond(P, act, nact, hcoef, M):
     M[d] += mb * P.bias * P.bias
 
 
+# --- dense forms: the same quantities on all coordinates (reference and tests) -------
+
 @nb.njit(cache=True, nogil=True)
-def linesearch_and_update(P, y, w, wx, xs, s, g, f, eta, max_steps):
+def _support(P, act, nact):
+    nv = P.n_features + 1
+    F = np.empty(nv, dtype=np.int64)
+    mark = np.zeros(nv, dtype=np.int64)
+    nF = 0
+    for k in range(nact):
+        i = act[k]
+        for p in range(P.indptr[i], P.indptr[i + 1]):
+            j = P.indices[p]
+            if mark[j] == 0:
+                mark[j] = 1
+                F[nF] = j
+                nF += 1
+    F[nF] = nv - 1
+    return F, nF + 1, mark
+
+
+@nb.njit(cache=True, nogil=True)
+def grad(P, y, w, wx, g, act, gcoef, hcoef):
+    """g = grad f(w) on every coordinate; returns the size of the active set."""
+    nv = w.size
+    F = np.empty(nv, dtype=np.int64)
+    mark = np.zeros(nv, dtype=np.int64)
+    nact, nF, _ = grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, 1)
+    for j in range(nv - 1):
+        if mark[j] != 1:
+            g[j] = w[j]
+    return nact
+
+
+@nb.njit(cache=True, nogil=True)
+def hess_vec(P, act, nact, hcoef, v, out):
+    """out = H v on every coordinate."""
+    F, nF, mark = _support(P, act, nact)
+    hess_vec_on_support(P, act, nact, hcoef, v, out, F, nF)
+    for j in range(v.size - 1):
+        if mark[j] == 0:
+            out[j] = v[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def diag_precond(P, act, nact, hcoef, M):
+    """M = diag(H) on every coordinate."""
+    F, nF, mark = _support(P, act, nact)
+    diag_precond_on_support(P, act, nact, hcoef, M, F, nF)
+    for j in range(M.size - 1):
+        if mark[j] == 0:
+            M[j] = 1.0
+
+
+@nb.njit(cache=True, nogil=True)
+def linesearch_and_update(P, y, w, wx, xs, s, gTs, f, eta, max_steps):
     """Backtracking Armijo search on w + alpha s, alpha = 1, 1/2, 1/4, ...
 
     Accepts the first alpha with f(w + alpha s) - f(w) <= eta * alpha * g.s
     (LIBLINEAR l2r_erm_fun::linesearch_and_update).  The caller provides xs = X s
-    (computed once per search, possibly for several labels in one sweep over X), so
-    every trial is O(n).  On success updates w and wx in place and returns
-    (alpha, f_new); after ``max_steps`` failed trials returns (0, f), w unchanged.
+    (computed once per search, possibly for several labels in one sweep over X) and
+    gTs = g.s, so every trial is O(n).  On success updates w and wx in place and
+    returns (alpha, f_new); after ``max_steps`` failed trials returns (0, f), w unchanged.
     """
-    sTs = reg_dot(P, s, s)
-    wTs = reg_dot(P, w, s)
-    wTw = reg_dot(P, w, w)
-    gTs = 0.0
-    for j in range(s.size):
-        gTs += g[j] * s[j]
+    d = P.n_features
+    sTs = 0.0
+    wTs = 0.0
+    wTw = 0.0
+    for j in range(d):
+        sTs += s[j] * s[j]
+        wTs += w[j] * s[j]
+        wTw += w[j] * w[j]
+    if P.regularize_bias:
+        sTs += s[d] * s[d]
+        wTs += w[d] * s[d]
+        wTw += w[d] * w[d]
     alpha = 1.0
     n = wx.size
     for _ in range(max_steps):

@@ -5,9 +5,15 @@ quadratic model Q(s) = g.s + 0.5 s.H.s stops decreasing fast enough,
 
     cg_iter * (Q_new - Q_old) >= cgtol * Q_new,   cgtol = min(eps_cg, sqrt(||g||_{M^-1})),
 
-(Nash & Sofer's rule, as in Galli & Lin 2021), not on the residual norm.  The only
-objective question asked is a Hessian-vector product on the active set fixed by the
-last gradient evaluation.
+(Nash & Sofer's rule, as in Galli & Lin 2021), not on the residual norm.
+
+Working on the support.  Outside the support F of the active rows the objective is
+the bare regulariser (g = w, H = I, M = (1 - a) + a): there every CG vector stays a
+multiple of w_O, so that block is carried as one scalar per vector (sigma for s,
+rho for r, zeta for z, delta for the direction), its inner products as
+scalar * scalar * ||w_O||^2.  This is the same iteration as CG on all coordinates in
+exact arithmetic, but each step costs O(|F| + nnz of the active rows) instead of
+O(features) -- for tail labels with a good start, |F| is a few percent of the features.
 """
 
 from __future__ import annotations
@@ -20,41 +26,51 @@ from ..objective import erm
 
 
 @nb.njit(cache=True, nogil=True)
-def _dot(a, b):
-    acc = 0.0
-    for j in range(a.size):
-        acc += a[j] * b[j]
-    return acc
+def pcg(P, act, nact, hcoef, g, M, s, r, dv, z, Hd, eps_cg, F, nF, wout2, m_out):
+    """Approximately solve H s = -g.
 
-
-@nb.njit(cache=True, nogil=True)
-def pcg(P, act, nact, hcoef, g, M, s, r, d, z, Hd, eps_cg):
-    """Approximately solve H s = -g; returns the number of CG steps (s, r are outputs)."""
-    nv = g.size
-    for j in range(nv):
+    Writes s[F] (and uses r, dv, z, Hd on F as scratch); returns (cg_iter, sigma) with
+    s_O = sigma * w_O outside the support.
+    """
+    zTr = 0.0
+    for q in range(nF):
+        j = F[q]
         s[j] = 0.0
         r[j] = -g[j]
         z[j] = r[j] / M[j]
-        d[j] = z[j]
-    zTr = _dot(z, r)
+        dv[j] = z[j]
+        zTr += z[j] * r[j]
+    sigma = 0.0
+    rho = -1.0           # r_O = -g_O = -w_O
+    zeta = rho / m_out
+    delta = zeta
+    zTr += zeta * rho * wout2
     cgtol = min(eps_cg, math.sqrt(math.sqrt(zTr)))
     Q = 0.0
     cg_iter = 0
-    max_cg_iter = max(nv, 5)
+    max_cg_iter = max(M.size, 5)
     while cg_iter < max_cg_iter:
         cg_iter += 1
-        erm.hess_vec(P, act, nact, hcoef, d, Hd)
-        dHd = _dot(d, Hd)
+        erm.hess_vec_on_support(P, act, nact, hcoef, dv, Hd, F, nF)
+        dHd = delta * delta * wout2   # (H d)_O = d_O
+        for q in range(nF):
+            j = F[q]
+            dHd += dv[j] * Hd[j]
         if dHd <= 1.0e-16:  # avoid 0/0 in alpha (LIBLINEAR)
             break
         alpha = zTr / dHd
         sr = 0.0
         sg = 0.0
-        for j in range(nv):
-            s[j] += alpha * d[j]
+        for q in range(nF):
+            j = F[q]
+            s[j] += alpha * dv[j]
             r[j] -= alpha * Hd[j]
             sr += s[j] * r[j]
             sg += s[j] * g[j]
+        sigma += alpha * delta
+        rho -= alpha * delta
+        sr += sigma * rho * wout2
+        sg += sigma * wout2
         # Q(s) = g.s + 0.5 s.H.s = -0.5 (s.r - s.g) since r = -g - H s
         newQ = -0.5 * (sr - sg)
         Qdiff = newQ - Q
@@ -65,11 +81,16 @@ def pcg(P, act, nact, hcoef, g, M, s, r, d, z, Hd, eps_cg):
             break  # quadratic model positive or increasing: numerical trouble, stop
         Q = newQ
         znewTrnew = 0.0
-        for j in range(nv):
+        for q in range(nF):
+            j = F[q]
             z[j] = r[j] / M[j]
             znewTrnew += z[j] * r[j]
+        zeta = rho / m_out
+        znewTrnew += zeta * rho * wout2
         beta = znewTrnew / zTr
-        for j in range(nv):
-            d[j] = z[j] + beta * d[j]
+        for q in range(nF):
+            j = F[q]
+            dv[j] = z[j] + beta * dv[j]
+        delta = zeta + beta * delta
         zTr = znewTrnew
-    return cg_iter
+    return cg_iter, sigma

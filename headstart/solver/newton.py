@@ -39,7 +39,8 @@ STATUS_NAMES = ("converged", "max_iter", "line_search_failed", "no_progress", "n
 
 # Buffers of one problem, reused for every label trained in them.
 Workspace = namedtuple("Workspace", ["w", "g", "s", "r", "d", "z", "Hd", "M",
-                                     "wx", "xs", "act", "gcoef", "hcoef", "y"])
+                                     "wx", "xs", "act", "gcoef", "hcoef", "y",
+                                     "F", "mark", "stamp"])
 
 # Settings of the solver (from TrainParams).
 Settings = namedtuple("Settings", ["max_iter", "eps_cg", "pcg_alpha", "ls_eta", "ls_max_steps"])
@@ -50,7 +51,8 @@ def make_workspace(n: int, n_features: int) -> Workspace:
     v = lambda: np.zeros(nv, dtype=np.float64)  # noqa: E731
     return Workspace(v(), v(), v(), v(), v(), v(), v(), v(),
                      np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n),
-                     np.zeros(n))
+                     np.zeros(n), np.zeros(nv, dtype=np.int64), np.zeros(nv, dtype=np.int64),
+                     np.zeros(1, dtype=np.int64))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -62,20 +64,24 @@ def now():
 
 
 @nb.njit(cache=True, nogil=True)
-def norm(a):
-    acc = 0.0
-    for j in range(a.size):
-        acc += a[j] * a[j]
-    return math.sqrt(acc)
+def gradient(P, W):
+    """New active set, support and gradient: (nact, nF, ||w_O||^2, ||g||)."""
+    W.stamp[0] += 1
+    nact, nF, wout2 = erm.grad_on_support(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef, W.F, W.mark,
+                                          W.stamp[0])
+    acc = wout2  # outside the support g = w
+    for q in range(nF):
+        gj = W.g[W.F[q]]
+        acc += gj * gj
+    return nact, nF, wout2, math.sqrt(acc)
 
 
 @nb.njit(cache=True, nogil=True)
 def start(P, W, tol, rec_f, rec_act):
-    """Evaluate the start (W.w with W.wx = X W.w current): (status, f, nact, ||g||)."""
+    """Evaluate the start (W.w with W.wx = X W.w current): (status, f, nact, nF, ||w_O||^2, ||g||)."""
     n = W.wx.size
     f = erm.fun(P, W.y, W.w, W.wx)
-    nact = erm.grad(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef)
-    gnorm = norm(W.g)
+    nact, nF, wout2, gnorm = gradient(P, W)
     if rec_f.size > 0:
         rec_f[0] = f
         rec_act[0] = nact / max(n, 1)
@@ -84,29 +90,42 @@ def start(P, W, tol, rec_f, rec_act):
         status = NUMERICAL
     elif gnorm <= tol:
         status = CONVERGED
-    return status, f, nact, gnorm
+    return status, f, nact, nF, wout2, gnorm
 
 
 @nb.njit(cache=True, nogil=True)
-def direction(P, S, W, nact):
-    """Newton direction into W.s by PCG; returns the number of CG steps."""
-    erm.diag_precond(P, W.act, nact, W.hcoef, W.M)
-    for j in range(W.M.size):
+def direction(P, S, W, nact, nF, wout2):
+    """Newton direction into W.s by PCG on the support; returns (CG steps, g.s)."""
+    erm.diag_precond_on_support(P, W.act, nact, W.hcoef, W.M, W.F, nF)
+    for q in range(nF):
+        j = W.F[q]
         W.M[j] = (1.0 - S.pcg_alpha) + S.pcg_alpha * W.M[j]
-    return pcg(P, W.act, nact, W.hcoef, W.g, W.M, W.s, W.r, W.d, W.z, W.Hd, S.eps_cg)
+    m_out = (1.0 - S.pcg_alpha) + S.pcg_alpha * 1.0
+    cg_iter, sigma = pcg(P, W.act, nact, W.hcoef, W.g, W.M, W.s, W.r, W.d, W.z, W.Hd, S.eps_cg, W.F, nF,
+                         wout2, m_out)
+    # materialise s outside the support (s_O = sigma w_O) for the pass over X
+    stamp = W.stamp[0]
+    d = W.w.size - 1
+    for j in range(d):
+        if W.mark[j] != stamp:
+            W.s[j] = sigma * W.w[j]
+    gTs = sigma * wout2  # g_O . s_O
+    for q in range(nF):
+        j = W.F[q]
+        gTs += W.g[j] * W.s[j]
+    return cg_iter, gTs
 
 
 @nb.njit(cache=True, nogil=True)
-def advance(P, S, W, it, f, nact, gnorm, tol, cg_iter, rec_f, rec_act, rec_step, rec_cg):
+def advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs, rec_f, rec_act, rec_step, rec_cg):
     """Line search along W.s (W.xs = X W.s must be current), new gradient, stopping
-    tests for iteration ``it``: returns (status, f, nact, ||g||)."""
+    tests for iteration ``it``: returns (status, f, nact, nF, ||w_O||^2, ||g||)."""
     n = W.wx.size
     act_frac = nact / max(n, 1)
     fold = f
-    step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, W.g, f, S.ls_eta, S.ls_max_steps)
+    step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, gTs, f, S.ls_eta, S.ls_max_steps)
     if step != 0.0:
-        nact = erm.grad(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef)
-        gnorm = norm(W.g)
+        nact, nF, wout2, gnorm = gradient(P, W)
     if it < rec_f.size:
         rec_f[it] = f
         rec_act[it] = act_frac
@@ -123,7 +142,7 @@ def advance(P, S, W, it, f, nact, gnorm, tol, cg_iter, rec_f, rec_act, rec_step,
         status = NO_PROGRESS
     elif it >= S.max_iter:
         status = MAX_ITER
-    return status, f, nact, gnorm
+    return status, f, nact, nF, wout2, gnorm
 
 
 @nb.njit(cache=True, nogil=True)
@@ -134,7 +153,7 @@ def newton(P, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     Returns (status, iterations, total CG steps, f_initial, f_final, ||g_initial||, ||g_final||).
     """
     t0 = now() if timing else 0.0
-    status, f, nact, gnorm = start(P, W, tol, rec_f, rec_act)
+    status, f, nact, nF, wout2, gnorm = start(P, W, tol, rec_f, rec_act)
     f_init = f
     g_init = gnorm
     if rec_time.size > 0:
@@ -144,11 +163,11 @@ def newton(P, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     while status == RUNNING:
         it += 1
         t_it = now() if timing else 0.0
-        cg_iter = direction(P, S, W, nact)
+        cg_iter, gTs = direction(P, S, W, nact, nF, wout2)
         cg_total += cg_iter
         erm.scores(P, W.s, W.xs)
-        status, f, nact, gnorm = advance(P, S, W, it, f, nact, gnorm, tol, cg_iter,
-                                         rec_f, rec_act, rec_step, rec_cg)
+        status, f, nact, nF, wout2, gnorm = advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs,
+                                                    rec_f, rec_act, rec_step, rec_cg)
         if it < rec_time.size:
             rec_time[it] = (now() - t_it) if timing else 0.0
     return status, it, cg_total, f_init, f, g_init, gnorm

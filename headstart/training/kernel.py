@@ -42,13 +42,15 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> Workspac
     v = lambda: np.zeros((lanes, nv))  # noqa: E731
     return Workspace(v(), v(), v(), v(), v(), v(), v(), v(), np.zeros((lanes, n)), np.zeros((lanes, n)),
                      np.zeros((lanes, n), dtype=np.int64), np.zeros((lanes, n)), np.zeros((lanes, n)),
-                     np.zeros((lanes, n)))
+                     np.zeros((lanes, n)), np.zeros((lanes, nv), dtype=np.int64),
+                     np.zeros((lanes, nv), dtype=np.int64), np.zeros((lanes, 1), dtype=np.int64))
 
 
 @nb.njit(cache=True, nogil=True)
 def lane(WS, b):
     return Workspace(WS.w[b], WS.g[b], WS.s[b], WS.r[b], WS.d[b], WS.z[b], WS.Hd[b], WS.M[b],
-                     WS.wx[b], WS.xs[b], WS.act[b], WS.gcoef[b], WS.hcoef[b], WS.y[b])
+                     WS.wx[b], WS.xs[b], WS.act[b], WS.gcoef[b], WS.hcoef[b], WS.y[b], WS.F[b], WS.mark[b],
+                     WS.stamp[b])
 
 
 @nb.njit(cache=True, nogil=True)
@@ -163,7 +165,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     psum = np.zeros(nv)
     w0 = np.zeros((L, nv))
     V = np.zeros((nv, L))
-    XV = np.zeros((L, n))
+    XV = WS.xs  # the sweep writes each lane's X-product straight into its xs
     # per-lane state
     phase = np.zeros(L, dtype=np.int64)
     slot = np.full(L, -1, dtype=np.int64)      # which label (index into labels) a lane holds
@@ -173,6 +175,9 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     fv = np.zeros(L)
     gn = np.zeros(L)
     nact = np.zeros(L, dtype=np.int64)
+    nF = np.zeros(L, dtype=np.int64)
+    wout2 = np.zeros(L)
+    gTs = np.zeros(L)
     tol = np.zeros(L)
     t_iter = np.zeros(L)     # seconds spent on the current iteration so far
     t_label = np.zeros(L)    # seconds spent on the label so far
@@ -217,12 +222,12 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                 else:  # NEED_START, its X w0 has just been computed
                     W.wx[:] = XV[b]
                 k = slot[b]
-                status, fv[b], nact[b], gn[b] = nt.start(P, W, tol[b], rec_f[k], rec_act[k])
+                status, fv[b], nact[b], nF[b], wout2[b], gn[b] = nt.start(P, W, tol[b], rec_f[k], rec_act[k])
                 stats[k, 4] = fv[b]
                 stats[k, 6] = gn[b]
                 if status == nt.RUNNING:
                     it[b] = 1
-                    cgi[b] = nt.direction(P, S, W, nact[b])
+                    cgi[b], gTs[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
                     cgt[b] += cgi[b]
                     V[:, b] = W.s
                 dt = (nt.now() - t0) if timing else 0.0
@@ -271,9 +276,9 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
             W = lane(WS, b)
             k = slot[b]
             t0 = nt.now() if timing else 0.0
-            W.xs[:] = XV[b]
-            status, fv[b], nact[b], gn[b] = nt.advance(P, S, W, it[b], fv[b], nact[b], gn[b], tol[b], cgi[b],
-                                                       rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
+            status, fv[b], nact[b], nF[b], wout2[b], gn[b] = nt.advance(
+                P, S, W, it[b], fv[b], nact[b], nF[b], wout2[b], gn[b], tol[b], cgi[b], gTs[b],
+                rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
             if status == nt.RUNNING:
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
                 if it[b] < rec_time.shape[1]:
@@ -282,7 +287,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                 t_iter[b] = 0.0
                 t0 = nt.now() if timing else 0.0
                 it[b] += 1
-                cgi[b] = nt.direction(P, S, W, nact[b])
+                cgi[b], gTs[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
                 cgt[b] += cgi[b]
                 V[:, b] = W.s
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
