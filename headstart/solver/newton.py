@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections import namedtuple
 
 import numba as nb
@@ -53,6 +54,12 @@ def make_workspace(n: int, n_features: int) -> Workspace:
                      np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n),
                      np.zeros(n), np.zeros(nv, dtype=np.int64), np.zeros(nv, dtype=np.int64),
                      np.zeros(1, dtype=np.int64))
+
+
+# The clock below holds the GIL for about a microsecond per call; numba warns that the
+# object-mode block is not parallel, which is intended.
+warnings.filterwarnings("ignore", message="Code running in object mode won't allow parallel execution",
+                        category=nb.NumbaWarning)
 
 
 @nb.njit(cache=True, nogil=True)
