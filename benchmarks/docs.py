@@ -224,6 +224,10 @@ def render(results_dir: Path, max_foreign: float) -> str:
         "Do not edit by hand: edit benchmarks/docs.py and regenerate. -->", "",
         f"Generated {now}. Every number below comes from a stored run in `benchmarks/results/` that was measured "
         f"while other processes used at most {max_foreign} cores on average; anything else is shown as {NYM}.", "",
+        "Quick use: `python benchmarks/compare.py DATASET --threads 2 --labels A:B [--methods all|headstart|peers|"
+        "NAME,...] [--repeat N] [--json out.json] [--set METHOD.key=value] [--write-docs]`; "
+        "`python benchmarks/compare.py --write-docs` regenerates this file from the stored results. Develop with "
+        "small label ranges (e.g. `--labels 0:50`).", "",
         "## Plan", "",
         "| run | purpose | command | status |", "|---|---|---|---|"]
     for e in PLAN:
@@ -293,7 +297,14 @@ def render(results_dir: Path, max_foreign: float) -> str:
           "`not-installed`.", "", "| package | how | installed here |", "|---|---|---|"]
     for pkg, how in INSTALL_NOTES.items():
         L.append(f"| {pkg} | {how} | {m_info.get(pkg) or 'no'} |")
-    L += ["", "## LIBLINEAR from Python threads", "",
+    L += ["", "## Same problem, same stopping rule?", "",
+          "`python benchmarks/parity.py bibtex --labels 0:10` trains each label with LIBLINEAR and with headstart "
+          "(init zero, `regularize_bias=True`: exactly LIBLINEAR's objective, no pruning) and prints per label the "
+          "Newton iterations of both, the objective of both solutions in float64, ||grad f(w)||/||grad f(0)|| "
+          "at the returned w and LIBLINEAR's stopping threshold eps*max(min(#pos,#neg),1)/n, and the relative "
+          "difference of the weights. Both should stop just below the threshold after a similar number of "
+          "iterations; single-threaded, a few seconds.", ""]
+    L += ["## LIBLINEAR from Python threads", "",
           "The reference runs LIBLINEAR's C `train()` through the `liblinear-official` ctypes binding from T "
           "Python threads. ctypes releases the GIL around every call into a `CDLL` (only `PyDLL` functions keep "
           "it), so the solves run in parallel. The harness checks the flag of `liblinear.train` and measures it: "

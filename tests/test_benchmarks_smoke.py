@@ -44,6 +44,33 @@ def test_label_range_and_overrides(bench_modules):
         methods.apply_overrides(["liblinear.nosuch=1"])
 
 
+def test_liblinear_runner_matches_liblinearutil(bench_modules, bibtex_dir):
+    """The reference shares one problem between threads and overwrites y per label: it must
+    give exactly the weights of a fresh liblinearutil.train per label (sign included, also for
+    a label without positives)."""
+    pytest.importorskip("liblinear")
+    import numpy as np
+    import scipy.sparse as sp
+    from liblinear.liblinearutil import parameter, problem, train
+
+    common, methods = bench_modules
+    X, Y = common.load_split(bibtex_dir / "train.txt.gz")
+    X = X[:1500]
+    Ys = sp.hstack([common.label_slice(Y[:1500], 0, 4), sp.csr_matrix((X.shape[0], 1), dtype=np.float32)]).tocsr()
+    ctx = methods.Context(X=X, Y=Ys, Y_full=Y[:1500], first=0, threads=2,
+                          settings=dict(methods.METHODS["liblinear"].settings, prune=0.0), tmpdir="", train_path="")
+    m = methods.METHODS["liblinear"].train(ctx)
+    W = m.W.toarray()
+    for j in range(Ys.shape[1]):
+        y = Ys[:, j].toarray().ravel() * 2 - 1
+        ref = train(problem(y, X), parameter("-s 2 -e 0.01 -c 1 -B 1 -q"))
+        w = np.ctypeslib.as_array(ref.w, (X.shape[1] + 1,)).copy()
+        if ref.get_labels()[0] != 1:
+            w = -w
+        np.testing.assert_allclose(W[j], w[:-1], atol=1e-6)
+        assert abs(m.b[j] - w[-1]) < 1e-6
+
+
 def test_harness_end_to_end(bibtex_dir, tmp_path):
     pytest.importorskip("liblinear")
     out = tmp_path / "smoke.json"
