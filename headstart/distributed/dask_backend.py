@@ -121,6 +121,44 @@ def default_task_size(num_labels: int, n_workers: int) -> int:
 
 
 # --------------------------------------------------------------------------- worker side
+def aligned(M: Any) -> Any:
+    """``M`` with every array aligned (copied only where needed).
+
+    Arrays that arrive through Dask's serialisation are views of the received frames and
+    may be unaligned (seen for the int32 ``indices`` of a CSR matrix); numba types an
+    unaligned array differently, which means a fresh compilation on every worker and
+    slower loops.  A copy restores the layout the cached kernels were compiled for.
+    """
+    import scipy.sparse as sp
+
+    def fix(a: np.ndarray) -> np.ndarray:
+        return a if a.flags.aligned and a.flags.c_contiguous else np.require(a, requirements=["A", "C"])
+
+    if sp.issparse(M) and M.format in ("csr", "csc"):
+        M.data, M.indices, M.indptr = fix(M.data), fix(M.indices), fix(M.indptr)
+        return M
+    if isinstance(M, np.ndarray):
+        return fix(M)
+    return M
+
+
+class TrainingArrays:
+    """The scattered training data: ``X`` (CSR) and ``Y`` (CSC).
+
+    Unpickled once per worker (when the data arrives), and aligned right then, so every
+    task on that worker gets ready-to-use arrays without a copy of its own.
+    """
+
+    def __init__(self, X: Any, Y: Any):
+        self.X, self.Y = X, Y
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"X": self.X, "Y": self.Y}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.X, self.Y = aligned(state["X"]), aligned(state["Y"])
+
+
 def _worker_threads() -> int:
     """Training threads for a task on this worker: the cores divided among its Dask threads."""
     try:
@@ -136,12 +174,14 @@ def _worker_threads() -> int:
     return max(1, int(cores) // max(slots, 1))
 
 
-def train_range_task(X, Y, params: TrainParams, first: int, stop: int, threads: int | None):
-    """Dask task: train labels ``[first, stop)`` of the scattered (X, Y); runs on a worker.
+def train_range_task(arrays: TrainingArrays, params: TrainParams, first: int, stop: int, threads: int | None):
+    """Dask task: train labels ``[first, stop)`` of the scattered data; runs on a worker.
 
     Returns ``(first, weights CSR, intercept, TrainingStats)``; nothing is written here.
     """
     from ..training.trainer import train_labels
+
+    X, Y = arrays.X, arrays.Y
 
     t = int(threads) if threads else _worker_threads()
     p = params.replace(threads=t)
@@ -220,9 +260,9 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
             log.info("dask round %d: %d label(s) in %d task(s) of <= %d labels on %d worker(s)",
                      rnd + 1, sum(b - a for a, b in plan), len(plan), size, workers)
             t0 = time.perf_counter()
-            Xf, Yf = c.scatter([data.X, data.Y], broadcast=True, hash=False)
+            arrays = c.scatter(TrainingArrays(data.X, data.Y), broadcast=True, hash=False)
             info.setdefault("scatter_seconds", time.perf_counter() - t0)
-            futures = [c.submit(train_range_task, Xf, Yf, params, a, b, task_threads,
+            futures = [c.submit(train_range_task, arrays, params, a, b, task_threads,
                                 key=f"headstart-train-{a}-{b}-{run}-{rnd}", pure=False, retries=retries,
                                 priority=-i)
                        for i, (a, b) in enumerate(plan)]
@@ -244,8 +284,7 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                     fut.release()
                 recorder.record(np.arange(a, a + w.shape[0]), w, b, st)
             del futures
-            Xf.release()
-            Yf.release()
+            arrays.release()
             if fatal is not None:
                 if isinstance(fatal, HeadstartError):
                     raise fatal
@@ -270,6 +309,7 @@ def predict_block_task(model: Any, model_dir: str | None, X, k: int, threads: in
     from ..prediction.topk import predict_topk, predict_topk_streaming
 
     t = int(threads) if threads else _worker_threads()
+    X = aligned(X)
     if model is not None:
         return predict_topk(model, X, k, threads=t)
     return predict_topk_streaming(model_dir, X, k, threads=t, allow_gaps=allow_gaps)
