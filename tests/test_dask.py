@@ -72,6 +72,19 @@ def assert_same_model(model_dir, ref):
     return got
 
 
+def test_scattered_data_arrives_aligned(client, data):
+    """Received buffers can be unaligned; numba would then recompile, slower, on every worker."""
+    from headstart.distributed.dask_backend import TrainingArrays
+
+    (X, Y), _ = data
+    arrays = client.scatter(TrainingArrays(X, Y.tocsc()), broadcast=True, hash=False)
+
+    def flags(a):
+        return [getattr(M, k).flags.aligned for M in (a.X, a.Y) for k in ("data", "indices", "indptr")]
+
+    assert client.submit(flags, arrays).result() == [True] * 6
+
+
 def test_dask_run_equals_local_run(client, data, reference, tmp_path):
     (X, Y), (Xt, Yt) = data
     shards = []
@@ -141,6 +154,28 @@ def test_lost_worker_only_costs_its_task(client, data, reference, tmp_path):
         assert r.complete and r.trained_labels == NUM
         entries = read_manifest(tmp_path / "m")["shards"]
         assert len(entries) == NUM // 2  # every shard registered once (an overlap would have raised)
+        assert_same_model(tmp_path / "m", reference[0])
+    finally:
+        client.wait_for_workers(2, timeout=120)
+
+
+def test_losing_every_worker_costs_a_round_not_the_run(client, data, reference, tmp_path):
+    """SIGKILL both workers: the scattered data is gone with them, so the client scatters
+    again and resubmits the shards still missing (a second round)."""
+    (X, Y), _ = data
+    pids = client.run(os.getpid)
+    killed = []
+
+    def kill_all(entry):
+        if not killed:
+            killed.append(entry["first_label"])
+            for pid in pids.values():
+                os.kill(pid, signal.SIGKILL)
+
+    try:
+        r = train_dask(X, Y, PARAMS, tmp_path / "m", client=client, num_labels=NUM, shard_size=2,
+                       task_threads=1, on_shard=kill_all)
+        assert killed and r.complete and r.info["rounds"] == 2 and r.info["task_errors"] > 0
         assert_same_model(tmp_path / "m", reference[0])
     finally:
         client.wait_for_workers(2, timeout=120)

@@ -267,6 +267,7 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                                 priority=-i)
                        for i, (a, b) in enumerate(plan)]
             fatal: BaseException | None = None
+            lost = 0
             for fut in distributed.as_completed(futures):
                 try:
                     a, w, b, st = fut.result()
@@ -274,8 +275,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                     info["task_errors"] += 1
                     last_error = e
                     if _is_infrastructure_error(e):
-                        log.warning("task %s lost (%s: %s); it will be resubmitted", fut.key,
-                                    type(e).__name__, e)
+                        lost += 1
+                        log.debug("task %s lost: %s: %s", fut.key, type(e).__name__, e)
                     elif fatal is None:
                         fatal = e
                         log.error("task %s failed: %s: %s", fut.key, type(e).__name__, e)
@@ -285,6 +286,9 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                 recorder.record(np.arange(a, a + w.shape[0]), w, b, st)
             del futures
             arrays.release()
+            if lost:
+                log.warning("%d task(s) lost with their worker(s) or data (last: %s: %s); resubmitting "
+                            "the missing labels", lost, type(last_error).__name__, last_error)
             if fatal is not None:
                 if isinstance(fatal, HeadstartError):
                     raise fatal
