@@ -1,0 +1,156 @@
+"""``headstart experiment TRAIN TEST -o REPORT_DIR``: the paper's comparison of
+initialisations on one data set (thin layer over :mod:`headstart.experiment`)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from . import common
+
+NAME = "experiment"
+HELP = "compare initialisations as the paper does: table, figures and report.html"
+DESCRIPTION = """\
+Train one model per initialisation on the same data with statistics on, evaluate each
+on the test data and write a report directory: table.md / table.json (training time,
+time relative to zero, P@1/3/5, label-averaged binary precision and recall, Newton
+iterations, CG steps), the paper's figures as PNG, and report.html showing them all.
+
+Initialisations (--inits, comma separated): zero, bias (bias weight -1), bias:V (bias
+weight V), ovap, ovap-strict, aop, aop:T (aop with t = T).
+
+examples:
+  headstart experiment data/bibtex/train.txt.gz data/bibtex/test.txt.gz -o report
+  headstart experiment train.txt.gz test.txt.gz -o report --labels 0:2000 --threads 2
+  headstart experiment train.txt.gz test.txt.gz -o report-logistic --loss logistic --t -3 \\
+      --inits zero,bias:-2,ovap,aop,aop:-2
+  headstart experiment train.txt.gz test.txt.gz -o grid --inits zero,aop --aop-grid 1:-1,-2,-3
+  headstart experiment --replot -o report          (redraw from report/stats)"""
+
+log = logging.getLogger("headstart.cli.experiment")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..experiment.spec import DEFAULT_INITS
+    from ..params import LOSSES, TrainParams
+
+    d = TrainParams()
+    p.add_argument("train", metavar="TRAIN", nargs="?", help="training data (XMC or libsvm text, gzip or not)")
+    p.add_argument("test", metavar="TEST", nargs="?", help="test data, same format")
+    p.add_argument("-o", "--output", metavar="REPORT_DIR", help="report directory to write (created if missing)")
+    g = p.add_argument_group("what to compare")
+    g.add_argument("--inits", default=DEFAULT_INITS, metavar="LIST",
+                   help=f"initialisations to train, in this order (default: {DEFAULT_INITS})")
+    g.add_argument("--aop-grid", metavar="S1,S2:T1,T2", default=None,
+                   help="also train aop for every (s, t) with t < s, e.g. 1,2:-1,-2,-3 (the supplementary's choice "
+                        "of s=1, t=-2); a point equal to an --inits run is trained once")
+    g.add_argument("--labels", metavar="A:B", default=None,
+                   help="train labels A..B-1 only (default: all); metrics are those of this label range")
+    t = p.add_argument_group("training parameters (as in 'headstart train')")
+    t.add_argument("--loss", choices=LOSSES, default=d.loss, help=f"margin loss (default: {d.loss})")
+    t.add_argument("--s", "--aop-s", dest="aop_s", type=common._number(float), default=d.aop_s, metavar="S",
+                   help=f"aop: score of the mean positive (default: {d.aop_s:g})")
+    t.add_argument("--t", "--aop-t", dest="aop_t", type=common._number(float), default=d.aop_t, metavar="T",
+                   help=f"aop: score of the mean negative (default: {d.aop_t:g}; the paper uses -3 with the "
+                        "logistic loss)")
+    t.add_argument("-C", "--C", dest="C", type=common._number(float), default=d.C, metavar="C",
+                   help=f"weight of the loss term (default: {d.C:g})")
+    t.add_argument("--epsilon", type=common._number(float), default=d.epsilon, metavar="EPS",
+                   help=f"stopping tolerance, LIBLINEAR's rule (default: {d.epsilon:g})")
+    t.add_argument("--threads", type=common._number(int), default=d.threads, metavar="N",
+                   help="label-parallel threads for training and prediction (default: 0 = all cores)")
+    t.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=d.normalize,
+                   help="L2-normalise every row of X before training (default: off)")
+    o = p.add_argument_group("output")
+    o.add_argument("--replot", action="store_true",
+                   help="do not train: redraw the tables, figures and report.html of REPORT_DIR from its "
+                        "table.json and stats/")
+    o.add_argument("--no-stats", dest="keep_stats", action="store_false",
+                   help="do not keep stats/<run>.npz (the report can then not be redrawn with --replot)")
+
+
+def _check_output(path: str) -> None:
+    from ..errors import ParameterError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ParameterError(f"{path}: exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()) and not (p / "table.json").is_file():
+        raise ParameterError(f"{path}: exists, is not empty and is not an experiment report; refusing to write "
+                             "into it")
+    if not p.exists() and not p.parent.is_dir() and str(p.parent) not in ("", "."):
+        raise ParameterError(f"{path}: parent directory {p.parent} does not exist")
+
+
+class _Reporter:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.bar = None
+        self.zero_seconds = None
+
+    def start_run(self, index, total, spec, n_labels):
+        common.say(self.args, f"[{index + 1}/{total}] training {n_labels} labels with {spec.name} ...")
+        self.bar = common.ProgressBar(n_labels, spec.name, "labels", enabled=not self.args.quiet)
+        self.bar.__enter__()
+        return self.bar.advance
+
+    def end_run(self, result):
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+        t = result.train_seconds
+        if result.spec.init == "zero" and self.zero_seconds is None:
+            self.zero_seconds = t
+        rel = f", speed-up {self.zero_seconds / t:.2f}" if self.zero_seconds and t > 0 else ""
+        m = result.metrics
+        s = result.stats.summary()
+        common.say(self.args, f"      {result.spec.name}: {t:.2f} s{rel}, {s['newton_iterations']} Newton iterations, "
+                              f"P@1/3/5 {100 * m['P@1']:.2f}/{100 * m['P@3']:.2f}/{100 * m['P@5']:.2f}, "
+                              f"precision {100 * m['precision']:.2f}, recall {100 * m['recall']:.2f}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..experiment import (load_dataset, load_experiment, parse_grid, parse_inits, parse_label_range,
+                              plan_runs, run_experiment, write_report)
+    from ..params import TrainParams
+
+    err = args._parser.error
+    if not args.output:
+        err("the following arguments are required: -o/--output REPORT_DIR")
+    if args.replot:
+        if args.train or args.test:
+            err("--replot redraws REPORT_DIR from its saved statistics; it takes no TRAIN/TEST")
+        exp = load_experiment(args.output)
+        out = write_report(exp, args.output, save_statistics=False)
+        common.say(args, f"redrew {len(out['figures'])} figures, table.md and report.html in {args.output}")
+        return 0
+    if not args.train or not args.test:
+        err("the following arguments are required: TRAIN TEST")
+    if args.threads < 0:
+        err(f"argument --threads: must be >= 0, got {args.threads}")
+    base = TrainParams(loss=args.loss, aop_s=args.aop_s, aop_t=args.aop_t, C=args.C, epsilon=args.epsilon,
+                       threads=args.threads, normalize=args.normalize)
+    inits = parse_inits(args.inits, base)
+    grid = parse_grid(args.aop_grid, base) if args.aop_grid else []
+    runs, points = plan_runs(inits, grid)
+    first, stop = parse_label_range(args.labels) if args.labels else (0, -1)
+    _check_output(args.output)
+
+    data = load_dataset(args.train, args.test)
+    L = data.Y_train.shape[1]
+    if first >= L or stop > L:
+        raise_range = f"--labels {args.labels}: the data has {L} labels (0..{L - 1})"
+        from ..errors import ParameterError
+
+        raise ParameterError(raise_range)
+    count = (stop if stop != -1 else L) - first
+    settings = {"inits": args.inits, "aop_grid": args.aop_grid, "aop_grid_points": points,
+                "labels": args.labels, "threads": base.effective_threads(), "base_params": base.to_dict()}
+    common.say(args, f"read {data.info['name']}: {data.info['n_train']} training, {data.info['n_test']} test "
+                     f"instances, {data.info['n_features']} features, {L} labels in "
+                     f"{data.info['read_seconds']:.1f} s; {len(runs)} runs on labels {first}..{first + count - 1}")
+    exp = run_experiment(data, runs, first, count, settings=settings, reporter=_Reporter(args))
+    out = write_report(exp, args.output, save_statistics=args.keep_stats)
+    common.say(args, f"wrote {args.output}/report.html, table.md, table.json and {len(out['figures'])} figures")
+    return 0

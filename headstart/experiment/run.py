@@ -1,0 +1,336 @@
+"""Run an experiment: one model per initialisation on the same data, with statistics,
+each evaluated on the test set; and save / load the result.
+
+The result (:class:`Experiment`) is everything the table, the figures and the report
+are made from: per run the :class:`~headstart.training.stats.TrainingStats` (per-label
+columns and per-iteration trajectories), the test metrics and the timings.  It is saved
+as ``table.json`` (metrics, timings, settings, environment) plus ``stats/<run>.npz``
+(the statistics), so a report can be redrawn without training again
+(:func:`load_experiment`).
+
+Timing.  A run's training time is the ``wall_seconds`` its statistics record: the time
+of :func:`headstart.training.trainer.train_labels`, which includes the initialiser's
+preparation (for ``ovap`` the all-negative problem) but not reading the data.  The
+numba kernels are compiled (or loaded from the cache) by a short warm-up before the
+first timed run, so no run pays for compilation.  The load average of the machine
+before and after each run is recorded next to its time: timings on a shared machine
+are only comparable when the load was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError, ParameterError
+from ..params import TrainParams
+from ..training.stats import ITER_FIELDS, TrainingStats
+from .spec import GRID_GROUP, INIT_GROUP, RunSpec
+
+log = logging.getLogger(__name__)
+
+#: ranks of the reported precision@k
+KS = (1, 3, 5)
+#: format version of table.json
+FORMAT_VERSION = 1
+STATS_DIR = "stats"
+
+
+# --------------------------------------------------------------------------- data
+@dataclass
+class Dataset:
+    X_train: sp.csr_matrix
+    Y_train: sp.csr_matrix
+    X_test: sp.csr_matrix
+    Y_test: sp.csr_matrix
+    info: dict
+
+
+def _read(path: str, n_features: int | None = None, n_labels: int | None = None):
+    from .. import io as hio
+
+    fmt = hio.detect_format(path)
+    if fmt == "xmc":
+        return hio.read_xmc(path)
+    if fmt == "libsvm":
+        return hio.read_libsvm(path, n_features=n_features, n_labels=n_labels)
+    raise ParameterError(f"{path}: dense .npy features (slice format) are not supported by the experiment "
+                         "command; convert them with 'headstart convert' first")
+
+
+def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
+    """Read train and test data (XMC or libsvm text, gzip or not); the test matrices get
+    the training widths (missing trailing features / labels are empty columns)."""
+    t0 = time.perf_counter()
+    Xtr, Ytr = _read(str(train))
+    Xte, Yte = _read(str(test), n_features=Xtr.shape[1], n_labels=Ytr.shape[1])
+    if Xte.shape[1] > Xtr.shape[1]:
+        raise DataFormatError(f"{test}: the test data has {Xte.shape[1]} features, the training data only "
+                              f"{Xtr.shape[1]}")
+    if Xte.shape[1] < Xtr.shape[1]:
+        Xte = sp.csr_matrix((Xte.data, Xte.indices, Xte.indptr), shape=(Xte.shape[0], Xtr.shape[1]))
+    if Yte.shape[1] != Ytr.shape[1]:
+        Yte = _resize_columns(Yte, Ytr.shape[1])
+    info = {
+        "train": str(train), "test": str(test), "name": _data_name(train),
+        "n_train": int(Xtr.shape[0]), "n_test": int(Xte.shape[0]), "n_features": int(Xtr.shape[1]),
+        "n_labels": int(Ytr.shape[1]), "train_nnz": int(Xtr.nnz), "test_nnz": int(Xte.nnz),
+        "read_seconds": time.perf_counter() - t0,
+    }
+    return Dataset(Xtr, Ytr, Xte, Yte, info)
+
+
+def _resize_columns(Y: sp.csr_matrix, L: int) -> sp.csr_matrix:
+    """Keep columns < L, add empty ones up to L."""
+    Y = sp.csr_matrix(Y)
+    if Y.shape[1] > L:
+        Y = Y[:, :L]
+    return sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], L))
+
+
+def _data_name(train) -> str:
+    """'debian-deps' for .../debian-deps/train.txt.gz, else 'folder/stem'."""
+    p = Path(train)
+    name = p.name
+    for suffix in (".gz", ".txt", ".svm", ".libsvm"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    parent = p.resolve().parent.name
+    if name.lower() in ("train", "trn", "training") and parent:
+        return parent
+    return f"{parent}/{name}" if parent else name
+
+
+# --------------------------------------------------------------------------- results
+@dataclass
+class RunResult:
+    spec: RunSpec
+    stats: TrainingStats
+    metrics: dict             # P@k, precision, recall, n_labels_precision, n_labels_recall
+    timing: dict              # train_seconds, init_prepare_seconds, fit_seconds, eval_seconds
+    load: dict                # os.getloadavg() before and after the run
+    model_nnz: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def train_seconds(self) -> float:
+        return float(self.timing["train_seconds"])
+
+
+@dataclass
+class Experiment:
+    data: dict
+    settings: dict
+    environment: dict
+    runs: list[RunResult] = field(default_factory=list)
+
+    @property
+    def init_runs(self) -> list[RunResult]:
+        return [r for r in self.runs if r.spec.group == INIT_GROUP]
+
+    def grid_runs(self) -> list[tuple[str, RunResult]]:
+        """(grid point name, run) of the aop grid; a point equal to an initialisation run
+        (e.g. s=1 t=-2 and aop) is that run, trained once."""
+        out = []
+        for point in self.settings.get("aop_grid_points", []):
+            r = self.run(point["run"])
+            if r is not None:
+                out.append((point["name"], r))
+        return out
+
+    def run(self, name: str) -> RunResult | None:
+        for r in self.runs:
+            if r.spec.name == name:
+                return r
+        return None
+
+
+class Reporter(Protocol):
+    """What :func:`run_experiment` tells its caller while it works."""
+
+    def start_run(self, index: int, total: int, spec: RunSpec, n_labels: int) -> Callable[[int], None] | None: ...
+
+    def end_run(self, result: RunResult) -> None: ...
+
+
+def loadavg() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # pragma: no cover - not on Linux
+        return []
+
+
+def environment() -> dict:
+    import numba
+    import scipy
+
+    from .. import __version__
+
+    return {
+        "headstart": __version__, "python": platform.python_version(), "numpy": np.__version__,
+        "scipy": scipy.__version__, "numba": numba.__version__, "platform": platform.platform(),
+        "cpu_count": os.cpu_count(), "loadavg_start": loadavg(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "command": " ".join(sys.argv),
+    }
+
+
+# --------------------------------------------------------------------------- running
+def warm_up(data: Dataset, runs: list[RunSpec], first: int, count: int) -> float:
+    """Compile (or load from numba's cache) every kernel the runs use, on a few rows and
+    labels, so that no timed run pays for compilation.  Returns the seconds spent."""
+    from ..estimator import fit_model
+
+    t0 = time.perf_counter()
+    rows = min(data.X_train.shape[0], 300)
+    X, Y = data.X_train[:rows], data.Y_train[:rows]
+    seen = set()
+    for spec in runs:
+        kind = "ovap" if spec.init.startswith("ovap") else "other"
+        if (kind, spec.params.loss) in seen:
+            continue
+        seen.add((kind, spec.params.loss))
+        fit_model(X, Y, spec.params.replace(threads=1), first_label=first, num_labels=min(count, 2))
+    return time.perf_counter() - t0
+
+
+def evaluate_model(model, X_test, Y_test_range: sp.csr_matrix, threads: int) -> dict:
+    """P@1/3/5 of the model's top-5 and the label-averaged binary precision / recall of
+    its decisions score > 0, against the test labels of the model's label range."""
+    from ..metrics import binary_precision_recall, evaluate
+    from ..prediction.topk import predict_topk
+    from .scores import positive_decisions
+
+    labels, _ = predict_topk(model, X_test, k=max(KS), threads=threads)
+    local = np.where(labels >= 0, labels.astype(np.int64) - model.first_label, -1)
+    ranked = evaluate(Y_test_range, local, ks=KS)
+    out = {f"P@{k}": float(ranked[f"P@{k}"]) for k in KS}
+    binary = binary_precision_recall(Y_test_range, positive_decisions(model, X_test, threads=threads))
+    out.update({k: (float(v) if isinstance(v, float) else int(v)) for k, v in binary.items()})
+    return out
+
+
+def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num_labels: int | None = None,
+                   settings: dict | None = None, reporter: Reporter | None = None,
+                   warmup: bool = True) -> Experiment:
+    """Train and evaluate every run on labels ``[first_label, first_label + num_labels)``."""
+    from ..estimator import fit_model, resolve_label_range
+
+    if not runs:
+        raise ParameterError("an experiment needs at least one initialisation")
+    first, count = resolve_label_range(data.Y_train.shape[1], first_label, num_labels)
+    if count == 0:
+        raise ParameterError("the label range is empty")
+    Yte = sp.csr_matrix(data.Y_test)[:, first:first + count].tocsr()
+    pos = np.asarray(data.Y_train[:, first:first + count].sum(axis=0)).ravel()
+    info = dict(data.info, first_label=first, num_labels=count,
+                labels_without_positives=int(np.sum(pos == 0)),
+                labels_with_at_most_5_positives=int(np.sum(pos <= 5)),
+                median_positives=float(np.median(pos)), max_positives=int(pos.max()))
+    exp = Experiment(info, dict(settings or {}), environment())
+    exp.environment["warmup_seconds"] = warm_up(data, runs, first, count) if warmup else 0.0
+    for index, spec in enumerate(runs):
+        advance = reporter.start_run(index, len(runs), spec, count) if reporter else None
+        load_before = loadavg()
+        t0 = time.perf_counter()
+        model, stats = fit_model(data.X_train, data.Y_train, spec.params, first_label=first, num_labels=count,
+                                 progress=advance)
+        fit_seconds = time.perf_counter() - t0
+        load_after = loadavg()
+        t0 = time.perf_counter()
+        metrics = evaluate_model(model, data.X_test, Yte, spec.params.threads)
+        eval_seconds = time.perf_counter() - t0
+        timing = {"train_seconds": float(stats.meta["wall_seconds"]),
+                  "init_prepare_seconds": float(stats.meta.get("init_prepare_seconds", 0.0)),
+                  "fit_seconds": fit_seconds, "eval_seconds": eval_seconds}
+        result = RunResult(spec, stats, metrics, timing, {"before": load_before, "after": load_after},
+                           int(model.nnz))
+        exp.runs.append(result)
+        del model
+        if reporter:
+            reporter.end_run(result)
+    exp.environment["loadavg_end"] = loadavg()
+    return exp
+
+
+# --------------------------------------------------------------------------- saving
+def save_stats(stats: TrainingStats, path: str | os.PathLike) -> None:
+    """Compressed .npz of the statistics: per-label columns, trajectories, meta (JSON)."""
+    from ..io.atomic import atomic_write
+
+    arrays = {f"col_{k}": v for k, v in stats.columns.items()}
+    arrays["iter_offsets"] = stats.iter_offsets
+    for f in ITER_FIELDS:
+        arrays[f"it_{f}"] = stats.iterations[f]
+    arrays["meta"] = np.array(json.dumps(_plain(stats.meta)))
+    with atomic_write(str(path), "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def load_stats(path: str | os.PathLike) -> TrainingStats:
+    with np.load(path, allow_pickle=False) as z:
+        cols = {k[4:]: z[k] for k in z.files if k.startswith("col_")}
+        iters = {f: z[f"it_{f}"] for f in ITER_FIELDS}
+        return TrainingStats(cols, z["iter_offsets"], iters, json.loads(str(z["meta"])))
+
+
+def _plain(obj):
+    """JSON-ready copy: numpy scalars to Python numbers."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def run_record(r: RunResult) -> dict:
+    """A run as stored in table.json."""
+    return _plain({
+        "name": r.spec.name, "key": r.spec.key, "group": r.spec.group, "init": r.spec.init,
+        "params": r.spec.params.to_dict(), "metrics": r.metrics, "timing": r.timing, "loadavg": r.load,
+        "summary": r.stats.summary(), "model_nnz": r.model_nnz,
+        "stats_file": f"{STATS_DIR}/{r.spec.key}.npz",
+    })
+
+
+def load_experiment(report_dir: str | os.PathLike) -> Experiment:
+    """The experiment a report directory was made from (its table.json and stats/)."""
+    d = Path(report_dir)
+    path = d / "table.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ParameterError(f"{d}: not an experiment report (no table.json)") from None
+    except json.JSONDecodeError as e:
+        raise DataFormatError(f"not valid JSON: {e.msg}", str(path), e.lineno) from None
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise DataFormatError(f"unsupported report format {doc.get('format_version')!r}", str(path))
+    exp = Experiment(doc["data"], doc["settings"], doc["environment"])
+    for rec in doc["runs"]:
+        spec = RunSpec(rec["name"], rec["key"], TrainParams.from_dict(rec["params"]), rec["group"])
+        stats_path = d / rec["stats_file"]
+        if not stats_path.is_file():
+            raise ParameterError(f"{stats_path}: statistics of run {rec['name']!r} are missing; "
+                                 "the report cannot be redrawn without them")
+        stats = load_stats(stats_path)
+        exp.runs.append(RunResult(spec, stats, rec["metrics"], rec["timing"], rec["loadavg"],
+                                  int(rec.get("model_nnz", 0))))
+    return exp
