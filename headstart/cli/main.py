@@ -19,7 +19,7 @@ import traceback
 import warnings
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ["train", "predict", "evaluate", "info", "convert", "merge"]
+COMMANDS = ["train", "predict", "evaluate", "info", "convert", "merge", "experiment"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
