@@ -21,12 +21,13 @@ NYM = "**not yet measured**"
 #: The canonical runs.  ``labels`` None = all labels.
 PLAN = [
     {"id": "debian-0-1000-t2", "dataset": "debian-deps", "labels": "0:1000", "threads": 2, "methods": "all",
-     "repeat": 3, "title": "debian-deps, labels 0:1000, 2 threads",
+     "repeat": 3, "timeout": 1800, "title": "debian-deps, labels 0:1000, 2 threads",
      "purpose": "all methods on the XMC-like data set; the issue's 0:1000 comparison"},
     {"id": "debian-0-1000-t1", "dataset": "debian-deps", "labels": "0:1000", "threads": 1,
      "methods": "headstart-aop,headstart-zero,liblinear", "repeat": 3, "title": "debian-deps, labels 0:1000, 1 thread",
      "purpose": "thread scaling (compare with the 2-thread run)"},
     {"id": "debian-all-t2", "dataset": "debian-deps", "labels": None, "threads": 2, "methods": "all", "repeat": 1,
+     "timeout": 1800,
      "title": "debian-deps, all 22908 labels, 2 threads",
      "purpose": "the headline: aop vs zero vs LIBLINEAR over all labels, and the peers' failures"},
     {"id": "delicious-all-t2", "dataset": "delicious", "labels": None, "threads": 2, "methods": "all", "repeat": 3,
@@ -63,7 +64,10 @@ def command_of(e: dict) -> str:
     parts = ["python benchmarks/compare.py", e["dataset"], f"--threads {e['threads']}"]
     if e["labels"]:
         parts.append(f"--labels {e['labels']}")
-    parts += [f"--methods {e['methods']}", f"--repeat {e['repeat']}", "--write-docs"]
+    parts += [f"--methods {e['methods']}", f"--repeat {e['repeat']}"]
+    if e.get("timeout"):
+        parts.append(f"--timeout {e['timeout']}")
+    parts.append("--write-docs")
     return " ".join(parts)
 
 
