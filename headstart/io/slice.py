@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from ._common import (NPY_MAGIC, SparseSpec, csr, label_matrix, parse_header, parse_sparse,
+from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, csr, label_matrix, parse_header, parse_sparse,
                       read_bytes, too_few_rows)
 from .atomic import atomic_write
 from .xmc import _open_out, _write_sparse_body, to_label_csr
@@ -61,6 +61,9 @@ def read_dense_features(path) -> np.ndarray:
         if arr.ndim != 2:
             raise DataFormatError(f"features must be 2-dimensional (points x features), got "
                                   f"shape {arr.shape}", path)
+        if arr.shape[1] > MAX_DIM:
+            raise DataFormatError(f"features: {arr.shape[1]} columns exceed the supported maximum "
+                                  f"{MAX_DIM} (ids are int32)", path)
         with np.errstate(over="ignore", invalid="ignore"):
             X = np.array(arr, dtype=np.float32, order="C", copy=True)
     except DataFormatError:
@@ -68,8 +71,9 @@ def read_dense_features(path) -> np.ndarray:
     except Exception as e:  # noqa: BLE001 - e.g. a truncated memory map
         raise DataFormatError(f"cannot load .npy file: {e}", path) from e
     del arr
+    # an empty array (a header may claim 10**18 rows of 0 features) has nothing to check
     step = max(1, (8 << 20) // max(1, X.shape[1]))
-    for r0 in range(0, X.shape[0], step):
+    for r0 in range(0, X.shape[0] if X.size else 0, step):
         ok = np.isfinite(X[r0:r0 + step])
         if not ok.all():
             r, c = np.argwhere(~ok)[0]
