@@ -297,8 +297,8 @@ def render(results_dir: Path, max_foreign: float) -> str:
         L += [f"- {c}" for c in m.caveats]
         L.append("")
     L += ["## Installing the peers", "",
-          "The peers are not dependencies of headstart; the harness records a method that cannot be imported as "
-          "`not-installed`.", "", "| package | how | installed here |", "|---|---|---|"]
+          "The peers are not dependencies of headstart; `bash benchmarks/install_peers.sh` installs them into "
+          "`.venv` as below, and the harness records a method that cannot be imported as `not-installed`.", "", "| package | how | installed here |", "|---|---|---|"]
     for pkg, how in INSTALL_NOTES.items():
         L.append(f"| {pkg} | {how} | {m_info.get(pkg) or 'no'} |")
     L += ["", "## Same problem, same stopping rule?", "",
