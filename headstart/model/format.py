@@ -94,6 +94,8 @@ _SHARD_KEYS = {"indptr", "indices", "data", "intercept", "shape", "first_label"}
 _MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "params",
                   "preprocessing", "shards", "extra_files"}
 _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
+#: largest n_features / label_space (feature and label ids are int32, as in headstart.io)
+MAX_DIM = 2**31 - 1
 
 Range = tuple[int, int]
 
@@ -316,6 +318,10 @@ def _validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     for key in ("n_features", "label_space", "n_train"):
         if not _is_int(m[key]) or m[key] < 0:
             raise ModelFormatError(f"{where}: field {key!r} must be an integer >= 0, got {m[key]!r}")
+    for key in ("n_features", "label_space"):  # a claim must not make a reader allocate 10**12 of anything
+        if m[key] > MAX_DIM:
+            raise ModelFormatError(f"{where}: field {key!r} is {m[key]}, more than the supported maximum "
+                                   f"{MAX_DIM} (ids are int32)")
     if not isinstance(m["params"], dict):
         raise ModelFormatError(f"{where}: field 'params' must be an object")
     try:
