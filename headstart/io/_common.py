@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -361,8 +360,8 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
             f"more {spec.what}s than the {spec.header_rows} announced in the header (line 1)",
             path, line, 1, _show(token_at(buf, pos)))
     if code == K.E_UNEXPECTED:
-        return DataFormatError(f"unexpected token after the label list (only "
-                               f"comma-separated labels are allowed here)", path, line, col,
+        return DataFormatError("unexpected token after the label list (only "
+                               "comma-separated labels are allowed here)", path, line, col,
                                _show(token_at(buf, pos)))
     raise AssertionError(f"internal parser error code {code} at byte {pos}")  # pragma: no cover
 
@@ -371,6 +370,3 @@ def too_few_rows(path, got: int, expected: int, next_line: int, what: str = "poi
     return DataFormatError(f"file ends after {got} {what}s but the header (line 1) announces "
                            f"{expected}", path, next_line)
 
-
-def as_path_str(path) -> str:
-    return os.fspath(path) if isinstance(path, os.PathLike) else str(path)

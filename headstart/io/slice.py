@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, csr, label_matrix, parse_header, parse_sparse,
+from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, label_matrix, parse_header, parse_sparse,
                       read_bytes, too_few_rows)
 from .atomic import atomic_write
 from .xmc import _open_out, _write_sparse_body, to_label_csr
