@@ -143,39 +143,41 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
                           dtype=dt, header_rows=n)
         done = 0
         line_no = 2
-        pending = b""
+        data = b""     # bytes read and not yet parsed start at data[off]
+        off = 0
+        have = 0       # newlines in data[off:]
         eof = False
         while True:
-            # gather at least chunk_rows complete lines (or everything up to EOF)
-            parts = [pending]
-            have = pending.count(b"\n")
-            while have < chunk_rows and not eof:
-                block = stream.read(block_bytes)
-                if not block:
-                    eof = True
-                    break
-                parts.append(block)
-                have += block.count(b"\n")
-            data = b"".join(parts)
-            if not data:
+            # gather at least chunk_rows complete lines (or everything up to EOF); the
+            # unparsed rest is copied once per refill, so the cost stays linear
+            if have < chunk_rows and not eof:
+                parts = [data[off:]]
+                while have < chunk_rows:
+                    block = stream.read(block_bytes)
+                    if not block:
+                        eof = True
+                        break
+                    parts.append(block)
+                    have += block.count(b"\n")
+                data = b"".join(parts)
+                off = 0
+            if off >= len(data):
                 break
+            u8 = _as_u8(data)
             if have >= chunk_rows:
-                cut = K.nth_newline(_as_u8(data), chunk_rows) + 1
-            elif eof:
+                cut = off + K.nth_newline(u8[off:], chunk_rows) + 1
+                have -= chunk_rows
+            else:  # at EOF: the rest, possibly without a final newline
                 cut = len(data)
-            else:  # pragma: no cover - loop above guarantees one of the two
-                continue
-            piece, pending = data[:cut], data[cut:]
+                have = 0
             spec.max_rows = n - done
-            buf = _as_u8(piece)
-            r = parse_sparse(buf, 0, len(buf), spec, path, line_no)
-            line_no = _line_after(piece, 0, line_no)
+            r = parse_sparse(u8, off, cut, spec, path, line_no)
+            line_no = _line_after(data[off:cut], 0, line_no)
+            off = cut
             done += r.rows
             if r.rows:
                 yield (csr(r.indptr, r.indices, r.data, (r.rows, d)),
                        label_matrix(r.lptr, r.labels, (r.rows, L)))
-            if eof and not pending:
-                break
         if done != n:
             raise too_few_rows(path, done, n, line_no)
 
