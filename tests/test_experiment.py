@@ -1,0 +1,239 @@
+"""``headstart experiment``: the report directory, and that its table says what the
+statistics and the models say."""
+
+from __future__ import annotations
+
+import json
+from html import escape as html_escape
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart.cli import main as cli_main
+from headstart.errors import ParameterError
+from headstart.experiment import load_stats, parse_grid, parse_inits, parse_label_range, plan_runs
+from headstart.experiment.figures import FIGURES, GRID_FIGURE, binned, iteration_cutoff, per_iteration, positive_bins
+from headstart.experiment.table import MAIN_COLUMNS, fmt
+from headstart.params import TrainParams
+
+FIRST, COUNT = 10, 24          # a small label range of the shipped bibtex keeps this quick
+INITS = "zero,bias,bias:-0.9,bias:-2,ovap,ovap-strict,aop"
+GRID = "1:-1,-2"               # s=1 t=-2 is the aop run: trained once
+
+
+def run(capsys, *argv):
+    capsys.readouterr()
+    try:
+        code = cli_main.main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def report(bibtex_dir, tmp_path_factory):
+    d = tmp_path_factory.mktemp("experiment") / "report"
+    code = cli_main.main([
+        "experiment", str(bibtex_dir / "train.txt.gz"), str(bibtex_dir / "test.txt.gz"), "-o", str(d),
+        "--labels", f"{FIRST}:{FIRST + COUNT}", "--threads", "2", "--inits", INITS, "--aop-grid", GRID,
+        "--normalize", "--quiet"])
+    assert code == 0
+    doc = json.loads((d / "table.json").read_text())
+    return d, doc
+
+
+# --------------------------------------------------------------------------- files
+def test_every_file_is_written(report):
+    d, doc = report
+    for name in ("table.md", "table.json", "report.html"):
+        assert (d / name).is_file() and (d / name).stat().st_size > 0
+    html = (d / "report.html").read_text()
+    for fname, _, caption in list(FIGURES) + [GRID_FIGURE]:
+        data = (d / fname).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n", fname
+        assert f'src="{fname}"' in html
+        assert html_escape(caption) in html
+    assert [r["name"] for r in doc["runs"]] == ["zero", "bias -1", "bias -0.9", "bias -2", "ovap", "ovap-strict",
+                                                "aop", "s=1 t=-1"]
+    for r in doc["runs"]:
+        assert (d / r["stats_file"]).is_file()
+    assert [p["run"] for p in doc["settings"]["aop_grid_points"]] == ["s=1 t=-1", "aop"]
+    assert doc["data"]["name"] == "bibtex"
+    assert doc["data"]["first_label"] == FIRST and doc["data"]["num_labels"] == COUNT
+    assert len(doc["environment"]["loadavg_start"]) == 3
+
+
+# --------------------------------------------------------------------------- numbers
+def test_table_numbers_are_the_statistics(report):
+    d, doc = report
+    runs = {r["name"]: r for r in doc["runs"]}
+    main = doc["tables"]["main"]
+    assert [row["run"] for row in main] == [n for n in runs if runs[n]["group"] == "inits"]
+    zero_stats = load_stats(d / runs["zero"]["stats_file"])
+    t_zero = zero_stats.meta["wall_seconds"]
+    for row in main:
+        st = load_stats(d / runs[row["run"]]["stats_file"])
+        assert len(st) == COUNT
+        assert list(st["label"]) == list(range(FIRST, FIRST + COUNT))
+        assert row["seconds"] == st.meta["wall_seconds"]
+        assert row["time_over_zero"] == pytest.approx(st.meta["wall_seconds"] / t_zero, rel=1e-12)
+        assert row["speedup"] == pytest.approx(t_zero / st.meta["wall_seconds"], rel=1e-12)
+        assert row["newton_iterations"] == int(st["iterations"].sum())
+        assert row["cg_steps"] == int(st["cg_steps"].sum())
+        # per-iteration CG counts add up to the per-label totals
+        assert st.iterations["cg_steps"].sum() == st["cg_steps"].sum()
+        for key in ("P@1", "P@3", "P@5", "precision", "recall"):
+            assert row[key] == runs[row["run"]]["metrics"][key]
+    grid = {row["point"]: row for row in doc["tables"]["aop_grid"]}
+    aop = next(row for row in main if row["run"] == "aop")
+    assert grid["s=1 t=-2"]["seconds"] == aop["seconds"] and grid["s=1 t=-2"]["s"] == 1.0
+
+
+def test_table_md_shows_the_json_rows(report):
+    d, doc = report
+    md = (d / "table.md").read_text()
+    for row in doc["tables"]["main"]:
+        cells = [str(row[k]) if kind == "str" else fmt(row[k], kind) for _, k, kind in MAIN_COLUMNS]
+        assert "| " + " | ".join(cells) + " |" in md
+    # zero's own ratio is exactly 1
+    zero = doc["tables"]["main"][0]
+    assert fmt(zero["time_over_zero"], "ratio") == "1.00"
+
+
+def test_metrics_are_those_of_the_trained_model(report, bibtex_dir):
+    """Retrain one run with the library: same statistics (deterministic), same metrics."""
+    from headstart.estimator import fit_model
+    from headstart.io import read_xmc
+    from headstart.metrics import binary_precision_recall, evaluate
+    from headstart.prediction.topk import decision_function, predict_topk
+
+    d, doc = report
+    rec = next(r for r in doc["runs"] if r["name"] == "bias -2")
+    params = TrainParams.from_dict(rec["params"])
+    assert params.init == "bias" and params.bias_init == -2.0 and params.normalize
+    Xtr, Ytr = read_xmc(bibtex_dir / "train.txt.gz")
+    Xte, Yte = read_xmc(bibtex_dir / "test.txt.gz")
+    model, stats = fit_model(Xtr, Ytr, params, first_label=FIRST, num_labels=COUNT)
+    saved = load_stats(d / rec["stats_file"])
+    for col in ("iterations", "cg_steps", "f_init", "f_final", "distance", "n_pos"):
+        np.testing.assert_array_equal(stats[col], saved[col])
+    Yr = Yte[:, FIRST:FIRST + COUNT]
+    labels, _ = predict_topk(model, Xte, k=5)
+    m = evaluate(Yr, np.where(labels >= 0, labels - FIRST, -1), ks=(1, 3, 5))
+    b = binary_precision_recall(Yr, decision_function(model, Xte) > 0)
+    for k in (1, 3, 5):
+        assert rec["metrics"][f"P@{k}"] == pytest.approx(m[f"P@{k}"], abs=1e-12)
+    assert rec["metrics"]["precision"] == pytest.approx(b["precision"], abs=1e-12)
+    assert rec["metrics"]["recall"] == pytest.approx(b["recall"], abs=1e-12)
+    first = next(r for r in doc["tables"]["first_iteration"] if r["run"] == "bias -2")
+    off = stats.iter_offsets
+    took = np.diff(off) >= 2
+    f = stats.iterations["objective"]
+    assert first["median_f1_over_f0"] == pytest.approx(float(np.median((f[off[:-1] + 1] / f[off[:-1]])[took])))
+
+
+def test_replot_redraws_the_same_tables(report, capsys, tmp_path):
+    import shutil
+
+    d, _ = report
+    copy = tmp_path / "copy"
+    shutil.copytree(d, copy)
+    (copy / "objective.png").unlink()
+    code, out, err = run(capsys, "experiment", "--replot", "-o", copy, "--quiet")
+    assert code == 0, err
+    assert (copy / "objective.png").is_file()
+    assert (copy / "table.md").read_text() == (d / "table.md").read_text()
+    assert json.loads((copy / "table.json").read_text()) == json.loads((d / "table.json").read_text())
+
+
+# --------------------------------------------------------------------------- usage errors
+def test_usage_errors(bibtex_dir, capsys, tmp_path):
+    tr, te = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
+    code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--inits", "zero,warm")
+    assert code == 2 and "unknown initialisation 'warm'" in err
+    code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--labels", "5")
+    assert code == 2 and "A:B" in err
+    code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--labels", "100:200", "--inits", "aop")
+    assert code == 2 and "159 labels" in err
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    code, _, err = run(capsys, "experiment", tr, te, "-o", busy, "--inits", "aop", "--labels", "0:2")
+    assert code == 2 and "refusing" in err
+    code, _, err = run(capsys, "experiment", tr, "-o", tmp_path / "r")
+    assert code == 2 and "TRAIN TEST" in err
+    code, _, err = run(capsys, "experiment", "--replot", "-o", tmp_path)
+    assert code == 2 and "table.json" in err
+
+
+# --------------------------------------------------------------------------- parsing
+def test_parse_inits_and_grid():
+    base = TrainParams(threads=1)
+    specs = parse_inits("zero, bias, bias:-2, ovap-strict, aop, aop:-3, bias:-1", base)
+    assert [s.name for s in specs] == ["zero", "bias -1", "bias -2", "ovap-strict", "aop", "aop t=-3"]
+    assert specs[2].params.bias_init == -2.0 and specs[5].params.aop_t == -3.0
+    assert len({s.key for s in specs}) == len(specs)
+    for bad in ("", "zero,,aop", "ovap:1", "bias:x", "aop:5"):
+        with pytest.raises(ParameterError):
+            parse_inits(bad, base)
+    grid = parse_grid("1,2:-1,1.5,-3", base)
+    assert [(g.params.aop_s, g.params.aop_t) for g in grid] == [(1, -1), (1, -3), (2, -1), (2, 1.5), (2, -3)]
+    runs, points = plan_runs(parse_inits("zero,aop", base), parse_grid("1:-2,-3", base))
+    assert [r.name for r in runs] == ["zero", "aop", "s=1 t=-3"]
+    assert [p["run"] for p in points] == ["aop", "s=1 t=-3"]
+    assert parse_label_range("3:10") == (3, 10) and parse_label_range(":4") == (0, 4)
+    assert parse_label_range("7:") == (7, -1)
+    for bad in ("3", "5:5", "a:b", "-1:3"):
+        with pytest.raises(ParameterError):
+            parse_label_range(bad)
+
+
+# --------------------------------------------------------------------------- aggregation
+def _stats(trajectories, n_pos=None):
+    from headstart.training.stats import ITER_FIELDS, TrainingStats
+
+    lengths = np.array([len(t) for t in trajectories])
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    flat = np.concatenate([np.asarray(t, dtype=float) for t in trajectories])
+    cols = {"label": np.arange(len(lengths)), "iterations": lengths - 1,
+            "f_final": np.array([t[-1] for t in trajectories], dtype=float),
+            "n_pos": np.asarray(n_pos if n_pos is not None else np.ones(len(lengths)), dtype=np.int64)}
+    return TrainingStats(cols, off, {f: flat.copy() for f in ITER_FIELDS})
+
+
+def test_per_iteration_aggregation():
+    st = _stats([[8.0, 4.0, 2.0], [3.0, 1.0], [5.0]])
+    raw = per_iteration(st, "objective", 0, 2)
+    assert [list(v) for _, v in raw] == [[8, 3, 5], [4, 1], [2]]
+    norm = per_iteration(st, "objective", 0, 2, hold_final=True, normalise=True)
+    assert [sorted(v) for _, v in norm] == [[1, 3, 4], [1, 1, 2], [1, 1, 1]]
+    assert iteration_cutoff(st, share=0.0, min_labels=1) == 2
+    assert iteration_cutoff(st, share=0.0, min_labels=2) == 1
+
+
+def test_positive_bins_and_binning():
+    edges = positive_bins(1000)
+    assert list(edges[:11]) == list(range(1, 12)) and edges[-1] > 1000
+    assert np.all(np.diff(edges) > 0)
+    npos = np.array([0, 1, 1, 1, 2, 2, 2, 500, 600, 700])
+    x, mean, lo, hi, cnt = binned(npos, npos * 2.0, edges, min_labels=3)
+    assert list(cnt) == [3, 3] and list(x) == [1.0, 2.0] and list(mean) == [2.0, 4.0]
+
+
+def test_positive_decisions_in_blocks_equal_dense():
+    from headstart.experiment.scores import positive_decisions
+    from headstart.model.model import OvAModel
+
+    rng = np.random.default_rng(0)
+    W = sp.random(7, 20, density=0.4, random_state=1, dtype=np.float32, format="csr")
+    W.data -= 0.5
+    model = OvAModel(weights=W, intercept=rng.normal(size=7).astype(np.float32), n_features=20, label_space=12,
+                     first_label=3)
+    X = sp.random(50, 20, density=0.3, random_state=2, dtype=np.float32, format="csr")
+    dense = (X @ W.T).toarray() + model.intercept > 0
+    P = positive_decisions(model, X, block_bytes=4 * 7 * 6)   # blocks of 6 rows
+    assert P.shape == (50, 7)
+    np.testing.assert_array_equal(P.toarray(), dense)
