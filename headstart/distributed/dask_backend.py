@@ -45,7 +45,7 @@ from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder,
 
 log = logging.getLogger(__name__)
 
-#: default labels per task: about this many tasks per worker, within the bounds below
+#: default labels per task: about this many tasks per Dask thread, within the bounds below
 TASKS_PER_WORKER = 8
 MIN_TASK_LABELS, MAX_TASK_LABELS = 16, 1024
 
@@ -107,17 +107,18 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
         cluster.close()
 
 
-def _n_workers(client: Any, wait: float = 60.0) -> int:
-    info = client.scheduler_info()
-    n = len(info.get("workers", {}))
-    if n == 0:
+def _cluster_size(client: Any, wait: float = 60.0) -> tuple[int, int]:
+    """(workers, Dask threads over all workers), waiting for a first worker if needed."""
+    workers = client.scheduler_info().get("workers", {})
+    if not workers:
         client.wait_for_workers(1, timeout=wait)
-        n = len(client.scheduler_info().get("workers", {}))
-    return n
+        workers = client.scheduler_info().get("workers", {})
+    return len(workers), int(sum(w.get("nthreads", 1) for w in workers.values()))
 
 
-def default_task_size(num_labels: int, n_workers: int) -> int:
-    return int(min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, -(-num_labels // (TASKS_PER_WORKER * max(n_workers, 1))))))
+def default_task_size(num_labels: int, slots: int) -> int:
+    """About TASKS_PER_WORKER tasks per Dask thread (``slots``), within the bounds."""
+    return int(min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, -(-num_labels // (TASKS_PER_WORKER * max(slots, 1))))))
 
 
 # --------------------------------------------------------------------------- worker side
@@ -219,7 +220,7 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
 
     The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
     ``n_workers`` processes started (and stopped) here.  ``shard_size`` labels per task
-    (default: about 8 tasks per worker).  Each task trains with ``task_threads`` threads
+    (default: about 8 tasks per Dask thread).  Each task trains with ``task_threads`` threads
     (default: ``params.threads`` if set, else the worker's cores divided by its Dask
     threads; for a LocalCluster started here, this machine's cores divided by
     ``n_workers``).  ``resume``/``overwrite``/``progress``/``on_shard`` as in
@@ -246,9 +247,10 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     if task_threads is None and client is None and not scheduler and n_workers:
         task_threads = max(1, (os.cpu_count() or 1) // int(n_workers))
     with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
-        workers = _n_workers(c)
-        size = shard_size if shard_size is not None else default_task_size(count, workers)
-        info.update({"workers": workers, "shard_size": size, "task_threads": task_threads or "auto"})
+        workers, slots = _cluster_size(c)
+        size = shard_size if shard_size is not None else default_task_size(count, slots)
+        info.update({"workers": workers, "dask_threads": slots, "shard_size": size,
+                     "task_threads": task_threads or "auto"})
         run = uuid.uuid4().hex[:8]
         last_error: BaseException | None = None
         for rnd in range(max_rounds):
@@ -355,8 +357,7 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     if threads is None and client is None and not scheduler and n_workers:
         threads = max(1, (os.cpu_count() or 1) // int(n_workers))
     with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
-        workers = _n_workers(c)
-        window = window or 2 * workers
+        window = window or 2 * _cluster_size(c)[1]
         model_f = None
         if _model_weight_bytes(m) <= model_memory:
             model_f = c.scatter(load_model(model_dir, allow_gaps=allow_gaps), broadcast=True, hash=False)
