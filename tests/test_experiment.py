@@ -80,6 +80,7 @@ def test_table_numbers_are_the_statistics(report):
         assert row["seconds"] == st.meta["wall_seconds"]
         assert row["time_over_zero"] == pytest.approx(st.meta["wall_seconds"] / t_zero, rel=1e-12)
         assert row["speedup"] == pytest.approx(t_zero / st.meta["wall_seconds"], rel=1e-12)
+        assert row["cpu_seconds"] == runs[row["run"]]["timing"]["cpu_seconds"] > 0
         assert row["newton_iterations"] == int(st["iterations"].sum())
         assert row["cg_steps"] == int(st["cg_steps"].sum())
         # per-iteration CG counts add up to the per-label totals

@@ -68,7 +68,7 @@ def report_html(exp: Experiment, tables: dict, figures: list[tuple[str, str]]) -
              f"<p>{e(describe_settings(exp))}.</p>",
              "<h2>Training time and accuracy</h2>",
              "<p class=note>The paper's Table 1 and supplementary table. Time: wall-clock seconds of training "
-             "(initialiser preparation included). P@k, precision and recall in percent; precision and recall "
+             "(initialiser preparation included); CPU time: process CPU seconds of training. P@k, precision and recall in percent; precision and recall "
              "are label-averaged over the binary decisions score &gt; 0.</p>",
              _html_table(tables["main"], MAIN_COLUMNS)]
     parts.append("<h2>Figures</h2>")
@@ -85,7 +85,8 @@ def report_html(exp: Experiment, tables: dict, figures: list[tuple[str, str]]) -
     loads = "; ".join(f"{r['run']}: {r['loadavg_before']} → {r['loadavg_after']}" for r in tables["details"])
     parts.append(f"<p class=note>Load average before → after each run: {e(loads)}. Machine: "
                  f"{e(str(env.get('cpu_count')))} cores, {e(str(env.get('platform')))}; headstart "
-                 f"{e(str(env.get('headstart')))}, numba {e(str(env.get('numba')))}; started "
+                 f"{e(str(env.get('headstart')))}, numba {e(str(env.get('numba')))}; source "
+                 f"{e(str(env.get('git_commit') or 'unknown'))}; started "
                  f"{e(str(env.get('started')))}. Raw numbers: <a href=\"table.json\">table.json</a>, "
                  "<a href=\"table.md\">table.md</a>.</p>")
     parts.append("</body></html>\n")

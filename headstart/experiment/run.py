@@ -14,7 +14,8 @@ preparation (for ``ovap`` the all-negative problem) but not reading the data.  T
 numba kernels are compiled (or loaded from the cache) by a short warm-up before the
 first timed run, so no run pays for compilation.  The load average of the machine
 before and after each run is recorded next to its time: timings on a shared machine
-are only comparable when the load was.
+are only comparable when the load was.  The process CPU time of training (all threads)
+is recorded too; it is less sensitive to other processes competing for the cores.
 """
 
 from __future__ import annotations
@@ -184,7 +185,25 @@ def environment() -> dict:
         "scipy": scipy.__version__, "numba": numba.__version__, "platform": platform.platform(),
         "cpu_count": os.cpu_count(), "loadavg_start": loadavg(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S %z"), "command": " ".join(sys.argv),
+        "git_commit": _git_commit(),
     }
+
+
+def _git_commit() -> str | None:
+    """The commit of the headstart source tree (with '-dirty' if it has local changes), when
+    it is a git checkout."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+        if rev.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "headstart"],
+                               cwd=here.parent.parent, capture_output=True, text=True, timeout=10)
+        return rev.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 # --------------------------------------------------------------------------- running
@@ -244,17 +263,17 @@ def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num
     for index, spec in enumerate(runs):
         advance = reporter.start_run(index, len(runs), spec, count) if reporter else None
         load_before = loadavg()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         model, stats = fit_model(data.X_train, data.Y_train, spec.params, first_label=first, num_labels=count,
                                  progress=advance)
-        fit_seconds = time.perf_counter() - t0
+        fit_seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
         load_after = loadavg()
         t0 = time.perf_counter()
         metrics = evaluate_model(model, data.X_test, Yte, spec.params.threads)
         eval_seconds = time.perf_counter() - t0
         timing = {"train_seconds": float(stats.meta["wall_seconds"]),
                   "init_prepare_seconds": float(stats.meta.get("init_prepare_seconds", 0.0)),
-                  "fit_seconds": fit_seconds, "eval_seconds": eval_seconds}
+                  "fit_seconds": fit_seconds, "cpu_seconds": cpu_seconds, "eval_seconds": eval_seconds}
         result = RunResult(spec, stats, metrics, timing, {"before": load_before, "after": load_after},
                            int(model.nnz))
         exp.runs.append(result)

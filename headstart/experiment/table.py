@@ -31,11 +31,15 @@ def main_row(r: RunResult, zero: RunResult | None) -> dict:
     s = r.stats.summary()
     t = r.train_seconds
     tz = zero.train_seconds if zero is not None else None
+    c = r.timing.get("cpu_seconds")
+    cz = zero.timing.get("cpu_seconds") if zero is not None else None
     row = {
         "run": r.spec.name,
         "seconds": t,
         "time_over_zero": (t / tz) if tz else None,
         "speedup": (tz / t) if tz and t > 0 else None,
+        "cpu_seconds": c,
+        "cpu_speedup": (cz / c) if cz and c else None,
     }
     for k in KS:
         row[f"P@{k}"] = r.metrics[f"P@{k}"]
@@ -154,7 +158,8 @@ def fmt(value, kind: str) -> str:
 #: (column title, row key, kind) of the main table
 MAIN_COLUMNS = (
     ("init", "run", "str"), ("time (s)", "seconds", "seconds"), ("time / zero", "time_over_zero", "ratio"),
-    ("speed-up (zero / time)", "speedup", "ratio"), ("P@1", "P@1", "percent"), ("P@3", "P@3", "percent"),
+    ("speed-up (zero / time)", "speedup", "ratio"), ("CPU time (s)", "cpu_seconds", "seconds"),
+    ("CPU speed-up", "cpu_speedup", "ratio"), ("P@1", "P@1", "percent"), ("P@3", "P@3", "percent"),
     ("P@5", "P@5", "percent"), ("precision", "precision", "percent"), ("recall", "recall", "percent"),
     ("Newton iterations", "newton_iterations", "int"), ("CG steps", "cg_steps", "int"),
 )
@@ -214,7 +219,7 @@ def table_markdown(exp: Experiment, tables: dict | None = None) -> str:
     lines += ["## Training time, accuracy, work (the paper's Table 1 and supplementary table)", ""]
     lines += _md_table(t["main"], MAIN_COLUMNS)
     lines += ["", "Time: wall-clock seconds of training (initialiser preparation included, data reading "
-              "excluded). P@k, precision and recall in percent; precision and recall are the label-averaged "
+              "excluded); CPU time: process CPU seconds of training, all threads. P@k, precision and recall in percent; precision and recall are the label-averaged "
               "binary ones of the decisions score > 0 (the paper's Prec / Rec).", ""]
     lines += ["## First Newton iteration", ""]
     lines += _md_table(t["first_iteration"], FIRST_COLUMNS)
@@ -238,7 +243,8 @@ def table_markdown(exp: Experiment, tables: dict | None = None) -> str:
     lines += _md_table(t["details"], DETAIL_COLUMNS)
     lines += ["", f"Load average (1/5/15 min) before -> after each run: {_loads(t['details'])}.",
               f"Machine: {env.get('cpu_count')} cores, {env.get('platform')}; headstart {env.get('headstart')}, "
-              f"numba {env.get('numba')}; started {env.get('started')}.", ""]
+              f"numba {env.get('numba')}; source {env.get('git_commit') or 'unknown'}; started {env.get('started')}.",
+              ""]
     return "\n".join(lines)
 
 
