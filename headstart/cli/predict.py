@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Iterator
 
 import numpy as np
@@ -35,6 +36,10 @@ def add_prediction_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model-memory", type=common._number(int), default=DEFAULT_MODEL_MEMORY_MB, metavar="MB",
                    help="load the model whole when its weights fit in MB megabytes, otherwise stream "
                         f"its shards for every block of instances (default: {DEFAULT_MODEL_MEMORY_MB})")
+    g.add_argument("--max-memory", type=common._number(int), default=None, metavar="MB",
+                   help="bound the memory of prediction: fewer instances are scored at a time (at most "
+                        "--chunk-rows) and the model is streamed shard by shard unless it fits in half of MB "
+                        "(default: no bound beyond --chunk-rows and --model-memory)")
     g.add_argument("--allow-gaps", action="store_true",
                    help="predict with an incomplete model (labels without a shard are never predicted)")
 
@@ -65,6 +70,8 @@ def check_prediction_args(args: argparse.Namespace) -> None:
         err(f"argument --chunk-rows: must be >= 1, got {args.chunk_rows}")
     if args.model_memory < 0:
         err(f"argument --model-memory: must be >= 0, got {args.model_memory}")
+    if getattr(args, "max_memory", None) is not None and args.max_memory < 1:
+        err(f"argument --max-memory: must be >= 1 (MB), got {args.max_memory}")
 
 
 class ModelScorer:
@@ -91,7 +98,12 @@ class ModelScorer:
         nnz = sum(int(s["nnz"]) for s in m["shards"])
         weight_bytes = 8 * nnz + 12 * self.num_trained
         self.model = None
-        if weight_bytes <= args.model_memory * 2 ** 20:
+        model_memory = args.model_memory * 2 ** 20
+        max_mb = getattr(args, "max_memory", None)
+        self.max_memory = None if max_mb is None else max_mb * 2 ** 20
+        if self.max_memory is not None:  # the weights and their scoring copy within half the bound
+            model_memory = min(model_memory, self.max_memory // 4)
+        if weight_bytes <= model_memory:
             from ..model.format import load_model
 
             self.model = load_model(model_dir, allow_gaps=self.allow_gaps)
@@ -104,9 +116,29 @@ class ModelScorer:
     def topk(self, X, k: int) -> tuple[np.ndarray, np.ndarray]:
         from ..prediction.topk import predict_topk, predict_topk_streaming
 
+        kw = {} if self.max_memory is None else {"max_memory": self.max_memory}
         if self.model is not None:
-            return predict_topk(self.model, X, k, threads=self.threads)
-        return predict_topk_streaming(self.model_dir, X, k, threads=self.threads, allow_gaps=self.allow_gaps)
+            return predict_topk(self.model, X, k, threads=self.threads, **kw)
+        return predict_topk_streaming(self.model_dir, X, k, threads=self.threads, allow_gaps=self.allow_gaps,
+                                      **kw)
+
+    def chunk_rows(self, args: argparse.Namespace, k: int) -> int:
+        """Instances per block: --chunk-rows, fewer when --max-memory says so (headstart.resources)."""
+        if self.max_memory is None:
+            return args.chunk_rows
+        from .. import resources
+
+        m = self.manifest
+        big = max(m["shards"], key=lambda s: s["nnz"], default={"num_labels": 0, "nnz": 0})
+        nnz = sum(int(s["nnz"]) for s in m["shards"])
+        # in memory a stored value takes 8 bytes where the text spends at least 4 ("1:1 ")
+        row_bytes = 2 * resources.text_bytes_per_row(args.data)
+        rows = resources.prediction_chunk_rows(
+            self.max_memory, self.n_features, self.label_space, nnz, k, self.threads or (os.cpu_count() or 1),
+            row_bytes=row_bytes, streamed=self.model is None, shard_labels=big["num_labels"],
+            shard_nnz=big["nnz"], limit=args.chunk_rows)
+        log.info("--max-memory %s: %d instances per block", resources.format_bytes(self.max_memory), rows)
+        return rows
 
 
 def count_rows(path: str, args: argparse.Namespace) -> int | None:
@@ -127,7 +159,7 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
     total = count_rows(args.data, args)
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
-        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.n_features,
+        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.n_features,
                                         n_labels=scorer.label_space):
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "

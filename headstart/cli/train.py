@@ -42,6 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "file .json); needs the dask extra")
     d.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
                    help="train on a local Dask cluster of N worker processes")
+    g.add_argument("--no-memory-check", action="store_true",
+                   help="train even when the estimated memory need exceeds the available memory "
+                        "(docs/robustness.md)")
     common.add_train_params(p)
     common.add_data_options(p)
 
@@ -90,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     log.info("read %s: %d points, %d features, %d labels, %d nonzeros in %.2f s",
              args.train, X.shape[0], X.shape[1], Y.shape[1], X.nnz if hasattr(X, "nnz") else X.size, t_read)
     log.info("training labels [%d, %d) with %s", first, first + count, params)
+    _check_memory(args, params, X, Y, count)
 
     if args.resume or args.shard_size or args.scheduler or args.dask_workers:
         return _run_sharded(args, params, X, Y, first, count)
@@ -131,3 +135,22 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
         + f": {s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps, {r.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     return 0
+
+
+def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
+    """Refuse (ResourceError, exit 2) when training would not fit in memory; see headstart.resources."""
+    if args.scheduler or args.dask_workers:
+        return  # the memory that matters is the workers'
+    from .. import resources
+
+    sharded = bool(args.resume or args.shard_size)
+    est = resources.training_memory_for(X, Y, params, count, collect=not sharded, chunk_size=args.shard_size)
+    need = est.without("data")  # the data is in memory already
+    log.info("estimated memory need %s beyond the data (%s; %s)", resources.format_bytes(need), est.describe(),
+             "; ".join(est.notes))
+    if args.no_memory_check:
+        return
+    resources.check_memory(need, f"training {count} labels", breakdown=est.describe(skip=("data",)) + "; "
+                           + "; ".join(est.notes), option="--no-memory-check",
+                           advice="use fewer --threads, train a label range (--first-label/--num-labels)"
+                           + ("" if sharded else ", or --shard-size N to write weights as they finish"))

@@ -1,0 +1,398 @@
+"""Memory estimates for training and prediction, and the memory this process may use.
+
+headstart can run for days; finding out after hours that the job does not fit is the
+worst way to learn it.  ``headstart train`` therefore estimates its memory need from the
+shapes of the data before it starts and refuses (exit code 2, a message with both
+numbers) when the estimate exceeds :func:`available_memory`; ``--no-memory-check``
+goes on anyway.  ``headstart predict --max-memory MB`` sizes its blocks of instances
+with :func:`prediction_chunk_rows`.
+
+The estimates follow the buffers the code actually allocates (see
+:mod:`headstart.training.trainer` and :mod:`headstart.training.kernel`):
+
+data
+    ``X`` as CSR: float32 values + int32 column indices per non-zero, an int64 row
+    pointer; ``Y`` likewise.
+data copies
+    the validated copy of ``Y``, its CSC copy and int64 index copies the kernels use, the
+    int64 row pointer of ``X`` for the kernels, the preprocessed copy of ``X`` (tf-idf or
+    normalisation), label counts.
+init
+    column sums, the initialisation's plan (aop: the mean instance; ovap: a shared
+    solution and a workspace of its own).
+workspaces
+    per training thread, ``lanes`` (8, or 1 when 8 would not fit 2 GiB) lane workspaces
+    of 10 float64/int64 vectors of ``n_features + 1`` and 6 of ``n``, plus the kernel's
+    start vectors and sweep directions (``1 + 2 * lanes`` vectors of ``n_features + 1``).
+records
+    per thread, the per-iteration record arrays: 5 x ``chunk_size`` x
+    ``min(max_iter, 1000) + 1`` float64.
+chunk buffers
+    per thread, the weights of one chunk of labels before they are handed on (a buffer
+    that grows by doubling: up to twice the chunk's weights).
+weights
+    the trained weights kept until the model is saved (float32 value + int32 index per
+    non-zero), twice while the chunks are stacked into one matrix.  Their number is not
+    known before training: it is ``weight_density * (features_used + 1)`` per label.
+    With ``prune = 0`` every feature that occurs gets a weight (density 1); with the
+    default ``prune = 0.01`` densities range from well below 0.01 (sparse text features,
+    many labels: DiSMEC's Amazon-670K model) to 0.75 (bibtex, 1836 dense-ish features);
+    the default assumption is :data:`DEFAULT_WEIGHT_DENSITY` (5%), so that the check does
+    not refuse big sparse problems that fit; the refusal message shows the assumption.  Sharded training (``--shard-size``,
+    ``--resume``) writes the weights as they finish and keeps none.
+statistics
+    per label 14 scalars and 5 per-iteration trajectories (assumed
+    ``expected_iterations`` long), twice while they are concatenated.
+
+Not counted: the interpreter, numpy/scipy/numba themselves and compiled code (about
+200 MB, already in use when the check runs) and the reading of the data file (done, and
+freed, before the check).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ResourceError
+
+__all__ = ["MemoryEstimate", "estimate_training_memory", "training_memory_for", "available_memory",
+           "check_memory", "estimate_prediction_memory", "prediction_chunk_rows", "text_bytes_per_row",
+           "format_bytes", "DEFAULT_WEIGHT_DENSITY"]
+
+#: assumed fraction of ``features_used + 1`` that keeps a weight after pruning (prune > 0)
+DEFAULT_WEIGHT_DENSITY = 0.05
+#: assumed Newton iterations per label, for the size of the statistics
+DEFAULT_EXPECTED_ITERATIONS = 20
+
+_F64 = 8
+_NNZ = 8            # float32 value + int32 index of one stored non-zero
+_WS_NV_VECTORS = 10  # lane workspace: w g s r d z Hd M (float64) + F mark (int64), length n_features + 1
+_WS_N_VECTORS = 6    # lane workspace: wx xs act gcoef hcoef y, length n
+_STAT_SCALARS = 14   # label + 13 statistics
+_ITER_RECORDS = 5    # objective, active_fraction, step, cg_steps, seconds
+
+
+def format_bytes(n: float) -> str:
+    """``1.5 GiB``-style text."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(n) < 1024 or unit == "PiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """An estimate in bytes, by part (``parts``), with what it assumed (``notes``)."""
+
+    parts: dict[str, int]
+    notes: tuple[str, ...] = ()
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.parts.values()))
+
+    def without(self, *names: str) -> int:
+        """Total without the named parts (e.g. the data, already in memory)."""
+        return int(sum(v for k, v in self.parts.items() if k not in names))
+
+    def describe(self, skip: tuple[str, ...] = ()) -> str:
+        """``data 1.2 GiB, workspaces 3.4 GiB, ...`` (largest first, empty parts left out)."""
+        items = sorted(((v, k) for k, v in self.parts.items() if v > 0 and k not in skip), reverse=True)
+        return ", ".join(f"{k} {format_bytes(v)}" for v, k in items)
+
+
+# --------------------------------------------------------------------------- training
+def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
+                     lanes: int | None) -> tuple[int, int, int]:
+    """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them."""
+    from .training.kernel import LANES
+    from .training.trainer import choose_lanes
+
+    threads = max(1, int(threads) if threads else (os.cpu_count() or 1))
+    if chunk_size is None:
+        chunk_size = int(min(256, max(LANES * 4, n_labels // max(4 * threads, 1))))
+    chunk_size = max(1, int(chunk_size))
+    used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
+    if lanes is None:
+        lanes = choose_lanes(n, d, used)
+    return used, chunk_size, int(lanes)
+
+
+def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: int = 0, *,
+                             label_nnz: int | None = None, label_space: int | None = None,
+                             features_used: int | None = None, chunk_size: int | None = None,
+                             lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
+                             preprocess: bool = False, collect: bool = True,
+                             weight_density: float = DEFAULT_WEIGHT_DENSITY,
+                             expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS) -> MemoryEstimate:
+    """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
+    with ``nnz`` non-zeros (see the module docstring for what is counted).
+
+    ``threads`` 0 = all cores; ``label_nnz`` (non-zeros of Y, default ``n``),
+    ``label_space`` (columns of Y, default ``n_labels``); ``features_used`` (features that
+    occur in X, default ``d``) bounds the weights per label; ``chunk_size``/``lanes``
+    default to what the trainer picks; ``collect=False`` for sharded training (weights
+    go to disk as they finish); ``preprocess`` when tf-idf or normalisation copies X.
+    """
+    for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
+        if int(v) < 0:
+            raise ValueError(f"{name} must be >= 0, got {v}")
+    n, d, nnz, n_labels = int(n), int(d), int(nnz), int(n_labels)
+    label_nnz = n if label_nnz is None else int(label_nnz)
+    L = n_labels if label_space is None else int(label_space)
+    fu = d if features_used is None else min(int(features_used), d)
+    used, chunk_size, lanes = _training_layout(n, d, n_labels, threads, chunk_size, lanes)
+    nv = d + 1
+    cap = min(int(max_iter), 1000) + 1
+    per_label_w = weight_density * (fu + 1)
+
+    parts: dict[str, int] = {}
+    parts["data"] = nnz * _NNZ + (n + 1) * _F64 + label_nnz * _NNZ + (n + 1) * _F64
+    copies = (label_nnz * _NNZ + (n + 1) * _F64          # check_labels' copy of Y
+              + label_nnz * _NNZ + (L + 1) * _F64        # Y as CSC
+              + label_nnz * _F64 + (L + 1) * _F64        # int64 y_indices / y_indptr
+              + (n + 1) * _F64                           # int64 row pointer of X for the kernels
+              + L * _F64)                                # label counts
+    if preprocess:
+        copies += nnz * _NNZ + (n + 1) * _F64
+    parts["data copies"] = copies
+    init_bytes = nv * _F64                               # column sums
+    if init == "aop":
+        init_bytes += nv * _F64                          # the mean instance
+    elif init in ("ovap", "ovap-strict"):
+        init_bytes += nv * _F64 + n * _F64 + (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64
+    parts["init"] = init_bytes
+    per_thread_ws = lanes * (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64 + (1 + 2 * lanes) * nv * _F64
+    parts["workspaces"] = used * per_thread_ws
+    parts["records"] = used * _ITER_RECORDS * chunk_size * cap * _F64
+    chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
+    parts["chunk buffers"] = int(used * 2 * (chunk_w + d * _NNZ))
+    parts["weights"] = int(2 * n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
+    parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + _ITER_RECORDS * (expected_iterations + 1) * _F64
+                                          + _ITER_RECORDS * 112)
+    notes = (f"{used} thread(s) x {lanes} lane(s), chunks of {chunk_size} labels",
+             f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
+             else "weights written as they finish (sharded)")
+    return MemoryEstimate({k: int(v) for k, v in parts.items()}, notes,
+                          {"threads": used, "lanes": lanes, "chunk_size": chunk_size})
+
+
+def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,
+                        collect: bool = True, chunk_size: int | None = None,
+                        weight_density: float | None = None) -> MemoryEstimate:
+    """:func:`estimate_training_memory` for in-memory data and a :class:`TrainParams`.
+
+    ``weight_density`` defaults to 1 when ``params.prune == 0`` (every feature that
+    occurs keeps its weight) and to :data:`DEFAULT_WEIGHT_DENSITY` otherwise.
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    n, d = int(X.shape[0]), int(X.shape[1])
+    if sp.issparse(X):
+        nnz = int(X.nnz)
+        indices = X.tocsr().indices if X.format != "csr" else X.indices
+        if not nnz:
+            features_used = 0
+        elif d <= 4 * nnz:
+            features_used = int(np.count_nonzero(np.bincount(indices, minlength=d)))
+        else:  # never allocate per feature of a huge, nearly empty feature space
+            features_used = int(np.unique(indices).size)
+    else:
+        nnz = n * d                       # dense input becomes CSR with every value stored
+        features_used = d
+    label_nnz = int(Y.nnz) if sp.issparse(Y) else int(np.count_nonzero(Y))
+    L = int(Y.shape[1])
+    if weight_density is None:
+        weight_density = 1.0 if params.prune == 0 else DEFAULT_WEIGHT_DENSITY
+    return estimate_training_memory(
+        n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
+        label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
+        init=params.init, preprocess=bool(params.tfidf or params.normalize), collect=collect,
+        weight_density=weight_density)
+
+
+# --------------------------------------------------------------------------- available memory
+def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _cgroup_available() -> int | None:
+    """Limit minus usage of this process's memory cgroup (v2, else v1), when it has a limit."""
+    try:
+        with open("/proc/self/cgroup", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[0] == "0" and parts[1] == "":           # cgroup v2
+            root, limit_f, usage_f = "/sys/fs/cgroup", "memory.max", "memory.current"
+        elif "memory" in parts[1].split(","):            # cgroup v1
+            root, limit_f, usage_f = "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
+        else:
+            continue
+        # the process's own group, else the root of the mount (inside a container)
+        for base in (root + parts[2].rstrip("/"), root):
+            try:
+                with open(os.path.join(base, limit_f), encoding="ascii") as f:
+                    limit = f.read().strip()
+                with open(os.path.join(base, usage_f), encoding="ascii") as f:
+                    usage = int(f.read().strip())
+            except (OSError, ValueError):
+                continue
+            if not limit.isdigit() or int(limit) >= 1 << 60:   # "max" or v1's "unlimited"
+                return None
+            return max(0, int(limit) - usage)
+    return None
+
+
+def _rlimit_available() -> int | None:
+    """Address-space limit (``ulimit -v``) minus what the process has mapped already."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (OSError, ValueError):  # pragma: no cover
+        return None
+    if soft == resource.RLIM_INFINITY or soft < 0:
+        return None
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        vsize = 0
+    return max(0, soft - vsize)
+
+
+def available_memory() -> int | None:
+    """Bytes this process can still allocate, or None when it cannot be told.
+
+    The smallest of: ``MemAvailable`` of ``/proc/meminfo`` (else free physical pages
+    from ``os.sysconf``), the cgroup's limit minus its usage, and the address-space
+    limit (``ulimit -v``) minus the process's current size.
+    """
+    candidates = []
+    mem = _meminfo_available()
+    if mem is None:
+        try:
+            mem = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            mem = None
+    for v in (mem, _cgroup_available(), _rlimit_available()):
+        if v is not None:
+            candidates.append(int(v))
+    return min(candidates) if candidates else None
+
+
+def check_memory(need: int, what: str, *, available: int | None = None, breakdown: str = "",
+                 option: str = "--no-memory-check", advice: str = "") -> None:
+    """Raise :class:`ResourceError` when ``need`` bytes exceed ``available`` (default:
+    :func:`available_memory`; nothing is checked when that is unknown)."""
+    if available is None:
+        available = available_memory()
+    if available is None or need <= available:
+        return
+    text = (f"{what} needs an estimated {format_bytes(need)} of memory but only "
+            f"{format_bytes(available)} is available")
+    if breakdown:
+        text += f" (estimate: {breakdown})"
+    if advice:
+        text += f"; {advice}"
+    text += f"; pass {option} to go on anyway"
+    raise ResourceError(text)
+
+
+# --------------------------------------------------------------------------- prediction
+def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight_nnz: int, k: int,
+                               threads: int = 1, *, row_bytes: float = 0.0, streamed: bool = False,
+                               shard_labels: int | None = None, shard_nnz: int | None = None
+                               ) -> MemoryEstimate:
+    """Memory of scoring ``rows`` instances at a time (see :func:`prediction_chunk_rows`).
+
+    model: the weights (CSR) and the feature-major copy the kernel scores with (CSC),
+    float64 intercepts; when ``streamed`` only the largest shard (``shard_labels``
+    labels, ``shard_nnz`` weights) is in memory.  scratch: one float64 score per label
+    and thread.  block: ``row_bytes`` per instance for the block of data and its
+    preprocessed copy, the top-k labels and scores (and when streamed a second set for
+    merging).
+    """
+    threads = max(1, int(threads))
+    if streamed:
+        L = n_labels if shard_labels is None else int(shard_labels)
+        nnz = weight_nnz if shard_nnz is None else int(shard_nnz)
+    else:
+        L, nnz = int(n_labels), int(weight_nnz)
+    model = 2 * nnz * _NNZ + (L + 1) * _F64 + (n_features + 1) * _F64 + L * (_F64 + 4)
+    scratch = threads * L * _F64
+    per_row = 2 * row_bytes + k * 8 * (3 if streamed else 1) + k * 24
+    return MemoryEstimate({"model": int(model), "scratch": int(scratch), "block": int(rows * per_row)},
+                          details={"per_row": per_row})
+
+
+def prediction_chunk_rows(max_memory: int, n_features: int, n_labels: int, weight_nnz: int, k: int,
+                          threads: int = 1, *, row_bytes: float = 0.0, streamed: bool = False,
+                          shard_labels: int | None = None, shard_nnz: int | None = None,
+                          limit: int | None = None) -> int:
+    """Largest number of instances to score at a time within ``max_memory`` bytes
+    (at most ``limit``); :class:`ResourceError` when not even one fits."""
+    est = estimate_prediction_memory(1, n_features, n_labels, weight_nnz, k, threads, row_bytes=row_bytes,
+                                     streamed=streamed, shard_labels=shard_labels, shard_nnz=shard_nnz)
+    fixed = est.without("block")
+    per_row = max(1.0, float(est.details["per_row"]))
+    rows = int((int(max_memory) - fixed) // per_row)
+    if rows < 1:
+        raise ResourceError(
+            f"--max-memory {format_bytes(max_memory)} is too small: the model and scratch space alone need "
+            f"{format_bytes(fixed)} ({est.describe(skip=('block',))}) and every instance about "
+            f"{format_bytes(per_row)}; raise --max-memory or use fewer --threads"
+            + ("" if streamed else ", or lower --model-memory so that the model is streamed shard by shard"))
+    return rows if limit is None else max(1, min(rows, int(limit)))
+
+
+_HEADER = re.compile(rb"\s*(\d+)\s+\d+\s+\d+\s*$")
+
+
+def text_bytes_per_row(path: str | os.PathLike, rows: int | None = None) -> float:
+    """Average bytes of text per instance of a data file (uncompressed size / rows).
+
+    The size of a gzip file is read from its trailer (modulo 4 GiB; a wrapped value is
+    replaced by 8 x the compressed size).  ``rows`` defaults to the XMC header's count.
+    0.0 when unknown.
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            magic = f.read(2)
+            if magic == b"\x1f\x8b" and size >= 18:
+                f.seek(-4, os.SEEK_END)
+                isize = int.from_bytes(f.read(4), "little")
+                size = isize if isize >= size else 8 * size
+        if rows is None:
+            opener = gzip.open if magic == b"\x1f\x8b" else open
+            with opener(path, "rb") as f:
+                m = _HEADER.match(f.readline(1 << 16))
+            rows = int(m.group(1)) if m else None
+    except (OSError, EOFError, ValueError):
+        return 0.0
+    if not rows:
+        return 0.0
+    return size / rows
