@@ -60,6 +60,13 @@ def has_hinge(loss: int) -> bool:
     return loss == SQUARED_HINGE
 
 
-def d1_at_zero(loss: int) -> float:
-    """phi'(0): grad f(0) = C * phi'(0) * X^T y, used by the stopping rule."""
-    return -2.0 if loss == SQUARED_HINGE else -0.5
+def d1_at_zero(loss: int | str) -> float:
+    """phi'(0): grad f(0) = C * phi'(0) * X^T y, used by the stopping rule.
+
+    Accepts the loss code or its name."""
+    code = LOSS_CODES[loss] if isinstance(loss, str) else int(loss)
+    if code == SQUARED_HINGE:
+        return -2.0
+    if code == LOGISTIC:
+        return -0.5
+    raise ValueError(f"unknown loss {loss!r}")
