@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 import traceback
 import warnings
@@ -108,7 +109,16 @@ def main(argv: list[str] | None = None) -> int:
     from ..errors import HeadstartError
 
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:  # e.g. `headstart evaluate ... | head -2`: not an error worth a message
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
     except HeadstartError as e:
         if verbose:
             traceback.print_exc()
