@@ -152,7 +152,12 @@ def binned(npos: np.ndarray, values: np.ndarray, edges: np.ndarray, min_labels: 
 # --------------------------------------------------------------------------- series
 # A series function maps one run's statistics to (x, mean, lo, hi) arrays.
 def objective_series(st):
-    """f(w_k) / f(w_final) per label, finished labels held at 1; mean, 5-95 %."""
+    """f(w_k) / f(w_final) per label, finished labels held at 1; mean, 5-95 %.  Labels
+    without training positives are left out: their optimum is ~0 (every instance beyond
+    the margin), so the ratio says nothing but can reach 1e13 and swamp the mean."""
+    keep = np.flatnonzero((np.asarray(st["n_pos"]) > 0) & (np.asarray(st["f_final"]) > 0))
+    if keep.size < len(st):
+        st = st.take(keep)
     K = iteration_cutoff(st)
     return _summaries(per_iteration(st, "objective", 0, K, hold_final=True, normalise=True))
 
@@ -260,7 +265,8 @@ def _edges(runs) -> np.ndarray:
 def objective_figure(runs, path):
     return small_multiples(runs, objective_series, path, logy=True, xlabel="Newton iteration k",
                            ylabel="f(w_k) / f(w_final) of the label",
-                           title="Objective per Newton iteration, normalised per label (finished labels count as 1)")
+                           title="Objective per Newton iteration, normalised per label (finished labels count as 1)"
+                           + _positives_note(runs))
 
 
 def active_fraction_figure(runs, path):
@@ -371,7 +377,7 @@ FIGURES = (
      "Objective per Newton iteration (paper Fig. 2), " + _BAND + ". Each label's objective is divided by its "
      "final value and a finished label counts as 1 from then on: raw objectives differ by orders of magnitude "
      "between head and tail labels, and averaging only the labels still running (as the paper does) makes "
-     "curves rise when easy labels stop."),
+     "curves rise when easy labels stop. Labels without training positives (optimum ~0) are left out."),
     ("active_fraction.png", active_fraction_figure,
      "Share of training instances with margin < 1, i.e. in the Hessian products, in Newton iteration k "
      "(paper Fig. 4 left, 'sparsity of the Hessian calculation'); " + _BAND + " still running."),
