@@ -213,11 +213,9 @@ def test_sigkill_then_resume_gives_the_uninterrupted_model(bibtex_dir, reference
 
 # --------------------------------------------------------------------------- merge
 def _main(argv: list[str]) -> int:
-    from headstart.cli import main as cli_main
+    from headstart.cli.main import main
 
-    if "merge" not in cli_main.COMMANDS:  # until the subcommand is registered in main.py
-        cli_main.COMMANDS = [*cli_main.COMMANDS, "merge"]
-    return cli_main.main(argv)
+    return main(argv)
 
 
 @pytest.fixture(scope="module")
