@@ -45,6 +45,7 @@ class TrainingContext:
     params: TrainParams
     colsum: np.ndarray        # sum of all instances, bias coordinate included (n_features + 1)
     threads: int = 1
+    feature_order: object = None   # FeatureOrder when the kernels see renumbered features
 
     @property
     def n(self) -> int:

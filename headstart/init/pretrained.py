@@ -29,6 +29,8 @@ class Pretrained(Initializer):
             raise ModelFormatError(f"{self.path}: pretrained model has {model.n_features} features, "
                                    f"the training data has {ctx.n_features}")
         W = model.weights.tocsr()
+        if ctx.feature_order is not None:
+            W = ctx.feature_order.to_internal(W)
         W.sort_indices()
         bias = ctx.problem.bias
         # stored intercept = bias weight * bias value

@@ -27,6 +27,7 @@ from ..params import TrainParams
 from ..solver.newton import STATUS_NAMES
 from ..init.ovap import solver_settings
 from .kernel import LANES, make_lane_workspace, train_chunk
+from .locality import FeatureOrder
 from .stats import ITER_FIELDS, TrainingStats
 
 log = logging.getLogger(__name__)
@@ -66,15 +67,20 @@ def label_chunks(labels: np.ndarray, chunk_size: int) -> list[np.ndarray]:
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
-                 collect: bool = True, lanes: int | None = None):
+                 collect: bool = True, lanes: int | None = None, locality: bool = True):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
     of ``labels`` sorted ascending.  With ``collect=False`` only the sink sees results.
+    With ``locality`` the kernels run on a copy of X with features renumbered by
+    frequency (see :mod:`.locality`); results are mapped back.
     """
     t_start = time.perf_counter()
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
+    order = FeatureOrder.by_frequency(X) if locality else None
+    if order is not None:
+        X = order.to_internal(X)
     P, colsum = prepare_problem(X, params)
     Yc = sp.csc_matrix(Y)
     Yc.sort_indices()
@@ -82,7 +88,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     y_indices = Yc.indices.astype(np.int64)
 
     init = make_initializer(params)
-    ctx = TrainingContext(P, X, Yc, params, colsum, params.effective_threads())
+    ctx = TrainingContext(P, X, Yc, params, colsum, params.effective_threads(), order)
     t0 = time.perf_counter()
     plan = init.prepare(ctx)
     prep_seconds = time.perf_counter() - t0
@@ -120,6 +126,8 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
             recs["cg_steps"].append(rc[k, :m].astype(np.float64))
             recs["seconds"].append(rt[k, :m].copy())
         W = sp.csr_matrix((data, indices, indptr), shape=(chunk.size, d))
+        if order is not None:
+            W = order.to_original(W)
         res = ChunkResult(chunk, W, intercept, TrainingStats.from_chunks([(chunk, table, recs)]))
         if sink is not None:
             sink(res)
