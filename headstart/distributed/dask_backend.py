@@ -46,8 +46,10 @@ from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder,
 log = logging.getLogger(__name__)
 
 #: default labels per task: about this many tasks per Dask thread, within the bounds below
-TASKS_PER_WORKER = 8
-MIN_TASK_LABELS, MAX_TASK_LABELS = 16, 1024
+TASKS_PER_WORKER = 4
+MIN_TASK_LABELS, MAX_TASK_LABELS = 64, 1024
+#: labels per trainer chunk inside a task
+MIN_CHUNK, MAX_CHUNK = 8, 256
 
 
 class DaskUnavailableError(HeadstartError, ImportError):
@@ -186,8 +188,15 @@ def train_range_task(arrays: TrainingArrays, params: TrainParams, first: int, st
 
     t = int(threads) if threads else _worker_threads()
     p = params.replace(threads=t)
+    # few, large chunks: the lanes of a chunk share every sweep over X, and a chunk's
+    # tail (fewer labels left than lanes) is paid once per chunk; the results do not
+    # depend on the chunking
+    n = stop - first
+    chunk = n if t == 1 else -(-n // (2 * t))
+    chunk = int(min(MAX_CHUNK, max(MIN_CHUNK, chunk)))
     t0 = time.perf_counter()
-    weights, intercept, stats = train_labels(X, Y, p, np.arange(first, stop, dtype=np.int64), collect=True)
+    weights, intercept, stats = train_labels(X, Y, p, np.arange(first, stop, dtype=np.int64), chunk_size=chunk,
+                                             collect=True)
     stats.meta.update({"task_seconds": time.perf_counter() - t0, "task_threads": t})
     return first, weights, intercept, stats
 
@@ -220,7 +229,7 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
 
     The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
     ``n_workers`` processes started (and stopped) here.  ``shard_size`` labels per task
-    (default: about 8 tasks per Dask thread).  Each task trains with ``task_threads`` threads
+    (default: about 4 tasks per Dask thread, 64..1024 labels).  Each task trains with ``task_threads`` threads
     (default: ``params.threads`` if set, else the worker's cores divided by its Dask
     threads; for a LocalCluster started here, this machine's cores divided by
     ``n_workers``).  ``resume``/``overwrite``/``progress``/``on_shard`` as in
