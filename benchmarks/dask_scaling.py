@@ -114,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default="local-1t,local-2t,dask-1w-1t,dask-1w-2t,dask-2w-1t")
     ap.add_argument("--json", help="write the results here as JSON")
     ap.add_argument("--max-load", type=float, default=None,
-                    help="before each run, wait (up to --wait seconds) for the 1-minute load average to drop below this")
+                    help="before each run, wait (up to --wait seconds) for the 1-minute load average "
+                         "to drop below this")
     ap.add_argument("--wait", type=float, default=300.0)
     args = ap.parse_args(argv)
 
@@ -205,8 +206,10 @@ def main(argv: list[str] | None = None) -> int:
                                         and np.array_equal(model.intercept, reference.intercept))
             results[name] = best
             print(f"  {name:11s} {best['train_s']:7.2f} s  {best['labels_per_s']:6.1f} labels/s  "
-                  f"CPU/label {best['cpu_s_per_label'] * 1e3:5.1f} ms  label wall {best['label_wall_s'] * 1e3:5.1f} ms  load {best['loadavg_before']:.1f}->"
-                  f"{best['loadavg_after']:.1f}  own cores {best['own_cores']:.2f}  foreign cores {best.get('foreign_cores', float('nan')):.2f}"
+                  f"CPU/label {best['cpu_s_per_label'] * 1e3:5.1f} ms  "
+                  f"label wall {best['label_wall_s'] * 1e3:5.1f} ms  "
+                  f"load {best['loadavg_before']:.1f}->{best['loadavg_after']:.1f}  own cores {best['own_cores']:.2f}  "
+                  f"foreign cores {best.get('foreign_cores', float('nan')):.2f}"
                   + (f"  (cluster start {best['cluster_start_s']:.1f} s, scatter {best['scatter_s']:.2f} s)"
                      if "cluster_start_s" in best else "") + ("" if best["same_weights"] else "  WEIGHTS DIFFER"),
                   flush=True)

@@ -36,5 +36,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["train_sharded", "train_model_dir", "prepare_data", "plan_shards", "read_stats", "PreparedData", "ShardedResult",
-           *_DASK_NAMES, *_MERGE_NAMES]
+__all__ = ["train_sharded", "train_model_dir", "prepare_data", "plan_shards", "read_stats", "PreparedData",
+           "ShardedResult", *_DASK_NAMES, *_MERGE_NAMES]
