@@ -197,12 +197,30 @@ def _read_verified(path: Path, sha256: str) -> bytes:
     return raw
 
 
+def _claimed_nbytes(npz: Any, key: str) -> int:
+    """Bytes the .npy header of member ``key`` claims (the header only: nothing is allocated)."""
+    name = key + ".npy" if key + ".npy" in npz.zip.namelist() else key
+    with npz.zip.open(name) as fh:
+        version = np.lib.format.read_magic(fh)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(fh)
+    n = dtype.itemsize
+    for s in shape:
+        n *= int(s)
+    return n
+
+
 def _load_npz(path: Path, raw: bytes, required: set[str], optional: set[str] = frozenset()
               ) -> dict[str, np.ndarray]:
-    """Parse npz bytes without pickles; return the arrays; exact key set is enforced."""
+    """Parse npz bytes without pickles; return the arrays; exact key set is enforced.
+
+    A member whose header claims more bytes than the whole file holds is refused before
+    numpy allocates the claim; whatever zipfile or numpy raise on forged bytes (bad
+    versions, "encrypted" or unknown compression flags, broken headers) is a
+    ModelFormatError."""
     try:
         npz = np.load(io.BytesIO(raw), allow_pickle=False)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+    except Exception as e:  # noqa: BLE001 - zipfile/numpy raise many types on forged bytes
         raise ModelFormatError(f"{path}: not a readable .npz archive (truncated or corrupt): {e}") from None
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ModelFormatError(f"{path}: expected an .npz archive, found a single .npy array")
@@ -217,15 +235,23 @@ def _load_npz(path: Path, raw: bytes, required: set[str], optional: set[str] = f
         out = {}
         for key in sorted(keys):
             try:
+                claimed = _claimed_nbytes(npz, key)
+                if claimed > len(raw):
+                    raise ModelFormatError(f"{path}: array {key!r} claims {claimed} bytes, more than the whole "
+                                           f"{len(raw)}-byte file holds")
                 out[key] = npz[key]
+            except ModelFormatError:
+                raise
             except ValueError as e:
                 if "allow_pickle" in str(e) or "Object arrays" in str(e):
                     raise ModelFormatError(
                         f"{path}: array {key!r} is an object (pickled) array; refused, "
                         "model files hold numeric arrays only") from None
                 raise ModelFormatError(f"{path}: array {key!r} cannot be read: {e}") from None
-            except (zipfile.BadZipFile, EOFError, OSError) as e:
+            except Exception as e:  # noqa: BLE001 - see the docstring
                 raise ModelFormatError(f"{path}: array {key!r} is truncated or corrupt: {e}") from None
+            if not isinstance(out[key], np.ndarray):
+                raise ModelFormatError(f"{path}: array {key!r} is not a .npy array")
     return out
 
 
