@@ -148,19 +148,37 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     if not collect:
         return None
     results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-    if results:
-        weights = sp.vstack([r.weights for r in results], format="csr")
-        intercept = np.concatenate([r.intercept for r in results])
-    else:
-        weights = sp.csr_matrix((0, d), dtype=np.float32)
-        intercept = np.zeros(0, dtype=np.float32)
-    weights.indices = weights.indices.astype(np.int32)
-    weights.data = weights.data.astype(np.float32)
+    weights, intercept = stack_rows(results, d)
     stats = TrainingStats.concat([r.stats for r in results])
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start, "threads": threads, "lanes": lanes})
     report_problems(stats)
     return weights, intercept, stats
+
+
+def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Concatenate the chunks' weights into one CSR, releasing each chunk's arrays as
+    soon as they are copied, so the peak is the model plus one chunk, not twice the
+    model (scipy's vstack keeps all inputs alive until the end)."""
+    nnz = sum(r.weights.nnz for r in results)
+    rows = sum(r.weights.shape[0] for r in results)
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int32)
+    data = np.empty(nnz, dtype=np.float32)
+    intercept = np.empty(rows, dtype=np.float32)
+    r0 = 0
+    p0 = 0
+    for r in results:
+        W = r.weights
+        k = W.shape[0]
+        indptr[r0 + 1: r0 + k + 1] = W.indptr[1:] + p0
+        indices[p0: p0 + W.nnz] = W.indices
+        data[p0: p0 + W.nnz] = W.data
+        intercept[r0: r0 + k] = r.intercept
+        r0 += k
+        p0 += W.nnz
+        r.weights = None  # the chunk's copy is no longer needed
+    return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 
 def report_problems(stats: TrainingStats) -> None:
