@@ -449,13 +449,25 @@ def _canonical_weights(weights: Any, n_features: int, what: str) -> sp.csr_matri
         weights = np.asarray(weights)
         if weights.ndim != 2:
             raise ModelFormatError(f"{what}: weights must be a 2-d matrix, got {weights.ndim} dimension(s)")
-    w = sp.csr_matrix(weights, dtype=np.float32, copy=True)
+    # no copy unless a conversion is needed: a model can be most of the memory in use
+    w = sp.csr_matrix(weights, dtype=np.float32)
     if w.shape[1] != n_features:
         raise ModelFormatError(f"{what}: weights have {w.shape[1]} columns, the model has {n_features} features")
-    w.sum_duplicates()  # sorts indices, merges duplicates
+    if not w.has_canonical_format:
+        w = w.copy()
+        w.sum_duplicates()  # sorts indices, merges duplicates
     if not np.all(np.isfinite(w.data)):
         raise ModelFormatError(f"{what}: weights contain NaN or infinite values")
     return w
+
+
+def _row_view(w: sp.csr_matrix, a: int, z: int) -> sp.csr_matrix:
+    """Rows a..z-1 of a canonical CSR sharing its data and indices (no copy)."""
+    lo, hi = int(w.indptr[a]), int(w.indptr[z])
+    out = sp.csr_matrix((w.data[lo:hi], w.indices[lo:hi], w.indptr[a:z + 1] - lo), shape=(z - a, w.shape[1]),
+                        copy=False)
+    out.has_canonical_format = True
+    return out
 
 
 def _canonical_intercept(intercept: Any, num_labels: int, what: str) -> np.ndarray:
@@ -663,7 +675,7 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
             for s in range(a, z, step):
                 e = min(s + step, z)
                 manifest["shards"].append(
-                    _write_shard_file(tmp, s, w[s - first:e - first], b[s - first:e - first]))
+                    _write_shard_file(tmp, s, _row_view(w, s - first, e - first), b[s - first:e - first]))
         _write_json(tmp / MANIFEST, manifest)
         _install_dir(tmp, path)
 
