@@ -224,7 +224,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                resume: bool = False, overwrite: bool | str = False, task_threads: int | None = None,
                progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
                keep_stats: bool = True, retries: int = 1, max_rounds: int = 3,
-               data: PreparedData | None = None, processes: bool = True) -> ShardedResult:
+               data: PreparedData | None = None, processes: bool = True,
+               worker_wait: float = 600.0) -> ShardedResult:
     """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir`` over Dask.
 
     The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
@@ -235,7 +236,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     ``n_workers``).  ``resume``/``overwrite``/``progress``/``on_shard`` as in
     :func:`~.sharded.train_sharded`; the model is the same as a local run's.
     ``retries``: reruns of a task that raised; ``max_rounds``: rounds of resubmission
-    after lost workers or lost data.  Raises :class:`DistributedTrainingError` when
+    after lost workers or lost data (each waits up to ``worker_wait`` seconds for a
+    worker).  Raises :class:`DistributedTrainingError` when
     labels are still missing at the end (finished shards stay: resume to continue).
     """
     distributed = _distributed()
@@ -271,6 +273,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
             log.info("dask round %d: %d label(s) in %d task(s) of <= %d labels on %d worker(s)",
                      rnd + 1, sum(b - a for a, b in plan), len(plan), size, workers)
             t0 = time.perf_counter()
+            if rnd:  # after losing every worker: give the cluster time to bring some back
+                c.wait_for_workers(1, timeout=worker_wait)
             arrays = c.scatter(TrainingArrays(data.X, data.Y), broadcast=True, hash=False)
             info.setdefault("scatter_seconds", time.perf_counter() - t0)
             futures = [c.submit(train_range_task, arrays, params, a, b, task_threads,
