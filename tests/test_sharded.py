@@ -288,3 +288,14 @@ def test_import_headstart_never_imports_dask():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_dask_options_without_dask_installed_say_how_to_get_it(bibtex_dir, tmp_path):
+    code = ("import sys\n"
+            "sys.modules['distributed'] = None; sys.modules['dask'] = None  # as if not installed\n"
+            "from headstart.cli.main import main\n"
+            f"sys.exit(main(['train', {str(bibtex_dir / 'train.txt.gz')!r}, '-o', {str(tmp_path / 'm')!r},\n"
+            "                '--num-labels', '2', '--dask-workers', '2']))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert "pip install 'headstart[dask]'" in run.stderr
