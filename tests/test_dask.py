@@ -131,6 +131,19 @@ def test_predict_over_dask_equals_streaming(client, data, reference, tmp_path):
         np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_a_failing_task_stops_the_run_with_its_error(client, data, tmp_path):
+    """An error raised inside a task (here: the pretrained model is missing on the
+    workers) is not mistaken for a lost worker: the run stops with that error."""
+    from headstart.errors import HeadstartError
+
+    (X, Y), _ = data
+    params = PARAMS.replace(init="pretrained", pretrained=str(tmp_path / "no-such-model"))
+    with pytest.raises(HeadstartError, match="no-such-model"):
+        train_dask(X, Y, params, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1,
+                   retries=0)
+    assert read_manifest(tmp_path / "m")["shards"] == []
+
+
 def test_lost_worker_only_costs_its_task(client, data, reference, tmp_path):
     """SIGKILL a worker that is training a shard: the scheduler reruns its task elsewhere
     (its nanny restarts it), and the model is still the local one."""
