@@ -7,7 +7,7 @@ learns the preprocessing, trains and sets the learned attributes ending in ``_``
 from __future__ import annotations
 
 import logging
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -37,28 +37,71 @@ def resolve_label_range(label_space: int, first_label: int = 0, num_labels: int 
     return int(first_label), int(num_labels)
 
 
-def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
-              progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
-              collect: bool = True) -> tuple[OvAModel | None, TrainingStats | None]:
-    """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range."""
+@dataclass
+class PreparedData:
+    """Training data after validation and preprocessing, with what the manifest needs."""
+
+    X: sp.csr_matrix              # canonical float32 CSR, preprocessed
+    Y: sp.csc_matrix              # 0/1, column j = positives of label j (sorted indices)
+    preprocessing: Preprocessing
+    label_counts: np.ndarray      # int64 (label_space,)
+    first_label: int
+    num_labels: int
+
+    @property
+    def n_train(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def label_space(self) -> int:
+        return int(self.Y.shape[1])
+
+    @property
+    def stop(self) -> int:
+        return self.first_label + self.num_labels
+
+
+def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
+                 num_labels: int | None = None) -> PreparedData:
+    """Validation and preprocessing of the training data (the public boundary).
+
+    Y is returned in CSC with sorted indices: the trainer needs the columns, and doing
+    the conversion once here makes it free for every later shard (and task).
+    """
     from .prediction.preprocess import fit_preprocessing
 
+    if not isinstance(params, TrainParams):
+        raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
     X = check_features(X)
-    Y = check_labels(Y, X.shape[0])
-    first, count = resolve_label_range(Y.shape[1], first_label, num_labels)
+    Yr = check_labels(Y, X.shape[0])
+    first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
     pre = Preprocessing()
     if params.tfidf or params.normalize:
         pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf)
         X = check_features(X)
-    label_counts = np.asarray(Y.sum(axis=0)).ravel().astype(np.int64)
-    out = train_labels(X, Y, params, np.arange(first, first + count), progress=progress, sink=sink,
-                       collect=collect)
+    label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
+    Yc = sp.csc_matrix(Yr)
+    Yc.sort_indices()
+    return PreparedData(X, Yc, pre, label_counts, first, count)
+
+
+def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
+              progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
+              collect: bool = True) -> tuple[OvAModel | None, TrainingStats | None]:
+    """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range."""
+    data = prepare_data(X, Y, params, first_label, num_labels)
+    out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
+                       sink=sink, collect=collect)
     if out is None:
         return None, None
     weights, intercept, stats = out
-    model = OvAModel(weights=weights, intercept=intercept, n_features=X.shape[1], label_space=Y.shape[1],
-                     first_label=first, params=params, preprocessing=pre, label_counts=label_counts,
-                     n_train=X.shape[0])
+    model = OvAModel(weights=weights, intercept=intercept, n_features=data.n_features,
+                     label_space=data.label_space, first_label=data.first_label, params=params,
+                     preprocessing=data.preprocessing, label_counts=data.label_counts, n_train=data.n_train)
     return model, stats
 
 

@@ -39,9 +39,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ModelFormatError, ParameterError
+from ..estimator import PreparedData, prepare_data
 from ..model.format import (MANIFEST, ModelWriter, read_extras, read_manifest, finished_ranges_of,
                             missing_ranges_of)
-from ..model.model import Preprocessing
 from ..params import TrainParams
 from ..training.stats import ITER_FIELDS, TrainingStats
 
@@ -56,60 +56,6 @@ MIN_DEFAULT_SHARD, MAX_DEFAULT_SHARD = 32, 256
 
 
 # --------------------------------------------------------------------------- data preparation
-@dataclass
-class PreparedData:
-    """Training data after validation and preprocessing, with what the manifest needs."""
-
-    X: sp.csr_matrix              # canonical float32 CSR, preprocessed
-    Y: sp.csc_matrix              # 0/1, column j = positives of label j (sorted indices)
-    preprocessing: Preprocessing
-    label_counts: np.ndarray      # int64 (label_space,)
-    first_label: int
-    num_labels: int
-
-    @property
-    def n_train(self) -> int:
-        return int(self.X.shape[0])
-
-    @property
-    def n_features(self) -> int:
-        return int(self.X.shape[1])
-
-    @property
-    def label_space(self) -> int:
-        return int(self.Y.shape[1])
-
-    @property
-    def stop(self) -> int:
-        return self.first_label + self.num_labels
-
-
-def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
-                 num_labels: int | None = None) -> PreparedData:
-    """The validation and preprocessing steps of :func:`headstart.estimator.fit_model`.
-
-    Y is returned in CSC with sorted indices: the trainer needs the columns, and doing
-    the conversion once here makes it free for every later shard (and task).
-    """
-    from ..estimator import resolve_label_range
-    from ..prediction.preprocess import fit_preprocessing
-    from ..validation import check_features, check_labels
-
-    if not isinstance(params, TrainParams):
-        raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
-    X = check_features(X)
-    Yr = check_labels(Y, X.shape[0])
-    first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
-    pre = Preprocessing()
-    if params.tfidf or params.normalize:
-        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf)
-        X = check_features(X)
-    label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
-    Yc = sp.csc_matrix(Yr)
-    Yc.sort_indices()
-    return PreparedData(X, Yc, pre, label_counts, first, count)
-
-
 # --------------------------------------------------------------------------- model directory
 def _is_model_dir(path: Path) -> bool:
     return (path / MANIFEST).is_file()

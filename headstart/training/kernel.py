@@ -158,9 +158,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     Iteration durations include the label's share of the batched pass over X.
     """
     L = WS.w.shape[0]
-    n = WS.wx.shape[1]
     nv = WS.w.shape[1]
-    d = nv - 1
     nl = labels.size
     psum = np.zeros(nv)
     w0 = np.zeros((L, nv))
