@@ -129,7 +129,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              label_nnz: int | None = None, label_space: int | None = None,
                              features_used: int | None = None, chunk_size: int | None = None,
                              lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
-                             preprocess: bool = False, collect: bool = True,
+                             preprocess: bool = False, collect: bool = True, dense_input: bool = False,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS) -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
@@ -139,7 +139,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     ``label_space`` (columns of Y, default ``n_labels``); ``features_used`` (features that
     occur in X, default ``d``) bounds the weights per label; ``chunk_size``/``lanes``
     default to what the trainer picks; ``collect=False`` for sharded training (weights
-    go to disk as they finish); ``preprocess`` when tf-idf or normalisation copies X.
+    go to disk as they finish); ``preprocess`` when tf-idf or normalisation copies X;
+    ``dense_input`` when X is a dense float32 array (``nnz = n * d``), converted to CSR.
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
@@ -154,13 +155,16 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     per_label_w = weight_density * (fu + 1)
 
     parts: dict[str, int] = {}
-    parts["data"] = nnz * _NNZ + (n + 1) * _F64 + label_nnz * _NNZ + (n + 1) * _F64
+    x_bytes = n * d * 4 if dense_input else nnz * _NNZ + (n + 1) * _F64
+    parts["data"] = x_bytes + label_nnz * _NNZ + (n + 1) * _F64
     copies = (label_nnz * _NNZ + (n + 1) * _F64          # check_labels' copy of Y
               + label_nnz * _NNZ + (L + 1) * _F64        # Y as CSC
               + label_nnz * _F64 + (L + 1) * _F64        # int64 y_indices / y_indptr
               + (n + 1) * _F64                           # int64 row pointer of X for the kernels
               + L * _F64)                                # label counts
     if preprocess:
+        copies += nnz * _NNZ + (n + 1) * _F64
+    if dense_input:                                      # the CSR the kernels work on
         copies += nnz * _NNZ + (n + 1) * _F64
     parts["data copies"] = copies
     init_bytes = nv * _F64                               # column sums
@@ -216,7 +220,7 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
         init=params.init, preprocess=bool(params.tfidf or params.normalize), collect=collect,
-        weight_density=weight_density)
+        dense_input=not sp.issparse(X), weight_density=weight_density)
 
 
 # --------------------------------------------------------------------------- available memory
