@@ -434,7 +434,7 @@ def test_libsvm_agrees_with_the_reference_parser(raw, zero_based):
 @settings(max_examples=examples(200), **SETTINGS)
 @given(st.data())
 def test_label_files_and_predictions_parse_or_raise_with_location(data):
-    """Label files (both forms) and prediction files built from the same hostile tokens."""
+    """Label files (both forms), read_slice and prediction files built from the same hostile tokens."""
     lines = data.draw(st.lists(st.one_of(
         st.lists(IDS, max_size=4).map(lambda v: b",".join(b"%d" % x for x in v)),
         st.lists(feature_token(), max_size=4).map(b" ".join)), max_size=5))
@@ -454,12 +454,23 @@ def test_label_files_and_predictions_parse_or_raise_with_location(data):
             assert_valid_csr(got[1], (n, L))
         else:
             labels, scores = got[1]
-            assert labels.shape == scores.shape == (n, min(k, L) if n else labels.shape[1])
+            assert labels.shape == scores.shape == (n, k)   # k <= num_labels, or it is an error
             assert labels.dtype == np.int32 and scores.dtype == np.float32
             assert np.all(np.isfinite(scores))
             if labels.size:
                 assert labels.min() >= 0 and labels.max() < L
                 assert all(len(set(r)) == len(r) for r in labels.tolist())
+    # read_slice: the label file with a .npy of (about) as many rows
+    rows = data.draw(st.sampled_from([n, n + 1, max(n - 1, 0)])) if n < 100 else 3
+    np.save(_SCRATCH / "s.npy", np.ones((rows, 2), dtype=np.float32))
+    labels_path = put(b"%d %d\n" % (n, L) + body, "s.txt")
+    got = outcome(lambda p: read_slice(p, labels_path), _SCRATCH / "s.npy")
+    if got[0] == "ok":
+        X, Y = got[1]
+        assert X.shape == (rows, 2) and rows == n
+        assert_valid_csr(Y, (n, L))
+    else:
+        assert got[1].path in (str(_SCRATCH / "s.npy"), str(labels_path))
 
 
 # ----------------------------------------------------------------------------- .npy
