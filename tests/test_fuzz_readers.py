@@ -23,6 +23,7 @@ See docs/robustness.md for the guarantees and the figures of the long fuzz run.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import gzip
@@ -93,6 +94,7 @@ def never_unpickle():
 
 
 _SCRATCH = Path(tempfile.mkdtemp(prefix="headstart-fuzz-"))
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 
 
 def put(data: bytes, name: str = "f.txt") -> Path:
