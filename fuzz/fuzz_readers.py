@@ -47,7 +47,20 @@ with atheris.instrument_imports(include=["headstart"]) if _JIT_OFF else contextl
                               read_predictions, read_xmc)
     from headstart.model.format import load_model, read_manifest
 
-WORK = Path(tempfile.mkdtemp(prefix="headstart-atheris-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+_TMP = Path("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
+WORK = _TMP / f"headstart-atheris-{os.getpid()}"
+
+
+def _remove_stale_work_dirs() -> None:
+    """libFuzzer ends the process without Python's clean-up: remove the scratch
+    directories of earlier runs whose process is gone."""
+    for d in _TMP.glob("headstart-atheris-*"):
+        try:
+            os.kill(int(d.name.rsplit("-", 1)[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (ValueError, PermissionError):
+            pass
 MODEL = WORK / "model"
 FILE = WORK / "input"
 
@@ -140,6 +153,9 @@ def one_input(data: bytes) -> None:
 
 
 def main() -> None:
+    _remove_stale_work_dirs()
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
     _make_model()
     try:
         atheris.Setup(sys.argv, one_input)

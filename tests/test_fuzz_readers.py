@@ -804,9 +804,17 @@ def test_bounded_atheris_run(tmp_path):
     env = dict(os.environ, NUMBA_DISABLE_JIT="1", PYTHONHASHSEED="0")
     corpus = tmp_path / "corpus"
     shutil.copytree(REPO / "fuzz" / "corpus", corpus)
-    r = subprocess.run([sys.executable, str(REPO / "fuzz" / "fuzz_readers.py"), "-runs=3000",
-                        "-max_total_time=20", "-seed=1", f"-artifact_prefix={tmp_path}/", "-print_final_stats=1",
-                        str(corpus)], capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
-    assert r.returncode == 0, r.stderr[-4000:]
-    m = re.search(r"stat::number_of_executed_units:\s*(\d+)", r.stderr)
-    assert m and int(m.group(1)) >= 500, r.stderr[-2000:]
+    proc = subprocess.Popen([sys.executable, str(REPO / "fuzz" / "fuzz_readers.py"), "-runs=3000",
+                             "-max_total_time=20", "-seed=1", f"-artifact_prefix={tmp_path}/", "-print_final_stats=1",
+                             str(corpus)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for base in ("/dev/shm", tempfile.gettempdir()):   # the harness's scratch directory
+            shutil.rmtree(Path(base) / f"headstart-atheris-{proc.pid}", ignore_errors=True)
+    assert proc.returncode == 0, err[-4000:]
+    m = re.search(r"stat::number_of_executed_units:\s*(\d+)", err)
+    assert m and int(m.group(1)) >= 500, err[-2000:]
