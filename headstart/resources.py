@@ -15,8 +15,8 @@ data
     pointer; ``Y`` likewise.
 data copies
     the validated copy of ``Y``, its CSC copy and int64 index copies the kernels use, the
-    int64 row pointer of ``X`` for the kernels, the preprocessed copy of ``X`` (tf-idf or
-    normalisation), label counts.
+    int64 row pointer of ``X`` for the kernels, the copy of ``X`` with features renumbered
+    by frequency, the preprocessed copy of ``X`` (tf-idf or normalisation), label counts.
 init
     column sums, the initialisation's plan (aop: the mean instance; ovap: a shared
     solution and a workspace of its own).
@@ -130,6 +130,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              features_used: int | None = None, chunk_size: int | None = None,
                              lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
                              preprocess: bool = False, collect: bool = True, dense_input: bool = False,
+                             locality: bool = True,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS) -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
@@ -140,7 +141,9 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     occur in X, default ``d``) bounds the weights per label; ``chunk_size``/``lanes``
     default to what the trainer picks; ``collect=False`` for sharded training (weights
     go to disk as they finish); ``preprocess`` when tf-idf or normalisation copies X;
-    ``dense_input`` when X is a dense float32 array (``nnz = n * d``), converted to CSR.
+    ``dense_input`` when X is a dense float32 array (``nnz = n * d``), converted to CSR;
+    ``locality`` when the trainer works on a copy of X with features renumbered by
+    frequency (its default, :mod:`headstart.training.locality`).
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
@@ -166,6 +169,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         copies += nnz * _NNZ + (n + 1) * _F64
     if dense_input:                                      # the CSR the kernels work on
         copies += nnz * _NNZ + (n + 1) * _F64
+    if locality:                                         # X with features renumbered by frequency
+        copies += nnz * _NNZ + (n + 1) * _F64 + d * (_F64 + 4 + 4 + _F64)   # + counts, perm, inv, argsort
     parts["data copies"] = copies
     init_bytes = nv * _F64                               # column sums
     if init == "aop":
