@@ -178,23 +178,14 @@ def test_solver_stopping_early_sets_status_and_warns(trainer_log):
     assert clf.stats_.summary()["not_converged"]["max_iter"] == int((status == 1).sum())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug (headstart/training/trainer.py prepare_problem): the column sums are computed with "
-    "X.sum(axis=0) in float32 and overflow to inf once a column sums past 3.4e38 (values >= ~1e37 "
-    "that the readers accept); then ||grad f(0)|| = inf, the tolerance is inf, aop's start is NaN: "
-    "status 'numerical' and a NaN intercept. Fix: accumulate in float64, e.g. "
-    "np.bincount(X.indices, weights=X.data, minlength=d)"))
 def test_values_near_float32_max_give_finite_weights_with_aop(trainer_log):
+    """Column sums near float32's maximum must not overflow (they are accumulated in float64)."""
     X, Y = base_problem()
     clf = headstart.OvAClassifier(threads=1, prune=0.0).fit((X * 1e38).astype(np.float32), Y)
     check_fit(clf, Y.shape[1], trainer_log.records)
     assert np.all(np.asarray(clf.stats_["status"]) == 0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "core bug (same root cause as above): with init zero/bias/ovap the inf tolerance makes every "
-    "label report status 'converged' after 0 iterations at the starting point (bias 0 or -1, "
-    "no weights) -- a silent wrong model; the 1e37-scaled data gives the right intercepts"))
 @pytest.mark.parametrize("init", ["zero", "bias"])
 def test_values_near_float32_max_train_like_smaller_values(init):
     X, Y = base_problem()

@@ -48,7 +48,8 @@ def prepare_problem(X: sp.csr_matrix, params: TrainParams):
     """The kernels' view of X and the column sums (bias coordinate included)."""
     P = make_problem(X, params.bias, params.C, params.loss, params.regularize_bias)
     colsum = np.zeros(X.shape[1] + 1)
-    colsum[:-1] = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
+    # accumulated in float64: a float32 sum overflows for values near float32's maximum
+    colsum[:-1] = np.bincount(X.indices, weights=X.data.astype(np.float64), minlength=X.shape[1])
     colsum[-1] = params.bias * X.shape[0]
     return P, colsum
 
