@@ -5,8 +5,7 @@ rows, duplicate rows, labels without positives or positive everywhere, huge and 
 feature values, C at its extremes, dense features with constant columns -- must give
 finite weights; when the solver stops early the statistics carry the status
 (``stats_['status']``, names in ``headstart.solver.newton.STATUS_NAMES``) and a warning
-names the labels.  Known failures of the training core are ``xfail(strict=True)`` with
-the precise reason (docs/robustness.md lists them).
+names the labels.
 
 Resource limits: ``headstart.resources`` estimates (checked against the memory a real
 run touches), ``headstart train`` refusing with exit code 2 unless
