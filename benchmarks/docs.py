@@ -174,7 +174,9 @@ def targets(res: dict) -> list[str]:
         aw = _get(res, eid, "headstart-aop", "wall_s")
         val = None
         if d is not None and aw:
-            val = (f"{pw / aw:.2f}x vs {peer}" if peer else "no peer reached the same P@k") + \
+            ran_peer = any(METHODS.get(m) is not None and METHODS[m].family == "peer" for m in d["summary"])
+            none_msg = "no peer reached the same P@k" if ran_peer else "no peer was run in this measurement"
+            val = (f"{pw / aw:.2f}x vs {peer}" if peer else none_msg) + \
                   (f" ({'; '.join(notes)})" if notes else "")
         row(f"headstart aop vs fastest exact OvA peer at the same P@k (0.1 points), debian-deps {what}", ">= 1.5x",
             val, bool(peer) and pw / aw >= 1.5 if val else False)
