@@ -238,3 +238,17 @@ def test_positive_decisions_in_blocks_equal_dense():
     P = positive_decisions(model, X, block_bytes=4 * 7 * 6)   # blocks of 6 rows
     assert P.shape == (50, 7)
     np.testing.assert_array_equal(P.toarray(), dense)
+
+
+def test_contended_runs_are_flagged():
+    from headstart.experiment.run import Experiment, RunResult
+    from headstart.experiment.spec import RunSpec
+    from headstart.experiment.table import contended_runs
+
+    def result(name, before, after):
+        return RunResult(RunSpec(name, name, TrainParams()), None, {}, {}, {"before": before, "after": after})
+
+    exp = Experiment({}, {"threads": 2}, {"cpu_count": 2},
+                     [result("quiet", [2.1, 2.0, 2.0], [2.4, 2.1, 2.0]), result("busy", [2.2, 2, 2], [3.5, 2.5, 2]),
+                      result("unknown", [], [])])
+    assert contended_runs(exp) == [{"run": "busy", "max_load_1min": 3.5}]

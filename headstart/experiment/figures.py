@@ -382,8 +382,9 @@ FIGURES = (
      "Share of training instances with margin < 1, i.e. in the Hessian products, in Newton iteration k "
      "(paper Fig. 4 left, 'sparsity of the Hessian calculation'); " + _BAND + " still running."),
     ("iteration_duration.png", iteration_duration_figure,
-     "Duration of one Newton iteration (supplementary), " + _BAND + " still running; iteration 0 is the "
-     "evaluation of the start (including X w0 for aop)."),
+     "Duration of one Newton iteration (supplementary), " + _BAND + " still running. Iteration 0 is the "
+     "evaluation of the start (with X w0 for aop) and, as the trainer books it, also the first Newton direction "
+     "(CG), so iteration 1 shows only its line search."),
     ("time_vs_positives.png", time_vs_positives_figure,
      "Training time of a label against its number of training positives (paper Fig. 4 right): " + _BAND +
      " in each bin of positive counts."),

@@ -114,9 +114,24 @@ def grid_row(point: str, r: RunResult, zero: RunResult | None) -> dict:
     return row
 
 
+def contended_runs(exp: Experiment) -> list[dict]:
+    """Runs during which other processes competed for the cores: the 1-minute load average
+    before or after the run exceeded the run's own threads by at least 1 (the load
+    average counts our threads too).  Their wall-clock times include waiting for a core,
+    and under contention even CPU time grows (shared caches and memory bandwidth)."""
+    threads = int(exp.settings.get("threads") or exp.environment.get("cpu_count") or 1)
+    out = []
+    for r in exp.runs:
+        loads = [v[0] for v in (r.load.get("before"), r.load.get("after")) if v]
+        if loads and max(loads) - threads >= 1.0:
+            out.append({"run": r.spec.name, "max_load_1min": max(loads)})
+    return out
+
+
 def build_tables(exp: Experiment) -> dict:
     zero = _zero(exp)
     return {
+        "contended": contended_runs(exp),
         "main": [main_row(r, zero) for r in exp.init_runs],
         "details": [detail_row(r) for r in exp.runs],
         "first_iteration": [_first_iteration(r) for r in exp.init_runs],
@@ -126,6 +141,13 @@ def build_tables(exp: Experiment) -> dict:
 
 
 # --------------------------------------------------------------------------- markdown
+def contention_note(exp: Experiment, contended: list[dict]) -> str:
+    names = ", ".join(f"{c['run']} (1-min load {c['max_load_1min']:.1f})" for c in contended)
+    return (f"**Timing caveat:** other processes competed for the {exp.environment.get('cpu_count')} cores during "
+            f"{names}; their times are inflated by an unknown amount and ratios involving them are unreliable "
+            "(load averages of every run under Run details).")
+
+
 def used_buckets(rows: list[dict]) -> list[str]:
     """Bucket titles with at least one label."""
     return [b[0] for b in BUCKETS if any(r[b[0]]["labels"] for r in rows)]
@@ -221,6 +243,8 @@ def table_markdown(exp: Experiment, tables: dict | None = None) -> str:
     lines += ["", "Time: wall-clock seconds of training (initialiser preparation included, data reading "
               "excluded); CPU time: process CPU seconds of training, all threads. P@k, precision and recall in percent; precision and recall are the label-averaged "
               "binary ones of the decisions score > 0 (the paper's Prec / Rec).", ""]
+    if t["contended"]:
+        lines += [contention_note(exp, t["contended"]), ""]
     lines += ["## First Newton iteration", ""]
     lines += _md_table(t["first_iteration"], FIRST_COLUMNS)
     lines += ["", "Over labels that take at least one iteration. f(w1)/f(w0) near 1 is the \"useless first "
