@@ -5,6 +5,7 @@ from the average-of-positives initialisation of Schultheis & Babbar, "Speeding-u
 One-vs-All Training for Extreme Classification via Smart Initialization".
 """
 
+from . import _compile  # noqa: F401  (numba settings, before any kernel compiles)
 from .errors import DataFormatError, HeadstartError, ModelFormatError, ParameterError
 from .estimator import OvAClassifier, load
 from .params import TrainParams
