@@ -102,7 +102,8 @@ def start(P, W, tol, rec_f, rec_act):
 
 @nb.njit(cache=True, nogil=True)
 def direction(P, S, W, nact, nF, wout2):
-    """Newton direction into W.s by PCG on the support; returns (CG steps, g.s)."""
+    """Newton direction into W.s by PCG on the support; returns (CG steps, g.s, sigma)
+    with s = sigma * w outside the support."""
     erm.diag_precond_on_support(P, W.act, nact, W.hcoef, W.M, W.F, nF)
     for q in range(nF):
         j = W.F[q]
@@ -120,17 +121,19 @@ def direction(P, S, W, nact, nF, wout2):
     for q in range(nF):
         j = W.F[q]
         gTs += W.g[j] * W.s[j]
-    return cg_iter, gTs
+    return cg_iter, gTs, sigma
 
 
 @nb.njit(cache=True, nogil=True)
-def advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs, rec_f, rec_act, rec_step, rec_cg):
+def advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs, sigma, rec_f, rec_act, rec_step, rec_cg):
     """Line search along W.s (W.xs = X W.s must be current), new gradient, stopping
     tests for iteration ``it``: returns (status, f, nact, nF, ||w_O||^2, ||g||)."""
     n = W.wx.size
     act_frac = nact / max(n, 1)
     fold = f
-    step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, gTs, f, S.ls_eta, S.ls_max_steps)
+    sTs, wTs, wTw = erm.reg_dots_on_support(P, W.w, W.s, W.F, nF, wout2, sigma)
+    step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, gTs, f, S.ls_eta, S.ls_max_steps,
+                                        sTs, wTs, wTw)
     if step != 0.0:
         nact, nF, wout2, gnorm = gradient(P, W)
     if it < rec_f.size:
@@ -170,11 +173,11 @@ def newton(P, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     while status == RUNNING:
         it += 1
         t_it = now() if timing else 0.0
-        cg_iter, gTs = direction(P, S, W, nact, nF, wout2)
+        cg_iter, gTs, sigma = direction(P, S, W, nact, nF, wout2)
         cg_total += cg_iter
         erm.scores(P, W.s, W.xs)
         status, f, nact, nF, wout2, gnorm = advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs,
-                                                    rec_f, rec_act, rec_step, rec_cg)
+                                                    sigma, rec_f, rec_act, rec_step, rec_cg)
         if it < rec_time.size:
             rec_time[it] = (now() - t_it) if timing else 0.0
     return status, it, cg_total, f_init, f, g_init, gnorm

@@ -176,6 +176,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     nF = np.zeros(L, dtype=np.int64)
     wout2 = np.zeros(L)
     gTs = np.zeros(L)
+    sig = np.zeros(L)
     tol = np.zeros(L)
     t_iter = np.zeros(L)     # seconds spent on the current iteration so far
     t_label = np.zeros(L)    # seconds spent on the label so far
@@ -225,7 +226,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                 stats[k, 6] = gn[b]
                 if status == nt.RUNNING:
                     it[b] = 1
-                    cgi[b], gTs[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
+                    cgi[b], gTs[b], sig[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
                     cgt[b] += cgi[b]
                     V[:, b] = W.s
                 dt = (nt.now() - t0) if timing else 0.0
@@ -275,7 +276,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
             k = slot[b]
             t0 = nt.now() if timing else 0.0
             status, fv[b], nact[b], nF[b], wout2[b], gn[b] = nt.advance(
-                P, S, W, it[b], fv[b], nact[b], nF[b], wout2[b], gn[b], tol[b], cgi[b], gTs[b],
+                P, S, W, it[b], fv[b], nact[b], nF[b], wout2[b], gn[b], tol[b], cgi[b], gTs[b], sig[b],
                 rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
             if status == nt.RUNNING:
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
@@ -285,7 +286,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                 t_iter[b] = 0.0
                 t0 = nt.now() if timing else 0.0
                 it[b] += 1
-                cgi[b], gTs[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
+                cgi[b], gTs[b], sig[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
                 cgt[b] += cgi[b]
                 V[:, b] = W.s
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
