@@ -57,6 +57,22 @@ class TrainingStats:
         out = cls(cls._typed(cols), offsets, flat, dict(meta or {}))
         return out.take(order)
 
+    @classmethod
+    def from_table(cls, labels, table, lengths, iterations, meta=None) -> "TrainingStats":
+        """One chunk: ``labels`` ascending, the kernel's ``table`` (k, len(STAT_FIELDS)),
+        per-label trajectory ``lengths`` and the trajectories already flat (label-major)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        cols = {"label": labels.copy()}
+        for i, f in enumerate(STAT_FIELDS):
+            cols[f] = table[:, i]
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = {f: np.ascontiguousarray(iterations[f], dtype=np.float64) for f in ITER_FIELDS}
+        out = cls(cls._typed(cols), offsets, flat, dict(meta or {}))
+        if labels.size > 1 and not np.all(labels[1:] > labels[:-1]):
+            out = out.take(np.argsort(labels, kind="stable"))
+        return out
+
     @staticmethod
     def _typed(cols):
         return {k: (v.astype(np.int64) if k in _INT_FIELDS else v.astype(np.float64)) for k, v in cols.items()}
@@ -67,10 +83,8 @@ class TrainingStats:
         lengths = np.diff(self.iter_offsets)[idx]
         offsets = np.zeros(len(idx) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        if len(idx):
-            gather = np.concatenate([np.arange(self.iter_offsets[i], self.iter_offsets[i + 1]) for i in idx])
-        else:
-            gather = np.zeros(0, dtype=np.int64)
+        # positions of the selected labels' runs, in the new order, without a Python loop
+        gather = np.repeat(self.iter_offsets[:-1][idx] - offsets[:-1], lengths) + np.arange(offsets[-1])
         iters = {f: a[gather] for f, a in self.iterations.items()}
         return TrainingStats(cols, offsets, iters, dict(self.meta))
 
@@ -85,7 +99,10 @@ class TrainingStats:
         np.cumsum(lengths, out=offsets[1:])
         iters = {f: np.concatenate([p.iterations[f] for p in parts]) for f in ITER_FIELDS}
         out = cls(cols, offsets, iters, dict(parts[0].meta))
-        return out.take(np.argsort(cols["label"], kind="stable"))
+        lab = cols["label"]
+        if lab.size > 1 and not np.all(lab[1:] > lab[:-1]):   # already in label order: no copy
+            out = out.take(np.argsort(lab, kind="stable"))
+        return out
 
     # --- access -----------------------------------------------------------------
     def __len__(self) -> int:

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
@@ -27,13 +28,24 @@ from ..params import TrainParams
 from ..solver.newton import STATUS_NAMES
 from ..init.ovap import solver_settings
 from .kernel import LANES, make_lane_workspace, train_chunk
-from .locality import FeatureOrder
-from .stats import ITER_FIELDS, TrainingStats
+from . import pages
+from .locality import FeatureOrder, renumber
+from .stats import TrainingStats
 
 log = logging.getLogger(__name__)
 
 # Per-iteration records kept per label (iterations beyond are counted, not recorded).
 MAX_RECORDED_ITERATIONS = 1000
+
+# Return malloc's free pages to the system after the set-up and after every chunk
+# (glibc's malloc_trim, see pages.release_free_memory).  The kernel's per-chunk buffers
+# (start vectors, sweep directions, the growing weight buffers: a few MB per chunk) come
+# from the worker threads' malloc arenas, which keep what is freed; measured on
+# debian-deps labels 0:5000, 2 threads, RSS at the end of training was 114 MB over the
+# start without trimming and 86 MB with it (the same as with malloc's mmap threshold
+# pinned at 128 KiB, i.e. nothing left to gain there).  A trim costs well under a
+# millisecond per chunk.
+TRIM_MALLOC = True
 
 
 @dataclass
@@ -49,9 +61,21 @@ def prepare_problem(X: sp.csr_matrix, params: TrainParams):
     P = make_problem(X, params.bias, params.C, params.loss, params.regularize_bias)
     colsum = np.zeros(X.shape[1] + 1)
     # accumulated in float64: a float32 sum overflows for values near float32's maximum
-    colsum[:-1] = np.bincount(X.indices, weights=X.data.astype(np.float64), minlength=X.shape[1])
+    column_sums(X.indices, X.data, colsum)
     colsum[-1] = params.bias * X.shape[0]
     return P, colsum
+
+
+@nb.njit(cache=True, nogil=True)
+def column_sums(indices, data, out):
+    """out[j] += data[k] (in float64) for every non-zero, in storage order.
+
+    The same additions in the same order as ``np.bincount(indices, weights=
+    data.astype(np.float64))``, so the same bits, without its two nnz-long float64 /
+    int64 temporaries (21.8 MB on debian-deps, which malloc then kept resident through
+    training)."""
+    for k in range(indices.size):
+        out[indices[k]] += np.float64(data[k])
 
 
 def choose_lanes(n: int, d: int, threads: int, budget: float = 2.0 * 2**30) -> int:
@@ -75,6 +99,12 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     of ``labels`` sorted ascending.  With ``collect=False`` only the sink sees results.
     With ``locality`` the kernels run on a copy of X with features renumbered by
     frequency (see :mod:`.locality`); results are mapped back.
+
+    Memory (issue 4: peak at most 1.5 x (data + model)): the big buffers -- the
+    renumbered X, the lane workspaces, the records, every chunk's weights -- live in
+    their own mappings (:mod:`.pages`), so what is freed is returned at once; a thread
+    drops its workspace as soon as no chunk is left for it; the model is assembled
+    chunk by chunk, releasing each chunk as it is copied (see :func:`stack_rows`).
     """
     t_start = time.perf_counter()
     labels = np.unique(np.asarray(labels, dtype=np.int64))
@@ -93,6 +123,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     t0 = time.perf_counter()
     plan = init.prepare(ctx)
     prep_seconds = time.perf_counter() - t0
+    del ctx, Yc
     S = solver_settings(params)
     d1_zero = losses.d1_at_zero(params.loss)
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
@@ -105,31 +136,25 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     if lanes is None:
         lanes = choose_lanes(n, d, threads)
     chunks = label_chunks(labels, chunk_size)
-    local = threading.local()
     results: list[ChunkResult] = []
     lock = threading.Lock()
+    trim = TRIM_MALLOC
+    if trim:
+        pages.release_free_memory()
+    next_chunk = iter(range(len(chunks)))
+    failed = threading.Event()
 
-    def run(chunk: np.ndarray) -> None:
-        if not hasattr(local, "W"):
-            local.W = make_lane_workspace(n, d, lanes)
-            local.rec = [np.zeros((chunk_size, cap)) for _ in range(4)] + [np.zeros((chunk_size, cap), dtype=np.int64)]
-        rf, ra, rs, rt, rc = local.rec
+    def run_chunk(chunk: np.ndarray, WS, rec) -> None:
+        rf, ra, rs, rt, rc = rec
         indptr, indices, data, intercept, table = train_chunk(
-            P, S, local.W, plan, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, params.prune,
+            P, S, WS, plan, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, params.prune,
             rf, ra, rs, rc, rt, timing)
-        iters = table[:, 2].astype(np.int64)
-        recs = {f: [] for f in ITER_FIELDS}
-        for k in range(chunk.size):
-            m = min(int(iters[k]), cap - 1) + 1
-            recs["objective"].append(rf[k, :m].copy())
-            recs["active_fraction"].append(ra[k, :m].copy())
-            recs["step"].append(rs[k, :m].copy())
-            recs["cg_steps"].append(rc[k, :m].astype(np.float64))
-            recs["seconds"].append(rt[k, :m].copy())
-        W = sp.csr_matrix((data, indices, indptr), shape=(chunk.size, d))
-        if order is not None:
-            W = order.to_original(W)
-        res = ChunkResult(chunk, W, intercept, TrainingStats.from_chunks([(chunk, table, recs)]))
+        stats = chunk_stats(chunk, table, rec, cap)
+        W = chunk_weights(indptr, indices, data, d, order)
+        del indptr, indices, data
+        res = ChunkResult(chunk, W, intercept, stats)
+        if trim:
+            pages.release_free_memory()
         if sink is not None:
             sink(res)
         with lock:
@@ -138,29 +163,110 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
         if progress is not None:
             progress(chunk.size)
 
+    def worker() -> None:
+        # One workspace per thread, in mappings of its own: the pages the solver never
+        # writes (parts of act/gcoef/hcoef, ~20% on debian-deps) never become resident,
+        # and the whole workspace goes back to the system when the thread runs dry,
+        # not when the last thread does.
+        WS = None
+        rec = None
+        try:
+            while not failed.is_set():
+                with lock:
+                    i = next(next_chunk, None)
+                if i is None:
+                    break
+                if WS is None:
+                    WS = make_workspace(n, d, lanes)
+                    rec = make_records(chunk_size, cap)
+                run_chunk(chunks[i], WS, rec)
+        except BaseException:
+            failed.set()
+            raise
+
     if threads == 1:
-        for c in chunks:
-            run(c)
+        worker()
     else:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="headstart") as pool:
-            # list() re-raises the first exception of any worker
-            list(pool.map(run, chunks))
+            futures = [pool.submit(worker) for _ in range(threads)]
+            for f in futures:
+                f.result()   # re-raises the first exception of a worker
+    # the renumbered X and the init's plan are not needed for the assembly
+    del P, X, plan, colsum, y_indices, y_indptr
 
     if not collect:
         return None
     results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
     weights, intercept = stack_rows(results, d)
     stats = TrainingStats.concat([r.stats for r in results])
+    results.clear()
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start, "threads": threads, "lanes": lanes})
     report_problems(stats)
     return weights, intercept, stats
 
 
+def make_workspace(n: int, d: int, lanes: int):
+    """The kernel's lane workspace (:func:`.kernel.make_lane_workspace`: its shapes and
+    dtypes), re-homed into mappings of its own (:mod:`.pages`)."""
+    ws = make_lane_workspace(n, d, lanes)
+    return type(ws)(*pages.zeros_like_workspace(ws))
+
+
+def make_records(chunk_size: int, cap: int):
+    """The per-iteration record arrays of one thread: (chunk_size, cap) each, objective,
+    active fraction, step, seconds (float64) and CG steps (int64).
+
+    Stored iteration-major (Fortran order: entry [k, it] at ``it * chunk_size + k``),
+    so the pages written are those of the iterations actually run, for all labels of a
+    chunk together, not one page per label and quantity: on debian-deps (256 labels a
+    chunk, at most 1001 iterations recorded) label-major records put ~5 MB per thread
+    in memory for trajectories of ~7 iterations; iteration-major ones ~0.1 MB.  The
+    kernel only ever indexes ``rec[k, it]`` (bounds checked against the width), so the
+    layout changes nothing it computes.
+    """
+    def arr(dtype):
+        return pages.zeros((cap, chunk_size), dtype).T
+    return arr(np.float64), arr(np.float64), arr(np.float64), arr(np.float64), arr(np.int64)
+
+
+def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int) -> TrainingStats:
+    """TrainingStats of one chunk from the kernel's table and the record arrays: the
+    trajectories go straight into flat arrays (no array per label and quantity)."""
+    rf, ra, rs, rt, rc = rec
+    k = chunk.size
+    lengths = np.minimum(table[:, 2].astype(np.int64), cap - 1) + 1
+    top = int(lengths.max()) if k else 0
+    mask = np.arange(top)[None, :] < lengths[:, None]
+    flat = {"objective": rf[:k, :top][mask], "active_fraction": ra[:k, :top][mask], "step": rs[:k, :top][mask],
+            "cg_steps": rc[:k, :top][mask].astype(np.float64), "seconds": rt[:k, :top][mask]}
+    return TrainingStats.from_table(chunk, table, lengths, flat)
+
+
+def chunk_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, d: int,
+                  order: FeatureOrder | None) -> sp.csr_matrix:
+    """The kernel's rows of a chunk as CSR over the original features, its arrays in
+    mappings of their own (:mod:`.pages`): freed chunks are returned to the system while
+    the model is assembled, instead of staying in the worker thread's malloc arena."""
+    if order is not None:
+        idx = pages.empty(indices.size, np.int32)
+        renumber(order.perm, indices, idx)
+    else:
+        idx = pages.copy(indices)
+    W = sp.csr_matrix((pages.copy(data), idx, indptr), shape=(indptr.size - 1, d))
+    if order is not None:
+        W.has_sorted_indices = False
+        W.sort_indices()           # in place
+    return W
+
+
 def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.ndarray]:
     """Concatenate the chunks' weights into one CSR, releasing each chunk's arrays as
     soon as they are copied, so the peak is the model plus one chunk, not twice the
-    model (scipy's vstack keeps all inputs alive until the end)."""
+    model (scipy's vstack keeps all inputs alive until the end).  That only holds when a
+    freed chunk is returned to the system: chunks live in mappings of their own
+    (:func:`chunk_weights`); with malloc'ed chunks the debian-deps peak was the model
+    twice (94.5 MB more RSS during this copy)."""
     nnz = sum(r.weights.nnz for r in results)
     rows = sum(r.weights.shape[0] for r in results)
     indptr = np.zeros(rows + 1, dtype=np.int64)
@@ -179,6 +285,7 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
         r0 += k
         p0 += W.nnz
         r.weights = None  # the chunk's copy is no longer needed
+        del W
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 
