@@ -177,14 +177,15 @@ def main() -> int:
             for k, v in kept.items():
                 if k == "P":
                     report["X renumbered (P.indptr/indices/data)"] = sum(resident_bytes(x) for x in v[:3]) / MB
-                elif k.startswith("WS"):
+                elif k.startswith("WS") and isinstance(v, tuple) and hasattr(v, "_fields"):
                     for f in v._fields:
                         report[f"{k.split()[0]} {f} [{k.split()[1]}]"] = resident_bytes(getattr(v, f)) / MB
                 else:
                     report[k] = sum(resident_bytes(x) for x in v) / MB
             W = [r.weights for r in results]
-            report["chunk results: weights (nbytes)"] = sum(w.data.nbytes + w.indices.nbytes + w.indptr.nbytes
-                                                            for w in W) / MB
+            report["chunk results: weights (nbytes)"] = sum(
+                w.data.nbytes + getattr(w, "indices", getattr(w, "codes", None)).nbytes + w.indptr.nbytes
+                for w in W) / MB
             report["chunk results: stats (nbytes)"] = sum(
                 sum(a.nbytes for a in r.stats.columns.values()) + sum(a.nbytes for a in r.stats.iterations.values())
                 for r in results) / MB

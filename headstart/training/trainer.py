@@ -30,6 +30,7 @@ from ..init.ovap import solver_settings
 from .kernel import LANES, make_lane_workspace, train_chunk
 from . import pages
 from .locality import FeatureOrder, renumber
+from .packed import PackedRows
 from .stats import TrainingStats
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ TRIM_MALLOC = True
 @dataclass
 class ChunkResult:
     labels: np.ndarray            # global label ids, ascending
-    weights: sp.csr_matrix        # (len(labels), n_features) float32
+    weights: sp.csr_matrix        # (len(labels), n_features) float32 (PackedRows while the trainer keeps it)
     intercept: np.ndarray         # (len(labels),) float32
     stats: TrainingStats
 
@@ -152,14 +153,16 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
         stats = chunk_stats(chunk, table, rec, cap)
         W = chunk_weights(indptr, indices, data, d, order)
         del indptr, indices, data
-        res = ChunkResult(chunk, W, intercept, stats)
+        if sink is not None:
+            sink(ChunkResult(chunk, W, intercept, stats))
+        if collect:
+            # kept until the model is assembled: column indices packed (see .packed)
+            kept = ChunkResult(chunk, PackedRows.pack(W), intercept, stats)
+            with lock:
+                results.append(kept)
+        del W
         if trim:
             pages.release_free_memory()
-        if sink is not None:
-            sink(res)
-        with lock:
-            if collect:
-                results.append(res)
         if progress is not None:
             progress(chunk.size)
 
@@ -266,7 +269,8 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
     model (scipy's vstack keeps all inputs alive until the end).  That only holds when a
     freed chunk is returned to the system: chunks live in mappings of their own
     (:func:`chunk_weights`); with malloc'ed chunks the debian-deps peak was the model
-    twice (94.5 MB more RSS during this copy)."""
+    twice (94.5 MB more RSS during this copy).  Packed chunks (:class:`.PackedRows`)
+    decode their indices straight into the model's array."""
     nnz = sum(r.weights.nnz for r in results)
     rows = sum(r.weights.shape[0] for r in results)
     indptr = np.zeros(rows + 1, dtype=np.int64)
@@ -279,13 +283,17 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
         W = r.weights
         k = W.shape[0]
         indptr[r0 + 1: r0 + k + 1] = W.indptr[1:] + p0
-        indices[p0: p0 + W.nnz] = W.indices
+        if isinstance(W, PackedRows):
+            W.indices_into(indices[p0: p0 + W.nnz])
+        else:
+            indices[p0: p0 + W.nnz] = W.indices
         data[p0: p0 + W.nnz] = W.data
         intercept[r0: r0 + k] = r.intercept
         r0 += k
         p0 += W.nnz
         r.weights = None  # the chunk's copy is no longer needed
         del W
+    pages.release_free_memory()   # the chunks' small arrays came from the workers' malloc arenas
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 
