@@ -11,13 +11,15 @@ gradient, Hessian-vector product, diagonal preconditioner, line search -- and ke
 the caching contract explicit:
 
 * ``wx`` (the scores X w) is owned by the caller and kept current by
-  :func:`linesearch_and_update`, so the value never needs a pass over X;
+  :func:`update_and_grad_on_support`, so the value never needs a pass over X;
 * :func:`grad_on_support` computes the active set ``act``, per-instance coefficients
   ``gcoef``/``hcoef`` and the support F of the active rows; the Hessian product and
   the preconditioner reuse them, so they touch only the active rows (for the squared
   hinge: the instances with margin < 1, the paper's implicit negative mining) and
   only the coordinates in F -- outside F the objective is the bare regulariser;
-* a line-search trial costs O(n): X s is computed once per search.
+* a line-search trial costs O(n): X s is computed once per search, in the split form
+  X s = sigma * X w + X delta with delta = s - sigma * w zero outside F (the solver
+  carries s as sigma * w there), so the vector the pass over X reads changes only on F.
 
 All functions are numba kernels over plain arrays; the solver calls them directly.
 """
@@ -71,27 +73,38 @@ def reg_dot(P, a, b):
 @nb.njit(cache=True, nogil=True)
 def loss_sum(P, y, wx):
     """C * sum_i phi(y_i * wx_i)."""
-    return P.C * _loss_sum_at(P, y, wx, wx, 0.0)
+    acc = 0.0
+    if losses.has_hinge(P.loss):
+        # only margins < 1 add anything; see _trial_loss_sum
+        for i in range(wx.size):
+            m = y[i] * wx[i]
+            if m < 1.0:
+                acc += losses.value(P.loss, m)
+    else:
+        for i in range(wx.size):
+            acc += losses.value(P.loss, y[i] * wx[i])
+    return P.C * acc
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _loss_sum_at(P, y, wx, xs, alpha):
-    """sum_i phi(y_i * (wx_i + alpha * xs_i)), the O(n) work of every line-search trial.
+def _trial_loss_sum(P, y, wx, xd, sigma, alpha):
+    """sum_i phi(y_i * (wx_i + alpha * (sigma * wx_i + xd_i))): the loss at w + alpha s
+    with X s = sigma * wx + xd, the O(n) work of a line-search trial.
 
     For the squared hinge only the instances with margin < 1 add anything; skipping the
     others (instead of adding 0.0) takes them out of the chain of dependent additions,
     which otherwise sets the pace of this loop (one add latency per instance).  Adding
-    0.0 to a non-negative sum is exact, so the value is bit-identical either way."""
+    0.0 to a non-negative sum is exact, so the value is the same either way."""
     acc = 0.0
     n = wx.size
     if losses.has_hinge(P.loss):
         for i in range(n):
-            m = y[i] * (wx[i] + alpha * xs[i])
+            m = y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i]))
             if m < 1.0:
                 acc += losses.value(P.loss, m)
     else:
         for i in range(n):
-            acc += losses.value(P.loss, y[i] * (wx[i] + alpha * xs[i]))
+            acc += losses.value(P.loss, y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i])))
     return acc
 
 
@@ -110,15 +123,78 @@ def grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, stamp):
     instance, kept for the Hessian products of this Newton iteration (LIBLINEAR
     l2r_l2_svc_fun::grad keeps its index set I the same way).
 
-    ``F[:nF]`` lists the support: every feature of an active row, then the bias index
-    d.  Only g[F] is written.  Outside F the objective is the bare L2 term -- gradient
-    w, Hessian I, diag(H) = 1 -- which the solver exploits by carrying vectors there
-    as multiples of w; their size enters through the returned ||w_O||^2.  ``mark`` is
-    a per-workspace int array and ``stamp`` a value never used before with it, so that
-    nothing needs clearing; F is collected in one O(features) sweep, in ascending order.
+    ``F[:nF]`` lists the support: every feature of an active row (ascending), then the
+    bias index d.  Only g[F] is written.  Outside F the objective is the bare L2 term --
+    gradient w, Hessian I, diag(H) = 1 -- which the solver exploits by carrying vectors
+    there as multiples of w; their size enters through the returned ||w_O||^2.
+    ``mark`` is a per-workspace int array and ``stamp`` a value never used before with
+    it, so that nothing needs clearing.
     """
-    n = wx.size
+    nact = _active_set(P, y, wx, act, gcoef, hcoef)
+    nF, wout2 = _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, _sumsq(w, P.n_features))
+    return nact, nF, wout2
+
+
+@nb.njit(cache=True, nogil=True)
+def update_and_grad_on_support(P, y, w, wx, xd, s, sigma, alpha, g, act, gcoef, hcoef, F, mark, old, stamp):
+    """Take the step w += alpha * s and compute the new gradient on the new support, in
+    as few passes over memory as possible (this runs once per Newton iteration and is,
+    with the pass over X, what a tail label's iteration costs).
+
+    The direction is in the solver's split form: ``s`` holds it on the current support
+    (features marked ``old``, plus the bias) and equals ``sigma * w`` elsewhere, and
+    ``xd = X delta`` for ``delta = s - sigma * w`` (zero outside the support), so that
+    X s = sigma * wx + xd.  Scores are updated as in :func:`linesearch`, bit for bit.
+    Returns (nact, nF, ||w_O||^2) like :func:`grad_on_support`, with ``stamp`` new.
+    """
     d = P.n_features
+    # w in one pass, also summing the squares of the new weights (4 chains, see _sumsq)
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    d4 = d - d % 4
+    for j in range(0, d4, 4):
+        # s_j on the support, sigma * w_j elsewhere (written out as selects: vectorisable)
+        v0 = w[j] + alpha * (s[j] if mark[j] == old else sigma * w[j])
+        v1 = w[j + 1] + alpha * (s[j + 1] if mark[j + 1] == old else sigma * w[j + 1])
+        v2 = w[j + 2] + alpha * (s[j + 2] if mark[j + 2] == old else sigma * w[j + 2])
+        v3 = w[j + 3] + alpha * (s[j + 3] if mark[j + 3] == old else sigma * w[j + 3])
+        w[j] = v0
+        w[j + 1] = v1
+        w[j + 2] = v2
+        w[j + 3] = v3
+        a0 += v0 * v0
+        a1 += v1 * v1
+        a2 += v2 * v2
+        a3 += v3 * v3
+    for j in range(d4, d):
+        v0 = w[j] + alpha * (s[j] if mark[j] == old else sigma * w[j])
+        w[j] = v0
+        a0 += v0 * v0
+    w[d] += alpha * s[d]
+    wsq = (a0 + a1) + (a2 + a3)
+    # scores and the new active set in one pass over the instances
+    n = wx.size
+    hinge = losses.has_hinge(P.loss)
+    nact = 0
+    for i in range(n):
+        v = wx[i] + alpha * (sigma * wx[i] + xd[i])
+        wx[i] = v
+        m = y[i] * v
+        if hinge and m >= 1.0:
+            continue
+        act[nact] = i
+        gcoef[nact] = P.C * losses.d1(P.loss, m) * y[i]
+        hcoef[nact] = P.C * losses.d2(P.loss, m)
+        nact += 1
+    nF, wout2 = _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, wsq)
+    return nact, nF, wout2
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _active_set(P, y, wx, act, gcoef, hcoef):
+    n = wx.size
     hinge = losses.has_hinge(P.loss)
     nact = 0
     for i in range(n):
@@ -129,18 +205,64 @@ def grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, stamp):
         gcoef[nact] = P.C * losses.d1(P.loss, m) * y[i]
         hcoef[nact] = P.C * losses.d2(P.loss, m)
         nact += 1
+    return nact
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _sumsq(w, d):
+    """sum of w[:d]^2 in four interleaved partial sums: a single running sum makes every
+    feature wait for the previous addition (~4 cycles each); four chains overlap."""
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    d4 = d - d % 4
+    for j in range(0, d4, 4):
+        a0 += w[j] * w[j]
+        a1 += w[j + 1] * w[j + 1]
+        a2 += w[j + 2] * w[j + 2]
+        a3 += w[j + 3] * w[j + 3]
+    for j in range(d4, d):
+        a0 += w[j] * w[j]
+    return (a0 + a1) + (a2 + a3)
+
+
+# Above 1/SWEEP_SHARE of the features a support is listed by one ordered sweep over the
+# marks; below it the features met in the active rows are sorted instead (tail labels
+# with a good start: a few hundred features, so no O(features) pass at all).
+SWEEP_SHARE = 64
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, wsq):
+    """Support F (ascending, then the bias index d), g on F, and ||w_O||^2 = wsq - ||w_F||^2
+    with wsq = ||w[:d]||^2 (the difference loses only absolute accuracy of order
+    eps * ||w||^2, negligible wherever ||w_O||^2 enters the solver)."""
+    d = P.n_features
+    nF = 0
     for k in range(nact):
         i = act[k]
         for p in range(P.indptr[i], P.indptr[i + 1]):
-            mark[P.indices[p]] = stamp
-    # one ordered sweep: F ascending keeps the CG loops cache-friendly when F is large
-    nF = 0
-    for j in range(d):
-        if mark[j] == stamp:
-            F[nF] = j
-            g[j] = w[j]
-            nF += 1
-    wout2 = _sumsq_unmarked(w, mark, stamp, d)
+            j = P.indices[p]
+            if mark[j] != stamp:
+                mark[j] = stamp
+                F[nF] = j
+                nF += 1
+    if nF * SWEEP_SHARE > d:
+        # ascending order keeps the CG loops streaming through memory when F is large
+        nF = 0
+        for j in range(d):
+            if mark[j] == stamp:
+                F[nF] = j
+                nF += 1
+    else:
+        F[:nF].sort()
+    wF2 = 0.0
+    for q in range(nF):
+        j = F[q]
+        g[j] = w[j]
+        wF2 += w[j] * w[j]
+    wout2 = max(wsq - wF2, 0.0)
     mark[d] = stamp
     F[nF] = d
     nF += 1
@@ -153,32 +275,7 @@ def grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, stamp):
             g[P.indices[p]] += c * P.data[p]
         gb += c
     g[d] += gb * P.bias
-    return nact, nF, wout2
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _sumsq_unmarked(w, mark, stamp, d):
-    """sum of w[j]^2 over j < d with mark[j] != stamp, in four interleaved partial sums:
-    one running sum would make every feature wait for the previous addition (~4 cycles
-    each, ~30 us per call on 22k features); four chains run in parallel."""
-    a0 = 0.0
-    a1 = 0.0
-    a2 = 0.0
-    a3 = 0.0
-    d4 = d - d % 4
-    for j in range(0, d4, 4):
-        v0 = w[j] if mark[j] != stamp else 0.0
-        v1 = w[j + 1] if mark[j + 1] != stamp else 0.0
-        v2 = w[j + 2] if mark[j + 2] != stamp else 0.0
-        v3 = w[j + 3] if mark[j + 3] != stamp else 0.0
-        a0 += v0 * v0
-        a1 += v1 * v1
-        a2 += v2 * v2
-        a3 += v3 * v3
-    for j in range(d4, d):
-        if mark[j] != stamp:
-            a0 += w[j] * w[j]
-    return (a0 + a1) + (a2 + a3)
+    return nF, wout2
 
 
 @nb.njit(cache=True, nogil=True)
@@ -317,27 +414,23 @@ def reg_dots(P, w, s):
 
 
 @nb.njit(cache=True, nogil=True)
-def linesearch_and_update(P, y, w, wx, xs, s, gTs, f, eta, max_steps, sTs, wTs, wTw):
+def linesearch(P, y, wx, xd, sigma, gTs, f, eta, max_steps, sTs, wTs, wTw):
     """Backtracking Armijo search on w + alpha s, alpha = 1, 1/2, 1/4, ...
 
     Accepts the first alpha with f(w + alpha s) - f(w) <= eta * alpha * g.s
-    (LIBLINEAR l2r_erm_fun::linesearch_and_update).  The caller provides xs = X s
-    (computed once per search, possibly for several labels in one sweep over X) and
-    gTs = g.s, so every trial is O(n).  On success updates w and wx in place and
-    returns (alpha, f_new); after ``max_steps`` failed trials returns (0, f), w unchanged.
-    The regulariser enters through sTs = s.s, wTs = w.s, wTw = w.w (regularised
-    coordinates; :func:`reg_dots_on_support` or :func:`reg_dots`).
+    (LIBLINEAR l2r_erm_fun::linesearch_and_update) and returns (alpha, f_new), or
+    (0, f) after ``max_steps`` failed trials.  Every trial is O(n): the scores of the
+    direction come as X s = sigma * wx + xd (xd = X delta, computed once per search,
+    possibly for several labels in one sweep over X; see
+    :func:`update_and_grad_on_support`, which then takes the step), the regulariser as
+    sTs = s.s, wTs = w.s, wTw = w.w over the regularised coordinates
+    (:func:`reg_dots_on_support` or :func:`reg_dots`), and gTs = g.s.
     """
     alpha = 1.0
-    n = wx.size
     for _ in range(max_steps):
-        acc = _loss_sum_at(P, y, wx, xs, alpha)
+        acc = _trial_loss_sum(P, y, wx, xd, sigma, alpha)
         f_new = P.C * acc + 0.5 * (wTw + alpha * (2.0 * wTs + alpha * sTs))
         if f_new - f <= eta * alpha * gTs:
-            for i in range(n):
-                wx[i] += alpha * xs[i]
-            for j in range(w.size):
-                w[j] += alpha * s[j]
             return alpha, f_new
         alpha *= 0.5
     return 0.0, f

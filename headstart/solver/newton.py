@@ -38,22 +38,33 @@ NO_PROGRESS = 3      # |f_old - f| <= 1e-12 |f| (LIBLINEAR "actred too small")
 NUMERICAL = 4        # non-finite objective
 STATUS_NAMES = ("converged", "max_iter", "line_search_failed", "no_progress", "numerical")
 
-# Buffers of one problem, reused for every label trained in them.
+# Buffers of one problem, reused for every label trained in them.  ``delta`` holds
+# s - sigma * w on the support and zeros elsewhere (see :func:`write_delta`); the lane
+# scheduler keeps that vector in its shared sweep buffer instead and gives lanes a
+# 1-element ``delta``.
 Workspace = namedtuple("Workspace", ["w", "g", "s", "r", "d", "z", "Hd", "M",
                                      "wx", "xs", "act", "gcoef", "hcoef", "y",
-                                     "F", "mark", "stamp"])
+                                     "F", "mark", "stamp", "delta"])
 
 # Settings of the solver (from TrainParams).
 Settings = namedtuple("Settings", ["max_iter", "eps_cg", "pcg_alpha", "ls_eta", "ls_max_steps"])
 
+# dtypes of the index buffers: instance and feature indices fit int32 (X is validated
+# to int32 indices), labels are +-1.  Narrow types matter: a lane's O(n) and O(d)
+# passes stream these arrays once or twice per Newton iteration.
+ACT_DTYPE = np.int32
+Y_DTYPE = np.int8
+MARK_DTYPE = np.int32
+MAX_STAMP = 2**31 - 2
 
-def make_workspace(n: int, n_features: int) -> Workspace:
+
+def make_workspace(n: int, n_features: int, delta: bool = True) -> Workspace:
     nv = n_features + 1
     v = lambda: np.zeros(nv, dtype=np.float64)  # noqa: E731
     return Workspace(v(), v(), v(), v(), v(), v(), v(), v(),
-                     np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n), np.zeros(n),
-                     np.zeros(n), np.zeros(nv, dtype=np.int64), np.zeros(nv, dtype=np.int64),
-                     np.zeros(1, dtype=np.int64))
+                     np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE), np.zeros(n), np.zeros(n),
+                     np.zeros(n, dtype=Y_DTYPE), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
+                     np.zeros(1, dtype=np.int64), np.zeros(nv if delta else 1))
 
 
 # The clock below holds the GIL for about a microsecond per call; numba warns that the
@@ -71,16 +82,33 @@ def now():
 
 
 @nb.njit(cache=True, nogil=True)
-def gradient(P, W):
-    """New active set, support and gradient: (nact, nF, ||w_O||^2, ||g||)."""
+def _next_stamp(W):
+    """A mark value never used before in W (marks are int32: renumber when they run out;
+    the current support keeps its marks, as value 1)."""
+    if W.stamp[0] >= MAX_STAMP:
+        cur = W.stamp[0]
+        for j in range(W.mark.size):
+            W.mark[j] = 1 if W.mark[j] == cur else 0
+        W.stamp[0] = 1
     W.stamp[0] += 1
-    nact, nF, wout2 = erm.grad_on_support(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef, W.F, W.mark,
-                                          W.stamp[0])
+    return W.stamp[0]
+
+
+@nb.njit(cache=True, nogil=True)
+def _gnorm(W, nF, wout2):
     acc = wout2  # outside the support g = w
     for q in range(nF):
         gj = W.g[W.F[q]]
         acc += gj * gj
-    return nact, nF, wout2, math.sqrt(acc)
+    return math.sqrt(acc)
+
+
+@nb.njit(cache=True, nogil=True)
+def gradient(P, W):
+    """New active set, support and gradient: (nact, nF, ||w_O||^2, ||g||)."""
+    stamp = _next_stamp(W)
+    nact, nF, wout2 = erm.grad_on_support(P, W.y, W.w, W.wx, W.g, W.act, W.gcoef, W.hcoef, W.F, W.mark, stamp)
+    return nact, nF, wout2, _gnorm(W, nF, wout2)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -111,12 +139,7 @@ def direction(P, S, W, nact, nF, wout2):
     m_out = (1.0 - S.pcg_alpha) + S.pcg_alpha * 1.0
     cg_iter, sigma = pcg(P, W.act, nact, W.hcoef, W.g, W.M, W.s, W.r, W.d, W.z, W.Hd, S.eps_cg, W.F, nF,
                          wout2, m_out)
-    # materialise s outside the support (s_O = sigma w_O) for the pass over X
-    stamp = W.stamp[0]
-    d = W.w.size - 1
-    for j in range(d):
-        if W.mark[j] != stamp:
-            W.s[j] = sigma * W.w[j]
+    # s stays in split form: W.s on the support, sigma * w elsewhere (never written out)
     gTs = sigma * wout2  # g_O . s_O
     for q in range(nF):
         j = W.F[q]
@@ -125,17 +148,39 @@ def direction(P, S, W, nact, nF, wout2):
 
 
 @nb.njit(cache=True, nogil=True)
+def write_delta(W, nF, sigma, out):
+    """out[F] = s - sigma * w on the support; ``out`` must be zero elsewhere.  Then
+    X s = sigma * wx + X out: the pass over X needs only this sparse vector."""
+    for q in range(nF):
+        j = W.F[q]
+        out[j] = W.s[j] - sigma * W.w[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def clear_delta(W, nF, out):
+    """Undo :func:`write_delta` (call before the support changes)."""
+    for q in range(nF):
+        out[W.F[q]] = 0.0
+
+
+@nb.njit(cache=True, nogil=True)
 def advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs, sigma, rec_f, rec_act, rec_step, rec_cg):
-    """Line search along W.s (W.xs = X W.s must be current), new gradient, stopping
-    tests for iteration ``it``: returns (status, f, nact, nF, ||w_O||^2, ||g||)."""
+    """Line search along s (W.xs = X delta must be current, see :func:`write_delta`), step,
+    new gradient, stopping tests for iteration ``it``: returns
+    (status, f, nact, nF, ||w_O||^2, ||g||)."""
     n = W.wx.size
     act_frac = nact / max(n, 1)
     fold = f
     sTs, wTs, wTw = erm.reg_dots_on_support(P, W.w, W.s, W.F, nF, wout2, sigma)
-    step, f = erm.linesearch_and_update(P, W.y, W.w, W.wx, W.xs, W.s, gTs, f, S.ls_eta, S.ls_max_steps,
-                                        sTs, wTs, wTw)
+    step, f = erm.linesearch(P, W.y, W.wx, W.xs, sigma, gTs, f, S.ls_eta, S.ls_max_steps, sTs, wTs, wTw)
     if step != 0.0:
-        nact, nF, wout2, gnorm = gradient(P, W)
+        old = W.stamp[0]
+        stamp = _next_stamp(W)
+        if stamp <= old:  # marks were renumbered: the current support is now marked 1
+            old = 1
+        nact, nF, wout2 = erm.update_and_grad_on_support(P, W.y, W.w, W.wx, W.xs, W.s, sigma, step, W.g, W.act,
+                                                         W.gcoef, W.hcoef, W.F, W.mark, old, stamp)
+        gnorm = _gnorm(W, nF, wout2)
     if it < rec_f.size:
         rec_f[it] = f
         rec_act[it] = act_frac
@@ -175,7 +220,9 @@ def newton(P, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
         t_it = now() if timing else 0.0
         cg_iter, gTs, sigma = direction(P, S, W, nact, nF, wout2)
         cg_total += cg_iter
-        erm.scores(P, W.s, W.xs)
+        write_delta(W, nF, sigma, W.delta)
+        erm.scores(P, W.delta, W.xs)
+        clear_delta(W, nF, W.delta)
         status, f, nact, nF, wout2, gnorm = advance(P, S, W, it, f, nact, nF, wout2, gnorm, tol, cg_iter, gTs,
                                                     sigma, rec_f, rec_act, rec_step, rec_cg)
         if it < rec_time.size:
