@@ -24,15 +24,25 @@ workspaces
     per training thread, ``lanes`` (8, or 1 when 8 would not fit 2 GiB) lane workspaces
     of 10 float64/int64 vectors of ``n_features + 1`` and 6 of ``n``, plus the kernel's
     start vectors and sweep directions (``1 + 2 * lanes`` vectors of ``n_features + 1``).
+    An upper bound: the workspaces live in mappings of their own
+    (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the
+    active-set arrays) never become resident.
 records
-    per thread, the per-iteration record arrays: 5 x ``chunk_size`` x
-    ``min(max_iter, 1000) + 1`` float64.
+    per thread, the per-iteration record arrays, stored iteration-major: only the pages
+    of iterations actually run become resident, 5 x ``chunk_size`` float64 per iteration
+    of a chunk's longest trajectory, assumed ``4 * expected_iterations`` (at most
+    ``min(max_iter, 1000) + 1``).
 chunk buffers
-    per thread, the weights of one chunk of labels before they are handed on (a buffer
-    that grows by doubling: up to twice the chunk's weights).
+    per thread, the weights of the chunk being trained: the kernel's buffer, which grows
+    by doubling (up to twice the chunk's weights plus ``n_features``), its output copy
+    and the chunk's mapped copy (about three times the chunk's weights).
 weights
     the trained weights kept until the model is saved (float32 value + int32 index per
-    non-zero), twice while the chunks are stacked into one matrix.  Their number is not
+    non-zero), counted once: until the model is assembled the finished chunks keep
+    their indices packed (about 5.1 instead of 8 bytes per weight,
+    :mod:`headstart.training.packed`), and the assembly, which writes the 8-byte model
+    while releasing the chunks one by one, runs after the workspaces are released.
+    Their number is not
     known before training: it is ``weight_density * (features_used + 1)`` per label.
     With ``prune = 0`` every feature that occurs gets a weight (density 1); with the
     default ``prune = 0.01`` densities range from well below 0.01 (sparse text features,
@@ -42,7 +52,8 @@ weights
     ``--resume``) writes the weights as they finish and keeps none.
 statistics
     per label 14 scalars and 5 per-iteration trajectories (assumed
-    ``expected_iterations`` long), twice while they are concatenated.
+    ``expected_iterations`` long), twice while they are concatenated (after training,
+    when the workspaces are gone).
 
 Not counted: the interpreter, numpy/scipy/numba themselves and compiled code (about
 200 MB, already in use when the check runs) and the reading of the data file (done, and
@@ -180,12 +191,12 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     parts["init"] = init_bytes
     per_thread_ws = lanes * (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64 + (1 + 2 * lanes) * nv * _F64
     parts["workspaces"] = used * per_thread_ws
-    parts["records"] = used * _ITER_RECORDS * chunk_size * cap * _F64
+    parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
-    parts["chunk buffers"] = int(used * 2 * (chunk_w + d * _NNZ))
-    parts["weights"] = int(2 * n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
-    parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + _ITER_RECORDS * (expected_iterations + 1) * _F64
-                                          + _ITER_RECORDS * 112)
+    parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * d * _NNZ))
+    parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
+    # trajectories are flat arrays per chunk (no array object per label and quantity)
+    parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + _ITER_RECORDS * (expected_iterations + 1) * _F64)
     notes = (f"{used} thread(s) x {lanes} lane(s), chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
              else "weights written as they finish (sharded)")
