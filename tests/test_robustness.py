@@ -309,7 +309,7 @@ def test_train_refuses_what_cannot_fit(tmp_path):
 def test_no_memory_check_goes_on(tmp_path, capsys, monkeypatch):
     X, Y = base_problem()
     write_xmc(tmp_path / "d.txt", X, Y)
-    monkeypatch.setattr(resources, "available_memory", lambda: 1 << 16)    # 64 KiB "available"
+    monkeypatch.setattr(resources, "available_memory", lambda: 1 << 14)    # 16 KiB "available"
     code, _, err = run_cli(capsys, "train", tmp_path / "d.txt", "-o", tmp_path / "m", "--threads", "1", "-q")
     assert code == 2 and "is available" in err and not (tmp_path / "m").exists()
     code, _, err = run_cli(capsys, "train", tmp_path / "d.txt", "-o", tmp_path / "m", "--threads", "1", "-q",
