@@ -285,9 +285,10 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
         indptr[r0 + 1: r0 + k + 1] = W.indptr[1:] + p0
         if isinstance(W, PackedRows):
             W.indices_into(indices[p0: p0 + W.nnz])
+            W.data_into(data[p0: p0 + W.nnz])
         else:
             indices[p0: p0 + W.nnz] = W.indices
-        data[p0: p0 + W.nnz] = W.data
+            data[p0: p0 + W.nnz] = W.data
         intercept[r0: r0 + k] = r.intercept
         r0 += k
         p0 += W.nnz
