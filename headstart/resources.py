@@ -39,7 +39,7 @@ chunk buffers
 weights
     the trained weights kept until the model is saved (float32 value + int32 index per
     non-zero), counted once: until the model is assembled the finished chunks keep
-    their indices packed (about 5.1 instead of 8 bytes per weight,
+    their indices and values packed (about 4.6 instead of 8 bytes per weight,
     :mod:`headstart.training.packed`), and the assembly, which writes the 8-byte model
     while releasing the chunks one by one, runs after the workspaces are released.
     Their number is not

@@ -1,0 +1,112 @@
+"""The trainer's memory-saving representations are exact (issue 4's memory target)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import headstart
+from headstart.training import pages
+from headstart.training.packed import PackedRows
+from headstart.training.stats import ITER_FIELDS, TrainingStats
+from headstart.training.trainer import ChunkResult, stack_rows
+
+
+def _weights(rows=200, d=70000, density=0.01, seed=0):
+    """Like pruned weights: |w| in [0.01, 2] (a few distinct top bytes), either sign."""
+    rng = np.random.default_rng(seed)
+    W = sp.random(rows, d, density=density, format="csr", dtype=np.float32, random_state=seed)
+    W.data = (rng.choice([-1.0, 1.0], W.nnz) * np.exp(rng.uniform(np.log(0.01), np.log(2.0), W.nnz))
+              ).astype(np.float32)
+    W.data[::97] = -0.0
+    return W
+
+
+def _same(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
+    return (a.shape == b.shape and np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices)
+            and np.array_equal(a.data.view(np.uint32), b.data.view(np.uint32)))
+
+
+@pytest.mark.parametrize("density", [0.0005, 0.02, 0.9])
+def test_packed_rows_round_trip_bit_exact(density):
+    W = _weights(density=density, d=70000 if density < 0.5 else 300)
+    P = PackedRows.pack(W)
+    assert isinstance(P, PackedRows) and P.data is None          # few top bytes: values packed too
+    assert _same(P.to_csr(), W)
+    stored = P.codes.nbytes + P.low.nbytes + P.top.nbytes
+    assert stored < 0.75 * (W.indices.nbytes + W.data.nbytes)
+
+
+def test_packed_rows_fall_back_where_they_cannot_pack():
+    rng = np.random.default_rng(1)
+    W = _weights()
+    W.data = (rng.standard_normal(W.nnz) * 10.0 ** rng.integers(-30, 30, W.nnz)).astype(np.float32)
+    P = PackedRows.pack(W)                       # > 16 distinct top bytes: values kept as they are
+    assert P.data is not None and _same(P.to_csr(), W)
+    U = sp.csr_matrix((np.ones(3, np.float32), np.array([5, 2, 9], np.int32), np.array([0, 3])), shape=(1, 10))
+    assert PackedRows.pack(U) is U               # unsorted row: not packed
+    E = sp.csr_matrix((4, 10), dtype=np.float32)
+    assert _same(PackedRows.pack(E).to_csr(), E)
+
+
+def test_stack_rows_assembles_packed_and_plain_chunks():
+    parts = [_weights(rows=r, d=5000, density=0.05, seed=s) for s, r in enumerate((7, 1, 30, 12))]
+    ref = sp.vstack(parts, format="csr")
+    chunks = []
+    for i, W in enumerate(parts):
+        w = PackedRows.pack(W) if i % 2 == 0 else W
+        chunks.append(ChunkResult(np.arange(W.shape[0]), w, np.full(W.shape[0], i, np.float32), None))
+    M, b = stack_rows(chunks, 5000)
+    assert _same(M, ref)
+    assert np.array_equal(b, np.repeat(np.arange(4, dtype=np.float32), [7, 1, 30, 12]))
+    assert all(c.weights is None for c in chunks)   # released as they are copied
+
+
+def test_pages_arrays_are_zero_and_writable():
+    a = pages.zeros((3, 100000))
+    assert a.shape == (3, 100000) and a.flags.c_contiguous and a.flags.writeable and not a.any()
+    a[2, -1] = 5.0
+    assert a.sum() == 5.0
+    small = pages.zeros(10, np.int64)
+    assert small.dtype == np.int64 and not small.any()
+    ws = [np.zeros((2, 70000)), np.arange(5.0), np.zeros(1, dtype=np.int64)]
+    re = pages.zeros_like_workspace(ws)
+    assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(ws, re))
+
+
+def _stats(labels, lengths, seed=0):
+    rng = np.random.default_rng(seed)
+    table = rng.random((len(labels), 13))
+    flat = {f: rng.random(int(np.sum(lengths))) for f in ITER_FIELDS}
+    return TrainingStats.from_table(np.asarray(labels), table, np.asarray(lengths), flat)
+
+
+def test_stats_take_and_concat_keep_each_labels_trajectory():
+    a = _stats([5, 9, 11], [2, 1, 4], seed=1)
+    b = _stats([1, 7], [3, 2], seed=2)
+    c = TrainingStats.concat([a, b])
+    assert list(c["label"]) == [1, 5, 7, 9, 11]
+    for st in (a, b):
+        for i, lab in enumerate(st["label"]):
+            j = int(np.flatnonzero(c["label"] == lab)[0])
+            for f in ITER_FIELDS:
+                assert np.array_equal(c.trajectory(j, f), st.trajectory(i, f))
+    t = c.take([4, 0, 2])
+    assert list(t["label"]) == [11, 1, 7]
+    assert np.array_equal(t.trajectory(0, "objective"), c.trajectory(4, "objective"))
+    assert len(c.take([])) == 0
+
+
+def test_training_records_every_iteration_and_threads_agree():
+    rng = np.random.default_rng(3)
+    X = sp.random(400, 60, density=0.2, format="csr", dtype=np.float32, random_state=3)
+    Y = sp.csr_matrix((rng.random((400, 70)) < 0.2).astype(np.float32))
+    one = headstart.OvAClassifier(threads=1, init="zero").fit(X, Y)
+    two = headstart.OvAClassifier(threads=2, init="zero").fit(X, Y)
+    assert _same(one.coef_, two.coef_)
+    s = one.stats_
+    assert np.array_equal(np.diff(s.iter_offsets), s["iterations"] + 1)
+    for f in ITER_FIELDS:
+        if f != "seconds":
+            assert np.array_equal(s.iterations[f], two.stats_.iterations[f])
