@@ -38,7 +38,12 @@ def zeros(shape, dtype=np.float64) -> np.ndarray:
     nbytes = count * dtype.itemsize
     if nbytes < MIN_BYTES or None in _FLAGS:
         return np.zeros(shape, dtype=dtype)
-    buf = mmap.mmap(-1, nbytes, flags=_FLAGS[0] | _FLAGS[1])
+    try:
+        buf = mmap.mmap(-1, nbytes, flags=_FLAGS[0] | _FLAGS[1])
+    except (OSError, ValueError):
+        # e.g. the per-process limit of mappings (vm.max_map_count, 65530 by default)
+        # reached by a run with tens of thousands of big chunks: malloc still works
+        return np.zeros(shape, dtype=dtype)
     # the array keeps the mapping alive (``.base``); it is unmapped when the array goes
     return np.frombuffer(buf, dtype=dtype, count=count).reshape(shape)
 

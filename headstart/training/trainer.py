@@ -279,6 +279,7 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
     intercept = np.empty(rows, dtype=np.float32)
     r0 = 0
     p0 = 0
+    released = 0
     for r in results:
         W = r.weights
         k = W.shape[0]
@@ -293,8 +294,14 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
         r0 += k
         p0 += W.nnz
         r.weights = None  # the chunk's copy is no longer needed
+        released += 8 * W.nnz
         del W
-    pages.release_free_memory()   # the chunks' small arrays came from the workers' malloc arenas
+        if released > 32 << 20:
+            # small chunk arrays (below pages.MIN_BYTES) came from the workers' malloc
+            # arenas, which keep what the main thread frees: hand them back as we go
+            pages.release_free_memory()
+            released = 0
+    pages.release_free_memory()
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 
