@@ -22,8 +22,11 @@ init
     solution and a workspace of its own).
 workspaces
     per training thread, ``lanes`` (8, or 1 when 8 would not fit 2 GiB) lane workspaces
-    of 10 float64/int64 vectors of ``n_features + 1`` and 6 of ``n``, plus the kernel's
-    start vectors and sweep directions (``1 + 2 * lanes`` vectors of ``n_features + 1``).
+    as :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from
+    it: vectors of ``n_features + 1`` and of ``n`` with their dtypes, e.g. 8 float64 +
+    2 int32 of ``n_features + 1``, 4 float64 + an int32 + an int8 of ``n``), plus the
+    kernel's start vectors and sweep directions (``1 + 2 * lanes`` float64 vectors of
+    ``n_features + 1``).
     An upper bound: the workspaces live in mappings of their own
     (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the
     active-set arrays) never become resident.
@@ -81,8 +84,8 @@ DEFAULT_EXPECTED_ITERATIONS = 20
 
 _F64 = 8
 _NNZ = 8            # float32 value + int32 index of one stored non-zero
-_WS_NV_VECTORS = 10  # lane workspace: w g s r d z Hd M (float64) + F mark (int64), length n_features + 1
-_WS_N_VECTORS = 6    # lane workspace: wx xs act gcoef hcoef y, length n
+_WS_NV_VECTORS = 10  # a single-label workspace (ovap's): w g s r d z Hd M + F mark, length n_features + 1
+_WS_N_VECTORS = 6    # a single-label workspace (ovap's): wx xs act gcoef hcoef y, length n
 _STAT_SCALARS = 14   # label + 13 statistics
 _ITER_RECORDS = 5    # objective, active_fraction, step, cg_steps, seconds
 
@@ -120,6 +123,31 @@ class MemoryEstimate:
 
 
 # --------------------------------------------------------------------------- training
+_LANE_LAYOUT: tuple[int, int, int] | None = None
+
+
+def lane_workspace_layout() -> tuple[int, int, int]:
+    """Bytes of one lane of the kernel's workspace per ``n_features + 1``, per ``n``
+    and fixed: read from :func:`~headstart.training.kernel.make_lane_workspace` on a
+    tiny problem, so the estimate follows its dtypes (``y`` int8, ``act`` int32, ...)."""
+    global _LANE_LAYOUT
+    if _LANE_LAYOUT is None:
+        from .training.kernel import make_lane_workspace
+
+        n, d = 3, 6                      # distinct lengths: n = 3, n_features + 1 = 7
+        per_nv = per_n = fixed = 0
+        for a in make_lane_workspace(n, d, 1):
+            length = int(a.size // a.shape[0])
+            if length == d + 1:
+                per_nv += a.itemsize
+            elif length == n:
+                per_n += a.itemsize
+            else:
+                fixed += a.itemsize * length
+        _LANE_LAYOUT = (per_nv, per_n, fixed)
+    return _LANE_LAYOUT
+
+
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None) -> tuple[int, int, int]:
     """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them."""
@@ -189,7 +217,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     elif init in ("ovap", "ovap-strict"):
         init_bytes += nv * _F64 + n * _F64 + (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64
     parts["init"] = init_bytes
-    per_thread_ws = lanes * (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64 + (1 + 2 * lanes) * nv * _F64
+    per_nv, per_n, fixed = lane_workspace_layout()
+    per_thread_ws = lanes * (per_nv * nv + per_n * n + fixed) + (1 + 2 * lanes) * nv * _F64
     parts["workspaces"] = used * per_thread_ws
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ

@@ -212,9 +212,11 @@ def test_training_estimate_follows_the_trainer():
     e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
     assert e.details["lanes"] == choose_lanes(1000, 500, e.details["threads"])
     assert e.total == sum(e.parts.values()) > 0
-    # the lane workspaces: 8 lanes x (10 vectors of d+1 and 6 of n) float64 per thread + 17 of d+1
-    per_thread = 8 * (10 * 501 + 6 * 1000) * 8 + 17 * 501 * 8
-    assert e.parts["workspaces"] == e.details["threads"] * per_thread
+    # the lane workspaces: what make_lane_workspace allocates for 8 lanes, per thread, + 17 float64 of d+1
+    from headstart.training.kernel import make_lane_workspace
+
+    lanes = sum(a.nbytes for a in make_lane_workspace(1000, 500, 8))
+    assert e.parts["workspaces"] == e.details["threads"] * (lanes + 17 * 501 * 8)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]
