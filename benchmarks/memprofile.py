@@ -184,8 +184,8 @@ def main() -> int:
                     report[k] = sum(resident_bytes(x) for x in v) / MB
             W = [r.weights for r in results]
             report["chunk results: weights (nbytes)"] = sum(
-                w.data.nbytes + getattr(w, "indices", getattr(w, "codes", None)).nbytes + w.indptr.nbytes
-                for w in W) / MB
+                getattr(w, f).nbytes for w in W for f in ("indptr", "indices", "data", "codes", "low", "top")
+                if getattr(w, f, None) is not None) / MB
             report["chunk results: stats (nbytes)"] = sum(
                 sum(a.nbytes for a in r.stats.columns.values()) + sum(a.nbytes for a in r.stats.iterations.values())
                 for r in results) / MB
