@@ -126,37 +126,46 @@ class MemoryEstimate:
 _LANE_LAYOUT: tuple[int, int, int] | None = None
 
 
-def lane_workspace_layout() -> tuple[int, int, int]:
-    """Bytes of one lane of the kernel's workspace per ``n_features + 1``, per ``n``
-    and fixed: read from :func:`~headstart.training.kernel.make_lane_workspace` on a
-    tiny problem, so the estimate follows its dtypes (``y`` int8, ``act`` int32, ...)."""
+def lane_workspace_layout() -> tuple[int, int, int, int, int]:
+    """Bytes of the kernel's workspace per ``n_features + 1`` and per ``n``, for each lane
+    and shared by the lanes of a thread, plus fixed bytes per lane: read from
+    :func:`~headstart.training.kernel.make_lane_workspace` on a tiny problem (arrays
+    with a leading axis of 1 whatever the lane count are shared), so the estimate
+    follows its layout and dtypes (``y`` int8, ``act`` int32, ...).
+    Returns (per_nv, per_n, fixed, shared_nv, shared_n)."""
     global _LANE_LAYOUT
     if _LANE_LAYOUT is None:
         from .training.kernel import make_lane_workspace
 
         n, d = 3, 6                      # distinct lengths: n = 3, n_features + 1 = 7
-        per_nv = per_n = fixed = 0
-        for a in make_lane_workspace(n, d, 1):
+        per_nv = per_n = fixed = shared_nv = shared_n = 0
+        for a in make_lane_workspace(n, d, 2):
             length = int(a.size // a.shape[0])
+            shared = a.shape[0] == 1
             if length == d + 1:
-                per_nv += a.itemsize
+                if shared:
+                    shared_nv += a.itemsize
+                else:
+                    per_nv += a.itemsize
             elif length == n:
-                per_n += a.itemsize
+                if shared:
+                    shared_n += a.itemsize
+                else:
+                    per_n += a.itemsize
             else:
                 fixed += a.itemsize * length
-        _LANE_LAYOUT = (per_nv, per_n, fixed)
+        _LANE_LAYOUT = (per_nv, per_n, fixed, shared_nv, shared_n)
     return _LANE_LAYOUT
 
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None) -> tuple[int, int, int]:
     """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them."""
-    from .training.kernel import LANES
-    from .training.trainer import choose_lanes
+    from .training.trainer import choose_lanes, default_chunk_size
 
     threads = max(1, int(threads) if threads else (os.cpu_count() or 1))
     if chunk_size is None:
-        chunk_size = int(min(256, max(LANES * 4, n_labels // max(4 * threads, 1))))
+        chunk_size = default_chunk_size(n_labels, threads)
     chunk_size = max(1, int(chunk_size))
     used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
     if lanes is None:
@@ -217,8 +226,9 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     elif init in ("ovap", "ovap-strict"):
         init_bytes += nv * _F64 + n * _F64 + (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64
     parts["init"] = init_bytes
-    per_nv, per_n, fixed = lane_workspace_layout()
-    per_thread_ws = lanes * (per_nv * nv + per_n * n + fixed) + (1 + 2 * lanes) * nv * _F64
+    per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
+    per_thread_ws = (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
+                     + (1 + 2 * lanes) * nv * _F64)
     parts["workspaces"] = used * per_thread_ws
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ

@@ -212,11 +212,13 @@ def test_training_estimate_follows_the_trainer():
     e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
     assert e.details["lanes"] == choose_lanes(1000, 500, e.details["threads"])
     assert e.total == sum(e.parts.values()) > 0
-    # the lane workspaces: what make_lane_workspace allocates for 8 lanes, per thread, + 17 float64 of d+1
+    # the lane workspaces: what make_lane_workspace allocates for the lanes of a thread,
+    # per thread, + the sweep buffers (1 + 2 * lanes float64 vectors of d + 1)
     from headstart.training.kernel import make_lane_workspace
 
-    lanes = sum(a.nbytes for a in make_lane_workspace(1000, 500, 8))
-    assert e.parts["workspaces"] == e.details["threads"] * (lanes + 17 * 501 * 8)
+    L = e.details["lanes"]
+    lanes = sum(a.nbytes for a in make_lane_workspace(1000, 500, L))
+    assert e.parts["workspaces"] == e.details["threads"] * (lanes + (1 + 2 * L) * 501 * 8)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]

@@ -80,10 +80,20 @@ def column_sums(indices, data, out):
 
 
 def choose_lanes(n: int, d: int, threads: int, budget: float = 2.0 * 2**30) -> int:
-    """8 lanes (one sweep over X serves 8 labels) unless their buffers would exceed
-    ``budget`` bytes over all threads; then one lane per thread."""
-    per_lane = 8 * (8 * (d + 1) + 7 * n)
+    """LANES lanes (one sweep over X serves LANES labels) unless their buffers would
+    exceed ``budget`` bytes over all threads; then one lane per thread.  A lane keeps
+    w, s (float64), F and marks (int32) per feature, scores wx, xs (float64) and labels
+    (int8) per instance (:func:`.kernel.make_lane_workspace`)."""
+    per_lane = 24 * (d + 1) + 17 * n
     return LANES if LANES * per_lane * threads <= budget else 1
+
+
+def default_chunk_size(n_labels: int, threads: int) -> int:
+    """Labels per kernel call: big enough to keep the lanes busy -- a chunk's last labels
+    run with lanes idle, ~10% of the sweeps at 125 labels a chunk with 16 lanes on
+    debian-deps -- and small enough to balance the threads (at least two chunks each)
+    and to save sharded work often."""
+    return int(min(256, max(LANES * 4, n_labels // max(2 * threads, 1))))
 
 
 def label_chunks(labels: np.ndarray, chunk_size: int) -> list[np.ndarray]:
@@ -131,8 +141,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
 
     threads = params.effective_threads()
     if chunk_size is None:
-        # big enough to keep the lanes busy, small enough to balance the threads
-        chunk_size = int(min(256, max(LANES * 4, labels.size // max(4 * threads, 1))))
+        chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     if lanes is None:
         lanes = choose_lanes(n, d, threads)
