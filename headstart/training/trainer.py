@@ -96,8 +96,22 @@ def default_chunk_size(n_labels: int, threads: int) -> int:
     return int(min(256, max(LANES * 4, n_labels // max(2 * threads, 1))))
 
 
-def label_chunks(labels: np.ndarray, chunk_size: int) -> list[np.ndarray]:
-    return [labels[i:i + chunk_size] for i in range(0, labels.size, chunk_size)]
+def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1) -> list[np.ndarray]:
+    """Consecutive chunks of at most ``chunk_size`` labels, shrinking towards the end
+    (guided scheduling: about remaining / (2 * threads), never below 4 * LANES) so that
+    the threads finish together: with equal chunks, a thread that takes the last big
+    chunk leaves the other idle for up to a chunk's time (~8% of the wall time for
+    debian-deps labels 0:1000 in 4 chunks of 250 on 2 threads)."""
+    if threads <= 1:
+        return [labels[i:i + chunk_size] for i in range(0, labels.size, chunk_size)]
+    out = []
+    i = 0
+    while i < labels.size:
+        left = labels.size - i
+        size = min(chunk_size, max(LANES * 4, -(-left // (2 * threads))))
+        out.append(labels[i:i + size])
+        i += size
+    return out
 
 
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
@@ -145,7 +159,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     if lanes is None:
         lanes = choose_lanes(n, d, threads)
-    chunks = label_chunks(labels, chunk_size)
+    chunks = label_chunks(labels, chunk_size, threads)
     results: list[ChunkResult] = []
     lock = threading.Lock()
     trim = TRIM_MALLOC
