@@ -138,6 +138,30 @@ def run_worker(spec: dict, timeout: float, mem_limit: float, workdir: Path, pyth
 
 
 # --------------------------------------------------------------------------- summarising
+def add_to_stored(old: dict, new: dict) -> dict:
+    """The stored result ``old`` with the runs of ``new`` added (methods run in ``new``
+    replace their old runs); summary and load recomputed over all runs."""
+    if (old.get("dataset"), old.get("labels"), old.get("threads")) != \
+            (new.get("dataset"), new.get("labels"), new.get("threads")):
+        raise SystemExit("--add-to-stored: the stored result is for another data set, label range or thread count")
+    keep = [r for r in old["runs"] if r.get("method") not in new["methods"]]
+    methods = [m for m in old["methods"] if m not in new["methods"]] + list(new["methods"])
+    out = dict(new)
+    out["runs"] = keep + new["runs"]
+    out["methods"] = methods
+    out["settings"] = {**old.get("settings", {}), **new.get("settings", {})}
+    out["summary"] = summarise(out["runs"], methods)
+    out["command"] = f"{old.get('command')}  +  {new.get('command')}"
+    out["created"] = old.get("created")
+    out["added"] = [{"created": new.get("created"), "command": new.get("command"), "methods": new["methods"],
+                     "machine_commit": (new.get("machine") or {}).get("git_commit")}] + list(old.get("added", []))
+    out["machine"] = old.get("machine")
+    fc = [r["load"].get("foreign_cores") for r in out["runs"] if r.get("load", {}).get("foreign_cores") is not None]
+    out["max_foreign_cores"] = max(fc) if fc else None
+    out["quiet"] = bool(old.get("quiet")) and bool(new.get("quiet"))
+    return out
+
+
 def summarise(runs: list[dict], methods: list[str]) -> dict:
     summary: dict = {}
     for m in methods:
@@ -253,6 +277,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="write the full results as JSON here")
     p.add_argument("--write-docs", action="store_true",
                    help="store the results under benchmarks/results/ and regenerate docs/benchmarks.md")
+    p.add_argument("--add-to-stored", action="store_true",
+                   help="with --write-docs: keep the stored result's runs of the methods not run now and add this "
+                        "run's (same data set, label range and threads; both must be quiet), e.g. peers measured "
+                        "after the headstart runs; the JSON lists both commands and dates")
     p.add_argument("--docs", default=str(DOCS_PATH), help="path of the generated docs (default docs/benchmarks.md)")
     p.add_argument("--set", action="append", default=[], metavar="METHOD.key=value",
                    help="override a method setting (METHOD may be a group, e.g. headstart.regularize_bias=true)")
@@ -341,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
 
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         rp = result_path_for(ddir.name, a, b, args.threads)
+        if args.add_to_stored and rp.is_file():
+            text = json.dumps(add_to_stored(json.loads(rp.read_text()), doc), indent=1, default=str)
         rp.write_text(text)
         print(f"wrote {rp}")
         print(f"wrote {write_docs(Path(args.docs), RESULTS_DIR, args.max_foreign_cores)}")

@@ -252,3 +252,26 @@ def test_contended_runs_are_flagged():
                      [result("quiet", [2.1, 2.0, 2.0], [2.4, 2.1, 2.0]), result("busy", [2.2, 2, 2], [3.5, 2.5, 2]),
                       result("unknown", [], [])])
     assert contended_runs(exp) == [{"run": "busy", "max_load_1min": 3.5}]
+
+
+def test_figures_are_written_atomically(tmp_path):
+    """A figure that fails while being drawn leaves the previous PNG whole and no
+    temporary file behind (figures go through headstart.io.atomic.atomic_write)."""
+    from headstart.experiment import figures
+
+    fig, (ax,) = figures._figure()
+    ax.plot([0, 1], [0, 1])
+    path = tmp_path / "f.png"
+    figures._save(fig, path)
+    good = path.read_bytes()
+    assert good[:8] == b"\x89PNG\r\n\x1a\n"
+
+    class Broken:
+        def savefig(self, fh, format):
+            fh.write(b"\x89PNG partial")
+            raise RuntimeError("drawing failed")
+
+    with pytest.raises(RuntimeError, match="drawing failed"):
+        figures._save(Broken(), path)
+    assert path.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]

@@ -56,8 +56,13 @@ def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2):
 
 
 def _save(fig, path) -> Path:
+    """Write the PNG atomically: a crash while drawing never leaves a truncated figure
+    next to a report that refers to it (the previous file, if any, stays whole)."""
+    from ..io.atomic import atomic_write
+
     path = Path(path)
-    fig.savefig(path, format="png")
+    with atomic_write(str(path), "wb") as fh:
+        fig.savefig(fh, format="png")
     return path
 
 
