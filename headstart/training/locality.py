@@ -1,9 +1,9 @@
 """Feature order for cache locality.
 
 Every kernel touching weights gathers or scatters w[j] by feature index, and the
-batched sweep over X gathers a row of 8 lane values per nonzero.  With features in
+batched sweep over X gathers a row of 16 lane values per nonzero.  With features in
 their file order, those accesses are spread over the whole weight vector, which for
-8 lanes does not fit in a core's L2.  Renumbering features by decreasing frequency
+16 lanes does not fit in a core's L2.  Renumbering features by decreasing frequency
 packs the hot ones (in tf-idf data a few percent of the features carry most
 nonzeros) into a few cache-resident lines; on debian-deps it makes the sweep about a
 fifth faster.  Training runs on a renumbered copy of X (the caller's matrix is never
