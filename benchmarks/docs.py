@@ -266,6 +266,11 @@ def render(results_dir: Path, max_foreign: float) -> str:
             L += [f"Measured {d['created']}; load average before/after the runs {d['load'].get('loadavg_start')} / "
                   f"{d['load'].get('loadavg_end')}; other processes used at most {_fmt(d.get('max_foreign_cores'))} "
                   f"cores during any run.", ""]
+            first = d.get("command", "").split("  +  ")[0]
+            if d.get("added"):
+                L += [f"Runs as stored: `{first}`, then (`--add-to-stored`) "
+                      + "; ".join(f"{', '.join(a['methods'])} added {a['created']} by `{a['command']}`"
+                                  for a in reversed(d["added"])) + ".", ""]
             L += results_table(d)
             ll = d["summary"].get("liblinear", {})
             if ll.get("solver_concurrency") is not None:
