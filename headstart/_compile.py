@@ -2,7 +2,7 @@
 
 Numba turns off LLVM's SLP vectoriser by default (numba PR #8852, after miscompilations
 in older LLVM versions).  The hottest kernel here, the lane sweep over X
-(:func:`headstart.training.kernel.lanes_scores16`), is exactly SLP's pattern: one
+(:func:`headstart.training.kernel.lanes_scores`), is exactly SLP's pattern: one
 independent accumulator per lane fed by adjacent loads, which SLP packs into vector
 multiply/adds.  Measured on debian-deps (Zen 5), 8 lanes: one sweep 3.1 ms -> 2.1 ms, training
 labels 0:1000 on one thread ~18% less CPU time.  SLP packs isomorphic operations

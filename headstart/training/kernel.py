@@ -35,7 +35,7 @@ from ..objective import erm
 from ..solver import newton as nt
 from ..solver.newton import Workspace
 
-LANES = 16
+LANES = 16  # labels per sweep over X; lanes_scores is written out for exactly this many
 
 # Per-label scalar statistics, in this column order.
 STAT_FIELDS = ("n_pos", "status", "iterations", "cg_steps", "f_init", "f_final", "gnorm_init",
@@ -75,48 +75,13 @@ def lane(WS, b):
 
 @nb.njit(cache=True, nogil=True)
 def lanes_scores(P, V, out):
-    """out[b] = X V[:, b] (+ bias * V[d, b]) for 8 lanes in one pass over X.
+    """out[b] = X V[:, b] (+ bias * V[d, b]) for the 16 lanes in one pass over X.
 
-    V is (n_features + 1, 8), C order, so the 8 values a nonzero needs are adjacent.
+    V is (n_features + 1, 16), C order, so the 16 values a nonzero needs are adjacent.
     Per lane the sum runs over the row's nonzeros in the same order as
-    :func:`headstart.objective.erm.scores`, so it gives bit-identical results.
+    :func:`headstart.objective.erm.scores`, so it gives bit-identical results (written out
+    lane by lane: LLVM's SLP vectoriser turns the 16 accumulators into vector code).
     """
-    n = P.indptr.size - 1
-    d = P.n_features
-    bias = P.bias
-    for i in range(n):
-        a0 = 0.0
-        a1 = 0.0
-        a2 = 0.0
-        a3 = 0.0
-        a4 = 0.0
-        a5 = 0.0
-        a6 = 0.0
-        a7 = 0.0
-        for k in range(P.indptr[i], P.indptr[i + 1]):
-            x = P.data[k]
-            row = V[P.indices[k]]
-            a0 += x * row[0]
-            a1 += x * row[1]
-            a2 += x * row[2]
-            a3 += x * row[3]
-            a4 += x * row[4]
-            a5 += x * row[5]
-            a6 += x * row[6]
-            a7 += x * row[7]
-        out[0, i] = a0 + bias * V[d, 0]
-        out[1, i] = a1 + bias * V[d, 1]
-        out[2, i] = a2 + bias * V[d, 2]
-        out[3, i] = a3 + bias * V[d, 3]
-        out[4, i] = a4 + bias * V[d, 4]
-        out[5, i] = a5 + bias * V[d, 5]
-        out[6, i] = a6 + bias * V[d, 6]
-        out[7, i] = a7 + bias * V[d, 7]
-
-
-@nb.njit(cache=True, nogil=True)
-def lanes_scores16(P, V, out):
-    """:func:`lanes_scores` for 16 lanes (V is (n_features + 1, 16)): same sums, same order."""
     n = P.indptr.size - 1
     d = P.n_features
     bias = P.bias
@@ -351,12 +316,9 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
             break
         # --- the shared pass over X: scores of start vectors and search directions --
         t0 = nt.now() if timing else 0.0
-        if L == 8:
+        if L == LANES:
             _touch(V, touched)
             lanes_scores(P, V, XV)
-        elif L == 16:
-            _touch(V, touched)
-            lanes_scores16(P, V, XV)
         else:
             for b in range(L):
                 if phase[b] != IDLE:
