@@ -130,7 +130,7 @@ def grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, stamp):
     ``mark`` is a per-workspace int array and ``stamp`` a value never used before with
     it, so that nothing needs clearing.
     """
-    nact = _active_set(P, y, wx, act, gcoef, hcoef)
+    nact = _active_set(P, y, wx, act, gcoef, hcoef, wx, 0.0, 0.0, False)
     nF, wout2 = _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, _sumsq(w, P.n_features))
     return nact, nF, wout2
 
@@ -175,29 +175,22 @@ def update_and_grad_on_support(P, y, w, wx, xd, s, sigma, alpha, g, act, gcoef, 
     w[d] += alpha * s[d]
     wsq = (a0 + a1) + (a2 + a3)
     # scores and the new active set in one pass over the instances
-    n = wx.size
-    hinge = losses.has_hinge(P.loss)
-    nact = 0
-    for i in range(n):
-        v = wx[i] + alpha * (sigma * wx[i] + xd[i])
-        wx[i] = v
-        m = y[i] * v
-        if hinge and m >= 1.0:
-            continue
-        act[nact] = i
-        gcoef[nact] = P.C * losses.d1(P.loss, m) * y[i]
-        hcoef[nact] = P.C * losses.d2(P.loss, m)
-        nact += 1
+    nact = _active_set(P, y, wx, act, gcoef, hcoef, xd, sigma, alpha, True)
     nF, wout2 = _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, wsq)
     return nact, nF, wout2
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _active_set(P, y, wx, act, gcoef, hcoef):
+def _active_set(P, y, wx, act, gcoef, hcoef, xd, sigma, alpha, step):
+    """Active set with its coefficients; with ``step`` the scores first move to
+    wx + alpha * (sigma * wx + xd) (the accepted line-search step, as in
+    :func:`linesearch`), in the same pass."""
     n = wx.size
     hinge = losses.has_hinge(P.loss)
     nact = 0
     for i in range(n):
+        if step:
+            wx[i] = wx[i] + alpha * (sigma * wx[i] + xd[i])
         m = y[i] * wx[i]
         if hinge and m >= 1.0:
             continue
@@ -396,24 +389,6 @@ def reg_dots_on_support(P, w, s, F, nF, wout2, sigma):
 
 
 @nb.njit(cache=True, nogil=True)
-def reg_dots(P, w, s):
-    """(s.s, w.s, w.w) over the regularised coordinates, all of them."""
-    d = P.n_features
-    sTs = 0.0
-    wTs = 0.0
-    wTw = 0.0
-    for j in range(d):
-        sTs += s[j] * s[j]
-        wTs += w[j] * s[j]
-        wTw += w[j] * w[j]
-    if P.regularize_bias:
-        sTs += s[d] * s[d]
-        wTs += w[d] * s[d]
-        wTw += w[d] * w[d]
-    return sTs, wTs, wTw
-
-
-@nb.njit(cache=True, nogil=True)
 def linesearch(P, y, wx, xd, sigma, gTs, f, eta, max_steps, sTs, wTs, wTw):
     """Backtracking Armijo search on w + alpha s, alpha = 1, 1/2, 1/4, ...
 
@@ -424,7 +399,7 @@ def linesearch(P, y, wx, xd, sigma, gTs, f, eta, max_steps, sTs, wTs, wTw):
     possibly for several labels in one sweep over X; see
     :func:`update_and_grad_on_support`, which then takes the step), the regulariser as
     sTs = s.s, wTs = w.s, wTw = w.w over the regularised coordinates
-    (:func:`reg_dots_on_support` or :func:`reg_dots`), and gTs = g.s.
+    (:func:`reg_dots_on_support`), and gTs = g.s.
     """
     alpha = 1.0
     for _ in range(max_steps):

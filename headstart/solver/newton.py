@@ -58,13 +58,13 @@ MARK_DTYPE = np.int32
 MAX_STAMP = 2**31 - 2
 
 
-def make_workspace(n: int, n_features: int, delta: bool = True) -> Workspace:
+def make_workspace(n: int, n_features: int) -> Workspace:
     nv = n_features + 1
     v = lambda: np.zeros(nv, dtype=np.float64)  # noqa: E731
     return Workspace(v(), v(), v(), v(), v(), v(), v(), v(),
                      np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE), np.zeros(n), np.zeros(n),
                      np.zeros(n, dtype=Y_DTYPE), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
-                     np.zeros(1, dtype=np.int64), np.zeros(nv if delta else 1))
+                     np.zeros(1, dtype=np.int64), np.zeros(nv))
 
 
 # The clock below holds the GIL for about a microsecond per call; numba warns that the
