@@ -1,0 +1,298 @@
+"""Shortlisted one-vs-all training: each label on its positives plus its shortlist.
+
+Label l's problem is the rows S_l = positives(l) U shortlist(l) of X, and only the
+columns those rows use.  :func:`train_chunk` builds that sub-matrix (rows gathered,
+columns renumbered to 0..d_l-1 in ascending global order, so a sub-problem costs
+O(nnz of its rows), never O(n) or O(d)), hands it to the core's one-problem Newton
+solver through :mod:`.core_adapter`, and maps the weights back to global feature ids.
+A whole chunk of labels is one compiled call without the GIL; Python threads take
+chunks from a shared counter (as :mod:`headstart.training.trainer` does), so Python
+only orchestrates.
+
+Each label is computed by the same deterministic code whatever chunk or thread runs
+it, so the model does not depend on threads, chunking or shards.
+
+Feature scales.  ``fscale[j]`` multiplies weight j when it is mapped back: the
+dense + sparse mode trains on columns scaled by 1/sqrt(lambda) of their part
+(:mod:`.features`) and saves the weights of the original features.  Pruning
+(``|w| < prune`` -> 0) is applied to the original-space weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ParameterError
+from ..params import TrainParams
+from . import core_adapter as core
+
+log = logging.getLogger(__name__)
+
+#: per-label statistics: the core trainer's columns, then the sub-problem's size
+EXTRA_FIELDS = ("rows", "features")
+
+
+def stat_fields() -> tuple[str, ...]:
+    return core.stat_fields() + EXTRA_FIELDS
+
+
+@nb.njit(cache=True, nogil=True)
+def _grow(a, need):
+    if need <= a.size:
+        return a
+    b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
+    b[: a.size] = a
+    return b
+
+
+@nb.njit(cache=True, nogil=True)
+def merge_rows(pos, sl, rows, posl):
+    """rows = sorted union of the sorted id lists ``pos`` and ``sl``; posl[k] = position of
+    pos[k] in rows.  Returns the number of rows."""
+    m = 0
+    a = 0
+    b = 0
+    k = 0
+    while a < pos.size or b < sl.size:
+        if b >= sl.size or (a < pos.size and pos[a] <= sl[b]):
+            v = pos[a]
+            posl[k] = m
+            k += 1
+            a += 1
+            if b < sl.size and sl[b] == v:
+                b += 1
+        else:
+            v = sl[b]
+            b += 1
+        rows[m] = v
+        m += 1
+    return m
+
+
+@nb.njit(cache=True, nogil=True)
+def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data):
+    """CSR of X[rows[:m]] restricted to the columns it uses, renumbered in ascending order.
+
+    ``colmap`` (size d) must be -1 everywhere on entry and is left so; ``feats`` receives
+    the global id of every local column.  Output buffers must hold m + 1 / nnz entries.
+    Returns the number of local columns."""
+    nf = 0
+    for r in range(m):
+        i = rows[r]
+        for p in range(X_indptr[i], X_indptr[i + 1]):
+            j = X_indices[p]
+            if colmap[j] < 0:
+                colmap[j] = 0
+                feats[nf] = j
+                nf += 1
+    feats[:nf].sort()
+    for q in range(nf):
+        colmap[feats[q]] = q
+    sub_indptr[0] = 0
+    t = 0
+    for r in range(m):
+        i = rows[r]
+        for p in range(X_indptr[i], X_indptr[i + 1]):
+            sub_indices[t] = colmap[X_indices[p]]
+            sub_data[t] = X_data[p]
+            t += 1
+        sub_indptr[r + 1] = t
+    for q in range(nf):
+        colmap[feats[q]] = -1
+    return nf
+
+
+@nb.njit(cache=True, nogil=True)
+def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
+                bias, C, loss, regularize_bias, S, init, init_value, aop_s, aop_t, epsilon, d1_zero, prune):
+    """Train ``labels`` on their sub-problems.
+
+    Returns (indptr, indices, data, intercept, stats) of the pruned weights over the
+    global features, rows in the order of ``labels``; stats columns as :func:`stat_fields`.
+    """
+    nl = labels.size
+    colmap = np.full(d, -1, dtype=np.int32)
+    feats = np.empty(64, dtype=np.int32)
+    rows = np.empty(64, dtype=np.int64)
+    posl = np.empty(64, dtype=np.int64)
+    sub_indptr = np.empty(65, dtype=np.int64)
+    sub_indices = np.empty(1024, dtype=np.int32)
+    sub_data = np.empty(1024, dtype=np.float32)
+    colsum = np.empty(64)
+    psum = np.empty(64)
+    w0 = np.empty(64)
+    B = core.new_buffers(64, 64)
+    out_indptr = np.zeros(nl + 1, dtype=np.int64)
+    out_indices = np.empty(1024, dtype=np.int32)
+    out_data = np.empty(1024, dtype=np.float32)
+    intercept = np.zeros(nl, dtype=np.float32)
+    stats = np.zeros((nl, 15))
+    nnz = 0
+    for k in range(nl):
+        t0 = core.now()
+        lab = labels[k]
+        pos = y_indices[y_indptr[lab]: y_indptr[lab + 1]]
+        sl = s_indices[s_indptr[lab]: s_indptr[lab + 1]]
+        cap = pos.size + sl.size
+        rows = _grow(rows, cap)
+        posl = _grow(posl, pos.size)
+        m = merge_rows(pos, sl, rows, posl)
+        tot = 0
+        for r in range(m):
+            tot += X_indptr[rows[r] + 1] - X_indptr[rows[r]]
+        sub_indptr = _grow(sub_indptr, m + 1)
+        sub_indices = _grow(sub_indices, tot)
+        sub_data = _grow(sub_data, tot)
+        feats = _grow(feats, min(tot, d))
+        nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data)
+        colsum = _grow(colsum, nf + 1)
+        psum = _grow(psum, nf + 1)
+        w0 = _grow(w0, nf + 1)
+        if not core.buffers_fit(B, m, nf):
+            B = core.new_buffers(max(m, 2 * B.wx.size), max(nf, 2 * (B.w.size - 1)))
+        P = core.make_problem(sub_indptr[: m + 1], sub_indices[:tot], sub_data[:tot], nf, bias, C, loss,
+                              regularize_bias)
+        W = core.workspace_view(B, m, nf)
+        st, it, cg, f0, f1, g_init, g_final, gzero, tol, dist = core.solve(
+            P, W, S, posl[: pos.size], init, init_value, aop_s, aop_t, epsilon, d1_zero, colsum, psum, w0)
+        # weights back to the global features (feats ascending), pruned in that space
+        out_indices = _grow(out_indices, nnz + nf)
+        out_data = _grow(out_data, nnz + nf)
+        start = nnz
+        for q in range(nf):
+            j = feats[q]
+            v = W.w[q] * fscale[j]
+            if v != 0.0 and abs(v) >= prune:
+                out_indices[nnz] = j
+                out_data[nnz] = v
+                nnz += 1
+        out_indptr[k + 1] = nnz
+        intercept[k] = W.w[nf] * bias
+        row = stats[k]
+        row[0] = pos.size
+        row[1] = st
+        row[2] = it
+        row[3] = cg
+        row[4] = f0
+        row[5] = f1
+        row[6] = g_init
+        row[7] = g_final
+        row[8] = gzero
+        row[9] = tol
+        row[10] = dist
+        row[11] = core.now() - t0
+        row[12] = nnz - start
+        row[13] = m
+        row[14] = nf
+    return out_indptr, out_indices[:nnz].copy(), out_data[:nnz].copy(), intercept, stats
+
+
+# --------------------------------------------------------------------------- orchestration
+def check_init(params: TrainParams) -> int:
+    if params.init not in core.INITS:
+        raise ParameterError(f"parameter init must be one of {', '.join(core.INITS)} for shortlisted training "
+                             f"(the sub-problems have no shared all-negative start or saved model), "
+                             f"got {params.init!r}")
+    return core.INITS[params.init]
+
+
+def default_chunk_size(n_labels: int, threads: int) -> int:
+    """Labels per compiled call: at least 4 chunks per thread to balance them (a
+    label's cost follows its shortlist, which varies a lot), at most 2048."""
+    return int(min(2048, max(16, n_labels // max(4 * threads, 1))))
+
+
+def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matrix, params: TrainParams,
+                      labels: np.ndarray, *, fscale: np.ndarray | None = None, chunk_size: int | None = None,
+                      progress: Callable[[int], None] | None = None, sink: Callable | None = None,
+                      collect: bool = True):
+    """Train ``labels`` (ascending ids) of (X, Y), each on its positives plus its column
+    of ``shortlist`` (instances x labels, CSC with sorted indices).
+
+    X: canonical float32 CSR (already preprocessed, dense part scaled); Y: CSC 0/1 with
+    sorted indices.  Returns (weights CSR (len(labels) x d), intercept, stats) like
+    :func:`headstart.training.trainer.train_labels`; ``sink`` gets every finished chunk
+    (a ChunkResult), ``progress(n)`` the count of labels done.
+    """
+    t_start = time.perf_counter()
+    init = check_init(params)
+    labels = np.unique(np.asarray(labels, dtype=np.int64))
+    n, d = X.shape
+    if fscale is None:
+        fscale = np.ones(d)
+    fscale = np.ascontiguousarray(fscale, dtype=np.float64)
+    S = core.solver_settings(params)
+    Xi = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False),
+          X.data.astype(np.float32, copy=False))
+    yi = (Y.indptr.astype(np.int64, copy=False), Y.indices.astype(np.int64, copy=False))
+    si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
+    scalars = (np.float64(params.bias), np.float64(params.C), np.int64(core.loss_code(params.loss)),
+               bool(params.regularize_bias), S, np.int64(init), np.float64(params.bias_init),
+               np.float64(params.aop_s), np.float64(params.aop_t), np.float64(params.epsilon),
+               np.float64(core.d1_at_zero(params.loss)), np.float64(params.prune))
+    fields = stat_fields()
+    threads = params.effective_threads()
+    if chunk_size is None:
+        chunk_size = default_chunk_size(labels.size, threads)
+    chunks = [labels[i:i + chunk_size] for i in range(0, labels.size, chunk_size)]
+    threads = max(1, min(threads, len(chunks)))
+    results = []
+    lock = threading.Lock()
+    next_chunk = iter(range(len(chunks)))
+    failed = threading.Event()
+
+    def run(chunk: np.ndarray) -> None:
+        indptr, indices, data, intercept, table = train_chunk(*Xi, np.int64(d), *yi, *si, chunk, fscale,
+                                                              *scalars)
+        W = sp.csr_matrix((data, indices, indptr), shape=(chunk.size, d))
+        stats = core.training_stats(chunk, table, fields)
+        if sink is not None:
+            sink(core.chunk_result(chunk, W, intercept, stats))
+        if collect:
+            with lock:
+                results.append((chunk, W, intercept, stats))
+        if progress is not None:
+            progress(chunk.size)
+
+    def worker() -> None:
+        try:
+            while not failed.is_set():
+                with lock:
+                    i = next(next_chunk, None)
+                if i is None:
+                    return
+                run(chunks[i])
+        except BaseException:
+            failed.set()
+            raise
+
+    if threads == 1:
+        worker()
+    else:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="headstart-sl") as pool:
+            for f in [pool.submit(worker) for _ in range(threads)]:
+                f.result()
+    core.release_free_memory()
+    if not collect:
+        return None
+    results.sort(key=lambda r: int(r[0][0]) if r[0].size else -1)
+    if results:
+        weights = sp.vstack([r[1] for r in results], format="csr", dtype=np.float32)
+        intercept = np.concatenate([r[2] for r in results]).astype(np.float32)
+    else:
+        weights = sp.csr_matrix((0, d), dtype=np.float32)
+        intercept = np.zeros(0, dtype=np.float32)
+    stats = core.concat_stats([r[3] for r in results]) if results else core.training_stats(
+        labels, np.zeros((0, len(fields))), fields)
+    stats.meta.update({"init": params.init, "wall_seconds": time.perf_counter() - t_start, "threads": threads,
+                       "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
+    core.report_problems(stats)
+    return weights, intercept, stats
