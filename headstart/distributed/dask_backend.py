@@ -225,7 +225,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
                keep_stats: bool = True, retries: int = 1, max_rounds: int = 3,
                data: PreparedData | None = None, processes: bool = True,
-               worker_wait: float = 600.0) -> ShardedResult:
+               worker_wait: float = 600.0, extensions: dict[str, Any] | None = None,
+               task_fn: Callable | None = None, payload: Any = None) -> ShardedResult:
     """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir`` over Dask.
 
     The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
@@ -239,12 +240,16 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     after lost workers or lost data (each waits up to ``worker_wait`` seconds for a
     worker).  Raises :class:`DistributedTrainingError` when
     labels are still missing at the end (finished shards stay: resume to continue).
+    Another training mode (headstart.shortlist) passes ``extensions`` (its manifest
+    fields), ``payload`` (what is scattered to the workers, default
+    ``TrainingArrays(X, Y)``) and ``task_fn`` (same signature as :func:`train_range_task`).
     """
     distributed = _distributed()
     t_start = time.perf_counter()
     if data is None:
         data = prepare_data(X, Y, params, first_label, num_labels)
-    writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite)
+    writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite, extensions=extensions)
+    task_fn = task_fn or train_range_task
     first, count = data.first_label, data.num_labels
     before = count_finished(writer, first, count)
     if progress is not None and before:
@@ -275,9 +280,10 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
             t0 = time.perf_counter()
             if rnd:  # after losing every worker: give the cluster time to bring some back
                 c.wait_for_workers(1, timeout=worker_wait)
-            arrays = c.scatter(TrainingArrays(data.X, data.Y), broadcast=True, hash=False)
+            arrays = c.scatter(payload if payload is not None else TrainingArrays(data.X, data.Y), broadcast=True,
+                               hash=False)
             info.setdefault("scatter_seconds", time.perf_counter() - t0)
-            futures = [c.submit(train_range_task, arrays, params, a, b, task_threads,
+            futures = [c.submit(task_fn, arrays, params, a, b, task_threads,
                                 key=f"headstart-train-{a}-{b}-{run}-{rnd}", pure=False, retries=retries,
                                 priority=-i)
                        for i, (a, b) in enumerate(plan)]

@@ -80,7 +80,8 @@ def _check_same_data(path: Path, writer: ModelWriter, data: PreparedData) -> Non
 
 
 def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedData, *,
-                   resume: bool = False, overwrite: bool | str = False) -> ModelWriter:
+                   resume: bool = False, overwrite: bool | str = False,
+                   extensions: dict[str, Any] | None = None) -> ModelWriter:
     """A :class:`ModelWriter` for ``path``: a new empty model, or the existing one.
 
     ``resume``: reopen an existing model (after checking parameters and data); a missing
@@ -93,6 +94,7 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
         if resume:
             writer = ModelWriter.open(path, params, n_features=data.n_features, label_space=data.label_space)
             _check_same_data(path, writer, data)
+            _check_same_extensions(path, writer, extensions)
             clean_stats(path, writer.manifest)
             return writer
         if overwrite == "complete":
@@ -106,7 +108,20 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
             raise ModelFormatError(f"{path}: a model already exists there: continue it with --resume "
                                    "(resume=True), or replace it (overwrite=True)")
     return ModelWriter.create(path, data.n_features, data.label_space, params, data.preprocessing,
-                              data.label_counts, data.n_train, overwrite=True)
+                              data.label_counts, data.n_train, overwrite=True, extensions=extensions)
+
+
+def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str, Any] | None) -> None:
+    """A model variant (dense + sparse, shortlisted: the manifest's optional fields)
+    resumes only as the same variant with the same settings."""
+    from ..model.format import OPTIONAL_MANIFEST_KEYS
+
+    m = writer.manifest
+    ext = json.loads(json.dumps(extensions or {}))
+    for key in OPTIONAL_MANIFEST_KEYS:
+        if m.get(key) != ext.get(key):
+            raise ModelFormatError(f"{path}: cannot resume: {key} settings are {m.get(key)!r} in the model but "
+                                   f"{ext.get(key)!r} now")
 
 
 # --------------------------------------------------------------------------- planning
@@ -328,7 +343,8 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
                   first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,
                   resume: bool = False, overwrite: bool | str = False,
                   progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
-                  keep_stats: bool = True, data: PreparedData | None = None) -> ShardedResult:
+                  keep_stats: bool = True, data: PreparedData | None = None,
+                  extensions: dict[str, Any] | None = None, train_fn: Callable | None = None) -> ShardedResult:
     """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir``, shard by shard.
 
     With this process's threads (``params.threads``); each finished chunk of
@@ -336,13 +352,18 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
     and :func:`open_model_dir` for ``overwrite``.  ``progress(n)`` is called with the
     number of labels finished (from worker threads); ``on_shard(entry)`` after each shard
     is listed.  ``data`` (from :func:`prepare_data`) skips the preparation of X, Y.
+    ``extensions`` (manifest fields of a model variant) and ``train_fn`` (in place of
+    :func:`~headstart.training.trainer.train_labels`, same signature) let another training
+    mode (headstart.shortlist) use the same shards, resume and statistics.
     """
     from ..training.trainer import train_labels
+
+    train_fn = train_fn or train_labels
 
     t_start = time.perf_counter()
     if data is None:
         data = prepare_data(X, Y, params, first_label, num_labels)
-    writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite)
+    writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite, extensions=extensions)
     before = count_finished(writer, data.first_label, data.num_labels)
     if progress is not None and before:
         progress(before)  # the labels of the range finished by earlier runs
@@ -357,7 +378,7 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
         labels = np.concatenate([np.arange(a, b) for a, b in plan])
         # chunks of the trainer are cut from the concatenated labels; a chunk that spans
         # a gap between missing ranges is split into contiguous shards by the recorder
-        train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+        train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
     return finish_result(writer, data, recorder, before, t_start, "local",
                          {"shard_size": size, "threads": threads})
 

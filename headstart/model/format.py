@@ -94,6 +94,10 @@ _SHARD_KEYS = {"indptr", "indices", "data", "intercept", "shape", "first_label"}
 _MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "params",
                   "preprocessing", "shards", "extra_files"}
 _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
+#: optional manifest fields of model variants, each a JSON object validated by its owner
+#: (``dense``: dense + sparse features, ``shortlist``: shortlisted training; see
+#: headstart.shortlist.model); absent for plain one-vs-all models
+OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist")
 #: largest n_features / label_space (feature and label ids are int32, as in headstart.io)
 MAX_DIM = 2**31 - 1
 
@@ -338,7 +342,7 @@ def _validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     missing = _MANIFEST_KEYS - set(m)
     if missing:
         raise ModelFormatError(f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    extra = set(m) - _MANIFEST_KEYS
+    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS)
     if extra:
         raise ModelFormatError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
     for key in ("n_features", "label_space", "n_train"):
@@ -350,6 +354,9 @@ def _validate_manifest(path: Path, m: Any) -> dict[str, Any]:
                                    f"{MAX_DIM} (ids are int32)")
     if not isinstance(m["params"], dict):
         raise ModelFormatError(f"{where}: field 'params' must be an object")
+    for key in OPTIONAL_MANIFEST_KEYS:
+        if key in m and not isinstance(m[key], dict):
+            raise ModelFormatError(f"{where}: field {key!r} must be an object")
     try:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:
@@ -576,13 +583,18 @@ def _extras_arrays(preprocessing: Preprocessing, label_counts: Any, n_features: 
 
 
 def _base_manifest(n_features: int, label_space: int, n_train: int, params: TrainParams,
-                   preprocessing: Preprocessing) -> dict[str, Any]:
-    return {
+                   preprocessing: Preprocessing, extensions: dict[str, Any] | None = None) -> dict[str, Any]:
+    m = {
         "format": FORMAT_NAME, "version": FORMAT_VERSION,
         "n_features": int(n_features), "label_space": int(label_space), "n_train": int(n_train),
         "params": params.to_dict(), "preprocessing": preprocessing.to_manifest(),
         "shards": [], "extra_files": {},
     }
+    for key, value in (extensions or {}).items():
+        if key not in OPTIONAL_MANIFEST_KEYS or not isinstance(value, dict):
+            raise ModelFormatError(f"unknown model extension {key!r} (known: {', '.join(OPTIONAL_MANIFEST_KEYS)})")
+        m[key] = json.loads(json.dumps(value))
+    return m
 
 
 # --------------------------------------------------------------------------- directory swap
@@ -667,7 +679,8 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
     # labels listed in ``missing_ranges`` (a model loaded with allow_gaps) are not written
     covered = _missing(getattr(model, "missing_ranges", None) or [], first, first + w.shape[0])
     _prepare_target(path)
-    manifest = _base_manifest(model.n_features, label_space, model.n_train, model.params, model.preprocessing)
+    manifest = _base_manifest(model.n_features, label_space, model.n_train, model.params, model.preprocessing,
+                              getattr(model, "extensions", None))
     with _building(path) as tmp:
         _write_extras(tmp, manifest, model.preprocessing, model.label_counts)
         for a, z in covered:
@@ -737,7 +750,8 @@ def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel
         intercept = np.zeros(0, dtype=np.float32)
     model = OvAModel(weights=weights, intercept=intercept, n_features=n_features, label_space=label_space,
                      first_label=lo, params=params, preprocessing=preprocessing,
-                     label_counts=label_counts, n_train=m["n_train"])
+                     label_counts=label_counts, n_train=m["n_train"],
+                     extensions={k: m[k] for k in OPTIONAL_MANIFEST_KEYS if k in m})
     if missing:
         model.missing_ranges = missing  # type: ignore[attr-defined]
     return model
@@ -760,7 +774,7 @@ class ModelWriter:
     @classmethod
     def create(cls, path: str | os.PathLike, n_features: int, label_space: int, params: TrainParams,
                preprocessing: Preprocessing | None = None, label_counts: Any = None, n_train: int = 0,
-               *, overwrite: bool = False) -> "ModelWriter":
+               *, overwrite: bool = False, extensions: dict[str, Any] | None = None) -> "ModelWriter":
         """Create an empty model directory atomically (refuses an existing model unless ``overwrite``)."""
         path = Path(os.path.abspath(path))
         for name, v in (("n_features", n_features), ("label_space", label_space), ("n_train", n_train)):
@@ -770,7 +784,7 @@ class ModelWriter:
             raise ModelFormatError(f"params must be a TrainParams, got {type(params).__name__}")
         preprocessing = preprocessing or Preprocessing()
         _prepare_target(path, overwrite=overwrite)
-        manifest = _base_manifest(n_features, label_space, n_train, params, preprocessing)
+        manifest = _base_manifest(n_features, label_space, n_train, params, preprocessing, extensions)
         with _building(path) as tmp:
             _write_extras(tmp, manifest, preprocessing, label_counts)
             _write_json(tmp / MANIFEST, manifest)
@@ -922,9 +936,10 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
     extras = [read_extras(d, m) for d, m in zip(dirs, manifests)]
     ref_dir, ref, (ref_pre, ref_counts) = dirs[0], manifests[0], extras[0]
     for d, m, (pre, counts) in zip(dirs[1:], manifests[1:], extras[1:]):
-        for key in ("n_features", "label_space", "n_train", "preprocessing"):
-            if m[key] != ref[key]:
-                raise ModelFormatError(f"cannot merge: {key} is {ref[key]!r} in {ref_dir} but {m[key]!r} in {d}")
+        for key in ("n_features", "label_space", "n_train", "preprocessing", *OPTIONAL_MANIFEST_KEYS):
+            if m.get(key) != ref.get(key):
+                raise ModelFormatError(f"cannot merge: {key} is {ref.get(key)!r} in {ref_dir} but {m.get(key)!r} "
+                                       f"in {d}")
         diff = params_difference(ref["params"], m["params"])
         if diff:
             name, a, b = diff[0]

@@ -44,6 +44,9 @@ class OvAModel:
     # global (start, stop) label ranges without trained weights (a model loaded with
     # allow_gaps=True); their rows are empty and prediction never returns them
     missing_ranges: list[tuple[int, int]] = field(default_factory=list)
+    # manifest fields of model variants (headstart.model.format.OPTIONAL_MANIFEST_KEYS):
+    # "dense" for dense + sparse features, "shortlist" for shortlisted training
+    extensions: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_labels(self) -> int:

@@ -160,6 +160,9 @@ class _Predictor:
     first_label: int
     n_features: int
     preprocessing: Preprocessing | None
+    # a dense + sparse model (headstart.shortlist) needs X with all its columns: a sparse
+    # file alone has fewer, which would silently score the dense part as zero
+    all_features: bool = False
 
     @property
     def num_labels(self) -> int:
@@ -169,11 +172,13 @@ class _Predictor:
 def _as_predictor(model_or_weights: Any) -> _Predictor:
     exclude: list[tuple[int, int]] = []
     preprocessing = None
+    all_features = False
     if isinstance(model_or_weights, OvAModel):
         m = model_or_weights
         W, b, first, n_features = m.weights, m.intercept, int(m.first_label), int(m.n_features)
         preprocessing = m.preprocessing
         exclude = list(getattr(m, "missing_ranges", None) or [])
+        all_features = "dense" in (getattr(m, "extensions", None) or {})
     elif isinstance(model_or_weights, tuple) and len(model_or_weights) in (2, 3):
         W, b = model_or_weights[0], model_or_weights[1]
         first = int(model_or_weights[2]) if len(model_or_weights) == 3 else 0
@@ -202,10 +207,10 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
                       wt_indices=wt.indices.astype(np.int32, copy=False),
                       wt_data=wt.data.astype(np.float32, copy=False),
                       intercept=intercept, first_label=first, n_features=n_features,
-                      preprocessing=preprocessing)
+                      preprocessing=preprocessing, all_features=all_features)
 
 
-def _check_X(X: Any, n_features: int) -> Any:
+def _check_X(X: Any, n_features: int, all_features: bool = False) -> Any:
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
     else:
@@ -215,6 +220,10 @@ def _check_X(X: Any, n_features: int) -> Any:
     if X.shape[1] > n_features:
         raise ModelFormatError(f"X has {X.shape[1]} features but the model was trained on {n_features} "
                                f"features; load the data with n_features={n_features}")
+    if all_features and X.shape[1] != n_features:
+        raise ModelFormatError(f"X has {X.shape[1]} features but this dense + sparse model needs all "
+                               f"{n_features} (sparse and dense parts): predict with "
+                               "headstart.shortlist.predict_model or 'headstart shortlist-predict'")
     return X
 
 
@@ -287,7 +296,7 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     k = int(k)
     pred = _as_predictor(model_or_weights)
-    X = _check_X(X, pred.n_features)
+    X = _check_X(X, pred.n_features, pred.all_features)
     n = X.shape[0]
     labels = np.empty((n, k), dtype=np.int32)
     scores = np.empty((n, k), dtype=np.float32)
@@ -317,7 +326,7 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
     score ``-inf``.  The scores are exactly those :func:`predict_topk` ranks.
     """
     pred = _as_predictor(model_or_weights)
-    X = _check_X(X, pred.n_features)
+    X = _check_X(X, pred.n_features, pred.all_features)
     n, L = X.shape[0], pred.num_labels
     need = 4 * n * L
     if need > max_memory:
@@ -375,7 +384,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
                                f"starting with [{missing[0][0]}, {missing[0][1]}) "
                                "(pass allow_gaps=True to predict with it anyway)")
     pre, _ = read_extras(model_dir, m)
-    X = _check_X(X, m["n_features"])
+    X = _check_X(X, m["n_features"], "dense" in m)
     if preprocess:
         X = apply_preprocessing(X, pre)
     labels = np.full((X.shape[0], k), -1, dtype=np.int32)

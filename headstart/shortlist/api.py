@@ -1,0 +1,205 @@
+"""The functional core of shortlisted (and dense + sparse) training and prediction.
+
+A shortlisted model is an ordinary headstart model directory (manifest, shards,
+statistics) whose manifest also holds
+
+* ``"shortlist"``: ``{"sha256": ..., "nnz": ..., "source": ...}`` -- which shortlist
+  the labels were trained with (a resumed run must use the same one);
+* ``"dense"`` (dense + sparse models only): the two parts' sizes, regularisation scales
+  and normalisations (:class:`.features.DenseSparseParams`).
+
+Sharded, resumable and Dask training use :mod:`headstart.distributed` unchanged: only
+the per-range training function differs (:func:`train_shortlisted_range`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import time
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError, ParameterError
+from ..estimator import PreparedData, prepare_data
+from ..model.model import OvAModel, Preprocessing
+from ..params import TrainParams
+from .candidates import FirstStage
+from .features import MANIFEST_KEY as DENSE_KEY
+from .features import DenseSparseParams, combine, prediction_features
+from .predict import predict_candidates
+from .training import check_init, train_shortlisted
+
+SHORTLIST_KEY = "shortlist"
+
+
+def shortlist_fingerprint(shortlist: sp.csc_matrix) -> str:
+    """sha256 of the per-label instance lists (shape, indptr, indices as int64)."""
+    h = hashlib.sha256()
+    h.update(np.asarray(shortlist.shape, dtype=np.int64).tobytes())
+    h.update(shortlist.indptr.astype(np.int64).tobytes())
+    h.update(shortlist.indices.astype(np.int64).tobytes())
+    return h.hexdigest()
+
+
+def as_shortlist(shortlist: Any, n: int, L: int, what: str = "shortlist") -> sp.csc_matrix:
+    """Validate an instances x labels 0/1 matrix and return it as CSC with sorted indices."""
+    if not sp.issparse(shortlist):
+        shortlist = sp.csc_matrix(np.asarray(shortlist))
+    if shortlist.shape != (n, L):
+        raise DataFormatError(f"the {what} is {shortlist.shape[0]} instances x {shortlist.shape[1]} labels, "
+                              f"the training data {n} x {L}; refused")
+    S = sp.csc_matrix(shortlist, dtype=np.float32, copy=True)
+    S.sum_duplicates()
+    S.eliminate_zeros()
+    S.sort_indices()
+    S.data[:] = 1.0
+    return S
+
+
+@dataclasses.dataclass
+class ShortlistedData:
+    """Training data ready for the sub-problems (preprocessed, dense part combined)."""
+
+    data: PreparedData            # X: the training columns (scaled when there is a dense part)
+    shortlist: sp.csc_matrix
+    fscale: np.ndarray            # weight of an original feature = trained weight * fscale
+    extensions: dict[str, Any]
+
+
+def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dense: Any = None,
+                        dense_params: DenseSparseParams | None = None, first_label: int = 0,
+                        num_labels: int | None = None, source: str = "given") -> ShortlistedData:
+    """Validate and preprocess (the public boundary of shortlisted training)."""
+    check_init(params)
+    if dense is not None:
+        if params.tfidf or params.normalize:
+            raise ParameterError("with dense features, normalise each part with DenseSparseParams("
+                                 "normalize_sparse=..., normalize_dense=...) instead of normalize/tfidf "
+                                 "(tf-idf is not offered with a dense part: give tf-idf values)")
+    elif dense_params is not None:
+        raise ParameterError("dense_params given without dense features")
+    data = prepare_data(X, Y, params, first_label, num_labels)
+    S = as_shortlist(shortlist, data.n_train, data.label_space)
+    ext: dict[str, Any] = {SHORTLIST_KEY: {"source": str(source), "nnz": int(S.nnz),
+                                           "sha256": shortlist_fingerprint(S)}}
+    fscale = np.ones(data.n_features)
+    if dense is not None:
+        dp = dense_params or DenseSparseParams()
+        Xc, fscale = combine(data.X, dense, dp)
+        ext[DENSE_KEY] = dp.manifest(data.n_features, Xc.shape[1] - data.n_features)
+        data = dataclasses.replace(data, X=Xc, preprocessing=Preprocessing())
+    return ShortlistedData(data, S, fscale, ext)
+
+
+def fit_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dense: Any = None,
+                    dense_params: DenseSparseParams | None = None, first_label: int = 0,
+                    num_labels: int | None = None, progress: Callable[[int], None] | None = None,
+                    source: str = "given"):
+    """Train labels ``[first_label, first_label + num_labels)`` on their shortlists.
+
+    Returns (:class:`~headstart.model.model.OvAModel` in the original feature space --
+    sparse columns, then dense ones --, TrainingStats)."""
+    sd = prepare_shortlisted(X, Y, params, shortlist, dense=dense, dense_params=dense_params,
+                             first_label=first_label, num_labels=num_labels, source=source)
+    d = sd.data
+    W, b, stats = train_shortlisted(d.X, d.Y, sd.shortlist, params, np.arange(d.first_label, d.stop),
+                                    fscale=sd.fscale, progress=progress)
+    model = OvAModel(weights=W, intercept=b, n_features=d.n_features, label_space=d.label_space,
+                     first_label=d.first_label, params=params, preprocessing=d.preprocessing,
+                     label_counts=d.label_counts, n_train=d.n_train, extensions=sd.extensions)
+    return model, stats
+
+
+# --------------------------------------------------------------------------- sharded / Dask
+class ShortlistArrays:
+    """What a Dask worker needs: X (training columns), Y (CSC), the shortlist, fscale;
+    aligned when unpickled (see headstart.distributed.dask_backend.aligned)."""
+
+    def __init__(self, X, Y, shortlist, fscale):
+        self.X, self.Y, self.shortlist, self.fscale = X, Y, shortlist, fscale
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"X": self.X, "Y": self.Y, "shortlist": self.shortlist, "fscale": self.fscale}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from ..distributed.dask_backend import aligned
+
+        self.X, self.Y = aligned(state["X"]), aligned(state["Y"])
+        self.shortlist, self.fscale = aligned(state["shortlist"]), aligned(state["fscale"])
+
+
+def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first: int, stop: int,
+                            threads: int | None):
+    """Dask task: labels ``[first, stop)``; returns (first, weights, intercept, stats)."""
+    from ..distributed.dask_backend import _worker_threads
+
+    t = int(threads) if threads else _worker_threads()
+    t0 = time.perf_counter()
+    W, b, stats = train_shortlisted(arrays.X, arrays.Y, arrays.shortlist, params.replace(threads=t),
+                                    np.arange(first, stop, dtype=np.int64), fscale=arrays.fscale)
+    stats.meta.update({"task_seconds": time.perf_counter() - t0, "task_threads": t})
+    return first, W, b, stats
+
+
+def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, model_dir: str | os.PathLike, *,
+                          dense: Any = None, dense_params: DenseSparseParams | None = None, first_label: int = 0,
+                          num_labels: int | None = None, shard_size: int | None = None, resume: bool = False,
+                          scheduler: str | None = None, dask_workers: int | None = None,
+                          progress: Callable[[int], None] | None = None, overwrite: bool | str = "complete",
+                          source: str = "given", **kw: Any):
+    """Shortlisted training into a model directory, shard by shard: this machine's
+    threads, or Dask (``scheduler`` / ``dask_workers``), resumable -- exactly as
+    :func:`headstart.distributed.train_model_dir` for full one-vs-all."""
+    from ..distributed.sharded import train_sharded
+
+    sd = prepare_shortlisted(X, Y, params, shortlist, dense=dense, dense_params=dense_params,
+                             first_label=first_label, num_labels=num_labels, source=source)
+    common = dict(first_label=first_label, num_labels=num_labels, shard_size=shard_size, resume=resume,
+                  overwrite=overwrite, progress=progress, data=sd.data, extensions=sd.extensions, **kw)
+    if scheduler or dask_workers:
+        from ..distributed.dask_backend import train_dask
+
+        payload = ShortlistArrays(sd.data.X, sd.data.Y, sd.shortlist, sd.fscale)
+        return train_dask(X, Y, params, model_dir, scheduler=scheduler, n_workers=dask_workers,
+                          task_fn=train_shortlisted_range, payload=payload, **common)
+
+    def train_fn(Xp, Yp, p, labels, *, chunk_size=None, sink=None, collect=True):
+        return train_shortlisted(Xp, Yp, sd.shortlist, p, labels, fscale=sd.fscale, chunk_size=chunk_size,
+                                 sink=sink, collect=collect)
+
+    return train_sharded(X, Y, params, model_dir, train_fn=train_fn, **common)
+
+
+# --------------------------------------------------------------------------- prediction
+def model_features(model: OvAModel, X: Any, dense: Any = None) -> sp.csr_matrix:
+    """X in the model's feature space: its preprocessing, and the dense part appended."""
+    from ..prediction.preprocess import apply_preprocessing
+    from ..validation import check_features
+
+    ext = getattr(model, "extensions", None) or {}
+    if DENSE_KEY in ext:
+        if dense is None:
+            raise ParameterError("this model was trained on dense + sparse features: give the dense features too")
+        dp, n_sparse, n_dense = DenseSparseParams.from_manifest(ext[DENSE_KEY])
+        return prediction_features(check_features(X), dense, dp, n_sparse, n_dense)
+    if dense is not None:
+        raise ParameterError("this model has no dense part, but dense features were given")
+    Xs = check_features(X)
+    if Xs.shape[1] > model.n_features:
+        raise DataFormatError(f"X has {Xs.shape[1]} features, the model was trained on {model.n_features}")
+    return sp.csr_matrix(apply_preprocessing(Xs, model.preprocessing))
+
+
+def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, *, dense: Any = None,
+                  threads: int | None = None, candidates: np.ndarray | None = None):
+    """Top-k (labels int32, scores float32) of every row of X among its first-stage
+    candidates (computed from the sparse part of X unless ``candidates`` is given)."""
+    if candidates is None:
+        candidates, _ = first_stage.candidates(sp.csr_matrix(X))
+    Xm = model_features(model, X, dense)
+    return predict_candidates(model.weights, model.intercept, Xm, candidates, k, first_label=model.first_label,
+                              missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads)

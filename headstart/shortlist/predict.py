@@ -1,0 +1,77 @@
+"""Prediction through the shortlist: candidates from the first stage, scored by the
+trained labels only, top-k out.
+
+Per instance the cost is O(nnz(x) + sum of the candidates' weight counts), i.e. O(K)
+weight rows, never O(labels): x is scattered once into a dense per-thread buffer of
+the features, and each candidate's (sparse, pruned) weight row is dotted with it.
+Scores are ``x . w_l + intercept_l`` as in :mod:`headstart.prediction.topk` (float64
+accumulation, float32 output, ties to the lower label id); candidates the model does
+not cover (outside its label range, or in a gap) are skipped; rows with fewer than k
+scored candidates are padded with label -1 and score -inf.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ParameterError
+from .candidates import _blocks, _drain, _push, _threads
+
+
+@nb.njit(cache=True, nogil=True)
+def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indices, w_data, intercept,
+                     first_label, covered, n_features, k, out_labels, out_scores):
+    buf = np.zeros(n_features)
+    hs = np.empty(k)
+    hi = np.empty(k, dtype=np.int64)
+    tmp_s = np.empty(k)
+    tmp_i = np.empty(k, dtype=np.int64)
+    nl = intercept.size
+    for r in range(r0, r1):
+        for p in range(x_indptr[r], x_indptr[r + 1]):
+            buf[x_indices[p]] = x_data[p]
+        size = 0
+        for a in range(cand.shape[1]):
+            lab = cand[r, a]
+            j = lab - first_label
+            if lab < 0 or j < 0 or j >= nl or not covered[j]:
+                continue
+            acc = np.float64(intercept[j])
+            for q in range(w_indptr[j], w_indptr[j + 1]):
+                acc += buf[w_indices[q]] * w_data[q]
+            size = _push(hs, hi, size, k, np.float64(np.float32(acc)), lab)
+        _drain(hs, hi, size, tmp_s, tmp_i)
+        for a in range(k):
+            out_labels[r, a] = tmp_i[a]
+            out_scores[r, a] = tmp_s[a]
+        for p in range(x_indptr[r], x_indptr[r + 1]):
+            buf[x_indices[p]] = 0.0
+
+
+def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_matrix, candidates: np.ndarray,
+                       k: int = 5, *, first_label: int = 0, missing_ranges=(), threads: int | None = None):
+    """Top-k (labels int32, scores float32), each (n, k), of X (already preprocessed, the
+    model's features) among each row's ``candidates`` (n, K) global label ids."""
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    W = sp.csr_matrix(weights)
+    X = sp.csr_matrix(X)
+    if X.shape[0] != candidates.shape[0]:
+        raise ParameterError(f"X has {X.shape[0]} rows but there are candidates for {candidates.shape[0]}")
+    if X.shape[1] > W.shape[1]:
+        raise ParameterError(f"X has {X.shape[1]} features, the model {W.shape[1]}")
+    covered = np.ones(W.shape[0], dtype=np.bool_)
+    for a, b in missing_ranges:
+        covered[max(a - first_label, 0): max(b - first_label, 0)] = False
+    n = X.shape[0]
+    labels = np.full((n, k), -1, dtype=np.int64)
+    scores = np.full((n, k), -np.inf)
+    cand = np.ascontiguousarray(candidates, dtype=np.int64)
+    xi = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64))
+    wi = (W.indptr.astype(np.int64), W.indices.astype(np.int64), W.data.astype(np.float64))
+    b = np.asarray(intercept, dtype=np.float64)
+    _blocks(n, _threads(threads), lambda r0, r1: score_candidates(r0, r1, *xi, cand, *wi, b, int(first_label), covered,
+                                                               W.shape[1], k, labels, scores))
+    return labels.astype(np.int32), scores.astype(np.float32)
