@@ -77,14 +77,24 @@ def merge_rows(pos, sl, rows, posl):
     return m
 
 
+# Below d / SWEEP_SHARE used columns they are sorted; above, listed by one ordered sweep
+# over the column marks (the core's rule for its supports, same reason).
+SWEEP_SHARE = 64
+
+
 @nb.njit(cache=True, nogil=True)
 def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data):
     """CSR of X[rows[:m]] restricted to the columns it uses, renumbered in ascending order.
 
-    ``colmap`` (size d) must be -1 everywhere on entry and is left so; ``feats`` receives
-    the global id of every local column.  Output buffers must hold m + 1 / nnz entries.
-    Returns the number of local columns."""
+    One gather of the rows (global column ids are written first and renumbered in place:
+    the rows sit at random places in X, the copy is sequential).  ``colmap`` (size d)
+    must be -1 everywhere on entry and is left so; ``feats`` receives the global id of
+    every local column.  Output buffers must hold m + 1 / nnz entries.  Returns the
+    number of local columns."""
+    d = colmap.size
     nf = 0
+    sub_indptr[0] = 0
+    t = 0
     for r in range(m):
         i = rows[r]
         for p in range(X_indptr[i], X_indptr[i + 1]):
@@ -93,18 +103,22 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
                 colmap[j] = 0
                 feats[nf] = j
                 nf += 1
-    feats[:nf].sort()
-    for q in range(nf):
-        colmap[feats[q]] = q
-    sub_indptr[0] = 0
-    t = 0
-    for r in range(m):
-        i = rows[r]
-        for p in range(X_indptr[i], X_indptr[i + 1]):
-            sub_indices[t] = colmap[X_indices[p]]
+            sub_indices[t] = j
             sub_data[t] = X_data[p]
             t += 1
         sub_indptr[r + 1] = t
+    if nf * SWEEP_SHARE > d:
+        nf = 0
+        for j in range(d):
+            if colmap[j] == 0:
+                feats[nf] = j
+                nf += 1
+    else:
+        feats[:nf].sort()
+    for q in range(nf):
+        colmap[feats[q]] = q
+    for p in range(t):
+        sub_indices[p] = colmap[sub_indices[p]]
     for q in range(nf):
         colmap[feats[q]] = -1
     return nf
