@@ -20,7 +20,8 @@ import traceback
 import warnings
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ["train", "predict", "evaluate", "info", "convert", "merge", "experiment"]
+COMMANDS = ["train", "predict", "evaluate", "info", "convert", "merge", "experiment", "shortlist", "shortlist_train",
+            "shortlist_predict"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 

@@ -1,0 +1,70 @@
+"""``headstart shortlist TRAIN -o SHORTLIST [options]``: every training instance's K
+candidate labels (the first stage), written as DiSMEC++'s shortlist file."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from . import common
+
+NAME = "shortlist"
+HELP = "make the shortlist of candidate labels per training instance (first stage, docs/shortlist.md)"
+DESCRIPTION = """\
+For every training instance, its K candidate labels: the labels of its nearest training
+instances (method 'neighbours', default) or the labels whose centroid is nearest
+(method 'centroids'), by cosine similarity.  Written in DiSMEC++'s shortlist format
+(instances x labels, 'label:1' tokens), which 'headstart shortlist-train --shortlist'
+reads.  Reports the recall of the shortlist (the fraction of positives among the
+candidates: leave-one-out on the training data, and on --test data when given)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..shortlist.candidates import BACKENDS, METHODS
+
+    p.add_argument("train", metavar="TRAIN", help="training data file")
+    p.add_argument("-o", "--output", metavar="SHORTLIST", required=True,
+                   help="shortlist file to write (gzip-compressed if it ends in .gz)")
+    g = p.add_argument_group("first stage")
+    g.add_argument("-K", "--candidates", dest="K", type=common._number(int), default=100, metavar="K",
+                   help="candidate labels per instance (default: 100)")
+    g.add_argument("--method", choices=METHODS, default="neighbours",
+                   help="neighbours: labels of the nearest training instances; centroids: nearest label "
+                        "centroids (default: neighbours)")
+    g.add_argument("--neighbours", type=common._number(int), default=30, metavar="k",
+                   help="nearest training instances per instance, method neighbours (default: 30)")
+    g.add_argument("--backend", choices=sorted(BACKENDS), default="exact",
+                   help="exact: brute force over an inverted index; pynndescent: approximate "
+                        "(pip install 'headstart[ann]') (default: exact)")
+    g.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
+    g.add_argument("--test", metavar="DATA", help="also report the recall of the candidates of this data")
+    g.add_argument("--save-first-stage", metavar="DIR",
+                   help="save the first stage here, for 'headstart shortlist-predict --first-stage DIR'")
+    common.add_data_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import ParameterError
+    from ..shortlist import FirstStageParams, build_shortlist, recall, write_shortlist
+
+    common.check_output_file(args.output, "shortlist file")
+    fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend)
+    X, Y = common.read_dataset(args.train, args)
+    Xt = Yt = None
+    if args.test:
+        Xt, Yt = common.read_dataset(args.test, args, n_features=X.shape[1], n_labels=Y.shape[1])
+        if Yt.shape[1] != Y.shape[1]:
+            raise ParameterError(f"{args.test}: {Yt.shape[1]} labels, the training data has {Y.shape[1]}")
+    t0 = time.perf_counter()
+    r = build_shortlist(X, Y, fsp, threads=args.threads or None)
+    write_shortlist(args.output, r.shortlist)
+    if args.save_first_stage:
+        r.first_stage.save(args.save_first_stage)
+    common.say(args, f"shortlist of {args.K} candidates for {X.shape[0]} instances ({fsp.method}, {fsp.backend}) in "
+                     f"{r.seconds:.2f} s: recall {100 * r.train_recall:.2f}% of the training positives "
+                     f"(leave-one-out) -> {args.output}")
+    if Xt is not None:
+        lab, _ = r.first_stage.candidates(Xt)
+        common.say(args, f"recall on {args.test}: {100 * recall(lab, Yt):.2f}% of the test positives among "
+                         f"{args.K} candidates ({time.perf_counter() - t0:.2f} s in all)")
+    return 0

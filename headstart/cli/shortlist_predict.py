@@ -1,0 +1,54 @@
+"""``headstart shortlist-predict MODEL_DIR DATA --first-stage DIR -o PREDICTIONS``:
+candidates from the first stage, scored by the model, top-k out."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+
+NAME = "shortlist-predict"
+HELP = "predict top-k among the first stage's candidates (O(K) labels per instance)"
+DESCRIPTION = """\
+For every instance of DATA: its K candidate labels from the first stage saved by
+'headstart shortlist --save-first-stage DIR', scored by the model's weights, the best k
+written as 'label:score' tokens (the format of 'headstart predict').  A dense + sparse
+model needs --dense X.npy (the dense features of DATA).  --evaluate prints P@k and the
+recall of the candidates."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL_DIR")
+    p.add_argument("data", metavar="DATA")
+    p.add_argument("--first-stage", metavar="DIR", required=True, help="first stage saved by 'headstart shortlist'")
+    p.add_argument("-o", "--output", metavar="PREDICTIONS", help="predictions file to write")
+    p.add_argument("-k", type=common._number(int), default=5, help="labels per instance (default: 5)")
+    p.add_argument("--dense", metavar="X.npy", help="dense features of DATA (dense + sparse models)")
+    p.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
+    p.add_argument("--evaluate", action="store_true", help="print P@1..k and the candidates' recall")
+    common.add_data_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..io import read_dense_features, write_predictions
+    from ..metrics import precision_at_k
+    from ..model.format import load_model
+    from ..shortlist import FirstStage, predict_model, recall
+
+    if not args.output and not args.evaluate:
+        args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
+    if args.output:
+        common.check_output_file(args.output, "predictions file")
+    model = load_model(args.model)
+    fs = FirstStage.load(args.first_stage, threads=args.threads or None)
+    X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=model.label_space)
+    dense = read_dense_features(args.dense) if args.dense else None
+    cand, _ = fs.candidates(X)
+    labels, scores = predict_model(model, X, fs, args.k, dense=dense, threads=args.threads or None,
+                                   candidates=cand)
+    if args.output:
+        write_predictions(args.output, labels, scores, model.label_space)
+    if args.evaluate:
+        pk = " ".join(f"P@{k} {100 * precision_at_k(Y, labels, k):.2f}" for k in range(1, args.k + 1))
+        common.say(args, f"{pk}; candidates' recall {100 * recall(cand, Y):.2f}% ({cand.shape[1]} per instance)")
+    return 0

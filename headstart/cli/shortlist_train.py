@@ -1,0 +1,89 @@
+"""``headstart shortlist-train TRAIN --shortlist FILE -o MODEL_DIR``: each label on its
+positives plus its shortlisted instances, on sparse or dense + sparse features."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+from .train import STATS_SUFFIXES
+
+NAME = "shortlist-train"
+HELP = "train every label on its positives plus its shortlist (sparse or dense + sparse features)"
+DESCRIPTION = """\
+Shortlisted one-vs-all training (docs/shortlist.md): label l is trained on its positives
+plus the instances the shortlist file lists for it (DiSMEC++'s format, as written by
+'headstart shortlist'), with the same objective, initialisation and stopping rule as
+'headstart train' over that subset.  --dense X.npy adds dense features (one row per
+training instance), with their own regularisation scale and normalisation.  Sharded,
+resumable and Dask training work as for 'headstart train'."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("train", metavar="TRAIN", nargs="?", help="training data file (sparse features and labels)")
+    p.add_argument("-o", "--output", metavar="MODEL_DIR", help="model directory to write")
+    p.add_argument("--shortlist", metavar="FILE", help="shortlist file (DiSMEC++ format, instances x labels)")
+    g = p.add_argument_group("dense + sparse features")
+    g.add_argument("--dense", metavar="X.npy", help="dense features of the training instances (.npy, n x k)")
+    g.add_argument("--sparse-reg", type=common._number(float), default=1.0, metavar="LAMBDA",
+                   help="L2 scale of the sparse weights, with --dense (default: 1)")
+    g.add_argument("--dense-reg", type=common._number(float), default=1.0, metavar="LAMBDA",
+                   help="L2 scale of the dense weights, with --dense (default: 1)")
+    g.add_argument("--normalize-sparse", action="store_true", help="with --dense: L2-normalise the sparse part")
+    g.add_argument("--normalize-dense", action="store_true", help="with --dense: L2-normalise the dense part")
+    r = p.add_argument_group("labels, output, resumable and distributed training")
+    r.add_argument("--first-label", type=common._number(int), default=0, metavar="A")
+    r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N")
+    r.add_argument("--stats", metavar="FILE", help="per-label statistics (.csv or .jsonl)")
+    r.add_argument("--shard-size", type=common._number(int), default=None, metavar="N")
+    r.add_argument("--resume", action="store_true", help="continue the model in MODEL_DIR")
+    r.add_argument("--scheduler", metavar="ADDRESS", default=None, help="train on this Dask cluster")
+    r.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
+                   help="train on a local Dask cluster of N worker processes")
+    common.add_train_params(p)
+    common.add_data_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import ParameterError
+    from ..estimator import resolve_label_range
+
+    params = common.resolve_params(args)
+    if args.print_params:
+        print(params.to_json())
+        return 0
+    err = args._parser.error
+    if args.train is None or not args.output or not args.shortlist:
+        err("the following arguments are required: TRAIN, -o/--output MODEL_DIR, --shortlist FILE")
+    if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
+        err(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
+    if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_reg != 1.0
+                               or args.sparse_reg != 1.0):
+        err("--sparse-reg/--dense-reg/--normalize-sparse/--normalize-dense need --dense X.npy")
+    common.check_output_dir(args.output)
+    if args.stats:
+        common.check_output_file(args.stats, "statistics file")
+    from ..io import read_dense_features
+    from ..shortlist import DenseSparseParams, read_shortlist, train_shortlisted_dir
+
+    X, Y = common.read_dataset(args.train, args)
+    S = read_shortlist(args.shortlist, n_instances=X.shape[0], n_labels=Y.shape[1])
+    dense = dp = None
+    if args.dense:
+        dense = read_dense_features(args.dense)
+        if dense.shape[0] != X.shape[0]:
+            raise ParameterError(f"{args.dense}: {dense.shape[0]} rows, the training data has {X.shape[0]}")
+        dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense)
+    first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
+    with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
+        r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp, first_label=first,
+                                  num_labels=count, shard_size=args.shard_size, resume=args.resume,
+                                  scheduler=args.scheduler, dask_workers=args.dask_workers,
+                                  progress=bar.advance, source=str(args.shortlist))
+    if args.stats:
+        r.stats.write(args.stats)
+    s = r.stats.summary()
+    common.say(args, f"trained {r.trained_labels} labels of [{first}, {first + count}) on their shortlists "
+                     f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s: {s['newton_iterations']} Newton "
+                     f"iterations, {r.nnz} nonzero weights -> {args.output}")
+    return 0

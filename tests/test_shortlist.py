@@ -1,0 +1,285 @@
+"""Shortlisted training (headstart.shortlist): sub-problems, the shortlist file, the
+first stage, dense + sparse features, prediction through candidates, sharded runs."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+
+from headstart.cli.main import main
+from headstart.errors import DataFormatError, ModelFormatError
+from headstart.estimator import prepare_data
+from headstart.io import read_xmc
+from headstart.model.format import load_model, save_model
+from headstart.params import TrainParams
+from headstart.prediction.topk import predict_topk
+from headstart.shortlist import (DenseSparseParams, FirstStageParams, build_shortlist, candidates_to_shortlist,
+                                 fit_shortlisted, predict_model, read_shortlist, recall, train_shortlisted,
+                                 train_shortlisted_dir, write_shortlist)
+from headstart.shortlist.candidates import FirstStage
+from headstart.training.trainer import train_labels
+
+
+@pytest.fixture(scope="module")
+def bib(bibtex_dir):
+    """The first 1200 training rows and 600 test rows of bibtex."""
+    X, Y = read_xmc(bibtex_dir / "train.txt.gz")
+    Xt, Yt = read_xmc(bibtex_dir / "test.txt.gz")
+    return X[:1200], Y[:1200], Xt[:600], Yt[:600]
+
+
+@pytest.fixture(scope="module")
+def first(bib):
+    X, Y, _, _ = bib
+    return build_shortlist(X, Y, FirstStageParams(K=15), threads=2)
+
+
+# --------------------------------------------------------------------------- sub-problems
+def test_shortlist_of_every_instance_is_the_full_one_vs_all_model(bib):
+    """With every instance shortlisted, each sub-problem is the full problem: the same
+    objective values, iterations and weights as the core trainer.  (The core trainer is
+    run without its locality renumbering, which only reorders sums: with it the values
+    agree to rounding, and rounding can move the last Newton step.)"""
+    X, Y, _, _ = bib
+    p = TrainParams(threads=2, prune=0.0)
+    data = prepare_data(X, Y, p)
+    labels = np.arange(0, 40)
+    Wf, bf, sf = train_labels(data.X, data.Y, p, labels, locality=False)
+    every = sp.csc_matrix(np.ones(data.Y.shape, dtype=np.float32))
+    Ws, bs, ss = train_shortlisted(data.X, data.Y, every, p, labels)
+    for col in ("f_init", "f_final", "gnorm_zero", "tolerance", "gnorm_final"):
+        np.testing.assert_allclose(ss[col], sf[col], rtol=1e-10, err_msg=col)
+    np.testing.assert_array_equal(ss["iterations"], sf["iterations"])
+    np.testing.assert_array_equal(ss["rows"], X.shape[0])
+    np.testing.assert_allclose(Ws.toarray(), Wf.toarray(), atol=1e-6)
+    np.testing.assert_allclose(bs, bf, atol=1e-6)
+
+
+def test_sub_problem_is_positives_plus_shortlist(bib):
+    """A label's problem has exactly its positives and its shortlisted instances as rows,
+    and the model does not depend on threads or chunking."""
+    X, Y, _, _ = bib
+    p = TrainParams(threads=1)
+    data = prepare_data(X, Y, p)
+    rng = np.random.default_rng(0)
+    S = sp.csc_matrix((rng.random(data.Y.shape) < 0.05).astype(np.float32))
+    S.sort_indices()
+    W1, b1, s1 = train_shortlisted(data.X, data.Y, S, p, np.arange(30), chunk_size=7)
+    W2, b2, s2 = train_shortlisted(data.X, data.Y, S, p.replace(threads=2), np.arange(30))
+    want = [np.union1d(data.Y[:, j].indices, S[:, j].indices).size for j in range(30)]
+    np.testing.assert_array_equal(s1["rows"], want)
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+
+
+# --------------------------------------------------------------------------- shortlist file
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_shortlist_file_round_trip(tmp_path):
+    M = sp.csr_matrix(np.array([[1, 0, 1], [0, 0, 0], [0, 1, 0]], dtype=np.float32))
+    for name in ("s.txt", "s.txt.gz"):
+        write_shortlist(tmp_path / name, M)
+        got = read_shortlist(tmp_path / name, n_instances=3, n_labels=3)
+        assert got.format == "csc" and (got != M).nnz == 0
+    # the DiSMEC++ conventions: blank and '#' lines are skipped, values 1 in any spelling
+    f = _write(tmp_path / "c.txt", "3 3\n# comment\n0:1 2:1.0\n\n \n1:1e0\n")
+    assert (read_shortlist(f) != M).nnz == 0
+
+
+@pytest.mark.parametrize("body, line, col, token, words", [
+    ("0:1\n1:1 7:1\n2:1\n", 3, 5, "7:1", "out of range"),
+    ("0:1\n1:1\n2:0.5\n", 4, 1, "2:0.5", "must be 1"),
+    ("0:1\n1:x\n2:1\n", 3, 1, "1:x", "expected a token"),
+    ("0:1\n1:1 1:1\n2:1\n", 3, 5, "1:1", "twice"),
+    ("0:1\n1:1\n2:1\n0:1\n", 5, 1, "0:1", "more instance lines"),
+])
+def test_shortlist_file_bad_tokens_are_refused_with_their_location(tmp_path, body, line, col, token, words):
+    f = _write(tmp_path / "bad.txt", "3 4\n" + body)
+    with pytest.raises(DataFormatError) as e:
+        read_shortlist(f)
+    err = e.value
+    assert (err.path, err.line, err.column, err.token) == (str(f), line, col, token)
+    assert words in str(err) and f"{f}:{line}:{col}:" in str(err)
+
+
+def test_shortlist_file_that_disagrees_with_the_data_is_refused(tmp_path):
+    f = _write(tmp_path / "s.txt", "3 4\n0:1\n1:1\n2:1\n")
+    with pytest.raises(DataFormatError, match=r"s\.txt:1: the shortlist has 4 labels \(header\), the training "
+                                              r"data has 5; refused"):
+        read_shortlist(f, n_instances=3, n_labels=5)
+    with pytest.raises(DataFormatError, match="3 instances .* has 2"):
+        read_shortlist(f, n_instances=2, n_labels=4)
+    short = _write(tmp_path / "short.txt", "3 4\n0:1\n\n1:1\n")
+    with pytest.raises(DataFormatError, match="announces 3 instance lines but the file has 2"):
+        read_shortlist(short)
+    with pytest.raises(DataFormatError, match="header"):
+        read_shortlist(_write(tmp_path / "h.txt", "3 4 5\n0:1\n"))
+
+
+def test_cli_refuses_a_bad_shortlist_file_with_its_location(tmp_path, bibtex_dir, capsys):
+    X, Y = read_xmc(bibtex_dir / "train.txt.gz")
+    n, L = X.shape[0], Y.shape[1]
+    lines = [f"{n} {L}"] + ["0:1"] * n
+    lines[3] = f"1:1 {L + 2}:1"
+    f = tmp_path / "sl.txt"
+    f.write_text("\n".join(lines) + "\n")
+    code = main(["shortlist-train", str(bibtex_dir / "train.txt.gz"), "--shortlist", str(f), "-o",
+                 str(tmp_path / "m"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{f}:4:5: label id out of range" in err and f"'{L + 2}:1'" in err
+    assert not (tmp_path / "m").exists()
+
+
+# --------------------------------------------------------------------------- first stage
+def _recall_by_hand(cand, Y):
+    Y = sp.csr_matrix(Y)
+    hits = sum(len(set(Y[i].indices.tolist()) & set(cand[i].tolist())) for i in range(Y.shape[0]))
+    return hits / Y.nnz
+
+
+def test_recall_is_the_fraction_of_positives_among_the_candidates(bib, first):
+    _, _, Xt, Yt = bib
+    cand, _ = first.first_stage.candidates(Xt)
+    assert cand.shape == (Xt.shape[0], 15)
+    assert recall(cand, Yt) == pytest.approx(_recall_by_hand(cand, Yt), abs=1e-12)
+    assert first.train_recall == pytest.approx(_recall_by_hand(first.train_candidates, bib[1]), abs=1e-12)
+
+
+def test_exact_neighbours_match_brute_force(bib):
+    """The inverted-index search returns the cosine top-k of numpy's dense product, the
+    candidate labels are the neighbours' summed similarities, and a training row never
+    counts itself."""
+    X, Y, Xt, _ = bib
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=10, neighbours=7))
+    ids, sims = fs.index.search(fs.rows[:50], 7, exclude_self=True)
+    S = (fs.rows[:50] @ fs.rows.T).toarray()
+    S[np.arange(50), np.arange(50)] = -np.inf
+    for r in range(50):
+        assert r not in ids[r]
+        np.testing.assert_allclose(np.sort(sims[r])[::-1], np.sort(S[r])[::-1][:7], rtol=1e-5)
+    cand, score = fs.candidates(X[:50], training=True)
+    Yd = sp.csr_matrix(Y).toarray()
+    for r in range(5):
+        want = np.zeros(Y.shape[1])
+        for i, s in zip(ids[r], sims[r]):
+            want += s * Yd[i]
+        top = sorted(np.flatnonzero(want), key=lambda j: (-want[j], j))[:10]
+        got = {int(c): float(v) for c, v in zip(cand[r], score[r]) if v > 0}
+        assert got == pytest.approx({int(j): want[j] for j in top}, rel=1e-6)
+
+
+def test_shortlist_inversion(first, bib):
+    cand = first.train_candidates
+    S = candidates_to_shortlist(cand, bib[1].shape[1])
+    for j in (0, 5, 100):
+        assert set(S[:, j].indices.tolist()) == set(np.flatnonzero((cand == j).any(axis=1)).tolist())
+
+
+def test_first_stage_save_load(tmp_path, bib, first):
+    _, _, Xt, _ = bib
+    first.first_stage.save(tmp_path / "fs")
+    fs = FirstStage.load(tmp_path / "fs")
+    a, _ = first.first_stage.candidates(Xt)
+    b, _ = fs.candidates(Xt)
+    assert np.array_equal(a, b)
+
+
+# --------------------------------------------------------------------------- dense + sparse
+def test_separate_regularisation_scales_equal_the_direct_objective():
+    """Training on scaled columns and mapping back minimises
+    0.5 ls |ws|^2 + 0.5 ld |wd|^2 + C sum sqhinge(y (xs.ws + xd.wd + b)): compared with
+    scipy.optimize on that objective written out directly."""
+    rng = np.random.default_rng(1)
+    n, ds, dd = 80, 12, 4
+    Xs = sp.random(n, ds, density=0.4, random_state=2, dtype=np.float32, format="csr")
+    D = rng.standard_normal((n, dd)).astype(np.float32)
+    y = (rng.random(n) < 0.3).astype(np.float32)
+    Y = sp.csr_matrix(y[:, None])
+    ls, ld, C = 2.0, 0.25, 1.0
+    p = TrainParams(threads=1, prune=0.0, epsilon=1e-8, C=C)
+    model, _ = fit_shortlisted(Xs, Y, p, np.ones((n, 1)), dense=D, dense_params=DenseSparseParams(ls, ld))
+    w = np.concatenate([model.weights.toarray()[0], [model.intercept[0]]])
+    A = np.hstack([Xs.toarray(), D, np.ones((n, 1))]).astype(np.float64)
+    ys = 2 * y.astype(np.float64) - 1
+    reg = np.concatenate([np.full(ds, ls), np.full(dd, ld), [0.0]])
+
+    def f(v):
+        m = np.maximum(0.0, 1 - ys * (A @ v))
+        return 0.5 * np.sum(reg * v * v) + C * np.sum(m * m), reg * v - 2 * C * A.T @ (ys * m)
+
+    ref = minimize(f, np.zeros(A.shape[1]), jac=True, method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15})
+    assert f(w)[0] == pytest.approx(ref.fun, rel=1e-6)
+    np.testing.assert_allclose(w, ref.x, atol=2e-3)
+
+
+def test_dense_sparse_model_round_trip_predicts_identically(tmp_path, bib, first):
+    X, Y, Xt, _ = bib
+    rng = np.random.default_rng(3)
+    V = rng.standard_normal((X.shape[1], 8)).astype(np.float32)
+    D, Dt = np.asarray(X @ V), np.asarray(Xt @ V)
+    dp = DenseSparseParams(sparse_reg=1.0, dense_reg=3.0, normalize_sparse=True, normalize_dense=True)
+    model, _ = fit_shortlisted(X, Y, TrainParams(threads=2), first.shortlist, dense=D, dense_params=dp)
+    assert model.n_features == X.shape[1] + 8 and model.extensions["dense"]["dense_reg"] == 3.0
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert loaded.extensions == model.extensions and (loaded.weights != model.weights).nnz == 0
+    a = predict_model(model, Xt, first.first_stage, 5, dense=Dt)
+    b = predict_model(loaded, Xt, first.first_stage, 5, dense=Dt)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    # the full predictor must not score the sparse columns alone
+    with pytest.raises(ModelFormatError, match="dense"):
+        predict_topk(loaded, Xt, 5)
+
+
+def test_candidate_prediction_equals_full_scores_restricted_to_candidates(bib, first):
+    X, Y, Xt, _ = bib
+    model, _ = fit_shortlisted(X, Y, TrainParams(threads=2), first.shortlist)
+    cand, _ = first.first_stage.candidates(Xt)
+    labels, scores = predict_model(model, Xt, first.first_stage, 3, candidates=cand)
+    F = (sp.csr_matrix(Xt) @ model.weights.T).toarray() + model.intercept
+    for r in range(0, Xt.shape[0], 37):
+        c = cand[r][cand[r] >= 0]
+        s = F[r, c].astype(np.float32)
+        order = np.lexsort((c, -s))[:3]
+        assert labels[r].tolist() == c[order].tolist()
+        np.testing.assert_allclose(scores[r], s[order], rtol=1e-6, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- sharded, resumable
+def test_sharded_resumed_run_equals_in_memory_run(tmp_path, bib, first):
+    X, Y, _, _ = bib
+    p = TrainParams(threads=2)
+    model, _ = fit_shortlisted(X, Y, p, first.shortlist)
+    out = tmp_path / "m"
+    train_shortlisted_dir(X, Y, p, first.shortlist, out, num_labels=70, shard_size=25)
+    r = train_shortlisted_dir(X, Y, p, first.shortlist, out, shard_size=25, resume=True)
+    assert r.already_finished == 70 and r.trained_labels == Y.shape[1] - 70
+    got = load_model(out)
+    assert (got.weights != model.weights).nnz == 0 and np.array_equal(got.intercept, model.intercept)
+    assert got.extensions["shortlist"]["nnz"] == first.shortlist.nnz
+    other = first.shortlist.copy().tolil()
+    other[0, 0] = 0 if other[0, 0] else 1
+    with pytest.raises(ModelFormatError, match="cannot resume: shortlist settings"):
+        train_shortlisted_dir(X, Y, p, other.tocsc(), out, resume=True)
+
+
+def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
+    train, test = str(bibtex_dir / "train.txt.gz"), str(bibtex_dir / "test.txt.gz")
+    sl, fs, m, pred = (str(tmp_path / x) for x in ("sl.txt.gz", "fs", "m", "pred.txt"))
+    assert main(["shortlist", train, "-o", sl, "-K", "10", "--test", test, "--save-first-stage", fs]) == 0
+    out = capsys.readouterr().out
+    assert "recall" in out and "leave-one-out" in out
+    with gzip.open(sl, "rt") as fh:
+        assert fh.readline().split() == ["4880", "159"]
+    assert main(["shortlist-train", train, "--shortlist", sl, "-o", m, "-q", "--threads", "2"]) == 0
+    assert main(["shortlist-predict", m, test, "--first-stage", fs, "-o", pred, "--evaluate"]) == 0
+    out = capsys.readouterr().out
+    assert "P@1" in out
+    with open(pred) as fh:
+        assert fh.readline().split() == ["2515", "5", "159"]
