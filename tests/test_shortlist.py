@@ -283,3 +283,32 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "P@1" in out
     with open(pred) as fh:
         assert fh.readline().split() == ["2515", "5", "159"]
+
+
+def test_dask_run_equals_in_memory_run(tmp_path, bib, first):
+    """Dask (a LocalCluster of 2 worker processes on loopback) gives the same model."""
+    distributed = pytest.importorskip("distributed")
+    X, Y, _, _ = bib
+    p = TrainParams(threads=1)
+    model, _ = fit_shortlisted(X, Y, p, first.shortlist)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       dashboard_address=None)
+    try:
+        with distributed.Client(cluster) as c:
+            r = train_shortlisted_dir(X, Y, p, first.shortlist, tmp_path / "m", shard_size=40, client=c)
+    finally:
+        cluster.close()
+    assert r.backend == "dask" and r.complete
+    got = load_model(tmp_path / "m")
+    assert (got.weights != model.weights).nnz == 0 and np.array_equal(got.intercept, model.intercept)
+
+
+def test_pynndescent_backend_finds_nearly_the_exact_candidates(bib):
+    pytest.importorskip("pynndescent")
+    X, Y, Xt, Yt = bib
+    exact = build_shortlist(X, Y, FirstStageParams(K=15, backend="exact"), threads=2)
+    ann = build_shortlist(X, Y, FirstStageParams(K=15, backend="pynndescent"), threads=2)
+    a, _ = exact.first_stage.candidates(Xt)
+    b, _ = ann.first_stage.candidates(Xt)
+    assert recall(b, Yt) >= recall(a, Yt) - 0.02
+    assert ann.train_recall >= exact.train_recall - 0.02

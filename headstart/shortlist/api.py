@@ -152,19 +152,20 @@ def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, m
                           progress: Callable[[int], None] | None = None, overwrite: bool | str = "complete",
                           source: str = "given", **kw: Any):
     """Shortlisted training into a model directory, shard by shard: this machine's
-    threads, or Dask (``scheduler`` / ``dask_workers``), resumable -- exactly as
+    threads, or Dask (``client``, ``scheduler`` or ``dask_workers``), resumable -- exactly as
     :func:`headstart.distributed.train_model_dir` for full one-vs-all."""
     from ..distributed.sharded import train_sharded
 
     sd = prepare_shortlisted(X, Y, params, shortlist, dense=dense, dense_params=dense_params,
                              first_label=first_label, num_labels=num_labels, source=source)
+    client = kw.pop("client", None)
     common = dict(first_label=first_label, num_labels=num_labels, shard_size=shard_size, resume=resume,
                   overwrite=overwrite, progress=progress, data=sd.data, extensions=sd.extensions, **kw)
-    if scheduler or dask_workers:
+    if scheduler or dask_workers or client is not None:
         from ..distributed.dask_backend import train_dask
 
         payload = ShortlistArrays(sd.data.X, sd.data.Y, sd.shortlist, sd.fscale)
-        return train_dask(X, Y, params, model_dir, scheduler=scheduler, n_workers=dask_workers,
+        return train_dask(X, Y, params, model_dir, client=client, scheduler=scheduler, n_workers=dask_workers,
                           task_fn=train_shortlisted_range, payload=payload, **common)
 
     def train_fn(Xp, Yp, p, labels, *, chunk_size=None, sink=None, collect=True):
