@@ -1,0 +1,256 @@
+"""Shortlisted training against full one-vs-all, and dense + sparse against sparse only.
+
+    python benchmarks/shortlist.py debian-deps --threads 2 [--full all] [--write-docs]
+    python benchmarks/shortlist.py dense bibtex --threads 2 [--write-docs]
+
+``debian-deps`` mode, all in one process, side by side (kernels compiled first, on a
+few labels, so no run pays for compilation):
+
+1. the first stage: every training instance's K candidate labels (leave-one-out
+   neighbours by default) and the test instances' candidates, timed; the recall of both;
+2. full one-vs-all headstart (:func:`headstart.training.trainer.train_labels`) on a
+   random sample of labels (``--sample``, seed 0), its time extrapolated to all labels
+   (sample time x labels / sample size: an extrapolation, reported as one); with
+   ``--full all`` also on all labels (measured, and its P@k);
+3. shortlisted training of all labels (:func:`headstart.shortlist.train_shortlisted`);
+4. prediction through the candidates, P@1/3/5; the full model's P@1/3/5 with
+   :func:`headstart.prediction.topk.predict_topk` (``--full all``).
+
+``dense`` mode: a truncated-SVD embedding of the tf-idf / bag-of-words matrix (fitted on
+the training rows, ``scipy.sparse.linalg.svds``) appended as dense features; every
+instance shortlisted (so the models are exact one-vs-all) and all labels scored; the
+sparse-only model against dense + sparse for each dense regularisation scale of the grid
+(all results are reported, none picked).
+
+Results go to ``benchmarks/results/shortlist-*.json``; ``--write-docs`` puts the tables
+in docs/shortlist.md (between markers) and the targets in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import LoadProbe, machine_info, quiet_check, resolve_dataset  # noqa: E402
+
+from headstart.estimator import prepare_data  # noqa: E402
+from headstart.io import read_xmc  # noqa: E402
+from headstart.metrics import precision_at_k  # noqa: E402
+from headstart.params import TrainParams  # noqa: E402
+from headstart.prediction.topk import predict_topk  # noqa: E402
+from headstart.shortlist import (DenseSparseParams, FirstStageParams, build_shortlist, fit_shortlisted,  # noqa: E402
+                                 predict_candidates, predict_model, recall, svd_embedding, train_shortlisted)
+from headstart.training.trainer import train_labels  # noqa: E402
+
+RESULTS = HERE / "results"
+DOCS = HERE.parent / "docs"
+
+
+def pk(Y, labels):
+    return [round(100 * precision_at_k(Y, labels, k), 2) for k in (1, 3, 5)]
+
+
+def timed(fn, *a, **kw):
+    t0 = time.perf_counter()
+    out = fn(*a, **kw)
+    return out, time.perf_counter() - t0
+
+
+def run_debian(args) -> dict:
+    d = resolve_dataset(args.dataset)
+    X, Y = read_xmc(d / "train.txt.gz")
+    Xt, Yt = read_xmc(d / "test.txt.gz")
+    p = TrainParams(threads=args.threads)
+    data = prepare_data(X, Y, p)
+    L = data.label_space
+    out = {"dataset": args.dataset, "threads": args.threads, "K": args.K, "neighbours": args.neighbours,
+           "method": args.method, "backend": args.backend, "machine": machine_info(),
+           "quiet_before": quiet_check(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    # --- warm-up: compile every kernel on a little data
+    small = build_shortlist(X[:500], Y[:500], FirstStageParams(K=10, backend=args.backend), threads=args.threads)
+    small.first_stage.candidates(Xt[:50])
+    train_labels(data.X, data.Y, p, np.arange(16))
+    dsmall = prepare_data(X[:500], Y[:500], p)
+    train_shortlisted(dsmall.X, dsmall.Y, small.shortlist, p, np.arange(40))
+    # --- 1. first stage
+    fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend)
+    probe = LoadProbe()
+    r, t_build = timed(build_shortlist, X, Y, fsp, threads=args.threads)
+    (cand, _), t_cand = timed(r.first_stage.candidates, Xt)
+    out["first_stage"] = {"train_seconds": round(t_build, 3), "test_candidates_seconds": round(t_cand, 3),
+                          "index_seconds": round(r.first_stage.info.get("index_seconds", 0.0), 3),
+                          "train_recall": round(r.train_recall, 4), "test_recall": round(recall(cand, Yt), 4),
+                          "shortlist_pairs": int(r.shortlist.nnz), "load": probe.finish(None)}
+    print(f"first stage: {t_build:.1f} s (train), {t_cand:.1f} s (test), recall {r.train_recall:.4f} / "
+          f"{out['first_stage']['test_recall']:.4f}", flush=True)
+    # --- 2. full one-vs-all on a label sample (extrapolated) and, optionally, on all labels
+    rng = np.random.default_rng(0)
+    sample = np.sort(rng.choice(L, size=min(args.sample, L), replace=False))
+    probe = LoadProbe()
+    _, t_sample = timed(train_labels, data.X, data.Y, p, sample)
+    out["full_sample"] = {"labels": int(sample.size), "seconds": round(t_sample, 3),
+                          "extrapolated_all_seconds": round(t_sample * L / sample.size, 2),
+                          "load": probe.finish(None)}
+    print(f"full OvA, {sample.size} random labels: {t_sample:.1f} s -> {t_sample * L / sample.size:.1f} s "
+          "for all (extrapolated)", flush=True)
+    # --- 3. shortlisted, all labels
+    probe = LoadProbe()
+    (W, b, st), t_sl = timed(train_shortlisted, data.X, data.Y, r.shortlist, p, np.arange(L))
+    # same sample, shortlisted, for a like-for-like ratio on the sample
+    _, t_sl_sample = timed(train_shortlisted, data.X, data.Y, r.shortlist, p, sample)
+    out["shortlisted"] = {"seconds": round(t_sl, 3), "sample_seconds": round(t_sl_sample, 3),
+                          "rows_mean": round(float(st["rows"].mean()), 1), "rows_max": int(st["rows"].max()),
+                          "features_mean": round(float(st["features"].mean()), 1),
+                          "newton_iterations_mean": round(float(st["iterations"].mean()), 2),
+                          "not_converged": int(np.sum(st["status"] != 0)), "nnz": int(W.nnz),
+                          "load": probe.finish(None)}
+    print(f"shortlisted, all labels: {t_sl:.1f} s; sample {t_sl_sample:.1f} s", flush=True)
+    (lab, _), t_pred = timed(predict_candidates, W, b, Xt, cand, 5, threads=args.threads)
+    out["shortlisted"]["predict_seconds"] = round(t_pred, 3)
+    out["shortlisted"]["P@1,3,5"] = pk(Yt, lab)
+    if args.full == "all":
+        probe = LoadProbe()
+        (Wf, bf, _), t_full = timed(train_labels, data.X, data.Y, p, np.arange(L))
+        (labf, _), t_predf = timed(predict_topk, (Wf, bf), Xt, 5, threads=args.threads)
+        out["full_all"] = {"seconds": round(t_full, 3), "predict_seconds": round(t_predf, 3), "nnz": int(Wf.nnz),
+                           "P@1,3,5": pk(Yt, labf), "load": probe.finish(None)}
+        print(f"full OvA, all labels: {t_full:.1f} s, P@k {out['full_all']['P@1,3,5']}", flush=True)
+    out["ratio_extrapolated"] = round(out["full_sample"]["extrapolated_all_seconds"] / t_sl, 2)
+    out["ratio_sample"] = round(t_sample / t_sl_sample, 2)
+    if "full_all" in out:
+        out["ratio_all"] = round(out["full_all"]["seconds"] / t_sl, 2)
+    print(f"shortlisted P@k {out['shortlisted']['P@1,3,5']}; speed-up {out['ratio_extrapolated']}x "
+          f"(extrapolated), {out['ratio_sample']}x (sample)" + (f", {out['ratio_all']}x (all)" if "ratio_all" in out
+                                                                 else ""), flush=True)
+    return out
+
+
+def run_dense(args) -> dict:
+    d = resolve_dataset(args.dataset)
+    X, Y = read_xmc(d / "train.txt.gz")
+    Xt, Yt = read_xmc(d / "test.txt.gz")
+    n, L = Y.shape
+    p = TrainParams(threads=args.threads)
+    every = np.ones((n, L), dtype=np.float32)
+    cand = np.tile(np.arange(L), (Xt.shape[0], 1))
+    out = {"dataset": args.dataset, "threads": args.threads, "dim": args.dim, "machine": machine_info(),
+           "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "runs": []}
+    # warm-up: compile the kernels on a little data first
+    fit_shortlisted(X[:300], Y[:300], p, every[:300], dense=np.ones((300, 2), dtype=np.float32))
+    (E, Et), t_svd = timed(svd_embedding, X, args.dim, X_other=Xt)
+    out["svd_seconds"] = round(t_svd, 3)
+
+    def one(name, dense=None, dp=None):
+        (model, st), t = timed(fit_shortlisted, X, Y, p, every, dense=dense, dense_params=dp)
+        lab, _ = predict_model(model, Xt, None, 5, dense=None if dense is None else Et, candidates=cand,
+                               threads=args.threads)
+        row = {"model": name, "train_seconds": round(t, 3), "P@1,3,5": pk(Yt, lab), "nnz": int(model.weights.nnz)}
+        out["runs"].append(row)
+        print(row, flush=True)
+
+    one("sparse only")
+    for reg in args.dense_regs:
+        one(f"dense+sparse, dense_reg {reg:g}, dense normalised", E,
+            DenseSparseParams(dense_reg=reg, normalize_dense=True))
+    return out
+
+
+# --------------------------------------------------------------------------- docs
+def _replace_block(path: Path, name: str, text: str) -> None:
+    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    doc = path.read_text()
+    block = f"{begin}\n{text.rstrip()}\n{end}"
+    if begin in doc:
+        doc = re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, doc, flags=re.S)
+    else:
+        doc = doc.rstrip() + "\n\n" + block + "\n"
+    path.write_text(doc)
+
+
+def debian_table(r: dict) -> str:
+    fs, sl, fsm = r["first_stage"], r["shortlisted"], r["full_sample"]
+    lines = [f"Measured {r['started']} on this machine, {r['threads']} threads, in one process "
+             f"(`python benchmarks/shortlist.py {r['dataset']} --threads {r['threads']}"
+             + (" --full all" if "full_all" in r else "") + "`); load average before "
+             f"{r['quiet_before']['loadavg']} (busy cores while idle: {r['quiet_before']['busy_cores']}).", "",
+             "| step | seconds | notes |", "|---|---:|---|",
+             f"| first stage, training shortlist ({r['method']}, K={r['K']}, k={r['neighbours']}, {r['backend']}) | "
+             f"{fs['train_seconds']} | recall {100 * fs['train_recall']:.2f}% (leave-one-out), "
+             f"{fs['shortlist_pairs']} pairs |",
+             f"| first stage, test candidates | {fs['test_candidates_seconds']} | recall "
+             f"{100 * fs['test_recall']:.2f}% of the test positives |",
+             f"| full one-vs-all, {fsm['labels']} random labels | {fsm['seconds']} | extrapolated to all labels: "
+             f"{fsm['extrapolated_all_seconds']} s |"]
+    if "full_all" in r:
+        fa = r["full_all"]
+        lines.append(f"| full one-vs-all, all labels (measured) | {fa['seconds']} | P@1/3/5 "
+                     f"{'/'.join(str(x) for x in fa['P@1,3,5'])}, predict {fa['predict_seconds']} s |")
+    lines += [f"| shortlisted, same {fsm['labels']} labels | {sl['sample_seconds']} | |",
+              f"| shortlisted, all labels | {sl['seconds']} | P@1/3/5 {'/'.join(str(x) for x in sl['P@1,3,5'])}, "
+              f"predict {sl['predict_seconds']} s; rows per label mean {sl['rows_mean']} (max {sl['rows_max']}), "
+              f"columns mean {sl['features_mean']}, {sl['newton_iterations_mean']} Newton iterations, "
+              f"{sl['not_converged']} not converged |", "",
+              f"Speed-up of shortlisted training over full one-vs-all: **{r['ratio_extrapolated']}x** against the "
+              f"extrapolated all-label time, {r['ratio_sample']}x on the same label sample"
+              + (f", **{r['ratio_all']}x** against the measured all-label run." if "ratio_all" in r else ".")]
+    return "\n".join(lines)
+
+
+def dense_table(r: dict) -> str:
+    lines = [f"Measured {r['started']}, {r['threads']} threads (`python benchmarks/shortlist.py dense {r['dataset']} "
+             f"--threads {r['threads']} --dim {r['dim']}`): truncated SVD of the training matrix, {r['dim']} "
+             f"dimensions ({r['svd_seconds']} s), every instance shortlisted (exact one-vs-all), all labels scored.",
+             "", "| model | train s | P@1 | P@3 | P@5 | nonzero weights |", "|---|---:|---:|---:|---:|---:|"]
+    for x in r["runs"]:
+        p1, p3, p5 = x["P@1,3,5"]
+        lines.append(f"| {x['model']} | {x['train_seconds']} | {p1} | {p3} | {p5} | {x['nnz']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode_or_dataset", help="a data set name for the shortlist comparison, or 'dense'")
+    ap.add_argument("dataset_for_dense", nargs="?", default="bibtex")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--K", type=int, default=100)
+    ap.add_argument("--neighbours", type=int, default=30)
+    ap.add_argument("--method", default="neighbours")
+    ap.add_argument("--backend", default="exact")
+    ap.add_argument("--sample", type=int, default=2000, help="labels of the full one-vs-all sample")
+    ap.add_argument("--full", choices=("sample", "all"), default="sample")
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--dense-regs", type=float, nargs="+", default=[1.0, 4.0, 16.0])
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args(argv)
+    RESULTS.mkdir(exist_ok=True)
+    if args.mode_or_dataset == "dense":
+        args.dataset = args.dataset_for_dense
+        r = run_dense(args)
+        path = RESULTS / f"shortlist-dense-{args.dataset}.json"
+        table, block = dense_table(r), f"dense-{args.dataset}"
+    else:
+        args.dataset = args.mode_or_dataset
+        r = run_debian(args)
+        path = RESULTS / f"shortlist-{args.dataset}.json"
+        table, block = debian_table(r), f"shortlist-{args.dataset}"
+    path.write_text(json.dumps(r, indent=1) + "\n")
+    print(table)
+    if args.write_docs:
+        _replace_block(DOCS / "shortlist.md", block, table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
