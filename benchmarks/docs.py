@@ -229,6 +229,15 @@ def machine_section(res: dict) -> list[str]:
     return out
 
 
+def shortlist_section(results_dir: Path) -> list[str]:
+    """Shortlisted training and dense + sparse features (issue 14): benchmarks/shortlist.py."""
+    try:
+        from shortlist import targets_lines
+    except ImportError:  # pragma: no cover - run from another directory
+        return []
+    return ["", "### Shortlisted training and dense + sparse features", ""] + targets_lines(results_dir)
+
+
 def render(results_dir: Path, max_foreign: float) -> str:
     res: dict = {}
     status: dict = {}
@@ -254,6 +263,7 @@ def render(results_dir: Path, max_foreign: float) -> str:
         st = f"measured {d['created']}" if d else f"{NYM} ({status[e['id']]})"
         L.append(f"| {e['title']} | {e['purpose']} | `{command_of(e)}` | {st} |")
     L += ["", "## Targets", ""] + targets(res)
+    L += shortlist_section(results_dir)
     L += ["", "## Machine", ""] + machine_section(res)
     L += ["", "## Results", "",
           "Times are medians over the repeats (min-max in brackets); `LIBLINEAR wall / wall` > 1 means faster than "
