@@ -1,9 +1,10 @@
 """Prediction through the shortlist: candidates from the first stage, scored by the
 trained labels only, top-k out.
 
-Per instance the cost is O(nnz(x) + sum of the candidates' weight counts), i.e. O(K)
-weight rows, never O(labels): x is scattered once into a dense per-thread buffer of
-the features, and each candidate's (sparse, pruned) weight row is dotted with it.
+Per instance the cost is O(K) weight rows, never O(labels): x is scattered once into a
+dense per-thread buffer of the features and each candidate's (sparse, pruned) weight
+row is dotted with it -- or, for a row much longer than x, x's features are looked up in
+it by binary search (O(nnz(x) log nnz(w_l))).
 Scores are ``x . w_l + intercept_l`` as in :mod:`headstart.prediction.topk` (float64
 accumulation, float32 output, ties to the lower label id); candidates the model does
 not cover (outside its label range, or in a gap) are skipped; rows with fewer than k
@@ -18,6 +19,11 @@ import scipy.sparse as sp
 
 from ..errors import ParameterError
 from .candidates import _blocks, _drain, _push, _threads
+
+
+# a weight row longer than SEARCH_RATIO x nnz(x) is searched (binary search per feature
+# of x), a shorter one scanned against the scattered x
+SEARCH_RATIO = 16
 
 
 @nb.njit(cache=True, nogil=True)
@@ -39,8 +45,20 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
             if lab < 0 or j < 0 or j >= nl or not covered[j]:
                 continue
             acc = np.float64(intercept[j])
-            for q in range(w_indptr[j], w_indptr[j + 1]):
-                acc += buf[w_indices[q]] * w_data[q]
+            lo = w_indptr[j]
+            up = w_indptr[j + 1]
+            nx = x_indptr[r + 1] - x_indptr[r]
+            if (up - lo) > SEARCH_RATIO * nx:
+                # a long weight row (head labels, which are candidates of most instances):
+                # look x's few features up in it instead of scanning it
+                for p in range(x_indptr[r], x_indptr[r + 1]):
+                    f = x_indices[p]
+                    q = lo + np.searchsorted(w_indices[lo:up], f)
+                    if q < up and w_indices[q] == f:
+                        acc += x_data[p] * w_data[q]
+            else:
+                for q in range(lo, up):
+                    acc += buf[w_indices[q]] * w_data[q]
             size = _push(hs, hi, size, k, np.float64(np.float32(acc)), lab)
         _drain(hs, hi, size, tmp_s, tmp_i)
         for a in range(k):
