@@ -19,8 +19,37 @@ from typing import Any
 
 from .errors import ParameterError
 
-LOSSES = ("squared-hinge", "logistic")
-INITS = ("aop", "zero", "bias", "ovap", "ovap-strict", "pretrained")
+
+# The choices of loss, regulariser, initialiser and weighting come from their registries
+# (one module per strategy, see headstart/objective/losses, .../regularizers, headstart/init,
+# headstart/objective/weighting.py); they are looked up lazily because those packages
+# import this module.
+def loss_names() -> tuple[str, ...]:
+    from .objective import losses
+    return losses.NAMES
+
+
+def regularizer_names() -> tuple[str, ...]:
+    from .objective import regularizers
+    return regularizers.NAMES
+
+
+def init_names() -> tuple[str, ...]:
+    from . import init
+    return init.NAMES
+
+
+def weighting_names() -> tuple[str, ...]:
+    from .objective import weighting
+    return weighting.NAMES
+
+
+def __getattr__(name):
+    if name == "LOSSES":
+        return loss_names()
+    if name == "INITS":
+        return init_names()
+    raise AttributeError(name)
 
 
 @dataclass(frozen=True)
@@ -32,9 +61,29 @@ class TrainParams:
     """
 
     loss: str = field(default="squared-hinge", metadata={
-        "help": "margin loss phi: squared-hinge max(0,1-m)^2 or logistic log(1+exp(-m))"})
+        "help": "margin loss phi(m): squared-hinge, hinge, huber-hinge, logistic (docs/design.md, 'Losses')"})
+    huber_epsilon: float = field(default=1.0, metadata={
+        "help": "huber-hinge: width of the parabola below margin 1 (DiSMEC++: 1 for huber-hinge, 0.1 for its hinge)"})
     C: float = field(default=1.0, metadata={
-        "help": "weight of the loss term: 0.5*||w||^2 + C*sum_i phi(y_i w.x_i)"})
+        "help": "weight of the loss term: reg_scale*R(w) + C*sum_i c_i phi(y_i w.x_i)"})
+    regularizer: str = field(default="l2", metadata={
+        "help": "R(w): l2 (||w||^2/2), l1 / l1-relaxed / huber (Huber, epsilon 0.01 / 0.1 / 1), "
+                "elastic-50-50, elastic-90-10, elastic-net (Huber-L1 + L2 mixes)"})
+    reg_scale: float = field(default=1.0, metadata={
+        "help": "scale of the regulariser (DiSMEC++ --reg-scale; equivalent to C/reg_scale)"})
+    reg_epsilon: float | None = field(default=None, metadata={
+        "help": "epsilon of the Huber part of the regulariser (default: the regulariser's preset)"})
+    reg_l2_share: float = field(default=0.5, metadata={
+        "help": "elastic-net: share of the L2 part (0 = Huber-L1 only, 1 = L2 only)"})
+    weighting: str = field(default="none", metadata={
+        "help": "instance costs per label for missing labels: none, 2pm1 (positives 2/p-1), "
+                "p2mp (negatives p/(2-p)), file (--weights-pos-file / --weights-neg-file)"})
+    propensity_a: float = field(default=0.55, metadata={"help": "propensity model A (Jain et al. 2016)"})
+    propensity_b: float = field(default=1.5, metadata={"help": "propensity model B (Jain et al. 2016)"})
+    weights_pos_file: str | None = field(default=None, metadata={
+        "help": "weighting=file: one positive cost per label (.npy vector or whitespace-separated text)"})
+    weights_neg_file: str | None = field(default=None, metadata={
+        "help": "weighting=file: one negative cost per label (.npy vector or whitespace-separated text)"})
     epsilon: float = field(default=0.01, metadata={
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
     max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label"})
@@ -42,6 +91,8 @@ class TrainParams:
         "help": "initial weights: aop (average of positives), zero, bias, ovap, ovap-strict, pretrained"})
     aop_s: float = field(default=1.0, metadata={"help": "aop: score of the mean positive, <w0, mean(P)> = s"})
     aop_t: float = field(default=-2.0, metadata={"help": "aop: score of the mean negative, <w0, mean(N)> = t"})
+    max_num_pos: int = field(default=1, metadata={
+        "help": "multi-pos init: labels with at most this many positives get the per-positive start"})
     bias_init: float = field(default=-1.0, metadata={
         "help": "bias init: initial bias weight (the paper compares -1, -0.9 and -2)"})
     ovap_epsilon: float = field(default=0.01, metadata={
@@ -54,6 +105,11 @@ class TrainParams:
         "help": "include the bias weight in the L2 regulariser (True = LIBLINEAR -s 2 -B 1 exactly)"})
     prune: float = field(default=0.01, metadata={
         "help": "after solving, set weights with |w| < prune to zero (0 disables)"})
+    sparsify: float = field(default=0.0, metadata={
+        "help": "instead of --prune: per label the largest threshold whose objective grows by at most "
+                "this many percent (DiSMEC++ --sparsify; 0 = off)"})
+    timeout: float = field(default=0.0, metadata={
+        "help": "time budget in seconds: no label starts after it; finished work is saved (0 = none)"})
     cg_epsilon: float = field(default=0.5, metadata={"help": "CG stops on LIBLINEAR's quadratic-model rule with this eps_cg"})
     pcg_alpha: float = field(default=0.01, metadata={"help": "preconditioner (1-alpha) + alpha*diag(H)"})
     ls_eta: float = field(default=0.01, metadata={"help": "Armijo constant of the backtracking line search"})
@@ -116,8 +172,25 @@ def _int(x: Any) -> bool:
 
 def validate(p: TrainParams) -> None:
     """Check every rule; raise :class:`ParameterError` naming parameter, rule and value."""
-    _need(p.loss in LOSSES, "loss", f"one of {', '.join(LOSSES)}", p.loss)
-    _need(p.init in INITS, "init", f"one of {', '.join(INITS)}", p.init)
+    for name, choices in (("loss", loss_names()), ("init", init_names()), ("regularizer", regularizer_names()),
+                          ("weighting", weighting_names())):
+        _need(getattr(p, name) in choices, name, f"one of {', '.join(choices)}", getattr(p, name))
+    _need(_finite(p.huber_epsilon) and p.huber_epsilon > 0, "huber_epsilon", "a finite number > 0", p.huber_epsilon)
+    _need(_finite(p.reg_scale) and p.reg_scale > 0, "reg_scale", "a finite number > 0", p.reg_scale)
+    _need(p.reg_epsilon is None or (_finite(p.reg_epsilon) and p.reg_epsilon > 0), "reg_epsilon",
+          "a finite number > 0 (or null for the preset)", p.reg_epsilon)
+    _need(_finite(p.reg_l2_share) and 0 <= p.reg_l2_share <= 1, "reg_l2_share", "a number in [0, 1]",
+          p.reg_l2_share)
+    _need(_finite(p.propensity_a), "propensity_a", "a finite number", p.propensity_a)
+    _need(_finite(p.propensity_b) and p.propensity_b > -1, "propensity_b", "a finite number > -1", p.propensity_b)
+    if p.weighting == "file":
+        _need(bool(p.weights_pos_file) or bool(p.weights_neg_file), "weights_pos_file",
+              "given (or weights_neg_file) when weighting='file'", p.weights_pos_file)
+    _need(_int(p.max_num_pos) and p.max_num_pos >= 0, "max_num_pos", "an integer >= 0", p.max_num_pos)
+    _need(_finite(p.sparsify) and 0 <= p.sparsify, "sparsify", "a finite number >= 0 (percent; 0 = off)",
+          p.sparsify)
+    _need(_finite(p.timeout) and 0 <= p.timeout, "timeout", "a finite number of seconds >= 0 (0 = none)",
+          p.timeout)
     _need(_finite(p.C) and p.C > 0, "C", "a finite number > 0", p.C)
     _need(_finite(p.epsilon) and p.epsilon > 0, "epsilon", "a finite number > 0", p.epsilon)
     _need(_int(p.max_iter) and p.max_iter >= 1, "max_iter", "an integer >= 1", p.max_iter)

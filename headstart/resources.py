@@ -139,7 +139,8 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
 
         n, d = 3, 6                      # distinct lengths: n = 3, n_features + 1 = 7
         per_nv = per_n = fixed = shared_nv = shared_n = 0
-        for a in make_lane_workspace(n, d, 2):
+        ws, state = make_lane_workspace(n, d, 2)
+        for a in (*ws, *state):
             length = int(a.size // a.shape[0])
             shared = a.shape[0] == 1
             if length == d + 1:

@@ -217,7 +217,8 @@ def test_training_estimate_follows_the_trainer():
     from headstart.training.kernel import make_lane_workspace
 
     L = e.details["lanes"]
-    lanes = sum(a.nbytes for a in make_lane_workspace(1000, 500, L))
+    ws, state = make_lane_workspace(1000, 500, L)
+    lanes = sum(a.nbytes for a in (*ws, *state))
     assert e.parts["workspaces"] == e.details["threads"] * (lanes + (1 + 2 * L) * 501 * 8)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)

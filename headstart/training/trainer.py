@@ -21,12 +21,12 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .. import postproc
 from ..init import TrainingContext, make_initializer
-from ..objective import losses
+from ..objective import losses, regularizers, weighting
 from ..objective.erm import make_problem
 from ..params import TrainParams
-from ..solver.newton import STATUS_NAMES
-from ..init.ovap import solver_settings
+from ..solver.newton import STATUS_NAMES, settings
 from .kernel import LANES, make_lane_workspace, train_chunk
 from . import pages
 from .locality import FeatureOrder, renumber
@@ -59,7 +59,7 @@ class ChunkResult:
 
 def prepare_problem(X: sp.csr_matrix, params: TrainParams):
     """The kernels' view of X and the column sums (bias coordinate included)."""
-    P = make_problem(X, params.bias, params.C, params.loss, params.regularize_bias)
+    P = make_problem(X, params.bias, losses.make(params), regularizers.make(params), params.regularize_bias)
     colsum = np.zeros(X.shape[1] + 1)
     # accumulated in float64: a float32 sum overflows for values near float32's maximum
     column_sums(X.indices, X.data, colsum)
@@ -146,9 +146,16 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     t0 = time.perf_counter()
     plan = init.prepare(ctx)
     prep_seconds = time.perf_counter() - t0
+    cost_scale = ctx.cost_scale
+    if params.weighting == "none":
+        cost_pos = cost_neg = np.zeros(0)   # every cost 1 (no per-label arrays)
+    else:
+        cost_pos, cost_neg = weighting.label_costs(params, np.diff(Yc.indptr), n)
     del ctx, Yc
-    S = solver_settings(params)
-    d1_zero = losses.d1_at_zero(params.loss)
+    S = settings(params)
+    post = postproc.make(params)
+    d1_zero = losses.get(params.loss).d1_at_zero(params)
+    deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
 
     threads = params.effective_threads()
@@ -168,9 +175,20 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
 
     def run_chunk(chunk: np.ndarray, WS, rec) -> None:
         rf, ra, rs, rt, rc = rec
-        indptr, indices, data, intercept, table = train_chunk(
-            P, S, WS, plan, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, params.prune,
-            rf, ra, rs, rc, rt, timing)
+        if deadline and time.perf_counter() > deadline:
+            return
+        WSo, OSo = WS
+        indptr, indices, data, intercept, table, started = train_chunk(
+            P, S, WSo, OSo, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, cost_scale,
+            cost_pos, cost_neg, deadline, rf, ra, rs, rc, rt, timing)
+        if started < chunk.size:
+            chunk = chunk[:started]      # the time budget ran out inside this chunk
+            if started == 0:
+                return
+        if params.reg_scale != 1.0:
+            # the kernels minimise f / reg_scale (see objective/regularizers/base.py)
+            table[:, [4, 5, 6, 7, 8, 9]] *= params.reg_scale
+            rf[:started] *= params.reg_scale
         stats = chunk_stats(chunk, table, rec, cap)
         W = chunk_weights(indptr, indices, data, d, order)
         del indptr, indices, data
@@ -231,10 +249,10 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
 
 
 def make_workspace(n: int, d: int, lanes: int):
-    """The kernel's lane workspace (:func:`.kernel.make_lane_workspace`: its shapes and
-    dtypes), re-homed into mappings of its own (:mod:`.pages`)."""
-    ws = make_lane_workspace(n, d, lanes)
-    return type(ws)(*pages.zeros_like_workspace(ws))
+    """The kernel's lane workspace and objective state (:func:`.kernel.make_lane_workspace`:
+    their shapes and dtypes), re-homed into mappings of their own (:mod:`.pages`)."""
+    ws, os_ = make_lane_workspace(n, d, lanes)
+    return type(ws)(*pages.zeros_like_workspace(ws)), type(os_)(*pages.zeros_like_workspace(os_))
 
 
 def make_records(chunk_size: int, cap: int):
