@@ -295,3 +295,26 @@ def test_newton_is_the_one_lane_case_of_the_scheduler(bibtex_small, loss, reg, i
         row[W[k].indices] = W[k].data
         np.testing.assert_array_equal(row, Wk.w[:-1].astype(np.float32))
         assert b[k] == np.float32(Wk.w[-1])
+
+
+def test_timeout_then_resume_gives_the_full_model(tmp_path):
+    """A sharded run stopped by the time budget saves what finished; --resume (here with a
+    different timeout, which does not change the weights) completes the same model."""
+    from headstart.distributed import train_model_dir
+    from headstart.model.format import load_model
+
+    X, Y = _bibtex()
+    p = TrainParams(init="zero", threads=2, epsilon=1e-3)
+    full = train_model_dir(X, Y, p, tmp_path / "full", shard_size=16)
+    assert full.complete
+    import time
+    t0 = time.perf_counter()
+    train_model_dir(X, Y, p, tmp_path / "again", shard_size=16)
+    took = time.perf_counter() - t0
+    part = train_model_dir(X, Y, p.replace(timeout=took / 4), tmp_path / "m", shard_size=16)
+    assert not part.complete and part.trained_labels > 0
+    done = train_model_dir(X, Y, p, tmp_path / "m", shard_size=16, resume=True)
+    assert done.complete
+    a, b = load_model(tmp_path / "full"), load_model(tmp_path / "m")
+    assert (a.weights != b.weights).nnz == 0
+    np.testing.assert_array_equal(a.intercept, b.intercept)

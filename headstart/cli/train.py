@@ -110,7 +110,14 @@ def run(args: argparse.Namespace) -> int:
         f"{s.get('wall_seconds', 0.0):.2f} s: {s['newton_iterations']} Newton iterations, "
         f"{s['cg_steps']} CG steps, {model.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
+    _say_timeout(args, params, count - int(s["labels"]))
     return 0
+
+
+def _say_timeout(args, params, missing: int) -> None:
+    if params.timeout > 0 and missing > 0:
+        common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "
+                         f"continue with: headstart train ... -o {args.output} --resume")
 
 
 def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int) -> int:
@@ -134,6 +141,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
         + (f", {r.already_finished} were finished before" if r.already_finished else "")
         + f": {s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps, {r.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
+    _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
     return 0
 
 

@@ -83,7 +83,7 @@ PREPROCESSING_FILE = "preprocessing.npz"
 LABEL_COUNTS_FILE = "label_counts.npz"
 EXTRA_FILES = (PREPROCESSING_FILE, LABEL_COUNTS_FILE)
 #: parameters that may differ between pieces of one model (they do not change the weights)
-IGNORED_PARAMS = ("threads",)
+IGNORED_PARAMS = ("threads", "timeout")
 
 _SHARD_RE = re.compile(r"^shards/labels-(\d{7,})-(\d{7,})\.npz$")
 _SHARD_NAME_RE = re.compile(r"^labels-(\d{7,})-(\d{7,})\.npz$")
