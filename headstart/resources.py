@@ -137,7 +137,8 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     if _LANE_LAYOUT is None:
         from .training.kernel import make_lane_workspace
 
-        n, d = 3, 6                      # distinct lengths: n = 3, n_features + 1 = 7
+        n, d = 5, 6                      # distinct lengths: n = 5, n_features + 1 = 7 (the
+        #                                  objective's scalars: 3, the lane delta: 1)
         per_nv = per_n = fixed = shared_nv = shared_n = 0
         ws, state = make_lane_workspace(n, d, 2)
         for a in (*ws, *state):
