@@ -105,6 +105,19 @@ def test_dask_run_equals_local_run(client, data, reference, tmp_path):
         np.testing.assert_array_equal(la, lb)
 
 
+def test_dask_trains_every_objective_option_like_a_local_run(client, data, tmp_path):
+    """Loss, regulariser, weighting, initialiser and post-processing travel to the workers
+    with the parameters: the Dask model is the local model, bit for bit."""
+    (X, Y), _ = data
+    p = PARAMS.replace(loss="huber-hinge", huber_epsilon=0.5, regularizer="elastic-90-10", reg_scale=2.0,
+                       weighting="2pm1", init="multi-pos", max_num_pos=3, sparsify=1.0)
+    local, _ = fit_model(X, Y, p, first_label=0, num_labels=16)
+    r = train_dask(X, Y, p, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1)
+    assert r.complete
+    assert read_manifest(tmp_path / "m")["params"]["regularizer"] == "elastic-90-10"
+    assert_same_model(tmp_path / "m", local)
+
+
 def test_dask_resumes_a_local_run(client, data, reference, tmp_path):
     (X, Y), _ = data
     out = tmp_path / "m"
