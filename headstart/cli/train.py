@@ -107,11 +107,17 @@ def run(args: argparse.Namespace) -> int:
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
         f"trained {s['labels']} labels [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
-        f"{s.get('wall_seconds', 0.0):.2f} s: {s['newton_iterations']} Newton iterations, "
+        f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats)}: {s['newton_iterations']} Newton iterations, "
         f"{s['cg_steps']} CG steps, {model.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     _say_timeout(args, params, count - int(s["labels"]))
     return 0
+
+
+def _compiled(stats) -> str:
+    """' (+ N s compiling kernels, first run only)' when this run compiled numba's kernels."""
+    c = float(stats.meta.get("compile_seconds", 0.0)) if stats is not None else 0.0
+    return f" (+ {c:.1f} s compiling kernels, first run only)" if c > 1.0 else ""
 
 
 def _say_timeout(args, params, missing: int) -> None:
