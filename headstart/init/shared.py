@@ -17,8 +17,11 @@ class SharedPlan(NamedTuple):
 
 
 def _start(plan, P, O, w, psum, pos, label):
-    w[:] = plan.w
-    O.wx[:] = plan.wx
+    for j in range(w.size):
+        w[j] = plan.w[j]
+    wx = O.wx
+    for i in range(wx.size):
+        wx[i] = plan.wx[i]
     return False
 
 

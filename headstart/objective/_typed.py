@@ -48,4 +48,4 @@ def implement(fn, cls, impl) -> None:
            f"    return None\n")
     scope = {"BaseNamedTuple": types.BaseNamedTuple, "cls": cls, "impl": impl}
     exec(src, scope)  # noqa: S102 - a fixed template over identifiers from a signature
-    overload(fn, inline="always", prefer_literal=False)(scope["typer"])
+    overload(fn, prefer_literal=False)(scope["typer"])

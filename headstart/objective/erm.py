@@ -108,7 +108,7 @@ def scores(P, w, out):
 
 # --- value ----------------------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _cost(O, yi):
     return O.fst[COST_POS] if yi > 0 else O.fst[COST_NEG]
 
@@ -233,7 +233,7 @@ def step(P, O, w, s, sigma, alpha, g):
     return _gnorm(O, g)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _gnorm(O, g):
     acc = O.fst[WOUT2]  # outside the support g = w
     F = O.F
@@ -243,7 +243,7 @@ def _gnorm(O, g):
     return np.sqrt(acc)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _active_set(P, O, xd, sigma, alpha, move):
     """Active set with its coefficients; with ``move`` the scores first go to
     wx + alpha * (sigma * wx + xd) (the accepted line-search step), in the same pass."""
@@ -269,7 +269,7 @@ def _active_set(P, O, xd, sigma, alpha, move):
     O.ist[NACT] = nact
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _sumsq(w, d):
     """sum of w[:d]^2 in four interleaved partial sums: a single running sum makes every
     feature wait for the previous addition (~4 cycles each); four chains overlap."""
@@ -298,7 +298,7 @@ SWEEP_SHARE = 64
 EXACT_WOUT_SHARE = 1e-6
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _support_and_grad(P, O, w, g, stamp, wsq):
     """Support F (ascending, then the bias index d), g on F, ||w_O||^2."""
     d = P.n_features
@@ -455,7 +455,7 @@ def unproject(O, out):
         out[F[q]] = 0.0
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _trial_loss_sum(P, O, alpha, sigma):
     """sum_i c_i phi(y_i * (wx_i + alpha * (sigma * wx_i + xs_i))): the loss at w + alpha s,
     the O(n) work of a line-search trial.
@@ -479,7 +479,7 @@ def _trial_loss_sum(P, O, alpha, sigma):
     return acc
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _l2_dots(P, O, w, s, sigma):
     """(s.s, w.s, w.w) over the regularised coordinates for s = sigma * w outside the
     support: O(|F|) instead of three passes over all features."""
@@ -499,7 +499,7 @@ def _l2_dots(P, O, w, s, sigma):
     return sTs, wTs, wTw
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _reg_along(P, w, s, alpha):
     """sum_j r(w_j + alpha s_j) (regularisers other than L2: every coordinate)."""
     d = P.n_features

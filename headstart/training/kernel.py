@@ -157,11 +157,25 @@ def _touch(V, out):
 
 
 @nb.njit(cache=True, nogil=True)
+def _copy(dst, src, n):
+    """dst[:n] = src[:n] as a plain loop: numba's array assignment carries shape checks
+    whose error formatting took a few seconds of every first compile."""
+    for i in range(n):
+        dst[i] = src[i]
+
+
+@nb.njit(cache=True, nogil=True)
+def _copy_range(dst, at, src, start, n):
+    for i in range(n):
+        dst[at + i] = src[start + i]
+
+
+@nb.njit(cache=True, nogil=True)
 def _grow(a, need):
     if need <= a.size:
         return a
     b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
-    b[: a.size] = a
+    _copy(b, a, a.size)
     return b
 
 
@@ -259,7 +273,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                     pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
                     tol[b], g0, need = setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero,
                                                    cost_scale, cost_pos, cost_neg)
-                    w0[b] = W.w
+                    _copy(w0[b], W.w, nv)
                     stats[k, 0] = pos.size
                     stats[k, 8] = g0
                     stats[k, 9] = tol[b]
@@ -268,13 +282,13 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                     t_label[b] = 0.0
                     t_iter[b] = 0.0
                     if need:
-                        V[:, b] = W.w
+                        _copy(V[:, b], W.w, nv)
                         phase[b] = NEED_START
                         if timing:
                             t_iter[b] += nt.now() - t0
                         break
                 else:  # NEED_START, its X w0 has just been computed
-                    O.wx[:] = XV[b]
+                    _copy(O.wx, XV[b], O.wx.size)
                     V[:, b] = 0.0
                 k = slot[b]
                 status, fv[b], gn[b] = nt.start(P, O, W, tol[b], rec_f[k], rec_act[k])
@@ -299,7 +313,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                     if rec_time.shape[1] > 0:
                         rec_time[k, 0] = t_iter[b]
                     t_label[b] += t_iter[b]
-                    nnz, buf_indices, buf_data = _finish(P, O, W, post, w0[b], k, status, 0, 0, fv[b], gn[b],
+                    nnz, buf_indices, buf_data = _finish(P, O, W, post, w0[b], k, status, it[b], cgt[b], fv[b], gn[b],
                                                          t_label[b], stats, intercept, starts, counts, nnz,
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
@@ -364,8 +378,8 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     out_data = np.empty(out_indptr[started], dtype=np.float32)
     for k in range(started):
         a = out_indptr[k]
-        out_indices[a: a + counts[k]] = buf_indices[starts[k]: starts[k] + counts[k]]
-        out_data[a: a + counts[k]] = buf_data[starts[k]: starts[k] + counts[k]]
+        _copy_range(out_indices, a, buf_indices, starts[k], counts[k])
+        _copy_range(out_data, a, buf_data, starts[k], counts[k])
     return out_indptr, out_indices, out_data, intercept[:started], stats[:started], started
 
 
