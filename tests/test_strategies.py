@@ -253,8 +253,9 @@ def test_timeout_trains_a_prefix(bibtex_small):
     labels = np.arange(Y.shape[1])
     p = TrainParams(threads=1, init="zero", epsilon=1e-6)
     import time
+    train_labels(X, Y, p, labels, chunk_size=64)                       # compiled now
     t0 = time.perf_counter()
-    Wall, ball, _ = train_labels(X, Y, p, labels, chunk_size=64)     # compiled now
+    Wall, ball, _ = train_labels(X, Y, p, labels, chunk_size=64)
     full = time.perf_counter() - t0
     W, b, st = train_labels(X, Y, p.replace(timeout=full / 3), labels, chunk_size=64)
     assert 0 < W.shape[0] < labels.size
