@@ -180,14 +180,14 @@ class OvAClassifier:
         return decision_function(self._check_fitted(), X, **kw)
 
     def save(self, path, **kw) -> None:
-        from .model.format import save_model
+        from .model.writer import save_model
 
         save_model(self._check_fitted(), path, **kw)
 
 
 def load(path, **kw) -> OvAClassifier:
     """Load a saved model directory into a fitted :class:`OvAClassifier`."""
-    from .model.format import load_model
+    from .model.reader import load_model
 
     model = load_model(path, **kw)
     clf = OvAClassifier(**model.params.to_dict())

@@ -79,7 +79,8 @@ class ModelScorer:
     else :func:`predict_topk_streaming` (one shard at a time) per block of instances."""
 
     def __init__(self, model_dir: str, args: argparse.Namespace):
-        from ..model.format import missing_ranges_of, read_manifest
+        from ..model.manifest import read_manifest
+        from ..model.ranges import missing_ranges_of
 
         self.model_dir = model_dir
         self.manifest = m = read_manifest(model_dir)
@@ -104,7 +105,7 @@ class ModelScorer:
         if self.max_memory is not None:  # the weights and their scoring copy within half the bound
             model_memory = min(model_memory, self.max_memory // 4)
         if weight_bytes <= model_memory:
-            from ..model.format import load_model
+            from ..model.reader import load_model
 
             self.model = load_model(model_dir, allow_gaps=self.allow_gaps)
             log.info("%s: %d labels, %d weights loaded (%s)", model_dir, self.num_trained, nnz,

@@ -44,7 +44,10 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataFormatError, ModelFormatError, ParameterError
-from ..model.format import iter_shards, missing_ranges_of, read_extras, read_manifest
+from ..model.extras import read_extras
+from ..model.manifest import read_manifest
+from ..model.ranges import missing_ranges_of
+from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
 from .preprocess import apply_preprocessing
 
