@@ -80,8 +80,8 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     Yr = check_labels(Y, X.shape[0])
     first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
     pre = Preprocessing()
-    if params.tfidf or params.normalize:
-        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf)
+    if params.tfidf or params.normalize or params.transform != "identity":
+        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf, transform=params.transform)
         X = check_features(X)
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)

@@ -52,6 +52,10 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+#: feature value transforms, DiSMEC++'s ``--transform`` names (src/data/transform.h)
+TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
+
+
 @dataclass(frozen=True)
 class TrainParams:
     """Every option of training, with its default.
@@ -118,6 +122,10 @@ class TrainParams:
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
         "help": "turn counts into tf-idf (log-scaled tf, idf from the training data, stored in the model)"})
+    transform: str = field(default="identity", metadata={
+        "help": "feature value transform, applied before tf-idf and normalisation, in training "
+                "and prediction: identity, log-one-plus log(1+x), one-plus-log 1+log(x) for x>0 (zeros stay 0), "
+                "sqrt"})
 
     def __post_init__(self) -> None:
         validate(self)
@@ -210,6 +218,7 @@ def validate(p: TrainParams) -> None:
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
+    _need(p.transform in TRANSFORMS, "transform", f"one of {', '.join(TRANSFORMS)}", p.transform)
     if p.init == "pretrained":
         _need(isinstance(p.pretrained, str) and p.pretrained != "", "pretrained",
               "a model directory when init='pretrained'", p.pretrained)

@@ -28,7 +28,7 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
 #: fields whose values come from a registry (one module per strategy: adding one there
 #: adds it here)
 _CHOICES = {"loss": _params.loss_names, "init": _params.init_names, "regularizer": _params.regularizer_names,
-            "weighting": _params.weighting_names}
+            "weighting": _params.weighting_names, "transform": lambda: _params.TRANSFORMS}
 _METAVARS = {"pretrained": "MODEL_DIR", "C": "C"}
 
 

@@ -3,7 +3,8 @@
 ``preprocessing.npz`` holds ``normalize`` (bool scalar) and, for tf-idf, ``idf``
 (float32, ``n_features``); ``label_counts.npz`` holds ``label_counts`` (int64,
 ``label_space``) when they are known, else nothing.  Both are checksummed in the
-manifest's ``extra_files`` and must agree with its ``preprocessing`` field.
+manifest's ``extra_files`` and must agree with its ``preprocessing`` field, which also
+holds the value transform.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def read_extras(path: str | os.PathLike, m: dict[str, Any] | None = None
         check_array(fpath, "label_counts", counts, np.int64, shape=(label_space,))
         if label_space and counts.min() < 0:
             raise ModelFormatError(f"{fpath}: negative label count")
-    return Preprocessing(normalize=normalize, idf=idf), counts
+    return Preprocessing(normalize=normalize, idf=idf, transform=m["preprocessing"]["transform"]), counts
 
 
 def _extras_arrays(preprocessing: Preprocessing, label_counts: Any, n_features: int,

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from ..errors import ModelFormatError, ParameterError
 from ..io.atomic import atomic_write
-from ..params import TrainParams
+from ..params import TRANSFORMS, TrainParams
 from .model import Preprocessing
 from .ranges import fmt_range
 
@@ -40,6 +40,7 @@ _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "params",
                   "preprocessing", "shards", "extra_files"}
 _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
+_PREPROCESSING_KEYS = {"normalize", "tfidf", "transform"}
 
 
 def shard_file_name(first_label: int, num_labels: int) -> str:
@@ -51,11 +52,21 @@ def is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _complete_params(p: TrainParams | dict) -> dict[str, Any]:
+    """Every parameter with its value: one missing from a dict (a model written before the
+    parameter existed) takes its default (a new parameter's default keeps the old behaviour)."""
+    if isinstance(p, TrainParams):
+        return p.to_dict()
+    try:
+        return TrainParams.from_dict(dict(p)).to_dict()
+    except (ParameterError, TypeError):
+        return dict(p)
+
+
 def params_difference(a: TrainParams | dict, b: TrainParams | dict,
                       ignore: Sequence[str] = IGNORED_PARAMS) -> list[tuple[str, Any, Any]]:
     """``[(name, value_in_a, value_in_b), ...]`` for every parameter that differs."""
-    da = a.to_dict() if isinstance(a, TrainParams) else dict(a)
-    db = b.to_dict() if isinstance(b, TrainParams) else dict(b)
+    da, db = _complete_params(a), _complete_params(b)
     out = []
     for name in sorted(set(da) | set(db)):
         if name in ignore:
@@ -88,6 +99,20 @@ def _json_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
+def _validate_preprocessing(where: Path, pre: Any) -> dict[str, Any]:
+    """The ``preprocessing`` field with every key present (a manifest written before value
+    transforms existed has only ``normalize`` and ``tfidf``: it means the identity)."""
+    if (not isinstance(pre, dict) or not {"normalize", "tfidf"} <= set(pre) <= _PREPROCESSING_KEYS
+            or not all(isinstance(pre[k], bool) for k in ("normalize", "tfidf"))):
+        raise ModelFormatError(f"{where}: field 'preprocessing' must be "
+                               f'{{"normalize": bool, "tfidf": bool, "transform": str}}, got {pre!r}')
+    pre = {"transform": "identity", **pre}
+    if pre["transform"] not in TRANSFORMS:
+        raise ModelFormatError(f"{where}: preprocessing.transform is {pre['transform']!r}, expected one of "
+                               f"{', '.join(TRANSFORMS)}")
+    return pre
+
+
 def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     """Return the manifest ``m`` of the model directory ``path`` if every field is valid."""
     where = path / MANIFEST
@@ -117,11 +142,7 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:
         raise ModelFormatError(f"{where}: invalid params: {e}") from None
-    pre = m["preprocessing"]
-    if (not isinstance(pre, dict) or set(pre) != {"normalize", "tfidf"}
-            or not all(isinstance(v, bool) for v in pre.values())):
-        raise ModelFormatError(f"{where}: field 'preprocessing' must be "
-                               f'{{"normalize": bool, "tfidf": bool}}, got {pre!r}')
+    m["preprocessing"] = _validate_preprocessing(where, m["preprocessing"])
     extra_files = m["extra_files"]
     if not isinstance(extra_files, dict) or set(extra_files) != set(EXTRA_FILES):
         raise ModelFormatError(f"{where}: field 'extra_files' must list exactly {', '.join(EXTRA_FILES)}")

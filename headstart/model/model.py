@@ -21,13 +21,22 @@ from ..params import TrainParams
 
 @dataclass
 class Preprocessing:
-    """Feature transformation learned on the training data and applied to any input."""
+    """Feature transformation learned on the training data and applied to any input.
+
+    In this order (:mod:`headstart.prediction.preprocess`): the value ``transform``,
+    tf-idf (``idf``), L2 ``normalize``.
+    """
 
     normalize: bool = False
     idf: np.ndarray | None = None  # float32 (n_features,), set when tf-idf was requested
+    transform: str = "identity"    # one of headstart.params.TRANSFORMS
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"normalize": bool(self.normalize), "tfidf": self.idf is not None}
+        return {"normalize": bool(self.normalize), "tfidf": self.idf is not None, "transform": self.transform}
+
+    @property
+    def is_identity(self) -> bool:
+        return not self.normalize and self.idf is None and self.transform == "identity"
 
 
 @dataclass

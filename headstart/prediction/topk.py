@@ -26,8 +26,9 @@ Conventions
   than the model has features (the missing trailing features are taken as zero, as
   happens with svmlight files whose highest feature does not occur); *more* columns
   raise :class:`~headstart.errors.ModelFormatError` naming both numbers.
-* A model's preprocessing (tf-idf, L2 normalisation) is applied to ``X`` unless
-  ``preprocess=False`` (for ``X`` that is already transformed).  Plain weights
+* A model's preprocessing (value transform, tf-idf, L2 normalisation;
+  :mod:`.preprocess`) is applied to ``X`` unless ``preprocess=False`` (for ``X`` that is
+  already transformed).  Plain weights
   (a matrix, or a ``(weights, intercept[, first_label])`` tuple) are used as given.
 """
 
