@@ -24,6 +24,7 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
     "C": ("--C", "-C"),
     "aop_s": ("--aop-s", "--s"),
     "aop_t": ("--aop-t", "--t"),
+    "hash_functions": ("--hash-functions", "--hash-repeat"),   # --hash-repeat: DiSMEC++'s name
 }
 #: fields whose values come from a registry (one module per strategy: adding one there
 #: adds it here)

@@ -85,6 +85,9 @@ class ModelScorer:
         self.model_dir = model_dir
         self.manifest = m = read_manifest(model_dir)
         self.n_features = int(m["n_features"])
+        # libsvm data (no header) is read at the model's width, except for a hashed model:
+        # its raw features may be any ids, hashing maps them to the model's features
+        self.data_features = None if m["preprocessing"]["hash"] else self.n_features
         self.label_space = int(m["label_space"])
         self.missing = missing_ranges_of(m)
         self.allow_gaps = bool(getattr(args, "allow_gaps", False))
@@ -134,6 +137,8 @@ class ModelScorer:
         nnz = sum(int(s["nnz"]) for s in m["shards"])
         # in memory a stored value takes 8 bytes where the text spends at least 4 ("1:1 ")
         row_bytes = 2 * resources.text_bytes_per_row(args.data)
+        if m["preprocessing"]["hash"]:  # the hashed copy of a block: up to R values per raw value
+            row_bytes *= 1 + m["preprocessing"]["hash"]["functions"]
         rows = resources.prediction_chunk_rows(
             self.max_memory, self.n_features, self.label_space, nnz, k, self.threads or (os.cpu_count() or 1),
             row_bytes=row_bytes, streamed=self.model is None, shard_labels=big["num_labels"],
@@ -160,7 +165,7 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
     total = count_rows(args.data, args)
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
-        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.n_features,
+        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
@@ -180,7 +185,7 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
         args._parser.error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
 
     def blocks():
-        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.n_features,
+        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "

@@ -4,7 +4,8 @@
 (float32, ``n_features``); ``label_counts.npz`` holds ``label_counts`` (int64,
 ``label_space``) when they are known, else nothing.  Both are checksummed in the
 manifest's ``extra_files`` and must agree with its ``preprocessing`` field, which also
-holds the value transform.
+holds the value transform and the feature hashing (no arrays: hashing is a function of
+its seed).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from ..errors import ModelFormatError
 from .archive import check_array, read_npz, write_npz
 from .manifest import LABEL_COUNTS_FILE, PREPROCESSING_FILE, read_manifest
-from .model import Preprocessing
+from .model import FeatureHashing, Preprocessing
 
 
 def read_extras(path: str | os.PathLike, m: dict[str, Any] | None = None
@@ -49,7 +50,9 @@ def read_extras(path: str | os.PathLike, m: dict[str, Any] | None = None
         check_array(fpath, "label_counts", counts, np.int64, shape=(label_space,))
         if label_space and counts.min() < 0:
             raise ModelFormatError(f"{fpath}: negative label count")
-    return Preprocessing(normalize=normalize, idf=idf, transform=m["preprocessing"]["transform"]), counts
+    h = m["preprocessing"]["hash"]
+    return Preprocessing(normalize=normalize, idf=idf, transform=m["preprocessing"]["transform"],
+                         hashing=None if h is None else FeatureHashing(**h)), counts
 
 
 def _extras_arrays(preprocessing: Preprocessing, label_counts: Any, n_features: int,

@@ -40,7 +40,7 @@ _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "params",
                   "preprocessing", "shards", "extra_files"}
 _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
-_PREPROCESSING_KEYS = {"normalize", "tfidf", "transform"}
+_PREPROCESSING_KEYS = {"normalize", "tfidf", "transform", "hash"}
 
 
 def shard_file_name(first_label: int, num_labels: int) -> str:
@@ -99,17 +99,30 @@ def _json_constant(name: str) -> Any:
     raise ValueError(f"non-standard JSON constant {name}")
 
 
-def _validate_preprocessing(where: Path, pre: Any) -> dict[str, Any]:
+def _validate_preprocessing(where: Path, pre: Any, n_features: int) -> dict[str, Any]:
     """The ``preprocessing`` field with every key present (a manifest written before value
-    transforms existed has only ``normalize`` and ``tfidf``: it means the identity)."""
+    transforms and hashing existed has only ``normalize`` and ``tfidf``: it means neither)."""
     if (not isinstance(pre, dict) or not {"normalize", "tfidf"} <= set(pre) <= _PREPROCESSING_KEYS
             or not all(isinstance(pre[k], bool) for k in ("normalize", "tfidf"))):
         raise ModelFormatError(f"{where}: field 'preprocessing' must be "
-                               f'{{"normalize": bool, "tfidf": bool, "transform": str}}, got {pre!r}')
-    pre = {"transform": "identity", **pre}
+                               f'{{"normalize": bool, "tfidf": bool, "transform": str, "hash": null or '
+                               f'{{"buckets": int, "functions": int, "seed": int}}}}, got {pre!r}')
+    pre = {"transform": "identity", "hash": None, **pre}
     if pre["transform"] not in TRANSFORMS:
         raise ModelFormatError(f"{where}: preprocessing.transform is {pre['transform']!r}, expected one of "
                                f"{', '.join(TRANSFORMS)}")
+    h = pre["hash"]
+    if h is not None:
+        if not isinstance(h, dict) or set(h) != {"buckets", "functions", "seed"} or not all(
+                is_int(v) for v in h.values()):
+            raise ModelFormatError(f"{where}: preprocessing.hash must be null or "
+                                   f'{{"buckets": int, "functions": int, "seed": int}}, got {h!r}')
+        if h["buckets"] < 1 or h["functions"] < 1 or not 0 <= h["seed"] < 2**32:
+            raise ModelFormatError(f"{where}: preprocessing.hash needs buckets >= 1, functions >= 1 and a seed "
+                                   f"in [0, 2^32), got {h!r}")
+        if h["buckets"] * h["functions"] != n_features:
+            raise ModelFormatError(f"{where}: preprocessing.hash has {h['buckets']} buckets x {h['functions']} "
+                                   f"functions but the model has n_features={n_features} (they must be equal)")
     return pre
 
 
@@ -142,7 +155,7 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:
         raise ModelFormatError(f"{where}: invalid params: {e}") from None
-    m["preprocessing"] = _validate_preprocessing(where, m["preprocessing"])
+    m["preprocessing"] = _validate_preprocessing(where, m["preprocessing"], m["n_features"])
     extra_files = m["extra_files"]
     if not isinstance(extra_files, dict) or set(extra_files) != set(EXTRA_FILES):
         raise ModelFormatError(f"{where}: field 'extra_files' must list exactly {', '.join(EXTRA_FILES)}")

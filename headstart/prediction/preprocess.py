@@ -4,27 +4,31 @@
 matrix and returns the transformed matrix; ``apply_preprocessing`` applies a stored one
 to any matrix (test data, a chunk of rows).  Both do, in this order:
 
-1. **value transform** (:mod:`.transforms`): ``log-one-plus``, ``one-plus-log`` or
-   ``sqrt`` of every stored value, as DiSMEC++ does it before normalising
-   (``DataProcessing::load``).
-2. **tf-idf** (when requested): every stored value ``c > 0`` becomes
+1. **feature hashing** (when requested, :mod:`.transforms`): the raw features, of any
+   width, become ``hash_buckets * hash_functions`` hashed features; everything after
+   this step, and the model's weights, live in the hashed space.
+2. **value transform** (:mod:`.transforms`): ``log-one-plus``, ``one-plus-log`` or
+   ``sqrt`` of every stored value.  Hashing first, then the transform, is DiSMEC++'s
+   order (``DataProcessing::load``): the transform sees the summed value of a bucket.
+3. **tf-idf** (when requested): every stored value ``c > 0`` becomes
    ``(1 + log c) * idf[j]``; zeros stay zero.  ``idf[j] = log(n / df_j)`` where ``n`` is the
    number of training rows and ``df_j`` the number of training rows with a positive value
-   in feature ``j`` (after step 1).  A feature never seen in training (``df_j = 0``)
+   in feature ``j`` (after steps 1 and 2).  A feature never seen in training (``df_j = 0``)
    gets ``idf = 0``, so it is ignored at prediction time (its weight would be 0 anyway).
    A feature present in every training row also gets ``idf = log 1 = 0``.  tf-idf is
    defined on counts: a negative or non-finite value raises
    :class:`~headstart.errors.DataFormatError` (``one-plus-log`` makes values below 1/e
    negative, so it does not combine with tf-idf on such data).
-3. **L2 normalisation** (when requested): every row is divided by its Euclidean norm;
+4. **L2 normalisation** (when requested): every row is divided by its Euclidean norm;
    an all-zero row stays zero.  Last, as in DiSMEC++, so every row has norm 1 whatever
    came before.
 
 The steps are row-local once ``idf`` is known, so applying them chunk by chunk gives the
 same result as applying them to the whole matrix.  Inputs may be any scipy sparse matrix
 (returned as a new CSR float32 matrix with sorted, summed duplicate indices) or a dense
-2-d array (returned as a new float32 array).  A matrix with fewer columns than the idf
-vector is accepted (missing trailing features count as zero); more columns is an error.
+2-d array (returned as a new float32 array; as CSR when hashing).  Without hashing, a
+matrix with fewer columns than the idf vector is accepted (missing trailing features
+count as zero); more columns is an error.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataFormatError
-from ..model.model import Preprocessing
-from .transforms import check_transform, transform_values_inplace
+from ..model.model import FeatureHashing, Preprocessing
+from .transforms import check_transform, hash_features, transform_values_inplace
 
 
 @njit(nogil=True, cache=True)
@@ -76,8 +80,14 @@ def _l2_normalize_rows(indptr, data):  # pragma: no cover - compiled
                 data[p] = data[p] * inv
 
 
-def _copy_input(X: Any) -> sp.csr_matrix | np.ndarray:
-    """A float32 copy of ``X`` to transform in place."""
+def _copy_input(X: Any, hashing: FeatureHashing | None = None) -> sp.csr_matrix | np.ndarray:
+    """A float32 copy of ``X`` to transform in place: hashed (a new CSR) when ``hashing``."""
+    if hashing is not None:
+        if not sp.issparse(X):
+            X = np.asarray(X)
+            if X.ndim != 2:
+                raise DataFormatError(f"X must be a 2-d matrix, got an array with {X.ndim} dimension(s)")
+        return hash_features(X, hashing.buckets, hashing.functions, hashing.seed)
     if sp.issparse(X):
         Xc = sp.csr_matrix(X, dtype=np.float32, copy=True)
         Xc.sum_duplicates()
@@ -125,12 +135,12 @@ def fit_idf(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
     return idf.astype(np.float32)
 
 
-def fit_preprocessing(X: Any, normalize: bool, tfidf: bool, transform: str = "identity"
-                      ) -> tuple[Preprocessing, Any]:
+def fit_preprocessing(X: Any, normalize: bool, tfidf: bool, transform: str = "identity",
+                      hashing: FeatureHashing | None = None) -> tuple[Preprocessing, Any]:
     """Learn the preprocessing on training data ``X``; return it and the transformed copy."""
-    pre = Preprocessing(normalize=bool(normalize), transform=check_transform(transform))
-    Xc = _copy_input(X)
-    transform_values_inplace(Xc, pre.transform)
+    pre = Preprocessing(normalize=bool(normalize), transform=check_transform(transform), hashing=hashing)
+    Xc = _copy_input(X, hashing)
+    transform_values_inplace(Xc, pre.transform, hashed=hashing is not None)
     if tfidf:
         if sp.issparse(Xc):
             bad = ~np.isfinite(Xc.data) | (Xc.data < 0)
@@ -151,17 +161,19 @@ def apply_preprocessing(X: Any, preprocessing: Preprocessing | None) -> Any:
     """
     if preprocessing is None or preprocessing.is_identity:
         return X
-    Xc = _copy_input(X)
-    transform_values_inplace(Xc, preprocessing.transform)
+    Xc = _copy_input(X, preprocessing.hashing)
+    transform_values_inplace(Xc, preprocessing.transform, hashed=preprocessing.hashing is not None)
     return _weigh_and_normalize(Xc, preprocessing)
 
 
 def _after(pre: Preprocessing) -> str:
-    return f" (after the transform {pre.transform})" if pre.transform != "identity" else ""
+    steps = (["hashing"] if pre.hashing is not None else []) + (
+        [f"the transform {pre.transform}"] if pre.transform != "identity" else [])
+    return f" (after {' and '.join(steps)})" if steps else ""
 
 
 def _weigh_and_normalize(X: Any, pre: Preprocessing) -> Any:
-    """Steps 2 and 3 (tf-idf, normalisation) in place."""
+    """Steps 3 and 4 (tf-idf, normalisation) in place."""
     if pre.idf is not None:
         idf = np.asarray(pre.idf, dtype=np.float32)
         if X.shape[1] > idf.shape[0]:
