@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import ParameterError
-from .model.model import OvAModel, Preprocessing
+from .model.model import FeatureHashing, OvAModel, Preprocessing
 from .params import TrainParams
 from .training.stats import TrainingStats
 from .training.trainer import ChunkResult, train_labels
@@ -80,8 +80,10 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     Yr = check_labels(Y, X.shape[0])
     first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
     pre = Preprocessing()
-    if params.tfidf or params.normalize:
-        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf)
+    hashing = FeatureHashing.from_params(params)
+    if params.tfidf or params.normalize or params.transform != "identity" or hashing is not None:
+        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf, transform=params.transform,
+                                   hashing=hashing)
         X = check_features(X)
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
@@ -180,14 +182,14 @@ class OvAClassifier:
         return decision_function(self._check_fitted(), X, **kw)
 
     def save(self, path, **kw) -> None:
-        from .model.format import save_model
+        from .model.writer import save_model
 
         save_model(self._check_fitted(), path, **kw)
 
 
 def load(path, **kw) -> OvAClassifier:
     """Load a saved model directory into a fitted :class:`OvAClassifier`."""
-    from .model.format import load_model
+    from .model.reader import load_model
 
     model = load_model(path, **kw)
     clf = OvAClassifier(**model.params.to_dict())

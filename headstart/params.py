@@ -52,6 +52,12 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
+#: feature value transforms, DiSMEC++'s ``--transform`` names (src/data/transform.h)
+TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
+#: hashed feature ids are int32, like every feature id (headstart.io)
+MAX_HASHED_FEATURES = 2**31 - 1
+
+
 @dataclass(frozen=True)
 class TrainParams:
     """Every option of training, with its default.
@@ -118,6 +124,18 @@ class TrainParams:
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
         "help": "turn counts into tf-idf (log-scaled tf, idf from the training data, stored in the model)"})
+    transform: str = field(default="identity", metadata={
+        "help": "feature value transform, applied after hashing and before tf-idf and normalisation, in training "
+                "and prediction: identity, log-one-plus log(1+x), one-plus-log 1+log(x) for x>0 (zeros stay 0), "
+                "sqrt"})
+    hash_buckets: int = field(default=0, metadata={
+        "help": "feature hashing: buckets per hash function (0 = no hashing); the model has "
+                "hash_buckets*hash_functions features and predicting hashes the raw features the same way"})
+    hash_functions: int = field(default=32, metadata={
+        "help": "feature hashing: number of hash functions; each sends every feature to one bucket of its own "
+                "block, colliding values add up (with hash_buckets > 0)"})
+    hash_seed: int = field(default=42, metadata={
+        "help": "feature hashing: seed of the hash functions, an integer in [0, 2^32) (with hash_buckets > 0)"})
 
     def __post_init__(self) -> None:
         validate(self)
@@ -210,6 +228,14 @@ def validate(p: TrainParams) -> None:
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
+    _need(p.transform in TRANSFORMS, "transform", f"one of {', '.join(TRANSFORMS)}", p.transform)
+    _need(_int(p.hash_buckets) and p.hash_buckets >= 0, "hash_buckets", "an integer >= 0 (0 = no hashing)",
+          p.hash_buckets)
+    _need(_int(p.hash_functions) and p.hash_functions >= 1, "hash_functions", "an integer >= 1", p.hash_functions)
+    _need(_int(p.hash_seed) and 0 <= p.hash_seed < 2**32, "hash_seed", "an integer in [0, 2^32)", p.hash_seed)
+    _need(p.hash_buckets * p.hash_functions <= MAX_HASHED_FEATURES, "hash_buckets",
+          f"such that hash_buckets * hash_functions <= {MAX_HASHED_FEATURES} (feature ids are int32; "
+          f"hash_functions={p.hash_functions})", p.hash_buckets)
     if p.init == "pretrained":
         _need(isinstance(p.pretrained, str) and p.pretrained != "", "pretrained",
               "a model directory when init='pretrained'", p.pretrained)

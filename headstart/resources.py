@@ -273,11 +273,23 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
     L = int(Y.shape[1])
     if weight_density is None:
         weight_density = 1.0 if params.prune == 0 else DEFAULT_WEIGHT_DENSITY
+    dense_input = not sp.issparse(X)
+    hash_buckets = params.hash_buckets
+    if hash_buckets:
+        # training sees the hashed copy: R stored values per input value at most (fewer
+        # when features collide), over hash_buckets * R features
+        R = params.hash_functions
+        d = hash_buckets * R
+        nnz = min(nnz * R, n * d)
+        features_used = min(features_used * R, d)
+        dense_input = False
+    preprocess = bool(params.tfidf or params.normalize or hash_buckets
+                      or params.transform != "identity")
     return estimate_training_memory(
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
-        init=params.init, preprocess=bool(params.tfidf or params.normalize), collect=collect,
-        dense_input=not sp.issparse(X), weight_density=weight_density)
+        init=params.init, preprocess=preprocess, collect=collect,
+        dense_input=dense_input, weight_density=weight_density)
 
 
 # --------------------------------------------------------------------------- available memory

@@ -144,6 +144,23 @@ def test_predict_over_dask_equals_streaming(client, data, reference, tmp_path):
         np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_dask_applies_the_transform_and_hashing_like_the_local_run(client, data, tmp_path):
+    """TrainParams' feature transform and hashing reach the workers: the model and its
+    predictions of raw test data are those of the local run."""
+    (X, Y), (Xt, _) = data
+    params = PARAMS.replace(transform="log-one-plus", hash_buckets=200, hash_functions=2, hash_seed=9)
+    ref, _ = fit_model(X, Y, params, num_labels=16)
+    r = train_dask(X, Y, params, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1)
+    assert r.complete and read_manifest(tmp_path / "m")["preprocessing"]["hash"] == {
+        "buckets": 200, "functions": 2, "seed": 9}
+    got = assert_same_model(tmp_path / "m", ref)
+    assert got.n_features == 400
+    want = predict_topk(ref, Xt, 5)
+    la, sa = predict_dask(tmp_path / "m", Xt, 5, client=client, chunk_rows=600, allow_gaps=True)
+    np.testing.assert_array_equal(la, want[0])
+    np.testing.assert_array_equal(sa, want[1])
+
+
 def test_a_failing_task_stops_the_run_with_its_error(client, data, tmp_path):
     """An error raised inside a task (here: the pretrained model is missing on the
     workers) is not mistaken for a lost worker: the run stops with that error."""

@@ -79,12 +79,12 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         common.check_output_file(args.stats, "statistics file")
     if params.pretrained:
-        from ..model.format import read_manifest
+        from ..model.manifest import read_manifest
 
         read_manifest(params.pretrained)
 
     from ..estimator import fit_model, resolve_label_range
-    from ..model.format import save_model
+    from ..model.writer import save_model
 
     t0 = time.perf_counter()
     X, Y = common.read_dataset(args.train, args)

@@ -354,7 +354,9 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     import hashlib
     from pathlib import Path
 
-    from ..model.format import MANIFEST, load_model, missing_ranges_of, read_manifest
+    from ..model.manifest import MANIFEST, read_manifest
+    from ..model.ranges import missing_ranges_of
+    from ..model.reader import load_model
 
     distributed = _distributed()
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:

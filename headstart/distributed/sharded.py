@@ -1,7 +1,7 @@
 """Sharded, resumable training into a model directory (one machine).
 
 Training writes every finished run of labels as its own shard (atomically, through
-:class:`~headstart.model.format.ModelWriter`), so no finished work is ever lost:
+:class:`~headstart.model.writer.ModelWriter`), so no finished work is ever lost:
 
 * ``train_sharded(X, Y, params, "model")`` trains the requested label range and writes
   each chunk of labels as a shard the moment it is finished;
@@ -40,8 +40,10 @@ import scipy.sparse as sp
 
 from ..errors import ModelFormatError, ParameterError
 from ..estimator import PreparedData, prepare_data
-from ..model.format import (MANIFEST, ModelWriter, read_extras, read_manifest, finished_ranges_of,
-                            missing_ranges_of)
+from ..model.extras import read_extras
+from ..model.manifest import MANIFEST, read_manifest
+from ..model.ranges import finished_ranges_of, missing_ranges_of
+from ..model.writer import ModelWriter
 from ..params import TrainParams
 from ..training.stats import ITER_FIELDS, TrainingStats
 

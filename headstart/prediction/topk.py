@@ -26,8 +26,10 @@ Conventions
   than the model has features (the missing trailing features are taken as zero, as
   happens with svmlight files whose highest feature does not occur); *more* columns
   raise :class:`~headstart.errors.ModelFormatError` naming both numbers.
-* A model's preprocessing (tf-idf, L2 normalisation) is applied to ``X`` unless
-  ``preprocess=False`` (for ``X`` that is already transformed).  Plain weights
+* A model's preprocessing (feature hashing, value transform, tf-idf, L2
+  normalisation; :mod:`.preprocess`) is applied to ``X`` unless ``preprocess=False``
+  (for ``X`` that is already transformed).  A model with feature hashing takes ``X`` of
+  any width: the raw features are hashed to the model's.  Plain weights
   (a matrix, or a ``(weights, intercept[, first_label])`` tuple) are used as given.
 """
 
@@ -44,7 +46,10 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataFormatError, ModelFormatError, ParameterError
-from ..model.format import iter_shards, missing_ranges_of, read_extras, read_manifest
+from ..model.extras import read_extras
+from ..model.manifest import read_manifest
+from ..model.ranges import missing_ranges_of
+from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
 from .preprocess import apply_preprocessing
 
@@ -205,14 +210,16 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
                       preprocessing=preprocessing)
 
 
-def _check_X(X: Any, n_features: int) -> Any:
+def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None) -> Any:
+    """``X`` as CSR or a 2-d array; wider than the model only when ``pre`` hashes it
+    (hashing takes raw features of any width to the model's)."""
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
     else:
         X = np.asarray(X)
         if X.ndim != 2:
             raise DataFormatError(f"X must be a 2-d matrix (rows x features), got {X.ndim} dimension(s)")
-    if X.shape[1] > n_features:
+    if X.shape[1] > n_features and (pre is None or pre.hashing is None):
         raise ModelFormatError(f"X has {X.shape[1]} features but the model was trained on {n_features} "
                                f"features; load the data with n_features={n_features}")
     return X
@@ -287,7 +294,7 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     k = int(k)
     pred = _as_predictor(model_or_weights)
-    X = _check_X(X, pred.n_features)
+    X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None)
     n = X.shape[0]
     labels = np.empty((n, k), dtype=np.int32)
     scores = np.empty((n, k), dtype=np.float32)
@@ -317,7 +324,7 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
     score ``-inf``.  The scores are exactly those :func:`predict_topk` ranks.
     """
     pred = _as_predictor(model_or_weights)
-    X = _check_X(X, pred.n_features)
+    X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None)
     n, L = X.shape[0], pred.num_labels
     need = 4 * n * L
     if need > max_memory:
@@ -375,7 +382,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
                                f"starting with [{missing[0][0]}, {missing[0][1]}) "
                                "(pass allow_gaps=True to predict with it anyway)")
     pre, _ = read_extras(model_dir, m)
-    X = _check_X(X, m["n_features"])
+    X = _check_X(X, m["n_features"], pre if preprocess else None)
     if preprocess:
         X = apply_preprocessing(X, pre)
     labels = np.full((X.shape[0], k), -1, dtype=np.int32)
