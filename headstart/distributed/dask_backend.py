@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import HeadstartError, ModelFormatError, ParameterError
+from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
 from ..params import TrainParams
 from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished,
                       finish_result, open_model_dir, plan_shards, prepare_data)
@@ -52,7 +52,7 @@ MIN_TASK_LABELS, MAX_TASK_LABELS = 64, 1024
 MIN_CHUNK, MAX_CHUNK = 8, 256
 
 
-class DaskUnavailableError(HeadstartError, ImportError):
+class DaskUnavailableError(MissingExtraError):
     """The Dask extra is not installed."""
 
 
