@@ -59,6 +59,10 @@ class ResourceError(HeadstartError, RuntimeError):
     """The estimated memory need exceeds what is available or allowed."""
 
 
+class NotFittedError(HeadstartError, ValueError, AttributeError):
+    """A model is used before it was fitted (the same bases as scikit-learn's NotFittedError)."""
+
+
 class MissingExtraError(HeadstartError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 

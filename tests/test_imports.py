@@ -39,6 +39,15 @@ def test_import_headstart_imports_no_optional_package():
         from headstart.cli.main import build_parser
         build_parser()                       # imports every subcommand module
         import headstart.distributed, headstart.experiment
+        # and using the estimator (scikit-learn's protocol without scikit-learn)
+        import numpy as np
+        X = np.eye(6, dtype=np.float32); Y = np.eye(6, 3, dtype=np.int8)
+        clf = headstart.OvAClassifier(threads=1).fit(X, Y)
+        clf.predict(X), clf.score(X, Y), clf.get_params()
+        try:
+            headstart.OvAClassifier().predict(X)
+        except headstart.errors.NotFittedError:
+            pass
         print(json.dumps(sorted(m for m in {OPTIONAL!r} if m in sys.modules)))
     """)
     assert out.returncode == 0, out.stderr
