@@ -57,7 +57,11 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
 
 
 def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
-    """Return Y as CSR of 0/1 (float32); any stored nonzero counts as a positive."""
+    """Return Y as CSR of 0/1 (float32).
+
+    Every stored value must be 0 or 1 (True/False): other values are refused rather than
+    read as positives, because the usual mistakes -- -1/+1 targets, class ids, label
+    counts, continuous targets -- would otherwise train silently on the wrong labels."""
     if Y is None:
         raise DataFormatError(f"training requires y to be passed, but the target y is None: {name} must be "
                               "a 2-D (instances x labels) 0/1 matrix")
@@ -76,8 +80,13 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
         raise DataFormatError(f"{name} has {Y.shape[0]} rows but X has {n_rows}: one label row per instance")
     if np.iscomplexobj(Y.data):
         raise DataFormatError(f"Complex data not supported: {name} has dtype {Y.dtype}")
-    if Y.nnz and not np.all(np.isfinite(Y.data)):
-        raise DataFormatError(f"{name} has non-finite entries")
+    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
+    if bad.size:
+        row = int(np.searchsorted(Y.indptr, bad[0], side="right") - 1)
+        value = Y.data[bad[0]].item()
+        hint = " (for -1/+1 targets pass y > 0)" if value == -1 else ""
+        raise DataFormatError(f"{name} must be a 0/1 indicator matrix (one column per label), found the value "
+                              f"{value!r} at row {row}, column {int(Y.indices[bad[0]])}{hint}")
     Y = Y.copy()
     Y.sum_duplicates()
     Y.data = (Y.data != 0).astype(np.float32)

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 import headstart
 from headstart import resources
 from headstart.cli import main as cli_main
-from headstart.errors import ParameterError, ResourceError
+from headstart.errors import DataFormatError, ParameterError, ResourceError
 from headstart.io import read_predictions, write_xmc
 from headstart.params import TrainParams
 from headstart.solver.newton import STATUS_NAMES
@@ -220,6 +220,29 @@ def test_cli_refuses_pcg_alpha_one_with_exit_2(tmp_path, capsys):
     assert err.strip() == ("headstart train: error: parameter pcg_alpha (--pcg-alpha) must be a number "
                            "in (0, 1), got 1.0")
     assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("value, needle", [(-1, "found the value -1.0 at row 2, column 1 (for -1/+1 targets pass y > 0)"),
+                                           (2, "found the value 2.0 at row 2, column 1"),
+                                           (0.5, "found the value 0.5 at row 2, column 1"),
+                                           (np.nan, "found the value nan at row 2, column 1")])
+def test_labels_other_than_0_1_are_refused(value, needle):
+    X, Y = base_problem()
+    Y = np.asarray(sp.csr_matrix(Y).toarray(), dtype=np.float64)
+    Y[2, 1] = value
+    for given in (Y, sp.csr_matrix(Y), sp.coo_matrix(Y)):
+        with pytest.raises(DataFormatError, match=re.escape("Y must be a 0/1 indicator matrix (one column per "
+                                                            "label), " + needle)):
+            headstart.OvAClassifier(threads=1).fit(X, given)
+
+
+def test_label_matrices_of_any_0_1_kind_train_the_same():
+    X, Y = base_problem()
+    Y = sp.csr_matrix(Y).toarray() != 0
+    ref = headstart.OvAClassifier(threads=1).fit(X, Y.astype(np.int8))
+    for given in (Y, Y.astype(np.float64), sp.csr_matrix(Y), sp.coo_matrix(Y.astype(np.float32)), Y.tolist()):
+        clf = headstart.OvAClassifier(threads=1).fit(X, given)
+        assert (clf.coef_ != ref.coef_).nnz == 0 and np.array_equal(clf.intercept_, ref.intercept_)
 
 
 def test_values_near_float32_max_give_finite_weights_with_aop(trainer_log):
