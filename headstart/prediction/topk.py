@@ -13,8 +13,9 @@ threshold instead of the best ``k`` (a sparse indicator matrix, the estimator's
 ``predict``).
 
 This replaced the obvious ``(X_chunk @ W.T).toarray()`` + ``np.argpartition``: on 17k
-rows x 22k labels (1M weights, ~100 non-zeros per row) the numba kernel is several times
-faster (it never materialises the score matrix) and gives deterministic ties for free.
+rows x 22k labels (1M weights, ~100 non-zeros per row) the numba kernel was several times
+faster when it was written (commit 968d553; it never materialises the score matrix) and
+gives deterministic ties for free.
 
 Conventions
 -----------
