@@ -109,7 +109,7 @@ def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: in
     return model, stats
 
 
-_D = TrainParams()   # the defaults of __init__: read from TrainParams, never repeated
+_D = TrainParams()   # the defaults (repr shows only what differs)
 
 
 class OvAClassifier:
@@ -133,19 +133,8 @@ class OvAClassifier:
     for ``loss="logistic"``; ``score`` is P@k of the ranking (k = 1 by default).
     """
 
-    def __init__(self, *, loss: str = _D.loss, C: float = _D.C, epsilon: float = _D.epsilon,
-                 max_iter: int = _D.max_iter, init: str = _D.init, aop_s: float = _D.aop_s,
-                 aop_t: float = _D.aop_t, bias_init: float = _D.bias_init, ovap_epsilon: float = _D.ovap_epsilon,
-                 pretrained: str | None = _D.pretrained, bias: float = _D.bias,
-                 regularize_bias: bool = _D.regularize_bias, prune: float = _D.prune,
-                 cg_epsilon: float = _D.cg_epsilon, pcg_alpha: float = _D.pcg_alpha, ls_eta: float = _D.ls_eta,
-                 ls_max_steps: int = _D.ls_max_steps, threads: int = _D.threads, normalize: bool = _D.normalize,
-                 tfidf: bool = _D.tfidf):
-        # scikit-learn's rule: store the parameters untouched; they are validated in fit
-        # (TrainParams), so set_params and clone see exactly what was given
-        given = locals()
-        for name in _PARAM_NAMES:
-            setattr(self, name, given[name])
+    # __init__ is generated from TrainParams' fields (below the class), like the
+    # __init__ of a dataclass: one keyword-only argument per field, with its default.
 
     # --------------------------------------------------------------- scikit-learn protocol
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -203,7 +192,7 @@ class OvAClassifier:
 
     def _check_fitted(self) -> OvAModel:
         if not hasattr(self, "model_"):
-            raise _not_fitted("this OvAClassifier is not fitted yet: call fit(X, Y) or headstart.load(dir)")
+            raise _not_fitted("this OvAClassifier is not fitted yet: call fit(X, y) or headstart.load(dir)")
         return self.model_
 
     def _check_X(self, X) -> OvAModel:
@@ -326,6 +315,30 @@ def precision_at_k_scorer(k: int = 5) -> _PrecisionAtK:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     return _PrecisionAtK(int(k))
+
+
+def _generated_init():
+    """``OvAClassifier.__init__(self, *, loss=..., C=..., ...)``: one keyword-only
+    argument per TrainParams field with that field's default, generated (as dataclasses
+    generate ``__init__``) so that the estimator's parameters are always exactly
+    TrainParams', and a real signature -- ``inspect.signature``, which scikit-learn's
+    ``get_params`` and ``clone`` read, and ``help()`` show it.  It only stores the values:
+    ``fit`` validates them (scikit-learn's rule; ``set_params`` and ``clone`` then see
+    exactly what was given)."""
+    defaults = {f.name: f.default for f in fields(TrainParams)}
+    args = ", ".join(f"{name}=_defaults[{name!r}]" for name in _PARAM_NAMES)
+    body = "".join(f"    self.{name} = {name}\n" for name in _PARAM_NAMES)
+    namespace: dict[str, Any] = {"_defaults": defaults}
+    exec(f"def __init__(self, *, {args}):\n{body}", namespace)
+    init = namespace["__init__"]
+    init.__annotations__ = {f.name: f.type for f in fields(TrainParams)}
+    init.__qualname__ = "OvAClassifier.__init__"
+    init.__module__ = __name__
+    init.__doc__ = "Store the training parameters (see the class docstring); ``fit`` validates them."
+    return init
+
+
+OvAClassifier.__init__ = _generated_init()
 
 
 def _parameters_doc() -> str:
