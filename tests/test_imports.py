@@ -182,11 +182,14 @@ def test_import_and_compiling_headstart_leave_environ_numba_config_and_warnings_
 
         # compile two of headstart's kernels here (the cache is empty): the lane sweep,
         # and the clock with its object-mode block, which makes numba warn under nogil
-        from headstart.objective.erm import make_problem
+        from headstart.objective import erm, losses, regularizers
+        from headstart.params import TrainParams
+        defaults = TrainParams()
+        problem = lambda X: erm.make_problem(X, 1.0, losses.make(defaults), regularizers.make(defaults), False)
         from headstart.solver.newton import now
         from headstart.training.kernel import lanes_scores
         X = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
-        P = make_problem(X, 1.0, 1.0, "squared-hinge", False)
+        P = problem(X)
         V = np.random.default_rng(0).standard_normal((31, 16))
         out = np.zeros((16, 40))
         with warnings.catch_warnings(record=True) as caught:
@@ -254,10 +257,13 @@ def test_a_user_choice_of_numba_slp_vectorize_applies_to_headstart_too(tmp_path)
         import numpy as np
         import scipy.sparse as sp
         import headstart
-        from headstart.objective.erm import make_problem
+        from headstart.objective import erm, losses, regularizers
+        from headstart.params import TrainParams
+        defaults = TrainParams()
+        problem = lambda X: erm.make_problem(X, 1.0, losses.make(defaults), regularizers.make(defaults), False)
         from headstart.training.kernel import lanes_scores
         X = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
-        lanes_scores(make_problem(X, 1.0, 1.0, "squared-hinge", False), np.ones((31, 16)), np.zeros((16, 40)))
+        lanes_scores(problem(X), np.ones((31, 16)), np.zeros((16, 40)))
         print(json.dumps({"headstart_packed": packed_ops(lanes_scores)}))
     """, env={"NUMBA_SLP_VECTORIZE": "0"})
     assert got["headstart_packed"] == 0

@@ -222,7 +222,8 @@ def test_cli_refuses_pcg_alpha_one_with_exit_2(tmp_path, capsys):
     assert not (tmp_path / "model").exists()
 
 
-@pytest.mark.parametrize("value, needle", [(-1, "found the value -1.0 at row 2, column 1 (for -1/+1 targets pass y > 0)"),
+@pytest.mark.parametrize("value, needle", [(-1, "found the value -1.0 at row 2, column 1 "
+                                               "(for -1/+1 targets pass y > 0)"),
                                            (2, "found the value 2.0 at row 2, column 1"),
                                            (0.5, "found the value 0.5 at row 2, column 1"),
                                            (np.nan, "found the value nan at row 2, column 1")])
