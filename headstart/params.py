@@ -117,7 +117,8 @@ class TrainParams:
     timeout: float = field(default=0.0, metadata={
         "help": "time budget in seconds: no label starts after it; finished work is saved (0 = none)"})
     cg_epsilon: float = field(default=0.5, metadata={"help": "CG stops on LIBLINEAR's quadratic-model rule with this eps_cg"})
-    pcg_alpha: float = field(default=0.01, metadata={"help": "preconditioner (1-alpha) + alpha*diag(H)"})
+    pcg_alpha: float = field(default=0.01, metadata={
+        "help": "preconditioner (1-alpha) + alpha*diag(H), 0 < alpha < 1"})
     ls_eta: float = field(default=0.01, metadata={"help": "Armijo constant of the backtracking line search"})
     ls_max_steps: int = field(default=20, metadata={"help": "maximum halvings in the line search"})
     threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores)"})
@@ -222,7 +223,11 @@ def validate(p: TrainParams) -> None:
     _need(isinstance(p.regularize_bias, bool), "regularize_bias", "true or false", p.regularize_bias)
     _need(_finite(p.prune) and p.prune >= 0, "prune", "a finite number >= 0", p.prune)
     _need(_finite(p.cg_epsilon) and 0 < p.cg_epsilon, "cg_epsilon", "a finite number > 0", p.cg_epsilon)
-    _need(_finite(p.pcg_alpha) and 0 <= p.pcg_alpha <= 1, "pcg_alpha", "a number in [0, 1]", p.pcg_alpha)
+    # Open interval, as the authors' trainer requires: at alpha = 1 the preconditioner is
+    # diag(H) alone, which is 0 on the unregularised bias of a label with no active
+    # instance (e.g. one positive at score s = 1 and every negative below -1 after aop),
+    # and CG divides by it.  alpha = 0 is no preconditioning at all.
+    _need(_finite(p.pcg_alpha) and 0 < p.pcg_alpha < 1, "pcg_alpha", "a number in (0, 1)", p.pcg_alpha)
     _need(_finite(p.ls_eta) and 0 < p.ls_eta < 1, "ls_eta", "a number in (0, 1)", p.ls_eta)
     _need(_int(p.ls_max_steps) and p.ls_max_steps >= 1, "ls_max_steps", "an integer >= 1", p.ls_max_steps)
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)

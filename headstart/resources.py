@@ -21,11 +21,14 @@ init
     column sums, the initialisation's plan (aop: the mean instance; ovap: a shared
     solution and a workspace of its own).
 workspaces
-    per training thread, ``lanes`` (8, or 1 when 8 would not fit 2 GiB) lane workspaces
-    as :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from
-    it: vectors of ``n_features + 1`` and of ``n`` with their dtypes, e.g. 8 float64 +
-    2 int32 of ``n_features + 1``, 4 float64 + an int32 + an int8 of ``n``), plus the
-    kernel's start vectors and sweep directions (``1 + 2 * lanes`` float64 vectors of
+    per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16, or 1
+    when 16 would not fit 2 GiB) lane workspaces as
+    :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
+    per lane w, s (float64) and the support and its marks (int32) of ``n_features + 1``,
+    the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
+    lanes, the gradient and CG vectors (6 float64 of ``n_features + 1``) and the active
+    set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
+    start vectors and sweep directions (``1 + 2 * lanes`` float64 vectors of
     ``n_features + 1``).
     An upper bound: the workspaces live in mappings of their own
     (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the

@@ -100,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
                               plan_runs, run_experiment, write_report)
     from ..params import TrainParams
 
+    from ..experiment.figures import require_matplotlib
+
     err = args._parser.error
+    require_matplotlib()   # before hours of training, not after them
     if not args.output:
         err("the following arguments are required: -o/--output REPORT_DIR")
     if args.replot:

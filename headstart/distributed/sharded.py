@@ -45,6 +45,7 @@ from ..model.manifest import MANIFEST, read_manifest
 from ..model.ranges import finished_ranges_of, missing_ranges_of
 from ..model.writer import ModelWriter
 from ..params import TrainParams
+from ..training.kernel import LANES
 from ..training.stats import ITER_FIELDS, TrainingStats
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,9 @@ Range = tuple[int, int]
 
 STATS_DIR = "stats"
 _STATS_NAME_RE = re.compile(r"^labels-(\d{7,})-(\d{7,})\.npz$")
-#: default number of labels per shard is chosen like the trainer's chunks, within these bounds
-MIN_DEFAULT_SHARD, MAX_DEFAULT_SHARD = 32, 256
+#: default number of labels per shard is chosen like the trainer's chunks, within these
+#: bounds: at least 4 labels per lane (as the trainer's chunks, so the lanes stay busy)
+MIN_DEFAULT_SHARD, MAX_DEFAULT_SHARD = 4 * LANES, 256
 
 
 # --------------------------------------------------------------------------- data preparation
