@@ -48,6 +48,7 @@ class PreparedData:
     label_counts: np.ndarray      # int64 (label_space,)
     first_label: int
     num_labels: int
+    owned: bool = False           # X was made here (preprocessing): training may renumber it in place
 
     @property
     def n_train(self) -> int:
@@ -77,6 +78,7 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
 
     if not isinstance(params, TrainParams):
         raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
+    given = X
     X = check_features(X)
     for axis, what in ((0, "sample(s)"), (1, "feature(s)")):
         if X.shape[axis] == 0:   # nothing to learn from (scikit-learn's wording)
@@ -92,16 +94,19 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
     Yc.sort_indices()
-    return PreparedData(X, Yc, pre, label_counts, first, count)
+    return PreparedData(X, Yc, pre, label_counts, first, count, owned=X is not given)
 
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
               progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
-              collect: bool = True) -> tuple[OvAModel | None, TrainingStats | None]:
-    """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range."""
+              collect: bool = True, own_data: bool = False) -> tuple[OvAModel | None, TrainingStats | None]:
+    """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range.
+
+    ``own_data``: the caller hands X over (it is not read until this returns), so training
+    may renumber it in place instead of copying it (restored afterwards)."""
     data = prepare_data(X, Y, params, first_label, num_labels)
     out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
-                       sink=sink, collect=collect)
+                       sink=sink, collect=collect, inplace=data.owned or own_data)
     if out is None:
         return None, None
     weights, intercept, stats = out

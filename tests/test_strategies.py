@@ -319,3 +319,18 @@ def test_timeout_then_resume_gives_the_full_model(tmp_path):
     a, b = load_model(tmp_path / "full"), load_model(tmp_path / "m")
     assert (a.weights != b.weights).nnz == 0
     np.testing.assert_array_equal(a.intercept, b.intercept)
+
+
+def test_inplace_renumbering_restores_the_callers_matrix(bibtex_small):
+    """inplace=True trains on the caller's X renumbered in place (no copy) and gives it back
+    bit for bit, with the same model as training on a copy."""
+    X, Y = bibtex_small
+    X = X.copy()
+    before = (X.indptr.copy(), X.indices.copy(), X.data.copy())
+    p = TrainParams(threads=2)
+    labels = np.arange(20)
+    Wc, bc, _ = train_labels(X, Y, p, labels)
+    Wi, bi, _ = train_labels(X, Y, p, labels, inplace=True)
+    for a, b in zip(before, (X.indptr, X.indices, X.data)):
+        np.testing.assert_array_equal(a, b)
+    assert (Wc != Wi).nnz == 0 and np.array_equal(bc, bi)

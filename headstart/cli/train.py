@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if args.resume or args.shard_size or args.scheduler or args.dask_workers:
         return _run_sharded(args, params, X, Y, first, count)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
-        model, stats = fit_model(X, Y, params, first_label=first, num_labels=count, progress=bar.advance)
+        # the data was read for this run: training renumbers it in place (no copy of X)
+        model, stats = fit_model(X, Y, params, first_label=first, num_labels=count, progress=bar.advance,
+                                 own_data=True)
     save_model(model, args.output, shard_size=args.shard_size)
     if args.stats:
         stats.write(args.stats)
@@ -133,7 +135,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
         r = train_model_dir(X, Y, params, args.output, first_label=first, num_labels=count,
                             shard_size=args.shard_size, resume=args.resume, scheduler=args.scheduler,
-                            dask_workers=args.dask_workers, progress=bar.advance)
+                            dask_workers=args.dask_workers, progress=bar.advance, own_data=True)
     if args.stats:
         r.stats.write(args.stats)
         if r.stats_without:

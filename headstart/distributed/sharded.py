@@ -332,8 +332,12 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
                   first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,
                   resume: bool = False, overwrite: bool | str = False,
                   progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
-                  keep_stats: bool = True, data: PreparedData | None = None) -> ShardedResult:
+                  keep_stats: bool = True, data: PreparedData | None = None,
+                  own_data: bool = False) -> ShardedResult:
     """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir``, shard by shard.
+
+    ``own_data``: X is handed over (not read until this returns): training renumbers it in
+    place instead of copying it (restored afterwards).
 
     With this process's threads (``params.threads``); each finished chunk of
     ``shard_size`` labels is written at once.  See the module docstring for ``resume``
@@ -361,7 +365,8 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
         labels = np.concatenate([np.arange(a, b) for a, b in plan])
         # chunks of the trainer are cut from the concatenated labels; a chunk that spans
         # a gap between missing ranges is split into contiguous shards by the recorder
-        train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+        train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False,
+                     inplace=data.owned or own_data)
     return finish_result(writer, data, recorder, before, t_start, "local",
                          {"shard_size": size, "threads": threads})
 
@@ -375,13 +380,14 @@ def train_model_dir(X: Any, Y: Any, params: TrainParams, model_dir: str | os.Pat
     when ``scheduler`` (address or scheduler file) or ``dask_workers`` (a LocalCluster of
     that many workers) is given.  By default an existing model is replaced only when it
     is complete (an unfinished one asks for ``resume``)."""
+    own_data = kw.pop("own_data", False)
     common = dict(first_label=first_label, num_labels=num_labels, shard_size=shard_size, resume=resume,
                   overwrite=overwrite, progress=progress, **kw)
     if scheduler or dask_workers:
         from .dask_backend import train_dask
 
         return train_dask(X, Y, params, model_dir, scheduler=scheduler, n_workers=dask_workers, **common)
-    return train_sharded(X, Y, params, model_dir, **common)
+    return train_sharded(X, Y, params, model_dir, own_data=own_data, **common)
 
 
 __all__ = ["train_model_dir", "PreparedData", "prepare_data", "open_model_dir", "plan_shards", "default_shard_size",

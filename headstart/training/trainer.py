@@ -115,13 +115,16 @@ def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1) -> list[
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
-                 collect: bool = True, lanes: int | None = None, locality: bool = True):
+                 collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
     of ``labels`` sorted ascending.  With ``collect=False`` only the sink sees results.
-    With ``locality`` the kernels run on a copy of X with features renumbered by
-    frequency (see :mod:`.locality`); results are mapped back.
+    With ``locality`` the kernels run on X with features renumbered by frequency (see
+    :mod:`.locality`); results are mapped back.  The renumbered X is a copy, unless
+    ``inplace``: then the caller's X is renumbered in place for the time of training and
+    restored bit for bit afterwards (also on errors) -- one copy of X less, for callers
+    that own X and do not read it meanwhile (the command line, preprocessed data).
 
     Memory (issue 4: peak at most 1.5 x (data + model)): the big buffers -- the
     renumbered X, the lane workspaces, the records, every chunk's weights -- live in
@@ -130,11 +133,23 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     chunk by chunk, releasing each chunk as it is copied (see :func:`stack_rows`).
     """
     t_start = time.perf_counter()
+    order = FeatureOrder.by_frequency(X) if locality else None
+    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes)
+    if order is None:
+        return _train(X, Y, params, labels, None, t_start, **kw)
+    if not inplace:
+        return _train(order.to_internal(X), Y, params, labels, order, t_start, **kw)
+    order.renumber_inplace(X)
+    try:
+        return _train(X, Y, params, labels, order, t_start, **kw)
+    finally:
+        order.restore_inplace(X)
+
+
+def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes):
+    """train_labels on X in the kernels' feature order (``order`` maps it back)."""
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
-    order = FeatureOrder.by_frequency(X) if locality else None
-    if order is not None:
-        X = order.to_internal(X)
     P, colsum = prepare_problem(X, params)
     Yc = sp.csc_matrix(Y)
     Yc.sort_indices()
