@@ -214,6 +214,13 @@ def targets(res: dict) -> list[str]:
     return rows
 
 
+def _short_commit(commit: str | None) -> str:
+    """``3ef6166`` (or ``3ef6166+`` for a run with uncommitted changes), or ``unknown``."""
+    if not commit:
+        return "unknown"
+    return commit[:7] + ("+" if "uncommitted" in commit else "")
+
+
 def machine_section(res: dict) -> list[str]:
     src = next((d for d in res.values() if d), None)
     m = src["machine"] if src else machine_info()
@@ -260,7 +267,9 @@ def render(results_dir: Path, max_foreign: float) -> str:
         "| run | purpose | command | status |", "|---|---|---|---|"]
     for e in PLAN:
         d = res[e["id"]]
-        st = f"measured {d['created']}" if d else f"{NYM} ({status[e['id']]})"
+        st = (f"measured {d['created']}, commit {_short_commit(d['machine'].get('git_commit'))}"
+              + ("; methods re-measured later: see the run" if d.get("added") else "")) if d \
+            else f"{NYM} ({status[e['id']]})"
         L.append(f"| {e['title']} | {e['purpose']} | `{command_of(e)}` | {st} |")
     L += ["", "## Targets", ""] + targets(res)
     L += shortlist_section(results_dir)
@@ -273,13 +282,15 @@ def render(results_dir: Path, max_foreign: float) -> str:
         d = res[e["id"]]
         L += [f"### {e['title']}", "", f"Command: `{command_of(e)}`", ""]
         if d:
-            L += [f"Measured {d['created']}; load average before/after the runs {d['load'].get('loadavg_start')} / "
+            L += [f"Measured {d['created']} with headstart commit {d['machine'].get('git_commit')}; "
+                  f"load average before/after the runs {d['load'].get('loadavg_start')} / "
                   f"{d['load'].get('loadavg_end')}; other processes used at most {_fmt(d.get('max_foreign_cores'))} "
                   f"cores during any run.", ""]
             first = d.get("command", "").split("  +  ")[0]
             if d.get("added"):
                 L += [f"Runs as stored: `{first}`, then (`--add-to-stored`) "
-                      + "; ".join(f"{', '.join(a['methods'])} added {a['created']} by `{a['command']}`"
+                      + "; ".join(f"{', '.join(a['methods'])} added {a['created']} with commit "
+                                  f"{a.get('machine_commit')} by `{a['command']}`"
                                   for a in reversed(d["added"])) + ".", ""]
             L += results_table(d)
             ll = d["summary"].get("liblinear", {})

@@ -7,7 +7,7 @@ One-vs-All Training for Extreme Classification via Smart Initialization".
 
 from . import _compile  # noqa: F401  (numba settings, before any kernel compiles)
 from .errors import DataFormatError, HeadstartError, ModelFormatError, ParameterError
-from .estimator import OvAClassifier, load
+from .estimator import OvAClassifier, load, precision_at_k_scorer
 from .params import TrainParams
 
 __version__ = "0.1.0"
@@ -22,5 +22,5 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["OvAClassifier", "TrainParams", "load", "read_xmc", "read_libsvm", "read_slice", "read_data",
+__all__ = ["OvAClassifier", "TrainParams", "load", "precision_at_k_scorer", "read_xmc", "read_libsvm", "read_slice", "read_data",
            "write_xmc", "DataFormatError", "HeadstartError", "ModelFormatError", "ParameterError"]

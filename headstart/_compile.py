@@ -1,32 +1,106 @@
-"""Numba code-generation settings for headstart's kernels.
+"""Numba code-generation settings for headstart's own kernels, and only for them.
 
 Numba turns off LLVM's SLP vectoriser by default (numba PR #8852, after miscompilations
 in older LLVM versions).  The hottest kernel here, the lane sweep over X
 (:func:`headstart.training.kernel.lanes_scores`), is exactly SLP's pattern: one
 independent accumulator per lane fed by adjacent loads, which SLP packs into vector
-multiply/adds.  Measured on debian-deps (Zen 5), 8 lanes: one sweep 3.1 ms -> 2.1 ms, training
-labels 0:1000 on one thread ~18% less CPU time.  SLP packs isomorphic operations
-without reordering any sum, so every result stays bit-identical to the scalar code
-(the test suite compares the lane sweep with the one-label path and the solver with
-dense references and LIBLINEAR).
+multiply/adds.  SLP packs isomorphic operations without reordering any sum, so every
+result stays bit-identical to the scalar code (``tests/test_imports.py`` compares the
+vectorised sweep with scipy's product bit for bit).
 
-The switch is numba's documented ``NUMBA_SLP_VECTORIZE``: set here unless the user set
-it, before any kernel is compiled (numba reads it whenever it optimises a new
-library).  ``NUMBA_SLP_VECTORIZE=0`` in the environment turns it off again.
+Measured on this machine (AMD EPYC with AVX-512, numba 0.68.1, 16 lanes; code of
+commit 5ebc119 plus this module; the machine was shared with other jobs, so minima and
+CPU times): one sweep over debian-deps' 39061 training rows takes 2.1 ms with SLP and
+5.0 ms without (minimum of 300 sweeps, three processes each); training labels 0:1000
+on one thread takes 3.9 s of CPU time with SLP and 5.0 s without (medians of five
+runs), the same weights.  Re-checked with the code of main 433dba7 (load average 8):
+2.5 ms vs 5.1 ms.  The compiled sweep has 20 packed (zmm) multiplies and adds with SLP
+and none without; ``tests/test_imports.py`` checks that they are there and
+that the sweep still equals scipy's product bit for bit.
+
+How it is scoped.  Numba reads ``numba.core.config.SLP_VECTORIZE`` whenever it builds
+LLVM's optimisation pipeline for a library it compiles; the switch is process-wide,
+and so is the environment variable ``NUMBA_SLP_VECTORIZE`` that sets it.  Importing a
+library must not change how the user's own Numba code is compiled, so neither is
+touched for the process.  Instead a listener on Numba's documented event API
+(``numba.core.event``, event ``"numba:compile"``, which every dispatcher compilation
+that misses the cache emits) turns the switch on for exactly the duration of the
+compilation of a function defined in this package, and restores the previous value
+when it ends.  Compilations nest (a kernel compiles the kernels it calls, and Numba
+compiles its own helpers, e.g. overloads of numpy functions, on the way): the switch
+follows the function being compiled, so Numba's helpers get Numba's setting and their
+machine code, cached in the process and shared with the user's code, is the same as
+without headstart.  Headstart's kernel still vectorises the helpers it inlines, in its
+own final optimisation.  Every compilation runs under Numba's global compiler lock,
+so no other thread compiles while the switch is on.
+
+While the same compilations run, numba's note that an object-mode block (the clock
+read in :func:`headstart.solver.newton.now`) does not run in parallel despite
+``nogil=True`` is silenced (intended: the block holds the GIL for about a microsecond),
+with :class:`warnings.catch_warnings`, so the filter exists only then.
+
+What remains in the process after ``import headstart``: one listener in
+``numba.core.event``'s registry, which changes nothing for functions defined outside
+headstart; ``os.environ``, ``numba.core.config`` and the warning filters are unchanged
+(``tests/test_imports.py``).  A user who sets ``NUMBA_SLP_VECTORIZE`` chooses for every
+function, headstart's included: then no listener is installed.  Kernels loaded from
+Numba's cache are not compiled again, so they keep the code they were compiled with.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+
+from numba.core import config, event
+from numba.core.errors import NumbaWarning
+
+_PACKAGE = __name__.rpartition(".")[0]
+_OBJMODE_NOTE = "Code running in object mode won't allow parallel execution"
+
+
+def is_headstart_function(dispatcher) -> bool:
+    module = getattr(getattr(dispatcher, "py_func", None), "__module__", None) or ""
+    return module == _PACKAGE or module.startswith(_PACKAGE + ".")
+
+
+class HeadstartCodegen(event.Listener):
+    """SLP vectorisation (and the objmode note silenced) while a headstart function compiles."""
+
+    def __init__(self) -> None:
+        self._saved: list[int] = []     # SLP_VECTORIZE before each open compilation, innermost last
+        self._quiet: warnings.catch_warnings | None = None
+
+    def on_start(self, ev: event.Event) -> None:
+        outside = self._saved[0] if self._saved else config.SLP_VECTORIZE
+        self._saved.append(config.SLP_VECTORIZE)
+        ours = is_headstart_function((ev.data or {}).get("dispatcher"))
+        config.SLP_VECTORIZE = 1 if ours else outside
+        if ours and self._quiet is None:
+            self._quiet = warnings.catch_warnings()
+            self._quiet.__enter__()
+            warnings.filterwarnings("ignore", message=_OBJMODE_NOTE, category=NumbaWarning)
+            self._quiet_depth = len(self._saved)
+
+    def on_end(self, ev: event.Event) -> None:
+        if not self._saved:             # a compilation that started before the listener existed
+            return
+        if self._quiet is not None and len(self._saved) == self._quiet_depth:
+            quiet, self._quiet = self._quiet, None
+            quiet.__exit__(None, None, None)
+        config.SLP_VECTORIZE = self._saved.pop()
+
+
+_listener: HeadstartCodegen | None = None
 
 
 def configure() -> None:
-    if "NUMBA_SLP_VECTORIZE" in os.environ:
+    """Install the listener once per process, unless the user chose NUMBA_SLP_VECTORIZE."""
+    global _listener
+    if _listener is not None or "NUMBA_SLP_VECTORIZE" in os.environ:
         return
-    os.environ["NUMBA_SLP_VECTORIZE"] = "1"   # also inherited by worker processes (Dask)
-    from numba.core import config
-
-    config.reload_config()
+    _listener = HeadstartCodegen()
+    event.register("numba:compile", _listener)
 
 
 configure()

@@ -57,3 +57,23 @@ class ModelFormatError(HeadstartError, ValueError):
 
 class ResourceError(HeadstartError, RuntimeError):
     """The estimated memory need exceeds what is available or allowed."""
+
+
+class NotFittedError(HeadstartError, ValueError, AttributeError):
+    """A model is used before it was fitted (the same bases as scikit-learn's NotFittedError)."""
+
+
+class MissingExtraError(HeadstartError, ImportError):
+    """An optional dependency is not installed; the message names the extra to install."""
+
+
+def import_extra(module: str, extra: str, needed_for: str):
+    """Import the optional ``module`` (part of the ``headstart[extra]`` extra) or raise
+    :class:`MissingExtraError` saying what needs it and how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtraError(f"{needed_for} needs {module.split('.')[0]}, which is not installed "
+                                f"({e}): pip install 'headstart[{extra}]'") from None

@@ -7,14 +7,15 @@ learns the preprocessing, trains and sets the learned attributes ending in ``_``
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ParameterError
-from .model.model import OvAModel, Preprocessing
+from .errors import DataFormatError, NotFittedError, ParameterError
+from .model.model import FeatureHashing, OvAModel, Preprocessing
 from .params import TrainParams
 from .training.stats import TrainingStats
 from .training.trainer import ChunkResult, train_labels
@@ -47,6 +48,7 @@ class PreparedData:
     label_counts: np.ndarray      # int64 (label_space,)
     first_label: int
     num_labels: int
+    owned: bool = False           # X was made here (preprocessing): training may renumber it in place
 
     @property
     def n_train(self) -> int:
@@ -76,26 +78,35 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
 
     if not isinstance(params, TrainParams):
         raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
+    given = X
     X = check_features(X)
+    for axis, what in ((0, "sample(s)"), (1, "feature(s)")):
+        if X.shape[axis] == 0:   # nothing to learn from (scikit-learn's wording)
+            raise DataFormatError(f"X has 0 {what} (shape={X.shape}) while a minimum of 1 is required.")
     Yr = check_labels(Y, X.shape[0])
     first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
     pre = Preprocessing()
-    if params.tfidf or params.normalize:
-        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf)
+    hashing = FeatureHashing.from_params(params)
+    if params.tfidf or params.normalize or params.transform != "identity" or hashing is not None:
+        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf, transform=params.transform,
+                                   hashing=hashing)
         X = check_features(X)
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
     Yc.sort_indices()
-    return PreparedData(X, Yc, pre, label_counts, first, count)
+    return PreparedData(X, Yc, pre, label_counts, first, count, owned=X is not given)
 
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
               progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
-              collect: bool = True) -> tuple[OvAModel | None, TrainingStats | None]:
-    """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range."""
+              collect: bool = True, own_data: bool = False) -> tuple[OvAModel | None, TrainingStats | None]:
+    """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range.
+
+    ``own_data``: the caller hands X over (it is not read until this returns), so training
+    may renumber it in place instead of copying it (restored afterwards)."""
     data = prepare_data(X, Y, params, first_label, num_labels)
     out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
-                       sink=sink, collect=collect)
+                       sink=sink, collect=collect, inplace=data.owned or own_data)
     if out is None:
         return None, None
     weights, intercept, stats = out
@@ -105,55 +116,78 @@ def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: in
     return model, stats
 
 
+_D = TrainParams()   # the defaults (repr shows only what differs)
+
+
 class OvAClassifier:
     """One-vs-all linear classifier for extreme multi-label data (DiSMEC-style training).
 
-    Parameters are those of :class:`headstart.TrainParams` (same names, same defaults),
-    e.g. ``OvAClassifier(init="aop", C=1.0, epsilon=0.01, threads=0, prune=0.01)``.
+    A scikit-learn estimator (without depending on scikit-learn): the parameters are
+    those of :class:`headstart.TrainParams`, as keyword arguments with its defaults
+    (listed below); ``__init__`` only stores them, ``fit`` validates them (raising
+    :class:`~headstart.errors.ParameterError`, a ``ValueError``).  ``get_params`` /
+    ``set_params``, ``sklearn.base.clone`` and grid searches work on them.
 
-    Attributes after ``fit``: ``coef_`` (CSR, labels x features, no bias column),
-    ``intercept_`` (bias weight times bias value), ``stats_`` (:class:`TrainingStats`),
-    ``model_`` (:class:`OvAModel`), ``n_features_in_``.
+    ``fit(X, y)`` takes X (n x d, scipy sparse or dense) and y (n x L 0/1 indicator
+    matrix of the labels, sparse or dense) and sets ``coef_`` (CSR, labels x features, no bias
+    column), ``intercept_`` (bias weight times bias value), ``classes_`` (``arange(L)``),
+    ``n_features_in_``, ``stats_`` (:class:`TrainingStats`) and ``model_``
+    (:class:`OvAModel`).
+
+    Prediction: ``predict`` returns the sparse indicator matrix of the labels whose
+    binary classifier says yes (score > 0, see :meth:`predict`); ``predict_topk`` the
+    ``k`` best labels; ``decision_function`` the dense scores; ``predict_proba`` exists
+    for ``loss="logistic"``; ``score`` is P@k of the ranking (k = 1 by default).
     """
 
-    def __init__(self, **params: Any):
-        unknown = sorted(set(params) - set(_PARAM_NAMES))
-        if unknown:
-            raise ParameterError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(_PARAM_NAMES)}")
-        defaults = TrainParams()
-        for name in _PARAM_NAMES:
-            setattr(self, name, params.get(name, getattr(defaults, name)))
+    # __init__ is generated from TrainParams' fields (below the class), like the
+    # __init__ of a dataclass: one keyword-only argument per field, with its default.
 
-    # scikit-learn protocol
+    # --------------------------------------------------------------- scikit-learn protocol
     def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The parameters (the TrainParams fields), as given; ``deep`` is accepted for
+        scikit-learn (there are no nested estimators)."""
         return {name: getattr(self, name) for name in _PARAM_NAMES}
 
     def set_params(self, **params: Any) -> "OvAClassifier":
         for k, v in params.items():
             if k not in _PARAM_NAMES:
-                raise ParameterError(f"unknown parameter {k!r}")
+                raise ParameterError(f"invalid parameter {k!r} for OvAClassifier; valid parameters: "
+                                     f"{', '.join(_PARAM_NAMES)}")
             setattr(self, k, v)
         return self
 
+    def __sklearn_tags__(self):
+        # Called by scikit-learn only, so importing it here keeps it an optional extra.
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(estimator_type="classifier",
+                    target_tags=TargetTags(required=True, multi_output=True, single_output=False),
+                    classifier_tags=ClassifierTags(multi_class=False, multi_label=True),
+                    input_tags=InputTags(sparse=True, two_d_array=True))
+
     def __repr__(self) -> str:
-        d = TrainParams()
-        changed = {k: v for k, v in self.get_params().items() if v != getattr(d, k)}
+        changed = {k: v for k, v in self.get_params().items() if not _same(v, getattr(_D, k))}
         return f"OvAClassifier({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
 
     @property
     def params(self) -> TrainParams:
+        """The parameters as a validated :class:`TrainParams`."""
         return TrainParams(**self.get_params())
 
-    def fit(self, X, Y, *, first_label: int = 0, num_labels: int | None = None,
+    # --------------------------------------------------------------- training
+    def fit(self, X, y, *, first_label: int = 0, num_labels: int | None = None,
             progress: Callable[[int], None] | None = None) -> "OvAClassifier":
-        """Train labels ``[first_label, first_label + num_labels)`` (default: all) of (X, Y).
+        """Train labels ``[first_label, first_label + num_labels)`` (default: all) of (X, y).
 
-        X: CSR or dense (n x d); Y: CSR/dense 0-1 (n x L).
+        X: sparse or dense (n x d); y: the labels, a sparse or dense 0/1 matrix (n x L)
+        (named ``y`` as in scikit-learn).  Returns ``self``.
         """
-        model, stats = fit_model(X, Y, self.params, first_label=first_label, num_labels=num_labels,
+        model, stats = fit_model(X, y, self.params, first_label=first_label, num_labels=num_labels,
                                  progress=progress)
         self._set_model(model)
         self.stats_ = stats
+        self.n_iter_ = np.asarray(stats["iterations"])   # Newton iterations per trained label
         return self
 
     def _set_model(self, model: OvAModel) -> None:
@@ -161,33 +195,174 @@ class OvAClassifier:
         self.coef_ = model.weights
         self.intercept_ = model.intercept
         self.n_features_in_ = model.n_features
+        self.classes_ = np.arange(model.label_space)
 
     def _check_fitted(self) -> OvAModel:
         if not hasattr(self, "model_"):
-            raise ParameterError("this OvAClassifier is not fitted yet: call fit(X, Y) or headstart.load(dir)")
+            raise _not_fitted("this OvAClassifier is not fitted yet: call fit(X, y) or headstart.load(dir)")
         return self.model_
+
+    def _check_X(self, X) -> OvAModel:
+        """The scikit-learn methods take exactly the features of fit (``predict_topk``
+        also takes fewer, e.g. from a svmlight file whose last features do not occur)."""
+        model = self._check_fitted()
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] != model.n_features:
+            raise DataFormatError(f"X has {shape[1]} features, but OvAClassifier is expecting "
+                                  f"{model.n_features} features as input")
+        return model
+
+    def _threads(self, kw: dict) -> dict:
+        kw.setdefault("threads", self.threads)
+        return kw
+
+    # --------------------------------------------------------------- prediction
+    def predict(self, X, **kw) -> sp.csr_matrix:
+        """Sparse indicator matrix (CSR, int32, n x L): a 1 where a label's score is > 0.
+
+        Why a threshold and not the top k: each label's classifier is trained on +1/-1
+        targets, so score 0 is its own decision boundary, and ``predict`` returns what
+        the one-vs-all classifiers decide -- a row may get no label or many, as with
+        scikit-learn's OneVsRestClassifier or LinearSVC, and multi-label metrics
+        (F1, Hamming loss) apply to it.  The ranking that XMC evaluates (P@k) is
+        :meth:`predict_topk`, which :meth:`score` uses.  Equals
+        ``decision_function(X) > 0`` without holding the dense scores.
+        """
+        from .prediction.topk import predict_above
+
+        model = self._check_X(X)
+        return predict_above(model, X, 0.0, n_columns=model.label_space, **self._threads(kw))
 
     def predict_topk(self, X, k: int = 5, **kw) -> tuple[np.ndarray, np.ndarray]:
         """(labels, scores) of shape (n, k): the k best labels per row, best first."""
         from .prediction.topk import predict_topk
 
-        return predict_topk(self._check_fitted(), X, k, **kw)
+        return predict_topk(self._check_fitted(), X, k, **self._threads(kw))
 
     def decision_function(self, X, **kw) -> np.ndarray:
-        """Dense scores (n x labels) -- for small label counts only."""
+        """Dense scores (n x L, float32), column j for label j (``classes_``); labels
+        outside a label-range fit score -inf.  For small label counts only."""
         from .prediction.topk import decision_function
 
-        return decision_function(self._check_fitted(), X, **kw)
+        model = self._check_X(X)
+        S = decision_function(model, X, **self._threads(kw))
+        if S.shape[1] == model.label_space:
+            return S
+        full = np.full((S.shape[0], model.label_space), -np.inf, dtype=np.float32)
+        full[:, model.first_label:model.first_label + model.num_labels] = S
+        return full
+
+    @property
+    def predict_proba(self):
+        """P(label j | x) = sigmoid(score), dense (n x L) float64, for ``loss="logistic"``
+        only: the squared hinge gives no probabilities (the attribute is then absent,
+        so ``hasattr(clf, "predict_proba")`` is False, as for scikit-learn's LinearSVC)."""
+        loss = self.model_.params.loss if hasattr(self, "model_") else self.loss
+        if loss != "logistic":
+            raise AttributeError(f"predict_proba is available for loss='logistic' only (this model: {loss!r})")
+        return self._predict_proba
+
+    def _predict_proba(self, X, **kw) -> np.ndarray:
+        from scipy.special import expit
+
+        return expit(self.decision_function(X, **kw).astype(np.float64))
+
+    def score(self, X, y, sample_weight=None, *, k: int = 1) -> float:
+        """P@k of the ranking (:meth:`predict_topk`) against the 0/1 label matrix y (n x L):
+        the mean over rows of the share of the k best labels that are relevant (weighted
+        by ``sample_weight`` if given).  k = 1 by default, XMC's headline metric; use
+        :func:`precision_at_k_scorer` for another k in a grid search."""
+        from .metrics import precision_at_k
+
+        self._check_X(X)
+        labels, _ = self.predict_topk(X, k=k)
+        return precision_at_k(y, labels, k, sample_weight=sample_weight)
 
     def save(self, path, **kw) -> None:
-        from .model.format import save_model
+        from .model.writer import save_model
 
         save_model(self._check_fitted(), path, **kw)
 
 
+def _not_fitted(message: str) -> NotFittedError:
+    """headstart's NotFittedError; when scikit-learn is already loaded, one that is also
+    scikit-learn's (so ``except sklearn.exceptions.NotFittedError`` works) -- without
+    ever importing scikit-learn here."""
+    sk = sys.modules.get("sklearn.exceptions")
+    if sk is None:
+        return NotFittedError(message)
+    cls = _SKLEARN_NOT_FITTED.get(sk)
+    if cls is None:
+        cls = _SKLEARN_NOT_FITTED[sk] = type("NotFittedError", (NotFittedError, sk.NotFittedError),
+                                             {"__module__": NotFittedError.__module__})
+    return cls(message)
+
+
+_SKLEARN_NOT_FITTED: dict[Any, type] = {}
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b)
+
+
+class _PrecisionAtK:
+    def __init__(self, k: int):
+        self.k = k
+
+    def __call__(self, estimator: OvAClassifier, X, y, sample_weight=None) -> float:
+        return estimator.score(X, y, sample_weight=sample_weight, k=self.k)
+
+    def __repr__(self) -> str:
+        return f"precision_at_k_scorer(k={self.k})"
+
+
+def precision_at_k_scorer(k: int = 5) -> _PrecisionAtK:
+    """A scikit-learn scorer (``scorer(estimator, X, y)``) for P@k, e.g.
+    ``GridSearchCV(OvAClassifier(), {"C": [0.5, 1, 2]}, scoring=precision_at_k_scorer(5))``."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    return _PrecisionAtK(int(k))
+
+
+def _generated_init():
+    """``OvAClassifier.__init__(self, *, loss=..., C=..., ...)``: one keyword-only
+    argument per TrainParams field with that field's default, generated (as dataclasses
+    generate ``__init__``) so that the estimator's parameters are always exactly
+    TrainParams', and a real signature -- ``inspect.signature``, which scikit-learn's
+    ``get_params`` and ``clone`` read, and ``help()`` show it.  It only stores the values:
+    ``fit`` validates them (scikit-learn's rule; ``set_params`` and ``clone`` then see
+    exactly what was given)."""
+    defaults = {f.name: f.default for f in fields(TrainParams)}
+    args = ", ".join(f"{name}=_defaults[{name!r}]" for name in _PARAM_NAMES)
+    body = "".join(f"    self.{name} = {name}\n" for name in _PARAM_NAMES)
+    namespace: dict[str, Any] = {"_defaults": defaults}
+    exec(f"def __init__(self, *, {args}):\n{body}", namespace)
+    init = namespace["__init__"]
+    init.__annotations__ = {f.name: f.type for f in fields(TrainParams)}
+    init.__qualname__ = "OvAClassifier.__init__"
+    init.__module__ = __name__
+    init.__doc__ = "Store the training parameters (see the class docstring); ``fit`` validates them."
+    return init
+
+
+OvAClassifier.__init__ = _generated_init()
+
+
+def _parameters_doc() -> str:
+    """The Parameters section of the class docstring, from TrainParams' help texts."""
+    lines = ["", "    Parameters", "    ----------"]
+    for f in fields(TrainParams):
+        lines.append(f"    {f.name} : default {f.default!r}")
+        lines.append(f"        {f.metadata.get('help', '')}")
+    return "\n".join(lines) + "\n"
+
+
+OvAClassifier.__doc__ = (OvAClassifier.__doc__ or "") + _parameters_doc()
+
+
 def load(path, **kw) -> OvAClassifier:
     """Load a saved model directory into a fitted :class:`OvAClassifier`."""
-    from .model.format import load_model
+    from .model.reader import load_model
 
     model = load_model(path, **kw)
     clf = OvAClassifier(**model.params.to_dict())

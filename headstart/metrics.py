@@ -364,7 +364,7 @@ def propensities(train_label_counts, n_train: int, A: float = 0.55, B: float = 1
 
 
 # --------------------------------------------------------------------------- metrics
-def precision_at_k(Y_true, labels, k: int) -> float:
+def precision_at_k(Y_true, labels, k: int, sample_weight=None) -> float:
     """Precision at k.
 
     ``P@k = (1/n) * sum_i (1/k) * sum_{j=1..k} h_ij``
@@ -372,9 +372,19 @@ def precision_at_k(Y_true, labels, k: int) -> float:
     The divisor is always ``k``, also when a row has fewer than ``k`` relevant labels or
     fewer than ``k`` predictions (empty slots count as misses), and ``n`` counts every
     instance, including those without relevant labels (which score 0) -- as pyxclib.
+    With ``sample_weight`` (one weight >= 0 per row, not all 0) the mean over rows is the
+    weighted mean (scikit-learn's convention for a score).
     """
     k = _check_k(k)
-    return _Ranked(Y_true, labels, k).precision(k)
+    ranked = _Ranked(Y_true, labels, k)
+    if sample_weight is None:
+        return ranked.precision(k)
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (ranked.truth.n,) or not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise ParameterError(f"sample_weight must be {ranked.truth.n} finite weights >= 0, not all 0 "
+                             f"(one per row), got shape {w.shape}")
+    per_row = ranked.hits[:, :k].sum(axis=1) / k
+    return float(np.average(per_row, weights=w))
 
 
 def ndcg_at_k(Y_true, labels, k: int) -> float:

@@ -19,8 +19,43 @@ from typing import Any
 
 from .errors import ParameterError
 
-LOSSES = ("squared-hinge", "logistic")
-INITS = ("aop", "zero", "bias", "ovap", "ovap-strict", "pretrained")
+
+# The choices of loss, regulariser, initialiser and weighting come from their registries
+# (one module per strategy, see headstart/objective/losses, .../regularizers, headstart/init,
+# headstart/objective/weighting.py); they are looked up lazily because those packages
+# import this module.
+def loss_names() -> tuple[str, ...]:
+    from .objective import losses
+    return losses.NAMES
+
+
+def regularizer_names() -> tuple[str, ...]:
+    from .objective import regularizers
+    return regularizers.NAMES
+
+
+def init_names() -> tuple[str, ...]:
+    from . import init
+    return init.NAMES
+
+
+def weighting_names() -> tuple[str, ...]:
+    from .objective import weighting
+    return weighting.NAMES
+
+
+def __getattr__(name):
+    if name == "LOSSES":
+        return loss_names()
+    if name == "INITS":
+        return init_names()
+    raise AttributeError(name)
+
+
+#: feature value transforms, DiSMEC++'s ``--transform`` names (src/data/transform.h)
+TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
+#: hashed feature ids are int32, like every feature id (headstart.io)
+MAX_HASHED_FEATURES = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -32,9 +67,29 @@ class TrainParams:
     """
 
     loss: str = field(default="squared-hinge", metadata={
-        "help": "margin loss phi: squared-hinge max(0,1-m)^2 or logistic log(1+exp(-m))"})
+        "help": "margin loss phi(m): squared-hinge, hinge, huber-hinge, logistic (docs/design.md, 'Losses')"})
+    huber_epsilon: float = field(default=1.0, metadata={
+        "help": "huber-hinge: width of the parabola below margin 1 (DiSMEC++: 1 for huber-hinge, 0.1 for its hinge)"})
     C: float = field(default=1.0, metadata={
-        "help": "weight of the loss term: 0.5*||w||^2 + C*sum_i phi(y_i w.x_i)"})
+        "help": "weight of the loss term: reg_scale*R(w) + C*sum_i c_i phi(y_i w.x_i)"})
+    regularizer: str = field(default="l2", metadata={
+        "help": "R(w): l2 (||w||^2/2), l1 / l1-relaxed / huber (Huber, epsilon 0.01 / 0.1 / 1), "
+                "elastic-50-50, elastic-90-10, elastic-net (Huber-L1 + L2 mixes)"})
+    reg_scale: float = field(default=1.0, metadata={
+        "help": "scale of the regulariser (DiSMEC++ --reg-scale; equivalent to C/reg_scale)"})
+    reg_epsilon: float | None = field(default=None, metadata={
+        "help": "epsilon of the Huber part of the regulariser (default: the regulariser's preset)"})
+    reg_l2_share: float = field(default=0.5, metadata={
+        "help": "elastic-net: share of the L2 part (0 = Huber-L1 only, 1 = L2 only)"})
+    weighting: str = field(default="none", metadata={
+        "help": "instance costs per label for missing labels: none, 2pm1 (positives 2/p-1), "
+                "p2mp (negatives p/(2-p)), file (--weights-pos-file / --weights-neg-file)"})
+    propensity_a: float = field(default=0.55, metadata={"help": "propensity model A (Jain et al. 2016)"})
+    propensity_b: float = field(default=1.5, metadata={"help": "propensity model B (Jain et al. 2016)"})
+    weights_pos_file: str | None = field(default=None, metadata={
+        "help": "weighting=file: one positive cost per label (.npy vector or whitespace-separated text)"})
+    weights_neg_file: str | None = field(default=None, metadata={
+        "help": "weighting=file: one negative cost per label (.npy vector or whitespace-separated text)"})
     epsilon: float = field(default=0.01, metadata={
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
     max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label"})
@@ -42,6 +97,8 @@ class TrainParams:
         "help": "initial weights: aop (average of positives), zero, bias, ovap, ovap-strict, pretrained"})
     aop_s: float = field(default=1.0, metadata={"help": "aop: score of the mean positive, <w0, mean(P)> = s"})
     aop_t: float = field(default=-2.0, metadata={"help": "aop: score of the mean negative, <w0, mean(N)> = t"})
+    max_num_pos: int = field(default=1, metadata={
+        "help": "multi-pos init: labels with at most this many positives get the per-positive start"})
     bias_init: float = field(default=-1.0, metadata={
         "help": "bias init: initial bias weight (the paper compares -1, -0.9 and -2)"})
     ovap_epsilon: float = field(default=0.01, metadata={
@@ -54,14 +111,32 @@ class TrainParams:
         "help": "include the bias weight in the L2 regulariser (True = LIBLINEAR -s 2 -B 1 exactly)"})
     prune: float = field(default=0.01, metadata={
         "help": "after solving, set weights with |w| < prune to zero (0 disables)"})
+    sparsify: float = field(default=0.0, metadata={
+        "help": "instead of --prune: per label the largest threshold whose objective grows by at most "
+                "this many percent (DiSMEC++ --sparsify; 0 = off)"})
+    timeout: float = field(default=0.0, metadata={
+        "help": "time budget in seconds: no label starts after it; finished work is saved (0 = none)"})
     cg_epsilon: float = field(default=0.5, metadata={"help": "CG stops on LIBLINEAR's quadratic-model rule with this eps_cg"})
-    pcg_alpha: float = field(default=0.01, metadata={"help": "preconditioner (1-alpha) + alpha*diag(H)"})
+    pcg_alpha: float = field(default=0.01, metadata={
+        "help": "preconditioner (1-alpha) + alpha*diag(H), 0 < alpha < 1"})
     ls_eta: float = field(default=0.01, metadata={"help": "Armijo constant of the backtracking line search"})
     ls_max_steps: int = field(default=20, metadata={"help": "maximum halvings in the line search"})
     threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores)"})
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
         "help": "turn counts into tf-idf (log-scaled tf, idf from the training data, stored in the model)"})
+    transform: str = field(default="identity", metadata={
+        "help": "feature value transform, applied after hashing and before tf-idf and normalisation, in training "
+                "and prediction: identity, log-one-plus log(1+x), one-plus-log 1+log(x) for x>0 (zeros stay 0), "
+                "sqrt"})
+    hash_buckets: int = field(default=0, metadata={
+        "help": "feature hashing: buckets per hash function (0 = no hashing); the model has "
+                "hash_buckets*hash_functions features and predicting hashes the raw features the same way"})
+    hash_functions: int = field(default=32, metadata={
+        "help": "feature hashing: number of hash functions; each sends every feature to one bucket of its own "
+                "block, colliding values add up (with hash_buckets > 0)"})
+    hash_seed: int = field(default=42, metadata={
+        "help": "feature hashing: seed of the hash functions, an integer in [0, 2^32) (with hash_buckets > 0)"})
 
     def __post_init__(self) -> None:
         validate(self)
@@ -116,8 +191,25 @@ def _int(x: Any) -> bool:
 
 def validate(p: TrainParams) -> None:
     """Check every rule; raise :class:`ParameterError` naming parameter, rule and value."""
-    _need(p.loss in LOSSES, "loss", f"one of {', '.join(LOSSES)}", p.loss)
-    _need(p.init in INITS, "init", f"one of {', '.join(INITS)}", p.init)
+    for name, choices in (("loss", loss_names()), ("init", init_names()), ("regularizer", regularizer_names()),
+                          ("weighting", weighting_names())):
+        _need(getattr(p, name) in choices, name, f"one of {', '.join(choices)}", getattr(p, name))
+    _need(_finite(p.huber_epsilon) and p.huber_epsilon > 0, "huber_epsilon", "a finite number > 0", p.huber_epsilon)
+    _need(_finite(p.reg_scale) and p.reg_scale > 0, "reg_scale", "a finite number > 0", p.reg_scale)
+    _need(p.reg_epsilon is None or (_finite(p.reg_epsilon) and p.reg_epsilon > 0), "reg_epsilon",
+          "a finite number > 0 (or null for the preset)", p.reg_epsilon)
+    _need(_finite(p.reg_l2_share) and 0 <= p.reg_l2_share <= 1, "reg_l2_share", "a number in [0, 1]",
+          p.reg_l2_share)
+    _need(_finite(p.propensity_a), "propensity_a", "a finite number", p.propensity_a)
+    _need(_finite(p.propensity_b) and p.propensity_b > -1, "propensity_b", "a finite number > -1", p.propensity_b)
+    if p.weighting == "file":
+        _need(bool(p.weights_pos_file) or bool(p.weights_neg_file), "weights_pos_file",
+              "given (or weights_neg_file) when weighting='file'", p.weights_pos_file)
+    _need(_int(p.max_num_pos) and p.max_num_pos >= 0, "max_num_pos", "an integer >= 0", p.max_num_pos)
+    _need(_finite(p.sparsify) and 0 <= p.sparsify, "sparsify", "a finite number >= 0 (percent; 0 = off)",
+          p.sparsify)
+    _need(_finite(p.timeout) and 0 <= p.timeout, "timeout", "a finite number of seconds >= 0 (0 = none)",
+          p.timeout)
     _need(_finite(p.C) and p.C > 0, "C", "a finite number > 0", p.C)
     _need(_finite(p.epsilon) and p.epsilon > 0, "epsilon", "a finite number > 0", p.epsilon)
     _need(_int(p.max_iter) and p.max_iter >= 1, "max_iter", "an integer >= 1", p.max_iter)
@@ -131,12 +223,24 @@ def validate(p: TrainParams) -> None:
     _need(isinstance(p.regularize_bias, bool), "regularize_bias", "true or false", p.regularize_bias)
     _need(_finite(p.prune) and p.prune >= 0, "prune", "a finite number >= 0", p.prune)
     _need(_finite(p.cg_epsilon) and 0 < p.cg_epsilon, "cg_epsilon", "a finite number > 0", p.cg_epsilon)
-    _need(_finite(p.pcg_alpha) and 0 <= p.pcg_alpha <= 1, "pcg_alpha", "a number in [0, 1]", p.pcg_alpha)
+    # Open interval, as the authors' trainer requires: at alpha = 1 the preconditioner is
+    # diag(H) alone, which is 0 on the unregularised bias of a label with no active
+    # instance (e.g. one positive at score s = 1 and every negative below -1 after aop),
+    # and CG divides by it.  alpha = 0 is no preconditioning at all.
+    _need(_finite(p.pcg_alpha) and 0 < p.pcg_alpha < 1, "pcg_alpha", "a number in (0, 1)", p.pcg_alpha)
     _need(_finite(p.ls_eta) and 0 < p.ls_eta < 1, "ls_eta", "a number in (0, 1)", p.ls_eta)
     _need(_int(p.ls_max_steps) and p.ls_max_steps >= 1, "ls_max_steps", "an integer >= 1", p.ls_max_steps)
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
+    _need(p.transform in TRANSFORMS, "transform", f"one of {', '.join(TRANSFORMS)}", p.transform)
+    _need(_int(p.hash_buckets) and p.hash_buckets >= 0, "hash_buckets", "an integer >= 0 (0 = no hashing)",
+          p.hash_buckets)
+    _need(_int(p.hash_functions) and p.hash_functions >= 1, "hash_functions", "an integer >= 1", p.hash_functions)
+    _need(_int(p.hash_seed) and 0 <= p.hash_seed < 2**32, "hash_seed", "an integer in [0, 2^32)", p.hash_seed)
+    _need(p.hash_buckets * p.hash_functions <= MAX_HASHED_FEATURES, "hash_buckets",
+          f"such that hash_buckets * hash_functions <= {MAX_HASHED_FEATURES} (feature ids are int32; "
+          f"hash_functions={p.hash_functions})", p.hash_buckets)
     if p.init == "pretrained":
         _need(isinstance(p.pretrained, str) and p.pretrained != "", "pretrained",
               "a model directory when init='pretrained'", p.pretrained)

@@ -21,11 +21,14 @@ init
     column sums, the initialisation's plan (aop: the mean instance; ovap: a shared
     solution and a workspace of its own).
 workspaces
-    per training thread, ``lanes`` (8, or 1 when 8 would not fit 2 GiB) lane workspaces
-    as :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from
-    it: vectors of ``n_features + 1`` and of ``n`` with their dtypes, e.g. 8 float64 +
-    2 int32 of ``n_features + 1``, 4 float64 + an int32 + an int8 of ``n``), plus the
-    kernel's start vectors and sweep directions (``1 + 2 * lanes`` float64 vectors of
+    per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16, or 1
+    when 16 would not fit 2 GiB) lane workspaces as
+    :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
+    per lane w, s (float64) and the support and its marks (int32) of ``n_features + 1``,
+    the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
+    lanes, the gradient and CG vectors (6 float64 of ``n_features + 1``) and the active
+    set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
+    start vectors and sweep directions (``1 + 2 * lanes`` float64 vectors of
     ``n_features + 1``).
     An upper bound: the workspaces live in mappings of their own
     (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the
@@ -137,9 +140,11 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     if _LANE_LAYOUT is None:
         from .training.kernel import make_lane_workspace
 
-        n, d = 3, 6                      # distinct lengths: n = 3, n_features + 1 = 7
+        n, d = 5, 6                      # distinct lengths: n = 5, n_features + 1 = 7 (the
+        #                                  objective's scalars: 3, the lane delta: 1)
         per_nv = per_n = fixed = shared_nv = shared_n = 0
-        for a in make_lane_workspace(n, d, 2):
+        ws, state = make_lane_workspace(n, d, 2)
+        for a in (*ws, *state):
             length = int(a.size // a.shape[0])
             shared = a.shape[0] == 1
             if length == d + 1:
@@ -271,11 +276,23 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
     L = int(Y.shape[1])
     if weight_density is None:
         weight_density = 1.0 if params.prune == 0 else DEFAULT_WEIGHT_DENSITY
+    dense_input = not sp.issparse(X)
+    hash_buckets = params.hash_buckets
+    if hash_buckets:
+        # training sees the hashed copy: R stored values per input value at most (fewer
+        # when features collide), over hash_buckets * R features
+        R = params.hash_functions
+        d = hash_buckets * R
+        nnz = min(nnz * R, n * d)
+        features_used = min(features_used * R, d)
+        dense_input = False
+    preprocess = bool(params.tfidf or params.normalize or hash_buckets
+                      or params.transform != "identity")
     return estimate_training_memory(
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
-        init=params.init, preprocess=bool(params.tfidf or params.normalize), collect=collect,
-        dense_input=not sp.issparse(X), weight_density=weight_density)
+        init=params.init, preprocess=preprocess, collect=collect,
+        dense_input=dense_input, weight_density=weight_density)
 
 
 # --------------------------------------------------------------------------- available memory

@@ -8,6 +8,15 @@ import scipy.sparse as sp
 from .errors import DataFormatError
 
 
+def _numeric(A: np.ndarray, name: str) -> np.ndarray:
+    """An object array of numbers as float64 (a TypeError, as numpy's, for non-numbers such
+    as dicts; a DataFormatError for strings that are not numbers)."""
+    try:
+        return A.astype(np.float64)
+    except ValueError as e:
+        raise DataFormatError(f"{name} must be numeric: {e}") from None
+
+
 def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
     """Return X as canonical CSR float32 (sorted indices, no duplicates, no explicit zeros).
 
@@ -18,7 +27,11 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
         X = sp.csr_matrix(X)
     else:
         X = np.asarray(X)
-        if X.dtype == object or X.ndim != 2:
+        if np.iscomplexobj(X):   # converting would silently drop the imaginary parts
+            raise DataFormatError(f"Complex data not supported: {name} has dtype {X.dtype}")
+        if X.dtype == object:
+            X = _numeric(X, name)
+        if X.ndim != 2:
             raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
                                   f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
         if not np.issubdtype(X.dtype, np.number):
@@ -31,8 +44,8 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     if not np.all(np.isfinite(X.data)):
         bad = np.flatnonzero(~np.isfinite(X.data))[0]
         row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
-        raise DataFormatError(f"{name} has a non-finite value (row {row}, column {X.indices[bad]}, "
-                              f"value {X.data[bad]})")
+        raise DataFormatError(f"{name} has a NaN or infinite value (row {row}, column {X.indices[bad]}, "
+                              f"value {X.data[bad]}; values beyond float32's range become infinite)")
     if not X.has_canonical_format:
         X.sum_duplicates()
     X.eliminate_zeros()
@@ -44,17 +57,36 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
 
 
 def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
-    """Return Y as CSR of 0/1 (float32); any stored nonzero counts as a positive."""
+    """Return Y as CSR of 0/1 (float32).
+
+    Every stored value must be 0 or 1 (True/False): other values are refused rather than
+    read as positives, because the usual mistakes -- -1/+1 targets, class ids, label
+    counts, continuous targets -- would otherwise train silently on the wrong labels."""
+    if Y is None:
+        raise DataFormatError(f"training requires y to be passed, but the target y is None: {name} must be "
+                              "a 2-D (instances x labels) 0/1 matrix")
     if not sp.issparse(Y):
         Y = np.asarray(Y)
+        if Y.dtype == object:
+            Y = _numeric(Y, name)
         if Y.ndim != 2:
-            raise DataFormatError(f"{name} must be a 2-D (instances x labels) matrix, got shape {Y.shape}")
+            hint = (": a 1-D target holds one class per instance; one-vs-all multi-label training needs "
+                    "one 0/1 column per label (e.g. sklearn.preprocessing.MultiLabelBinarizer, or "
+                    "y.reshape(-1, 1) for a single binary label)") if Y.ndim == 1 else ""
+            raise DataFormatError(f"{name} must be a 2-D (instances x labels) matrix, got shape {Y.shape}{hint}")
         Y = sp.csr_matrix(Y)
     Y = sp.csr_matrix(Y)
     if Y.shape[0] != n_rows:
         raise DataFormatError(f"{name} has {Y.shape[0]} rows but X has {n_rows}: one label row per instance")
-    if Y.nnz and not np.all(np.isfinite(Y.data)):
-        raise DataFormatError(f"{name} has non-finite entries")
+    if np.iscomplexobj(Y.data):
+        raise DataFormatError(f"Complex data not supported: {name} has dtype {Y.dtype}")
+    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
+    if bad.size:
+        row = int(np.searchsorted(Y.indptr, bad[0], side="right") - 1)
+        value = Y.data[bad[0]].item()
+        hint = " (for -1/+1 targets pass y > 0)" if value == -1 else ""
+        raise DataFormatError(f"{name} must be a 0/1 indicator matrix (one column per label), found the value "
+                              f"{value!r} at row {row}, column {int(Y.indices[bad[0]])}{hint}")
     Y = Y.copy()
     Y.sum_duplicates()
     Y.data = (Y.data != 0).astype(np.float32)

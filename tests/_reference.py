@@ -97,23 +97,90 @@ def augmented(X, bias: float) -> sp.csr_matrix:
     return sp.hstack([X, np.full((X.shape[0], 1), float(bias))], format="csr")
 
 
+# Losses and regularisers, written directly from their formulas (docs/design.md).  A
+# loss or regulariser is a name or a (name, parameter...) tuple; "curv" is the curvature
+# the Newton method is documented to use (the true second derivative where it exists and
+# is positive; the majorising 1/v or 1/|w| of the authors' trainer on linear pieces).
+def _spec(x):
+    return (x,) if isinstance(x, str) else tuple(x)
+
+
 def _phi(loss, m):
-    if loss == "squared-hinge":
-        return np.maximum(0.0, 1.0 - m) ** 2
+    name, *par = _spec(loss)
+    v = 1.0 - m
+    if name == "squared-hinge":
+        return np.maximum(0.0, v) ** 2
+    if name == "hinge":
+        return np.maximum(0.0, v)
+    if name == "huber-hinge":
+        eps = par[0]
+        return np.where(v <= 0, 0.0, np.where(v > eps, v - eps / 2, v * v / (2 * eps)))
     return np.logaddexp(0.0, -m)
 
 
 def _dphi(loss, m):
-    if loss == "squared-hinge":
-        return -2.0 * np.maximum(0.0, 1.0 - m)
+    name, *par = _spec(loss)
+    v = 1.0 - m
+    if name == "squared-hinge":
+        return -2.0 * np.maximum(0.0, v)
+    if name == "hinge":
+        return np.where(v > 0, -1.0, 0.0)
+    if name == "huber-hinge":
+        eps = par[0]
+        return np.where(v <= 0, 0.0, np.where(v > eps, -1.0, -v / eps))
     return -0.5 * (1.0 - np.tanh(0.5 * m))          # = -1 / (1 + e^m), overflow-free
 
 
 def _d2phi(loss, m):
-    if loss == "squared-hinge":
+    name, *par = _spec(loss)
+    v = 1.0 - m
+    if name == "squared-hinge":
         return np.where(m < 1.0, 2.0, 0.0)
+    if name == "hinge":
+        return np.where(v > 0, 1.0 / np.maximum(v, 1e-8), 0.0)
+    if name == "huber-hinge":
+        eps = par[0]
+        return np.where(v <= 0, 0.0, np.where(v > eps, 1.0 / np.where(v > 0, v, 1.0), 1.0 / eps))
     s = 0.5 * (1.0 + np.tanh(0.5 * m))                # sigmoid(m)
     return s * (1.0 - s)
+
+
+def _huber(eps, w):
+    a = np.abs(w)
+    return np.where(a > eps, a - eps / 2, w * w / (2 * eps))
+
+
+def _r(reg, w):
+    name, *par = _spec(reg)
+    if name == "l2":
+        return 0.5 * w * w
+    if name == "huber":
+        return _huber(par[0], w)
+    eps, share = par                                   # elastic net
+    return (1 - share) * _huber(eps, w) + share * 0.5 * w * w
+
+
+def _dr(reg, w):
+    name, *par = _spec(reg)
+    if name == "l2":
+        return w
+    hub = lambda eps: np.clip(w / eps, -1.0, 1.0)  # noqa: E731
+    if name == "huber":
+        return hub(par[0])
+    eps, share = par
+    return (1 - share) * hub(eps) + share * w
+
+
+def _d2r(reg, w):
+    name, *par = _spec(reg)
+    if name == "l2":
+        return np.ones_like(w)
+    a = np.abs(w)
+    hub = lambda eps: np.where(a > eps, 1.0 / np.where(a > 0, a, 1.0), 1.0 / eps)  # noqa: E731
+    if name == "huber":
+        return hub(par[0])
+    eps, share = par
+    return (1 - share) * hub(eps) + share
 
 
 def _reg_mask(d1: int, regularize_bias: bool) -> np.ndarray:
@@ -123,29 +190,37 @@ def _reg_mask(d1: int, regularize_bias: bool) -> np.ndarray:
     return r
 
 
-def objective(Xa, y, w, C, loss="squared-hinge", regularize_bias=True) -> float:
-    """0.5 ||w_r||^2 + C sum phi(y_i w.x_i) with Xa = augmented(X, bias)."""
+def _costs(y, C, costs):
+    """Per-instance c_i: C, or C * (c_+ on positives, c_- on negatives)."""
+    if costs is None:
+        return np.full(y.size, float(C))
+    cp, cn = costs
+    return C * np.where(y > 0, cp, cn)
+
+
+def objective(Xa, y, w, C, loss="squared-hinge", regularize_bias=True, reg="l2", costs=None) -> float:
+    """sum_j r(w_j) (bias only if regularised) + sum_i c_i phi(y_i w.x_i), Xa = augmented(X, bias)."""
     w = np.asarray(w, dtype=np.float64)
     r = _reg_mask(w.size, regularize_bias)
     m = y * (Xa @ w)
-    return float(0.5 * np.dot(r * w, w) + C * np.sum(_phi(loss, m)))
+    return float(np.sum(r * _r(reg, w)) + np.sum(_costs(y, C, costs) * _phi(loss, m)))
 
 
-def gradient(Xa, y, w, C, loss="squared-hinge", regularize_bias=True) -> np.ndarray:
+def gradient(Xa, y, w, C, loss="squared-hinge", regularize_bias=True, reg="l2", costs=None) -> np.ndarray:
     w = np.asarray(w, dtype=np.float64)
     r = _reg_mask(w.size, regularize_bias)
     m = y * (Xa @ w)
-    return r * w + C * (Xa.T @ (_dphi(loss, m) * y))
+    return r * _dr(reg, w) + Xa.T @ (_costs(y, C, costs) * _dphi(loss, m) * y)
 
 
-def hessian(Xa, y, w, C, loss="squared-hinge", regularize_bias=True) -> np.ndarray:
+def hessian(Xa, y, w, C, loss="squared-hinge", regularize_bias=True, reg="l2", costs=None) -> np.ndarray:
     """Dense (generalised) Hessian -- small problems only."""
     w = np.asarray(w, dtype=np.float64)
     r = _reg_mask(w.size, regularize_bias)
     m = y * (Xa @ w)
-    D = C * _d2phi(loss, m)
+    D = _costs(y, C, costs) * _d2phi(loss, m)
     A = Xa.toarray()
-    return np.diag(r) + A.T @ (D[:, None] * A)
+    return np.diag(r * _d2r(reg, w)) + A.T @ (D[:, None] * A)
 
 
 def stopping_tolerance(Xa, y, C, loss, epsilon) -> tuple[float, float]:

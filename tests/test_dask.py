@@ -65,10 +65,9 @@ def reference(data):
 def assert_same_model(model_dir, ref):
     got = load_model(model_dir, allow_gaps=True)
     assert (got.first_label, got.num_labels) == (ref.first_label, ref.num_labels)
-    np.testing.assert_allclose(got.weights.toarray(), ref.weights.toarray(), rtol=0, atol=1e-6)
-    np.testing.assert_allclose(got.intercept, ref.intercept, rtol=0, atol=1e-6)
-    # in fact bit-identical: every label runs the same deterministic code anywhere
-    assert abs(got.weights - ref.weights).max() == 0.0
+    # bit-identical: every label runs the same deterministic code anywhere
+    assert (got.weights != ref.weights).nnz == 0 and got.weights.nnz == ref.weights.nnz
+    assert np.array_equal(got.intercept, ref.intercept)
     return got
 
 
@@ -105,6 +104,19 @@ def test_dask_run_equals_local_run(client, data, reference, tmp_path):
         np.testing.assert_array_equal(la, lb)
 
 
+def test_dask_trains_every_objective_option_like_a_local_run(client, data, tmp_path):
+    """Loss, regulariser, weighting, initialiser and post-processing travel to the workers
+    with the parameters: the Dask model is the local model, bit for bit."""
+    (X, Y), _ = data
+    p = PARAMS.replace(loss="huber-hinge", huber_epsilon=0.5, regularizer="elastic-90-10", reg_scale=2.0,
+                       weighting="2pm1", init="multi-pos", max_num_pos=3, sparsify=1.0)
+    local, _ = fit_model(X, Y, p, first_label=0, num_labels=16)
+    r = train_dask(X, Y, p, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1)
+    assert r.complete
+    assert read_manifest(tmp_path / "m")["params"]["regularizer"] == "elastic-90-10"
+    assert_same_model(tmp_path / "m", local)
+
+
 def test_dask_resumes_a_local_run(client, data, reference, tmp_path):
     (X, Y), _ = data
     out = tmp_path / "m"
@@ -129,6 +141,23 @@ def test_predict_over_dask_equals_streaming(client, data, reference, tmp_path):
                            model_memory=model_memory)
         np.testing.assert_array_equal(got[0], want[0])
         np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_dask_applies_the_transform_and_hashing_like_the_local_run(client, data, tmp_path):
+    """TrainParams' feature transform and hashing reach the workers: the model and its
+    predictions of raw test data are those of the local run."""
+    (X, Y), (Xt, _) = data
+    params = PARAMS.replace(transform="log-one-plus", hash_buckets=200, hash_functions=2, hash_seed=9)
+    ref, _ = fit_model(X, Y, params, num_labels=16)
+    r = train_dask(X, Y, params, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1)
+    assert r.complete and read_manifest(tmp_path / "m")["preprocessing"]["hash"] == {
+        "buckets": 200, "functions": 2, "seed": 9}
+    got = assert_same_model(tmp_path / "m", ref)
+    assert got.n_features == 400
+    want = predict_topk(ref, Xt, 5)
+    la, sa = predict_dask(tmp_path / "m", Xt, 5, client=client, chunk_rows=600, allow_gaps=True)
+    np.testing.assert_array_equal(la, want[0])
+    np.testing.assert_array_equal(sa, want[1])
 
 
 def test_a_failing_task_stops_the_run_with_its_error(client, data, tmp_path):

@@ -275,3 +275,29 @@ def test_figures_are_written_atomically(tmp_path):
         figures._save(Broken(), path)
     assert path.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]
+
+
+def test_feature_options_reach_every_run(bibtex_dir, capsys, tmp_path):
+    """--transform and the hashing options are training parameters of every run, and the
+    runs' metrics are those of the library's model trained with them."""
+    from headstart.estimator import fit_model
+    from headstart.experiment.run import evaluate_model, load_dataset
+
+    code, _, err = run(capsys, "experiment", bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz", "-o",
+                       tmp_path / "r", "--inits", "zero,aop", "--labels", f"{FIRST}:{FIRST + COUNT}", "--threads", "1",
+                       "--no-stats",
+                       "--transform", "log-one-plus", "--hash-buckets", "100", "--hash-functions", "2",
+                       "--hash-seed", "4", "--quiet")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "r" / "table.json").read_text())
+    data = load_dataset(bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz")
+    for rec in doc["runs"]:
+        params = TrainParams.from_dict(rec["params"])
+        assert (params.transform, params.hash_buckets, params.hash_functions, params.hash_seed) == \
+            ("log-one-plus", 100, 2, 4)
+        model, _ = fit_model(data.X_train, data.Y_train, params, first_label=FIRST, num_labels=COUNT)
+        assert model.n_features == 200
+        assert rec["metrics"] == evaluate_model(model, data.X_test, data.Y_test[:, FIRST:FIRST + COUNT], 1)
+    code, _, err = run(capsys, "experiment", bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz", "-o",
+                       tmp_path / "r2", "--transform", "cube")
+    assert code == 2 and "invalid choice: 'cube'" in err

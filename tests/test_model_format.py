@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from headstart.errors import ModelFormatError
 from headstart.model import (ModelWriter, OvAModel, Preprocessing, iter_shards, load_model, merge_models,
                              read_manifest, save_model)
-from headstart.model import format as fmt
+from headstart.io.atomic import atomic_directory
+from headstart.model import archive, shards, writer
+from headstart.model.manifest import shard_file_name
 from headstart.params import TrainParams
 
 
@@ -57,7 +59,7 @@ def rewrite_manifest(path: Path, change) -> None:
 
 
 def sha(path: Path) -> str:
-    return fmt._sha256_file(path)
+    return archive.sha256_file(path)
 
 
 # --------------------------------------------------------------------------- round trips
@@ -120,7 +122,7 @@ def test_empty_model(tmp_path):
 # --------------------------------------------------------------------------- atomicity
 def test_crash_during_save_leaves_nothing(tmp_path, monkeypatch):
     calls = {"n": 0}
-    real = fmt._write_shard_file
+    real = writer.write_shard_file
 
     def crashing(*a, **kw):
         calls["n"] += 1
@@ -128,7 +130,7 @@ def test_crash_during_save_leaves_nothing(tmp_path, monkeypatch):
             raise RuntimeError("simulated crash")
         return real(*a, **kw)
 
-    monkeypatch.setattr(fmt, "_write_shard_file", crashing)
+    monkeypatch.setattr(writer, "write_shard_file", crashing)
     with pytest.raises(RuntimeError, match="simulated crash"):
         save_model(random_model(), tmp_path / "m", shard_size=5)
     assert list(tmp_path.iterdir()) == []
@@ -141,7 +143,7 @@ def test_crash_during_save_keeps_old_model(tmp_path, monkeypatch):
     def crash(*a, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fmt, "_write_json", crash)
+    monkeypatch.setattr(writer, "write_manifest", crash)
     with pytest.raises(KeyboardInterrupt):
         save_model(random_model(seed=2), tmp_path / "m")
     monkeypatch.undo()
@@ -161,7 +163,7 @@ def test_crash_while_installing_keeps_old_model(tmp_path, monkeypatch):
             raise OSError("simulated rename failure")
         return real(src, dst)
 
-    monkeypatch.setattr(fmt.os, "replace", flaky)
+    monkeypatch.setattr(os, "replace", flaky)
     with pytest.raises(OSError, match="simulated"):
         save_model(random_model(seed=2), tmp_path / "m")
     monkeypatch.undo()
@@ -376,8 +378,8 @@ def test_writer_resume(tmp_path):
         w.add_shard(20, model.weights[20:30, :5], model.intercept[20:30])
 
     # a crash between shard file and manifest: an unlisted file, ignored and cleaned
-    orphan = tmp_path / "m" / fmt.shard_file_name(20, 10)
-    fmt._write_shard_file(tmp_path / "m", 20, model.weights[20:30], model.intercept[20:30])
+    orphan = tmp_path / "m" / shard_file_name(20, 10)
+    shards.write_shard_file(tmp_path / "m", 20, model.weights[20:30], model.intercept[20:30])
     (tmp_path / "m" / "shards" / (".x.tmp-" + "a" * 32)).write_bytes(b"half")
     (tmp_path / "m" / ".manifest.json.0123456789ab.tmp").write_bytes(b"half")  # headstart.io.atomic style
     (tmp_path / "m" / "shards" / "notes.txt").write_text("not ours")
@@ -414,7 +416,7 @@ def test_writer_crash_in_manifest_keeps_previous_state(tmp_path, monkeypatch):
     model = random_model(num_labels=20, label_space=20)
     w = ModelWriter.create(tmp_path / "m", 23, 20, model.params)
     w.add_shard(0, model.weights[:10], model.intercept[:10])
-    monkeypatch.setattr(fmt, "_write_json", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+    monkeypatch.setattr(writer, "write_manifest", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
     with pytest.raises(OSError, match="disk full"):
         w.add_shard(10, model.weights[10:], model.intercept[10:])
     monkeypatch.undo()
@@ -449,14 +451,14 @@ def test_writer_concurrent_overlap_refused(tmp_path, monkeypatch):
     model = random_model(num_labels=20, label_space=20)
     w = ModelWriter.create(tmp_path / "m", 23, 20, model.params)
     gate, release = threading.Event(), threading.Event()
-    real = fmt._write_shard_file
+    real = writer.write_shard_file
 
     def slow(*a, **kw):
         gate.set()
         release.wait(10)
         return real(*a, **kw)
 
-    monkeypatch.setattr(fmt, "_write_shard_file", slow)
+    monkeypatch.setattr(writer, "write_shard_file", slow)
     t = threading.Thread(target=w.add_shard, args=(0, model.weights[:10], model.intercept[:10]))
     t.start()
     gate.wait(10)
@@ -554,17 +556,18 @@ def test_npz_reader_never_unpickles(tmp_path, monkeypatch):
     assert zipfile.is_zipfile(tmp_path / "m" / "shards" / "labels-0000000-0000008.npz")
 
 
-def test_private_atomic_write(tmp_path):
-    target = tmp_path / "f.bin"
-    target.write_bytes(b"old")
+def test_atomic_directory(tmp_path):
+    target = tmp_path / "d"
+    target.mkdir()
+    (target / "old").write_bytes(b"old")
     with pytest.raises(RuntimeError):
-        with fmt._private_atomic_write(target, "wb") as fh:
-            fh.write(b"new but unfinished")
+        with atomic_directory(target) as tmp:
+            (tmp / "new").write_bytes(b"new but unfinished")
             raise RuntimeError("crash")
-    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["f.bin"]
-    with fmt._private_atomic_write(target, "wb") as fh:
-        fh.write(b"new")
-    assert target.read_bytes() == b"new" and [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+    assert [p.name for p in tmp_path.iterdir()] == ["d"] and [p.name for p in target.iterdir()] == ["old"]
+    with atomic_directory(target) as tmp:
+        (tmp / "new").write_bytes(b"new")
+    assert [p.name for p in tmp_path.iterdir()] == ["d"] and [p.name for p in target.iterdir()] == ["new"]
 
 
 def test_relative_paths(tmp_path, monkeypatch):

@@ -1,33 +1,54 @@
 """The objective kernels of headstart.objective.erm against finite differences and an
-independent numpy implementation (tests/_reference.py).
+independent numpy implementation (tests/_reference.py), through the same entry points,
+dtypes and State the trainer uses (int8 labels, int32 active sets and marks, the loss and
+regulariser tuples of the registries).
 
-Checked for both losses, sparse and dense-origin X, with and without bias
-regularisation, bias values 1 and 0.5:
+Checked for every registered loss, the regularisers (L2, Huber, elastic net), per-instance
+costs, sparse and dense-origin X, with and without bias regularisation, bias 1 and 0.5:
 
-* ``scores`` is X w + bias * w_bias, ``fun`` the objective value;
-* ``grad`` agrees with central differences of ``fun`` (coordinate-wise and along
-  random directions) and reports the right active set;
-* ``hess_vec`` agrees with central differences of ``grad`` and with the dense Hessian;
-  it is symmetric and positive (semi)definite;
-* ``diag_precond`` is the diagonal of that Hessian.
-
-For the squared hinge every evaluation point is kept away from the kink (no margin
-within ``KINK_GAP`` of 1) so that the objective is a smooth quadratic around it.
+* ``scores`` is X w + bias * w_bias, ``value`` the objective value;
+* ``gradient`` agrees with central differences of ``value`` and reports the right
+  active set and coefficients;
+* ``hess_vec`` is the documented (generalised) Hessian: equal to the dense numpy one, and
+  to central differences of the gradient wherever the curvature is the true second
+  derivative (away from kinks; not on the linear pieces of the hinges and the Huber
+  regulariser, where the authors' majorising curvature is used instead);
+* ``precond`` is that Hessian's diagonal; the support forms agree with the full ones.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from headstart.objective import erm
+from headstart.objective import erm, losses, regularizers
 from headstart.validation import check_features
 
 import _reference as ref
 
-LOSSES = ("squared-hinge", "logistic")
 KINK_GAP = 0.05
+EPS_HUBER_LOSS = 0.7
+EPS_HUBER_REG = 0.3
+
+# (registry name, reference spec, parameters for the registry's make())
+LOSS_CASES = {
+    "squared-hinge": ("squared-hinge", {}),
+    "logistic": ("logistic", {}),
+    "hinge": (("huber-hinge", 0.1), {}),      # DiSMEC++'s hinge: the Huber hinge, epsilon 0.1
+    "huber-hinge": (("huber-hinge", EPS_HUBER_LOSS), {"huber_epsilon": EPS_HUBER_LOSS}),
+}
+REG_CASES = {
+    "l2": ("l2", {}),
+    "huber": (("huber", EPS_HUBER_REG), {"reg_epsilon": EPS_HUBER_REG}),
+    "elastic-net": (("elastic", EPS_HUBER_REG, 0.3), {"reg_epsilon": EPS_HUBER_REG, "reg_l2_share": 0.3}),
+}
+
+
+def test_every_registered_loss_is_tested():
+    assert set(LOSS_CASES) == set(losses.NAMES)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -48,9 +69,8 @@ def make_X(kind: str, n: int = 40, d: int = 9, seed: int = 0):
         A = rng.normal(0.0, 1.0, (n, d)).astype(np.float32)
         A[rng.random((n, d)) < 0.2] = 0.0
         X = check_features(A)
-        assert sp.isspmatrix_csr(X) or sp.issparse(X)
         np.testing.assert_array_equal(X.toarray(), A)
-    assert X.dtype == np.float32
+    assert X.dtype == np.float32 and X.indices.dtype == np.int32
     return X
 
 
@@ -62,74 +82,107 @@ def labels_for(n: int, seed: int = 1) -> np.ndarray:
 
 
 class Kernels:
-    """The erm kernels for one problem, with fresh output buffers per call."""
+    """The erm kernels for one problem, in a fresh State per call."""
 
-    def __init__(self, X, y, bias, C, loss, regularize_bias):
-        self.P = erm.make_problem(X, bias, C, loss, regularize_bias)
-        self.y = np.ascontiguousarray(y, dtype=np.float64)
+    def __init__(self, X, y, bias, C, loss, regularize_bias, reg="l2", costs=(1.0, 1.0)):
+        lspec, lpar = LOSS_CASES[loss]
+        rspec, rpar = REG_CASES[reg]
+        fields = dict(loss=loss, regularizer=reg, huber_epsilon=1.0, reg_epsilon=None, reg_l2_share=0.5)
+        fields.update(lpar)
+        fields.update(rpar)
+        p = SimpleNamespace(**fields)
+        self.P = erm.make_problem(X, bias, losses.make(p), regularizers.make(p), regularize_bias)
+        self.spec = dict(loss=lspec, reg=rspec, regularize_bias=regularize_bias, costs=costs)
+        self.C = C
+        self.costs = costs
+        self.y = np.asarray(y, dtype=np.float64)
+        self.pos = np.flatnonzero(self.y > 0).astype(np.int64)
         self.n, self.d = X.shape
         self.nv = self.d + 1
+        self.stamp = 0
+
+    def state(self, w):
+        O = erm.make_state(self.n, self.d)
+        erm.set_label(O, self.pos, self.C * self.costs[0], self.C * self.costs[1])
+        assert O.y.dtype == np.int8 and O.act.dtype == np.int32 and O.mark.dtype == np.int32
+        erm.scores(self.P, np.ascontiguousarray(w, dtype=np.float64), O.wx)
+        return O
 
     def wx(self, w):
-        out = np.empty(self.n)
-        erm.scores(self.P, np.ascontiguousarray(w, dtype=np.float64), out)
-        return out
+        return self.state(w).wx.copy()
 
     def f(self, w):
         w = np.ascontiguousarray(w, dtype=np.float64)
-        return erm.fun(self.P, self.y, w, self.wx(w))
+        return erm.value(self.P, self.state(w), w)
 
     def grad(self, w):
-        """(g, act[:nact], gcoef[:nact], hcoef[:nact])."""
+        """(g, act, gcoef, hcoef, O) with g on every coordinate."""
         w = np.ascontiguousarray(w, dtype=np.float64)
+        O = self.state(w)
         g = np.full(self.nv, np.nan)
-        act = np.full(self.n, -7, dtype=np.int64)
-        gcoef = np.full(self.n, np.nan)
-        hcoef = np.full(self.n, np.nan)
-        nact = erm.grad(self.P, self.y, w, self.wx(w), g, act, gcoef, hcoef)
-        return g, act[:nact].copy(), gcoef[:nact].copy(), hcoef[:nact].copy(), (act, hcoef, nact)
+        nact = erm.full_gradient(self.P, O, w, g)
+        return g, O.act[:nact].copy(), O.gcoef[:nact].copy(), O.hcoef[:nact].copy(), O
 
     def hv(self, w, v):
-        *_, (act, hcoef, nact) = self.grad(w)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        O = self.grad(w)[-1]
         out = np.full(self.nv, np.nan)
-        erm.hess_vec(self.P, act, nact, hcoef, np.ascontiguousarray(v, dtype=np.float64), out)
+        erm.full_hess_vec(self.P, O, w, np.ascontiguousarray(v, dtype=np.float64), out)
         return out
 
     def hess_dense(self, w):
-        *_, (act, hcoef, nact) = self.grad(w)
-        H = np.empty((self.nv, self.nv))
-        out = np.empty(self.nv)
-        for j in range(self.nv):
-            e = np.zeros(self.nv)
-            e[j] = 1.0
-            erm.hess_vec(self.P, act, nact, hcoef, e, out)
-            H[:, j] = out
-        return H
+        return np.column_stack([self.hv(w, e) for e in np.eye(self.nv)])
 
     def diag(self, w):
-        *_, (act, hcoef, nact) = self.grad(w)
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        O = self.grad(w)[-1]
         M = np.full(self.nv, np.nan)
-        erm.diag_precond(self.P, act, nact, hcoef, M)
+        erm.full_precond(self.P, O, w, M)
         return M
 
+    # the independent references
+    def ref_f(self, Xa, w):
+        return ref.objective(Xa, self.y, w, self.C, **self.spec)
 
-def point_away_from_kink(K: Kernels, Xa, loss: str, seed: int, scale: float = 0.6) -> np.ndarray:
-    """A random w with a mix of active and inactive instances, no margin near 1."""
+    def ref_g(self, Xa, w):
+        return ref.gradient(Xa, self.y, w, self.C, **self.spec)
+
+    def ref_H(self, Xa, w):
+        return ref.hessian(Xa, self.y, w, self.C, **self.spec)
+
+
+def exact_curvature(loss: str, reg: str, Xa, y, w) -> bool:
+    """True where the documented curvature is the true second derivative at w."""
+    m = y * (Xa @ w)
+    if loss == "hinge" and np.any(1.0 - m > 0.1):
+        return False
+    if loss == "huber-hinge" and np.any(1.0 - m > EPS_HUBER_LOSS):
+        return False
+    if reg != "l2" and np.any(np.abs(w[:-1]) > EPS_HUBER_REG):
+        return False
+    return True
+
+
+def point(K: Kernels, Xa, loss: str, seed: int, scale: float = 0.6) -> np.ndarray:
+    """A random w with a mix of active and inactive instances and no margin near a kink
+    of the loss (1, and 1 - eps for the Huber hinge) nor a weight near the regulariser's."""
     rng = np.random.default_rng(seed)
-    for _ in range(1000):
+    kinks = {"squared-hinge": [1.0], "hinge": [1.0, 0.9], "huber-hinge": [1.0, 1.0 - EPS_HUBER_LOSS], "logistic": []}
+    for _ in range(2000):
         w = rng.normal(0.0, scale, K.nv)
         m = K.y * (Xa @ w)
-        if loss != "squared-hinge":
+        if any(np.min(np.abs(m - k)) <= KINK_GAP for k in kinks[loss]):
+            continue
+        if K.spec["reg"] != "l2" and np.min(np.abs(np.abs(w) - EPS_HUBER_REG)) <= KINK_GAP:
+            continue
+        if loss == "logistic" or 0.2 < (m < 1.0).mean() < 0.9:
             return w
-        active = m < 1.0
-        if np.min(np.abs(1.0 - m)) > KINK_GAP and 0.2 < active.mean() < 0.9:
-            return w
-    raise AssertionError("no point away from the kink found")
+    raise AssertionError("no point away from the kinks found")
 
 
 def fd_safe_h(Xa, y, w, dirs, loss, h):
-    """For the squared hinge, check that no margin crosses 1 within +-h along the directions."""
-    if loss != "squared-hinge":
+    """No margin crosses a kink of the loss within +-h along the directions."""
+    if loss == "logistic":
         return
     m = y * (Xa @ w)
     for v in dirs:
@@ -139,7 +192,11 @@ def fd_safe_h(Xa, y, w, dirs, loss, h):
 
 CASES = [
     pytest.param(loss, kind, rb, bias, id=f"{loss}-{kind}-{'regb' if rb else 'noregb'}-bias{bias}")
-    for loss in LOSSES for kind in ("sparse", "dense") for rb in (False, True) for bias in (1.0, 0.5)
+    for loss in LOSS_CASES for kind in ("sparse", "dense") for rb in (False, True) for bias in (1.0, 0.5)
+]
+REG_COST_CASES = [
+    pytest.param(loss, reg, costs, id=f"{loss}-{reg}-c{costs[0]}_{costs[1]}")
+    for loss in LOSS_CASES for reg in REG_CASES for costs in ((1.0, 1.0), (3.5, 0.4))
 ]
 
 
@@ -154,10 +211,9 @@ def test_value_and_scores_match_numpy(loss, kind, rb, bias):
     for seed in range(3):
         w = np.random.default_rng(seed).normal(0, 0.8, K.nv)
         np.testing.assert_allclose(K.wx(w), Xa @ w, rtol=1e-12, atol=1e-12)
-        f_ref = ref.objective(Xa, y, w, C, loss, rb)
-        assert K.f(w) == pytest.approx(f_ref, rel=1e-12)
+        assert K.f(w) == pytest.approx(K.ref_f(Xa, w), rel=1e-12)
     # at w = 0 the value is C * n * phi(0)
-    phi0 = 1.0 if loss == "squared-hinge" else np.log(2.0)
+    phi0 = float(ref._phi(LOSS_CASES[loss][0], np.zeros(1))[0])
     assert K.f(np.zeros(K.nv)) == pytest.approx(C * X.shape[0] * phi0, rel=1e-14)
 
 
@@ -165,16 +221,19 @@ def test_value_and_scores_match_numpy(loss, kind, rb, bias):
 def test_gradient_matches_finite_differences(loss, kind, rb, bias):
     X = make_X(kind, seed=2)
     y = labels_for(X.shape[0], seed=3)
-    C = 1.3
-    K = Kernels(X, y, bias, C, loss, rb)
+    K = Kernels(X, y, bias, 1.3, loss, rb)
     Xa = ref.augmented(X, bias)
+    check_gradient(K, Xa, y, loss)
+
+
+def check_gradient(K, Xa, y, loss, seeds=range(3)):
     h = 1e-6
-    for seed in range(3):
-        w = point_away_from_kink(K, Xa, loss, seed)
-        g, act, gcoef, hcoef, _ = K.grad(w)
+    for seed in seeds:
+        w = point(K, Xa, loss, seed)
+        g = K.grad(w)[0]
         assert np.all(np.isfinite(g))
         # against the analytic numpy gradient (independent code)
-        np.testing.assert_allclose(g, ref.gradient(Xa, y, w, C, loss, rb), rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(g, K.ref_g(Xa, w), rtol=1e-10, atol=1e-10)
         # coordinate-wise central differences of the kernel's own objective
         E = np.eye(K.nv)
         fd_safe_h(Xa, y, w, E, loss, h)
@@ -195,69 +254,79 @@ def test_active_set_and_coefficients(loss, kind, rb, bias):
     C = 0.9
     K = Kernels(X, y, bias, C, loss, rb)
     Xa = ref.augmented(X, bias)
-    w = point_away_from_kink(K, Xa, loss, 7)
+    w = point(K, Xa, loss, 7)
     g, act, gcoef, hcoef, _ = K.grad(w)
     m = y * (Xa @ w)
-    if loss == "squared-hinge":
-        expect = np.flatnonzero(m < 1.0)           # implicit negative mining
-        np.testing.assert_array_equal(np.sort(act), expect)
-        assert 0 < act.size < X.shape[0]
-        np.testing.assert_allclose(hcoef, 2.0 * C)
-        np.testing.assert_allclose(gcoef, C * (-2.0) * (1.0 - m[act]) * y[act], rtol=1e-12)
+    lspec = LOSS_CASES[loss][0]
+    if loss == "logistic":
+        np.testing.assert_array_equal(act, np.arange(X.shape[0]))
     else:
-        np.testing.assert_array_equal(np.sort(act), np.arange(X.shape[0]))
-        sig = 1.0 / (1.0 + np.exp(-m[act]))
-        np.testing.assert_allclose(hcoef, C * sig * (1 - sig), rtol=1e-10)
-        np.testing.assert_allclose(gcoef, C * (sig - 1.0) * y[act], rtol=1e-10)
+        expect = np.flatnonzero(m < 1.0)           # implicit negative mining
+        np.testing.assert_array_equal(act, expect)
+        assert 0 < act.size < X.shape[0]
+    np.testing.assert_allclose(gcoef, C * ref._dphi(lspec, m[act]) * y[act], rtol=1e-10)
+    np.testing.assert_allclose(hcoef, C * ref._d2phi(lspec, m[act]), rtol=1e-10)
 
 
 @pytest.mark.parametrize("loss,kind,rb,bias", CASES)
 def test_hessian_vector_matches_finite_differences(loss, kind, rb, bias):
     X = make_X(kind, seed=6)
     y = labels_for(X.shape[0], seed=7)
-    C = 1.1
-    K = Kernels(X, y, bias, C, loss, rb)
+    K = Kernels(X, y, bias, 1.1, loss, rb)
     Xa = ref.augmented(X, bias)
+    check_hessian(K, Xa, y, loss, "l2", rb)
+
+
+def check_hessian(K, Xa, y, loss, reg, rb, seeds=range(3)):
     h = 1e-5
-    for seed in range(3):
-        w = point_away_from_kink(K, Xa, loss, 10 + seed)
-        V = np.vstack([np.eye(K.nv)[[0, K.nv - 1]], np.random.default_rng(seed).normal(size=(3, K.nv))])
-        fd_safe_h(Xa, y, w, V, loss, h)
-        for v in V:
-            Hv = K.hv(w, v)
-            assert np.all(np.isfinite(Hv))
-            fd = (K.grad(w + h * v)[0] - K.grad(w - h * v)[0]) / (2 * h)
-            scale = max(1.0, np.abs(Hv).max())
-            np.testing.assert_allclose(Hv, fd, rtol=1e-5, atol=1e-6 * scale)
-        # against the dense generalised Hessian in numpy
+    for seed in seeds:
+        w = point(K, Xa, loss, 10 + seed)
         H = K.hess_dense(w)
-        np.testing.assert_allclose(H, ref.hessian(Xa, y, w, C, loss, rb), rtol=1e-10, atol=1e-10)
-        # symmetric, positive semidefinite (definite on the regularised coordinates)
+        # against the dense generalised Hessian in numpy
+        np.testing.assert_allclose(H, K.ref_H(Xa, w), rtol=1e-10, atol=1e-10)
+        # symmetric, positive semidefinite
         np.testing.assert_allclose(H, H.T, rtol=1e-12, atol=1e-12)
-        eig = np.linalg.eigvalsh(0.5 * (H + H.T))
-        assert eig.min() >= -1e-10
-        if rb:
-            assert eig.min() >= 1.0 - 1e-10
+        assert np.linalg.eigvalsh(0.5 * (H + H.T)).min() >= -1e-10
+        if exact_curvature(loss, reg, Xa, y, w):
+            V = np.vstack([np.eye(K.nv)[[0, K.nv - 1]], np.random.default_rng(seed).normal(size=(3, K.nv))])
+            fd_safe_h(Xa, y, w, V, loss, h)
+            for v in V:
+                Hv = K.hv(w, v)
+                fd = (K.grad(w + h * v)[0] - K.grad(w - h * v)[0]) / (2 * h)
+                np.testing.assert_allclose(Hv, fd, rtol=1e-5, atol=1e-6 * max(1.0, np.abs(Hv).max()))
 
 
 @pytest.mark.parametrize("loss,kind,rb,bias", CASES)
 def test_diag_preconditioner_is_hessian_diagonal(loss, kind, rb, bias):
     X = make_X(kind, seed=8)
     y = labels_for(X.shape[0], seed=9)
-    C = 0.8
-    K = Kernels(X, y, bias, C, loss, rb)
+    K = Kernels(X, y, bias, 0.8, loss, rb)
     Xa = ref.augmented(X, bias)
-    w = point_away_from_kink(K, Xa, loss, 21)
+    w = point(K, Xa, loss, 21)
     M = K.diag(w)
-    H = K.hess_dense(w)
-    np.testing.assert_allclose(M, np.diag(H), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(M, np.diag(ref.hessian(Xa, y, w, C, loss, rb)), rtol=1e-10, atol=1e-12)
-    # the empty column has only the regulariser's 1 on the diagonal
-    if kind == "sparse":
+    np.testing.assert_allclose(M, np.diag(K.hess_dense(w)), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(M, np.diag(K.ref_H(Xa, w)), rtol=1e-10, atol=1e-12)
+    if kind == "sparse":   # the empty column has only the regulariser's 1 on the diagonal
         assert M[5] == 1.0
 
 
-@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("loss,reg,costs", REG_COST_CASES)
+def test_regularisers_and_costs(loss, reg, costs):
+    """Value, gradient (finite differences), Hessian products and preconditioner with every
+    regulariser and with per-instance costs c_+ != c_-."""
+    X = make_X("sparse", seed=30)
+    y = labels_for(X.shape[0], seed=31)
+    for rb in (False, True):
+        K = Kernels(X, y, 1.0, 1.2, loss, rb, reg=reg, costs=costs)
+        Xa = ref.augmented(X, 1.0)
+        w = point(K, Xa, loss, 3)
+        assert K.f(w) == pytest.approx(K.ref_f(Xa, w), rel=1e-12)
+        check_gradient(K, Xa, y, loss, seeds=range(2))
+        check_hessian(K, Xa, y, loss, reg, rb, seeds=range(2))
+        np.testing.assert_allclose(K.diag(w), np.diag(K.ref_H(Xa, w)), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", list(LOSS_CASES))
 @pytest.mark.parametrize("rb", (False, True))
 def test_bias_zero_disables_bias_feature(loss, rb):
     """bias = 0: the bias weight does not affect the scores, nor the loss part of the
@@ -286,7 +355,7 @@ def test_dense_and_sparse_origin_give_same_kernels():
     y = labels_for(25, seed=4)
     w = rng.normal(0, 0.5, 7)
     v = rng.normal(size=7)
-    for loss in LOSSES:
+    for loss in LOSS_CASES:
         Kd = Kernels(Xd, y, 1.0, 1.0, loss, False)
         Ks = Kernels(Xs, y, 1.0, 1.0, loss, False)
         assert Kd.f(w) == Ks.f(w)
@@ -303,54 +372,72 @@ def test_logistic_is_stable_for_large_margins():
     for big in (50.0, 800.0, 1e5):
         w = np.array([big, 0.0])
         f = K.f(w)
-        g, *_ = K.grad(w)
+        g = K.grad(w)[0]
         assert np.isfinite(f) and np.all(np.isfinite(g))
         # instance 0: m = +big (loss ~ 0); instances 1, 2: m = -big (loss ~ big each)
         assert f == pytest.approx(0.5 * big * big + 2 * big, rel=1e-12)
         assert np.all(np.isfinite(K.hv(w, np.ones(2))))
 
 
-@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("loss", list(LOSS_CASES))
 @pytest.mark.parametrize("rb", (False, True))
 def test_support_forms_agree_with_dense_forms(loss, rb):
-    """The kernels restricted to the support F of the active rows (when the library has
-    them): F is the sorted set of features of the active rows plus the bias index, the
-    values on F are those of the full gradient / Hessian product / diagonal, and
-    ||w_O||^2 is the norm of w outside F.  ``mark`` needs no clearing between calls."""
-    if not hasattr(erm, "grad_on_support"):
-        pytest.skip("no support forms in this version")
+    """The kernels restricted to the support F of the active rows: F is the sorted set of
+    features of the active rows plus the bias index, the values on F are those of the full
+    gradient / Hessian product / diagonal, and ||w_O||^2 is the norm of w outside F.  The
+    marks need no clearing between calls."""
     n, d = 60, 200
     rng = np.random.default_rng(2)
     X = check_features(sp.random(n, d, density=0.02, random_state=2, format="csr",
                                  data_rvs=lambda k: rng.uniform(0.2, 1.5, k)))
     y = labels_for(n, seed=3)
-    bias, C = 0.5, 1.2
-    K = Kernels(X, y, bias, C, loss, rb)
-    Xa = ref.augmented(X, bias)
-    w = point_away_from_kink(K, Xa, loss, 5, scale=1.0)
-    wx = K.wx(w)
-    mark = np.zeros(d + 1, dtype=np.int64)
-    for stamp in (1, 2, 3):
+    K = Kernels(X, y, 0.5, 1.2, loss, rb)
+    Xa = ref.augmented(X, 0.5)
+    w = point(K, Xa, loss, 5, scale=1.0)
+    O = K.state(w)
+    H = K.ref_H(Xa, w)
+    for _ in range(3):
         g = np.full(d + 1, np.nan)
-        act = np.empty(n, dtype=np.int64)
-        gcoef, hcoef = np.empty(n), np.empty(n)
-        F = np.empty(d + 1, dtype=np.int64)
-        nact, nF, wout2 = erm.grad_on_support(K.P, K.y, w, wx, g, act, gcoef, hcoef, F, mark, stamp)
-        F = F[:nF]
-        rows = act[:nact]
-        expect_F = np.union1d(np.unique(X[rows].indices), [d])
-        np.testing.assert_array_equal(np.sort(F), expect_F)
+        gnorm = erm.gradient(K.P, O, w, g)
+        nF = O.ist[erm.NF]
+        F = O.F[:nF].astype(np.int64)
+        rows = O.act[:O.ist[erm.NACT]]
+        np.testing.assert_array_equal(F, np.union1d(np.unique(X[rows].indices), [d]))
         outside = np.setdiff1d(np.arange(d), F)
-        assert wout2 == pytest.approx(float(w[outside] @ w[outside]), rel=1e-12)
-        g_ref = ref.gradient(Xa, y, w, C, loss, rb)
+        assert O.fst[erm.WOUT2] == pytest.approx(float(w[outside] @ w[outside]), rel=1e-12)
+        g_ref = K.ref_g(Xa, w)
         np.testing.assert_allclose(g[F], g_ref[F], rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(g_ref[outside], w[outside], rtol=1e-12)   # bare regulariser there
+        assert gnorm == pytest.approx(np.linalg.norm(g_ref), rel=1e-10)
         v = rng.normal(size=d + 1)
         out = np.full(d + 1, np.nan)
-        erm.hess_vec_on_support(K.P, act, nact, hcoef, v, out, F.astype(np.int64), nF)
-        Hv = ref.hessian(Xa, y, w, C, loss, rb) @ v
-        np.testing.assert_allclose(out[F], Hv[F], rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(Hv[outside], v[outside], rtol=1e-12)
+        erm.hess_vec(K.P, O, w, v, out)
+        np.testing.assert_allclose(out[F], (H @ v)[F], rtol=1e-10, atol=1e-10)
         M = np.full(d + 1, np.nan)
-        erm.diag_precond_on_support(K.P, act, nact, hcoef, M, F.astype(np.int64), nF)
-        np.testing.assert_allclose(M[F], np.diag(ref.hessian(Xa, y, w, C, loss, rb))[F], rtol=1e-12)
+        assert erm.precond(K.P, O, w, M) == 1.0
+        np.testing.assert_allclose(M[F], np.diag(H)[F], rtol=1e-12)
+
+
+def test_outside_norm_is_exact_when_the_support_holds_almost_all_of_w():
+    """||w_O||^2 = ||w||^2 - ||w_F||^2 loses every digit when w lives on F: it is then summed
+    directly, so ||grad f|| can go below 1e-8 ||w|| (strict tolerances, as in LIBLINEAR)."""
+    n, d = 30, 50
+    rng = np.random.default_rng(9)
+    X = check_features(sp.random(n, d, density=0.05, random_state=9, format="csr"))
+    y = labels_for(n, seed=2)
+    K = Kernels(X, y, 1.0, 1.0, "squared-hinge", False)
+    w = np.zeros(d + 1)
+    w[:] = 1e-3 * rng.normal(size=d + 1)
+    O = K.state(w)
+    g = np.empty(d + 1)
+    erm.gradient(K.P, O, w, g)
+    F = O.F[:O.ist[erm.NF]]
+    outside = np.setdiff1d(np.arange(d), F)
+    w[F[:-1]] *= 1e6          # nearly all of ||w|| on F now; outside untouched
+    erm.scores(K.P, w, O.wx)
+    erm.gradient(K.P, O, w, g)
+    F = O.F[:O.ist[erm.NF]]
+    outside = np.setdiff1d(np.arange(d), F)
+    exact = float(w[outside] @ w[outside])
+    assert exact > 0
+    assert O.fst[erm.WOUT2] == pytest.approx(exact, rel=1e-12)

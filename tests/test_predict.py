@@ -12,7 +12,7 @@ from headstart.errors import DataFormatError, ModelFormatError, ParameterError
 from headstart.model import ModelWriter, OvAModel, Preprocessing, load_model, save_model
 from headstart.params import TrainParams
 from headstart.prediction import (apply_preprocessing, decision_function, fit_preprocessing, merge_topk,
-                                  predict_topk, predict_topk_streaming)
+                                  predict_above, predict_topk, predict_topk_streaming)
 
 
 def exact_model(seed=0, num_labels=40, n_features=30, density=0.3, first_label=0, label_space=None, tfidf=False,
@@ -189,6 +189,42 @@ def test_decision_function():
         decision_function(model, X, max_memory=1000)
 
 
+# --------------------------------------------------------------------------- labels above a threshold
+@pytest.mark.parametrize("threshold", [0.0, -1.5, 0.75, 100.0])
+@pytest.mark.parametrize("chunk_rows, threads", [(None, 1), (7, 2), (1, 3)])
+def test_predict_above_is_the_thresholded_dense_scores(threshold, chunk_rows, threads):
+    """On the dyadic grid many scores equal the threshold exactly: strictly above counts."""
+    model = exact_model(first_label=2, label_space=50)
+    X = exact_X()
+    Y = predict_above(model, X, threshold, chunk_rows=chunk_rows, threads=threads)
+    S = decision_function(model, X)
+    assert sp.isspmatrix_csr(Y) and Y.shape == (X.shape[0], 50) and Y.dtype == np.int32
+    assert Y.has_canonical_format and np.all(Y.data == 1)
+    expect = np.zeros((X.shape[0], 50), dtype=np.int32)
+    expect[:, 2:42] = S > threshold
+    np.testing.assert_array_equal(Y.toarray(), expect)
+    if threshold == 0.0:
+        assert (S == 0).any()   # the boundary case occurs
+
+
+def test_predict_above_edges(tmp_path):
+    model = exact_model(num_labels=30, label_space=30)
+    X = exact_X(n_features=30)
+    # no rows, fewer columns, a gappy model
+    assert predict_above(model, X[:0]).shape == (0, 30)
+    np.testing.assert_array_equal(predict_above(model, X[:, :20]).toarray(),
+                                  (decision_function(model, X[:, :20]) > 0).astype(np.int32))
+    w = ModelWriter.create(tmp_path / "m", 30, 30, model.params)
+    w.add_shard(0, model.weights[:10], model.intercept[:10])
+    gappy = load_model(tmp_path / "m", allow_gaps=True)
+    got = predict_above(gappy, X, -1e30).toarray()
+    assert got[:, :10].all() and not got[:, 10:].any()
+    with pytest.raises(ParameterError, match="threshold"):
+        predict_above(model, X, float("nan"))
+    with pytest.raises(ParameterError, match="n_columns"):
+        predict_above(model, X, n_columns=10)
+
+
 # --------------------------------------------------------------------------- merging / streaming
 def test_merge_topk():
     la = np.array([[5, 1, -1]], np.int32)
@@ -267,9 +303,9 @@ def test_fit_and_apply_preprocessing_agree():
         np.testing.assert_allclose(chunked.toarray(), Xt.toarray(), rtol=1e-6)
         dense = apply_preprocessing(X.toarray(), pre)
         assert isinstance(dense, np.ndarray)
-        np.testing.assert_allclose(dense, Xt.toarray(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(dense, Xt.toarray())  # the same arithmetic as the sparse path
         pre_d, Xt_d = fit_preprocessing(X.toarray(), normalize, tfidf)
-        np.testing.assert_allclose(Xt_d, Xt.toarray(), rtol=1e-5, atol=1e-7)
+        np.testing.assert_array_equal(Xt_d, Xt.toarray())
         if normalize:
             norms = np.sqrt(np.asarray(Xt.multiply(Xt).sum(axis=1)).ravel())
             nonzero = np.asarray((X != 0).sum(axis=1)).ravel() > 0

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 import headstart
 from headstart import resources
 from headstart.cli import main as cli_main
-from headstart.errors import ResourceError
+from headstart.errors import DataFormatError, ParameterError, ResourceError
 from headstart.io import read_predictions, write_xmc
 from headstart.params import TrainParams
 from headstart.solver.newton import STATUS_NAMES
@@ -177,6 +177,75 @@ def test_solver_stopping_early_sets_status_and_warns(trainer_log):
     assert clf.stats_.summary()["not_converged"]["max_iter"] == int((status == 1).sum())
 
 
+def _no_active_instance_after_aop():
+    """One positive (feature 0) scored s = 1 by aop, nine identical negatives scored
+    t = -2: no instance is active at the start, so diag(H) is 0 on the unregularised bias."""
+    X = np.zeros((10, 3), dtype=np.float32)
+    X[0, 0] = 1.0
+    X[1:, 1] = 1.0
+    Y = np.zeros((10, 1), dtype=np.int8)
+    Y[0, 0] = 1
+    return sp.csr_matrix(X), Y
+
+
+@pytest.mark.parametrize("alpha", [0, 1, 0.0, 1.0, -0.5, 1.5, float("nan")])
+def test_pcg_alpha_outside_the_open_interval_is_refused(alpha):
+    """At alpha = 1 the preconditioner is diag(H) alone and training the label above
+    divided by zero (ZeroDivisionError in CG); the boundary refuses it, and 0, before
+    anything runs."""
+    with pytest.raises(ParameterError, match=r"parameter pcg_alpha must be a number in \(0, 1\), got "):
+        TrainParams(pcg_alpha=alpha)
+    with pytest.raises(ParameterError, match="pcg_alpha"):
+        headstart.OvAClassifier(threads=1, pcg_alpha=alpha).fit(*_no_active_instance_after_aop())
+
+
+def test_pcg_alpha_near_one_trains_the_label_without_active_instances():
+    X, Y = _no_active_instance_after_aop()
+    ref = headstart.OvAClassifier(threads=1, prune=0.0).fit(X, Y)
+    clf = headstart.OvAClassifier(threads=1, prune=0.0, pcg_alpha=0.999).fit(X, Y)
+    assert np.asarray(clf.stats_["status"]).tolist() == [0]
+    # the same minimiser (strictly convex in w, the bias pinned by the data)
+    np.testing.assert_allclose(clf.coef_.toarray(), ref.coef_.toarray(), atol=1e-3)
+    np.testing.assert_allclose(clf.intercept_, ref.intercept_, atol=1e-3)
+
+
+def test_cli_refuses_pcg_alpha_one_with_exit_2(tmp_path, capsys):
+    X, Y = _no_active_instance_after_aop()
+    data = tmp_path / "train.txt"
+    write_xmc(data, X, sp.csr_matrix(Y))
+    capsys.readouterr()
+    code = cli_main.main(["train", str(data), "-o", str(tmp_path / "model"), "--pcg-alpha", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip() == ("headstart train: error: parameter pcg_alpha (--pcg-alpha) must be a number "
+                           "in (0, 1), got 1.0")
+    assert not (tmp_path / "model").exists()
+
+
+@pytest.mark.parametrize("value, needle", [(-1, "found the value -1.0 at row 2, column 1 "
+                                               "(for -1/+1 targets pass y > 0)"),
+                                           (2, "found the value 2.0 at row 2, column 1"),
+                                           (0.5, "found the value 0.5 at row 2, column 1"),
+                                           (np.nan, "found the value nan at row 2, column 1")])
+def test_labels_other_than_0_1_are_refused(value, needle):
+    X, Y = base_problem()
+    Y = np.asarray(sp.csr_matrix(Y).toarray(), dtype=np.float64)
+    Y[2, 1] = value
+    for given in (Y, sp.csr_matrix(Y), sp.coo_matrix(Y)):
+        with pytest.raises(DataFormatError, match=re.escape("Y must be a 0/1 indicator matrix (one column per "
+                                                            "label), " + needle)):
+            headstart.OvAClassifier(threads=1).fit(X, given)
+
+
+def test_label_matrices_of_any_0_1_kind_train_the_same():
+    X, Y = base_problem()
+    Y = sp.csr_matrix(Y).toarray() != 0
+    ref = headstart.OvAClassifier(threads=1).fit(X, Y.astype(np.int8))
+    for given in (Y, Y.astype(np.float64), sp.csr_matrix(Y), sp.coo_matrix(Y.astype(np.float32)), Y.tolist()):
+        clf = headstart.OvAClassifier(threads=1).fit(X, given)
+        assert (clf.coef_ != ref.coef_).nnz == 0 and np.array_equal(clf.intercept_, ref.intercept_)
+
+
 def test_values_near_float32_max_give_finite_weights_with_aop(trainer_log):
     """Column sums near float32's maximum must not overflow (they are accumulated in float64)."""
     X, Y = base_problem()
@@ -217,7 +286,8 @@ def test_training_estimate_follows_the_trainer():
     from headstart.training.kernel import make_lane_workspace
 
     L = e.details["lanes"]
-    lanes = sum(a.nbytes for a in make_lane_workspace(1000, 500, L))
+    ws, state = make_lane_workspace(1000, 500, L)
+    lanes = sum(a.nbytes for a in (*ws, *state))
     assert e.parts["workspaces"] == e.details["threads"] * (lanes + (1 + 2 * L) * 501 * 8)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)

@@ -8,14 +8,13 @@ Only stable interfaces are used: the erm kernels, ``headstart.solver.cg.pcg`` an
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from headstart.objective import erm
+from headstart.objective import erm, losses, regularizers
 from headstart.params import TrainParams
 from headstart.solver.cg import pcg
 from headstart.training.trainer import train_labels
@@ -37,58 +36,45 @@ def small_X(n=60, d=6, seed=0, density=None):
 
 
 def newton_state(X, y, w, bias, C, loss, rb):
-    """P, g, act, nact, hcoef at w (through the erm kernels)."""
-    P = erm.make_problem(X, bias, C, loss, rb)
+    """(P, O, w, g) at w: the objective's state after its gradient (through the erm
+    kernels, production dtypes)."""
+    p = TrainParams(loss=loss)
+    P = erm.make_problem(X, bias, losses.make(p), regularizers.make(p), rb)
     n, d = X.shape
-    wx = np.empty(n)
+    O = erm.make_state(n, d)
+    erm.set_label(O, np.flatnonzero(np.asarray(y) > 0).astype(np.int64), C, C)
     w = np.ascontiguousarray(w, dtype=np.float64)
-    erm.scores(P, w, wx)
-    g = np.empty(d + 1)
-    act = np.empty(n, dtype=np.int64)
-    gcoef = np.empty(n)
-    hcoef = np.empty(n)
-    nact = erm.grad(P, np.ascontiguousarray(y, dtype=np.float64), w, wx, g, act, gcoef, hcoef)
-    return P, g, act, nact, hcoef
+    erm.scores(P, w, O.wx)
+    g = np.zeros(d + 1)
+    erm.gradient(P, O, w, g)
+    return P, O, w, g
 
 
-def mixed_precond(P, act, nact, hcoef, alpha=0.01):
+def mixed_precond(P, O, w, alpha=0.01):
+    """LIBLINEAR's (1 - alpha) + alpha * diag(H) on every coordinate."""
     M = np.empty(P.n_features + 1)
-    erm.diag_precond(P, act, nact, hcoef, M)
+    erm.full_precond(P, O, w, M)
     return (1.0 - alpha) + alpha * M
 
 
-_PCG_NARGS = len(inspect.signature(getattr(pcg, "py_func", pcg)).parameters)
+def full_gradient(P, O, w):
+    g = np.empty(P.n_features + 1)
+    erm.full_gradient(P, O, w, g)
+    return g
 
 
-def run_pcg(P, act, nact, hcoef, g, M, eps_cg, support=None):
-    """Call pcg whatever its calling convention; returns the full step s, the residual
-    r (None when pcg works on a support and leaves r outside it implicit) and the
-    number of CG steps.
-
-    Two conventions exist: ``pcg(P, act, nact, hcoef, g, M, s, r, d, z, Hd, eps_cg) ->
-    cg_iter`` on all coordinates, and the support form ``pcg(..., eps_cg, F, nF, wout2,
-    m_out) -> (cg_iter, sigma)`` where outside the support F the step is sigma * w.
-    ``support`` = (F, nF, wout2, m_out, w) selects the latter's real use; without it the
-    support is every coordinate.
-    """
+def run_pcg(P, O, w, g, M, eps_cg, m_out=1.0):
+    """pcg on the objective's support; returns the full step s (s = sigma * w outside the
+    support), the residual r (None unless the support is every coordinate) and the
+    number of CG steps."""
     nv = g.size
     s, r, d, z, Hd = (np.zeros(nv) for _ in range(5))
-    if _PCG_NARGS == 12:
-        if support is not None:
-            pytest.skip("this pcg has no support form")
-        it = pcg(P, act, nact, hcoef, g, M, s, r, d, z, Hd, eps_cg)
-        return s, r, int(it)
-    if support is None:
-        F, nF, wout2, m_out, w = np.arange(nv, dtype=np.int64), nv, 0.0, 1.0, None
-    else:
-        F, nF, wout2, m_out, w = support
-    it, sigma = pcg(P, act, nact, hcoef, g, M, s, r, d, z, Hd, eps_cg, F, nF, wout2, m_out)
-    if support is None:
-        return s, r, int(it)
+    it, sigma = pcg(P, O, w, g, M, s, r, d, z, Hd, eps_cg, m_out)
+    F = O.F[:O.ist[erm.NF]]
     out = np.ones(nv, dtype=bool)
-    out[F[:nF]] = False
+    out[F] = False
     s[out] = sigma * w[out]
-    return s, None, int(it)
+    return s, (r if not out.any() else None), int(it)
 
 
 def pcg_liblinear(H, g, M, eps_cg):
@@ -148,18 +134,18 @@ def test_pcg_on_all_active_quadratic(bias, rb, density):
     Xa = ref.augmented(X, bias)
     w = rng.normal(0.0, 0.01, d + 1)
     assert np.all(y * (Xa @ w) < 1.0)
-    P, g, act, nact, hcoef = newton_state(X, y, w, bias, C, "squared-hinge", rb)
-    assert nact == n
+    P, O, w, g = newton_state(X, y, w, bias, C, "squared-hinge", rb)
+    assert O.ist[erm.NACT] == n
     r_mask = np.ones(d + 1)
     if not rb:
         r_mask[-1] = 0.0
     H = np.diag(r_mask) + 2.0 * C * (Xa.T @ Xa).toarray()
     np.testing.assert_allclose(g, r_mask * w + 2 * C * Xa.T @ (y * (y * (Xa @ w) - 1.0)), rtol=1e-10, atol=1e-10)
-    M = mixed_precond(P, act, nact, hcoef)
+    M = mixed_precond(P, O, w)
     np.testing.assert_allclose(M, 0.99 + 0.01 * np.diag(H), rtol=1e-12)
 
     # LIBLINEAR's truncated step (eps_cg = 0.5): a descent direction of the model
-    s, r, it = run_pcg(P, act, nact, hcoef, g, M, 0.5)
+    s, r, it = run_pcg(P, O, w, g, M, 0.5)
     assert 1 <= it <= max(d + 1, 5)
     assert g @ s < 0.0
     assert Q_model(H, g, s) < 0.0
@@ -168,11 +154,11 @@ def test_pcg_on_all_active_quadratic(bias, rb, density):
     # run to completion: the exact Newton step
     exact = np.linalg.solve(H, -g)
     for eps_cg, Mx in ((1e-12, M), (1e-12, np.ones(d + 1))):
-        s, r, it = run_pcg(P, act, nact, hcoef, g, Mx, eps_cg)
+        s, r, it = run_pcg(P, O, w, g, Mx, eps_cg)
         np.testing.assert_allclose(s, exact, rtol=1e-7, atol=1e-9 * np.linalg.norm(exact))
         assert Q_model(H, g, s) == pytest.approx(Q_model(H, g, exact), rel=1e-10)
     # truncated step's model value lies between 0 and the optimum
-    s_t, _, _ = run_pcg(P, act, nact, hcoef, g, M, 0.5)
+    s_t, _, _ = run_pcg(P, O, w, g, M, 0.5)
     assert Q_model(H, g, exact) - 1e-12 <= Q_model(H, g, s_t) < 0
 
 
@@ -188,17 +174,19 @@ def test_pcg_matches_liblinear_port(loss, eps_cg, seed):
     y = np.where(rng.random(n) < 0.3, 1.0, -1.0)
     C = 2.0
     w = rng.normal(0.0, 0.4, d + 1)
-    P, g, act, nact, hcoef = newton_state(X, y, w, 1.0, C, loss, True)
+    P, O, w, g = newton_state(X, y, w, 1.0, C, loss, True)
     if loss == "squared-hinge":
-        assert 0 < nact < n
+        assert 0 < O.ist[erm.NACT] < n
     Xa = ref.augmented(X, 1.0)
     H = ref.hessian(Xa, y, w, C, loss, True)
-    M = mixed_precond(P, act, nact, hcoef)
-    s, r, it = run_pcg(P, act, nact, hcoef, g, M, eps_cg)
-    s_ref, r_ref, it_ref = pcg_liblinear(H, g, M, eps_cg)
+    M = mixed_precond(P, O, w)
+    s, r, it = run_pcg(P, O, w, g, M, eps_cg)
+    g_full = full_gradient(P, O, w)
+    s_ref, r_ref, it_ref = pcg_liblinear(H, g_full, M, eps_cg)
     assert it == it_ref
     np.testing.assert_allclose(s, s_ref, rtol=1e-8, atol=1e-10 * np.linalg.norm(s_ref))
-    np.testing.assert_allclose(r, r_ref, rtol=1e-7, atol=1e-9 * np.linalg.norm(g))
+    if r is not None:
+        np.testing.assert_allclose(r, r_ref, rtol=1e-7, atol=1e-9 * np.linalg.norm(g))
     assert Q_model(H, g, s) < 0
 
 
@@ -207,8 +195,6 @@ def test_pcg_matches_liblinear_port(loss, eps_cg, seed):
 def test_pcg_on_support_matches_liblinear_port(rb, seed):
     """The support form of pcg (vectors outside the support of the active rows carried
     as multiples of w) takes the same steps as LIBLINEAR's pcg on all coordinates."""
-    if not hasattr(erm, "grad_on_support") or _PCG_NARGS == 12:
-        pytest.skip("no support form in this version")
     n, d = 150, 400
     rng = np.random.default_rng(seed)
     X = check_features(sp.random(n, d, density=0.01, random_state=seed, format="csr",
@@ -216,20 +202,13 @@ def test_pcg_on_support_matches_liblinear_port(rb, seed):
     y = np.where(rng.random(n) < 0.3, 1.0, -1.0)
     C, bias = 1.5, 1.0
     w = rng.normal(0.0, 0.5, d + 1)                 # nonzero outside the support too
-    P = erm.make_problem(X, bias, C, "squared-hinge", rb)
-    wx = np.empty(n)
-    erm.scores(P, w, wx)
-    g = np.zeros(d + 1)
-    act = np.empty(n, dtype=np.int64)
-    gcoef, hcoef = np.empty(n), np.empty(n)
-    F = np.empty(d + 1, dtype=np.int64)
-    mark = np.zeros(d + 1, dtype=np.int64)
-    nact, nF, wout2 = erm.grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, 1)
-    assert 0 < nact < n and nF < d + 1
+    P, O, w, g = newton_state(X, y, w, bias, C, "squared-hinge", rb)
+    assert 0 < O.ist[erm.NACT] < n and O.ist[erm.NF] < d + 1
     M = np.ones(d + 1)
-    erm.diag_precond_on_support(P, act, nact, hcoef, M, F, nF)
-    M[F[:nF]] = 0.99 + 0.01 * M[F[:nF]]
-    s, _, it = run_pcg(P, act, nact, hcoef, g, M, 0.5, support=(F, nF, wout2, 1.0, w))
+    erm.precond(P, O, w, M)
+    F = O.F[:O.ist[erm.NF]]
+    M[F] = 0.99 + 0.01 * M[F]
+    s, _, it = run_pcg(P, O, w, g, M, 0.5)
 
     Xa = ref.augmented(X, bias)
     H = ref.hessian(Xa, y, w, C, "squared-hinge", rb)
@@ -243,10 +222,10 @@ def test_pcg_zero_gradient_gives_zero_step():
     X = small_X(seed=3)
     n, d = X.shape
     y = np.ones(n)
-    P, g, act, nact, hcoef = newton_state(X, y, np.zeros(d + 1), 1.0, 1.0, "squared-hinge", True)
+    P, O, w, g = newton_state(X, y, np.zeros(d + 1), 1.0, 1.0, "squared-hinge", True)
     g[:] = 0.0
-    M = mixed_precond(P, act, nact, hcoef)
-    s, r, it = run_pcg(P, act, nact, hcoef, g, M, 0.5)
+    M = mixed_precond(P, O, w)
+    s, r, it = run_pcg(P, O, w, g, M, 0.5)
     assert np.all(s == 0.0) and np.all(np.isfinite(s))
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ParameterError
-from ..params import INITS, LOSSES, TrainParams
+from .. import params as _params
+from ..params import TrainParams
 
 log = logging.getLogger("headstart.cli")
 
@@ -23,8 +24,12 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
     "C": ("--C", "-C"),
     "aop_s": ("--aop-s", "--s"),
     "aop_t": ("--aop-t", "--t"),
+    "hash_functions": ("--hash-functions", "--hash-repeat"),   # --hash-repeat: DiSMEC++'s name
 }
-_CHOICES = {"loss": LOSSES, "init": INITS}
+#: fields whose values come from a registry (one module per strategy: adding one there
+#: adds it here)
+_CHOICES = {"loss": _params.loss_names, "init": _params.init_names, "regularizer": _params.regularizer_names,
+            "weighting": _params.weighting_names, "transform": lambda: _params.TRANSFORMS}
 _METAVARS = {"pretrained": "MODEL_DIR", "C": "C"}
 
 
@@ -36,6 +41,8 @@ def option_strings(name: str) -> tuple[str, ...]:
 def field_kind(f) -> type:
     """bool, int, float or str: the type of a TrainParams field, from its default."""
     d = f.default
+    if d is None and str(f.type).startswith("float"):
+        return float
     if isinstance(d, bool):
         return bool
     if isinstance(d, int):
@@ -77,7 +84,7 @@ def add_train_params(parser: argparse.ArgumentParser) -> None:
             kw["type"] = _number(kind) if kind in (int, float) else str
             kw["help"] = f"{text} (default: {default})"
             if f.name in _CHOICES:
-                kw["choices"] = _CHOICES[f.name]
+                kw["choices"] = _CHOICES[f.name]()
             kw["metavar"] = _METAVARS.get(f.name, f.name.upper() if f.name not in _CHOICES else None)
             if kw["metavar"] is None:
                 del kw["metavar"]

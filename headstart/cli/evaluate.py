@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             raise DataFormatError("the test data has no instances; there is nothing to evaluate", args.data)
         labels = np.vstack(parts_l)
         Y = sp.vstack(parts_y, format="csr")
-        from ..model.format import read_extras
+        from ..model.extras import read_extras
 
         _, model_counts = read_extras(args.model, scorer.manifest)
         if model_counts is not None and scorer.manifest["n_train"] > 0:

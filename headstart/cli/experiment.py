@@ -33,9 +33,6 @@ log = logging.getLogger("headstart.cli.experiment")
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..experiment.spec import DEFAULT_INITS
-    from ..params import LOSSES, TrainParams
-
-    d = TrainParams()
     p.add_argument("train", metavar="TRAIN", nargs="?", help="training data (XMC or libsvm text, gzip or not)")
     p.add_argument("test", metavar="TEST", nargs="?", help="test data, same format")
     p.add_argument("-o", "--output", metavar="REPORT_DIR", help="report directory to write (created if missing)")
@@ -47,21 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "of s=1, t=-2); a point equal to an --inits run is trained once")
     g.add_argument("--labels", metavar="A:B", default=None,
                    help="train labels A..B-1 only (default: all); metrics are those of this label range")
-    t = p.add_argument_group("training parameters (as in 'headstart train')")
-    t.add_argument("--loss", choices=LOSSES, default=d.loss, help=f"margin loss (default: {d.loss})")
-    t.add_argument("--s", "--aop-s", dest="aop_s", type=common._number(float), default=d.aop_s, metavar="S",
-                   help=f"aop: score of the mean positive (default: {d.aop_s:g})")
-    t.add_argument("--t", "--aop-t", dest="aop_t", type=common._number(float), default=d.aop_t, metavar="T",
-                   help=f"aop: score of the mean negative (default: {d.aop_t:g}; the paper uses -3 with the "
-                        "logistic loss)")
-    t.add_argument("-C", "--C", dest="C", type=common._number(float), default=d.C, metavar="C",
-                   help=f"weight of the loss term (default: {d.C:g})")
-    t.add_argument("--epsilon", type=common._number(float), default=d.epsilon, metavar="EPS",
-                   help=f"stopping tolerance, LIBLINEAR's rule (default: {d.epsilon:g})")
-    t.add_argument("--threads", type=common._number(int), default=d.threads, metavar="N",
-                   help="label-parallel threads for training and prediction (default: 0 = all cores)")
-    t.add_argument("--normalize", action=argparse.BooleanOptionalAction, default=d.normalize,
-                   help="L2-normalise every row of X before training (default: off)")
+    # every training option of 'headstart train' (loss, regulariser, weighting, ...), from
+    # TrainParams, so the runner compares initialisations under any objective
+    common.add_train_params(p)
     o = p.add_argument_group("output")
     o.add_argument("--replot", action="store_true",
                    help="do not train: redraw the tables, figures and report.html of REPORT_DIR from its "
@@ -115,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
                               plan_runs, run_experiment, write_report)
     from ..params import TrainParams
 
+    from ..experiment.figures import require_matplotlib
+
     err = args._parser.error
+    require_matplotlib()   # before hours of training, not after them
     if not args.output:
         err("the following arguments are required: -o/--output REPORT_DIR")
     if args.replot:
@@ -127,10 +115,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.train or not args.test:
         err("the following arguments are required: TRAIN TEST")
-    if args.threads < 0:
-        err(f"argument --threads: must be >= 0, got {args.threads}")
-    base = TrainParams(loss=args.loss, aop_s=args.aop_s, aop_t=args.aop_t, C=args.C, epsilon=args.epsilon,
-                       threads=args.threads, normalize=args.normalize)
+    base = common.resolve_params(args)
     inits = parse_inits(args.inits, base)
     grid = parse_grid(args.aop_grid, base) if args.aop_grid else []
     runs, points = plan_runs(inits, grid)

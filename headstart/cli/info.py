@@ -69,7 +69,9 @@ def data_info(path: str, args: argparse.Namespace) -> dict:
 
 
 def model_info(path: str) -> dict:
-    from ..model.format import finished_ranges_of, missing_ranges_of, read_extras, read_manifest
+    from ..model.extras import read_extras
+    from ..model.manifest import read_manifest
+    from ..model.ranges import finished_ranges_of, missing_ranges_of
 
     m = read_manifest(path)
     _, counts = read_extras(path, m)

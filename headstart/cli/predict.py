@@ -79,11 +79,15 @@ class ModelScorer:
     else :func:`predict_topk_streaming` (one shard at a time) per block of instances."""
 
     def __init__(self, model_dir: str, args: argparse.Namespace):
-        from ..model.format import missing_ranges_of, read_manifest
+        from ..model.manifest import read_manifest
+        from ..model.ranges import missing_ranges_of
 
         self.model_dir = model_dir
         self.manifest = m = read_manifest(model_dir)
         self.n_features = int(m["n_features"])
+        # libsvm data (no header) is read at the model's width, except for a hashed model:
+        # its raw features may be any ids, hashing maps them to the model's features
+        self.data_features = None if m["preprocessing"]["hash"] else self.n_features
         self.label_space = int(m["label_space"])
         self.missing = missing_ranges_of(m)
         self.allow_gaps = bool(getattr(args, "allow_gaps", False))
@@ -104,7 +108,7 @@ class ModelScorer:
         if self.max_memory is not None:  # the weights and their scoring copy within half the bound
             model_memory = min(model_memory, self.max_memory // 4)
         if weight_bytes <= model_memory:
-            from ..model.format import load_model
+            from ..model.reader import load_model
 
             self.model = load_model(model_dir, allow_gaps=self.allow_gaps)
             log.info("%s: %d labels, %d weights loaded (%s)", model_dir, self.num_trained, nnz,
@@ -133,6 +137,8 @@ class ModelScorer:
         nnz = sum(int(s["nnz"]) for s in m["shards"])
         # in memory a stored value takes 8 bytes where the text spends at least 4 ("1:1 ")
         row_bytes = 2 * resources.text_bytes_per_row(args.data)
+        if m["preprocessing"]["hash"]:  # the hashed copy of a block: up to R values per raw value
+            row_bytes *= 1 + m["preprocessing"]["hash"]["functions"]
         rows = resources.prediction_chunk_rows(
             self.max_memory, self.n_features, self.label_space, nnz, k, self.threads or (os.cpu_count() or 1),
             row_bytes=row_bytes, streamed=self.model is None, shard_labels=big["num_labels"],
@@ -159,7 +165,7 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
     total = count_rows(args.data, args)
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
-        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.n_features,
+        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
@@ -179,7 +185,7 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
         args._parser.error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
 
     def blocks():
-        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.n_features,
+        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "

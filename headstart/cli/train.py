@@ -79,12 +79,12 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         common.check_output_file(args.stats, "statistics file")
     if params.pretrained:
-        from ..model.format import read_manifest
+        from ..model.manifest import read_manifest
 
         read_manifest(params.pretrained)
 
     from ..estimator import fit_model, resolve_label_range
-    from ..model.format import save_model
+    from ..model.writer import save_model
 
     t0 = time.perf_counter()
     X, Y = common.read_dataset(args.train, args)
@@ -98,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if args.resume or args.shard_size or args.scheduler or args.dask_workers:
         return _run_sharded(args, params, X, Y, first, count)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
-        model, stats = fit_model(X, Y, params, first_label=first, num_labels=count, progress=bar.advance)
+        # the data was read for this run: training renumbers it in place (no copy of X)
+        model, stats = fit_model(X, Y, params, first_label=first, num_labels=count, progress=bar.advance,
+                                 own_data=True)
     save_model(model, args.output, shard_size=args.shard_size)
     if args.stats:
         stats.write(args.stats)
@@ -107,10 +109,23 @@ def run(args: argparse.Namespace) -> int:
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
         f"trained {s['labels']} labels [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
-        f"{s.get('wall_seconds', 0.0):.2f} s: {s['newton_iterations']} Newton iterations, "
+        f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats)}: {s['newton_iterations']} Newton iterations, "
         f"{s['cg_steps']} CG steps, {model.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
+    _say_timeout(args, params, count - int(s["labels"]))
     return 0
+
+
+def _compiled(stats) -> str:
+    """' (+ N s compiling kernels, first run only)' when this run compiled numba's kernels."""
+    c = float(stats.meta.get("compile_seconds", 0.0)) if stats is not None else 0.0
+    return f" (+ {c:.1f} s compiling kernels, first run only)" if c > 1.0 else ""
+
+
+def _say_timeout(args, params, missing: int) -> None:
+    if params.timeout > 0 and missing > 0:
+        common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "
+                         f"continue with: headstart train ... -o {args.output} --resume")
 
 
 def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int) -> int:
@@ -120,7 +135,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
         r = train_model_dir(X, Y, params, args.output, first_label=first, num_labels=count,
                             shard_size=args.shard_size, resume=args.resume, scheduler=args.scheduler,
-                            dask_workers=args.dask_workers, progress=bar.advance)
+                            dask_workers=args.dask_workers, progress=bar.advance, own_data=True)
     if args.stats:
         r.stats.write(args.stats)
         if r.stats_without:
@@ -134,6 +149,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
         + (f", {r.already_finished} were finished before" if r.already_finished else "")
         + f": {s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps, {r.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
+    _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
     return 0
 
 

@@ -38,21 +38,24 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import HeadstartError, ModelFormatError, ParameterError
+from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
 from ..params import TrainParams
+from ..training.kernel import LANES
 from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished,
                       finish_result, open_model_dir, plan_shards, prepare_data)
 
 log = logging.getLogger(__name__)
 
-#: default labels per task: about this many tasks per Dask thread, within the bounds below
+#: default labels per task: about this many tasks per Dask thread, within the bounds below;
+#: at least 64 (the trainer's per-call preparation costs ~10 labels' work,
+#: docs/distributed.md) and at least one full trainer chunk (4 labels per lane)
 TASKS_PER_WORKER = 4
-MIN_TASK_LABELS, MAX_TASK_LABELS = 64, 1024
-#: labels per trainer chunk inside a task
-MIN_CHUNK, MAX_CHUNK = 8, 256
+MIN_TASK_LABELS, MAX_TASK_LABELS = max(64, 4 * LANES), 1024
+#: labels per trainer chunk inside a task: at least one per lane
+MIN_CHUNK, MAX_CHUNK = LANES, 256
 
 
-class DaskUnavailableError(HeadstartError, ImportError):
+class DaskUnavailableError(MissingExtraError):
     """The Dask extra is not installed."""
 
 
@@ -360,7 +363,9 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     import hashlib
     from pathlib import Path
 
-    from ..model.format import MANIFEST, load_model, missing_ranges_of, read_manifest
+    from ..model.manifest import MANIFEST, read_manifest
+    from ..model.ranges import missing_ranges_of
+    from ..model.reader import load_model
 
     distributed = _distributed()
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:

@@ -1,6 +1,6 @@
 """Merging separately trained model directories into one model.
 
-:func:`headstart.model.format.merge_models` does the checking (parameters, feature
+:func:`headstart.model.merge.merge_models` does the checking (parameters, feature
 space, label space, training set size, preprocessing, label counts, overlaps, gaps) and
 the atomic copy of the shards.  This module adds the per-shard training statistics
 (``stats/``, see :mod:`.sharded`) and a summary of what was merged.
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..model.format import merge_models, missing_ranges_of, read_manifest
+from ..model.manifest import read_manifest
+from ..model.merge import merge_models
+from ..model.ranges import missing_ranges_of
 from .sharded import STATS_DIR, stats_file_name
 
 Range = tuple[int, int]

@@ -1,7 +1,7 @@
 """Sharded, resumable training into a model directory (one machine).
 
 Training writes every finished run of labels as its own shard (atomically, through
-:class:`~headstart.model.format.ModelWriter`), so no finished work is ever lost:
+:class:`~headstart.model.writer.ModelWriter`), so no finished work is ever lost:
 
 * ``train_sharded(X, Y, params, "model")`` trains the requested label range and writes
   each chunk of labels as a shard the moment it is finished;
@@ -40,9 +40,12 @@ import scipy.sparse as sp
 
 from ..errors import ModelFormatError, ParameterError
 from ..estimator import PreparedData, prepare_data
-from ..model.format import (MANIFEST, ModelWriter, read_extras, read_manifest, finished_ranges_of,
-                            missing_ranges_of)
+from ..model.extras import read_extras
+from ..model.manifest import MANIFEST, read_manifest
+from ..model.ranges import finished_ranges_of, missing_ranges_of
+from ..model.writer import ModelWriter
 from ..params import TrainParams
+from ..training.kernel import LANES
 from ..training.stats import ITER_FIELDS, TrainingStats
 
 log = logging.getLogger(__name__)
@@ -51,8 +54,9 @@ Range = tuple[int, int]
 
 STATS_DIR = "stats"
 _STATS_NAME_RE = re.compile(r"^labels-(\d{7,})-(\d{7,})\.npz$")
-#: default number of labels per shard is chosen like the trainer's chunks, within these bounds
-MIN_DEFAULT_SHARD, MAX_DEFAULT_SHARD = 32, 256
+#: default number of labels per shard is chosen like the trainer's chunks, within these
+#: bounds: at least 4 labels per lane (as the trainer's chunks, so the lanes stay busy)
+MIN_DEFAULT_SHARD, MAX_DEFAULT_SHARD = 4 * LANES, 256
 
 
 # --------------------------------------------------------------------------- data preparation
@@ -344,8 +348,12 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
                   resume: bool = False, overwrite: bool | str = False,
                   progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
                   keep_stats: bool = True, data: PreparedData | None = None,
-                  extensions: dict[str, Any] | None = None, train_fn: Callable | None = None) -> ShardedResult:
+                  own_data: bool = False, extensions: dict[str, Any] | None = None,
+                  train_fn: Callable | None = None) -> ShardedResult:
     """Train labels ``[first_label, first_label + num_labels)`` into ``model_dir``, shard by shard.
+
+    ``own_data``: X is handed over (not read until this returns): training renumbers it in
+    place instead of copying it (restored afterwards).
 
     With this process's threads (``params.threads``); each finished chunk of
     ``shard_size`` labels is written at once.  See the module docstring for ``resume``
@@ -357,8 +365,6 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
     mode (headstart.shortlist) use the same shards, resume and statistics.
     """
     from ..training.trainer import train_labels
-
-    train_fn = train_fn or train_labels
 
     t_start = time.perf_counter()
     if data is None:
@@ -378,7 +384,11 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
         labels = np.concatenate([np.arange(a, b) for a, b in plan])
         # chunks of the trainer are cut from the concatenated labels; a chunk that spans
         # a gap between missing ranges is split into contiguous shards by the recorder
-        train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+        if train_fn is not None:
+            train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+        else:
+            train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False,
+                         inplace=data.owned or own_data)
     return finish_result(writer, data, recorder, before, t_start, "local",
                          {"shard_size": size, "threads": threads})
 
@@ -392,13 +402,14 @@ def train_model_dir(X: Any, Y: Any, params: TrainParams, model_dir: str | os.Pat
     when ``scheduler`` (address or scheduler file) or ``dask_workers`` (a LocalCluster of
     that many workers) is given.  By default an existing model is replaced only when it
     is complete (an unfinished one asks for ``resume``)."""
+    own_data = kw.pop("own_data", False)
     common = dict(first_label=first_label, num_labels=num_labels, shard_size=shard_size, resume=resume,
                   overwrite=overwrite, progress=progress, **kw)
     if scheduler or dask_workers:
         from .dask_backend import train_dask
 
         return train_dask(X, Y, params, model_dir, scheduler=scheduler, n_workers=dask_workers, **common)
-    return train_sharded(X, Y, params, model_dir, **common)
+    return train_sharded(X, Y, params, model_dir, own_data=own_data, **common)
 
 
 __all__ = ["train_model_dir", "PreparedData", "prepare_data", "open_model_dir", "plan_shards", "default_shard_size",

@@ -47,9 +47,17 @@ def colours(names: list[str]) -> dict[str, str]:
     return out
 
 
-def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2):
-    from matplotlib.figure import Figure
+def require_matplotlib():
+    """matplotlib's Figure class, or a :class:`~headstart.errors.MissingExtraError` naming
+    the ``plot`` extra (matplotlib is needed for the figures only, so it is not a core
+    dependency)."""
+    from ..errors import import_extra
 
+    return import_extra("matplotlib.figure", "plot", "drawing the experiment figures").Figure
+
+
+def _figure(ncols: int = 1, width: float = 6.4, height: float = 4.2):
+    Figure = require_matplotlib()
     fig = Figure(figsize=(width * ncols, height), dpi=110, layout="constrained")
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
     return fig, axes
@@ -198,8 +206,7 @@ def positives_series(column: str, edges: np.ndarray, scale: float = 1.0):
 
 # --------------------------------------------------------------------------- drawing
 def _grid(n_panels: int, ncols: int = 4):
-    from matplotlib.figure import Figure
-
+    Figure = require_matplotlib()
     ncols = max(1, min(ncols, n_panels))
     nrows = -(-n_panels // ncols)
     fig = Figure(figsize=(3.7 * ncols, 3.1 * nrows + 0.6), dpi=100, layout="constrained")
@@ -350,8 +357,7 @@ def iterations_histogram_figure(runs, path):
 def aop_grid_figure(points, path):
     """points: [(name, stats)] of the aop (s, t) grid: the supplementary's four panels
     (means only; the bands are in the per-initialisation figures)."""
-    from matplotlib.figure import Figure
-
+    Figure = require_matplotlib()
     fig = Figure(figsize=(12.8, 8.4), dpi=100, layout="constrained")
     axs = [fig.add_subplot(2, 2, i + 1) for i in range(4)]
     col = colours([n for n, _ in points])
@@ -416,6 +422,7 @@ GRID_FIGURE = ("aop_grid.png", aop_grid_figure,
 
 def draw_all(exp, out_dir) -> list[tuple[str, str]]:
     """Draw every figure of an experiment into ``out_dir``: [(file, caption)]."""
+    require_matplotlib()
     out = Path(out_dir)
     runs = [(r.spec.name, r.stats) for r in exp.init_runs]
     drawn = []

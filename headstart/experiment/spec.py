@@ -94,7 +94,10 @@ def make_spec(init: str, base: TrainParams, value: float | None = None) -> RunSp
 
 def parse_inits(text: str, base: TrainParams) -> list[RunSpec]:
     """``"zero,bias:-2,aop"`` -> run specifications, in the order given, duplicates removed."""
-    known = ("zero", "bias", "ovap", "ovap-strict", "aop")
+    from ..params import init_names
+
+    # every registered initialiser but the one that needs a model directory
+    known = tuple(n for n in init_names() if n != "pretrained")
     out: list[RunSpec] = []
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):

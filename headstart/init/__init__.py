@@ -1,12 +1,27 @@
 """Initialisation strategies: where each label's Newton solve starts.
 
-Each strategy is a small class with ``prepare(ctx)`` -- run once before training, in
-Python, for whatever is shared by all labels (the mean instance, the OvA-primal
-vector, ...) -- which returns an :class:`~.base.InitPlan`; the per-label work (the
-``initial_weights`` of the strategy) is a numba kernel in the same module, dispatched
-by the plan's code inside the compiled training loop.
+One module per strategy (see :mod:`.base` for the interface); every module of this
+package is imported here, so a new strategy needs no edit anywhere else.
 """
 
-from .base import InitPlan, Initializer, TrainingContext, make_initializer
+from __future__ import annotations
 
-__all__ = ["InitPlan", "Initializer", "TrainingContext", "make_initializer"]
+import importlib
+import pkgutil
+
+from .base import REGISTRY, InitInfo, Initializer, TrainingContext, initial_weights
+
+for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _m != "base":
+        importlib.import_module(f"{__name__}.{_m}")
+
+#: initialiser names, the default first
+NAMES = tuple(sorted(REGISTRY, key=lambda k: (k != "aop", k)))
+
+
+def make_initializer(params) -> Initializer:
+    return REGISTRY[params.init].make(params)
+
+
+__all__ = ["REGISTRY", "NAMES", "InitInfo", "Initializer", "TrainingContext", "initial_weights",
+           "make_initializer"]

@@ -23,15 +23,23 @@ from __future__ import annotations
 
 import math
 
+from typing import NamedTuple
+
 import numba as nb
 import numpy as np
 
-from .base import AOP, Initializer, empty_plan
+from .base import Initializer, plan_kernel, register
 
 # Relative thresholds for the two degenerate cases of the supplementary.  Cauchy-Schwarz
 # gives den = <p,x>^2 - <p,p><x,x> <= 0 with equality iff p, x are dependent.
 DEPENDENT_RTOL = 1e-10
 SMALL_XP_RTOL = 1e-8
+
+
+class AopPlan(NamedTuple):
+    xmean: np.ndarray   # mean of all instances, bias coordinate included
+    s: float
+    t: float
 
 
 class AverageOfPositives(Initializer):
@@ -41,9 +49,7 @@ class AverageOfPositives(Initializer):
         self.s, self.t = float(s), float(t)
 
     def prepare(self, ctx):
-        plan = empty_plan(AOP)
-        xmean = ctx.colsum / max(ctx.n, 1)
-        return plan._replace(xmean=xmean, s=np.float64(self.s), t=np.float64(self.t))
+        return AopPlan(ctx.xmean, float(self.s), float(self.t))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -61,19 +67,10 @@ def coefficients(pp, xp, xx, npos, n, s, t):
 
 
 @nb.njit(cache=True, nogil=True)
-def initial_weights(P, w, wx, psum, npos, xmean, s, t):
-    """w0 from the positives' sum ``psum`` (bias coordinate included).
-
-    Returns True when wx = X w0 is still to be computed by the caller (who may batch
-    that pass over X with other labels' work)."""
-    n = wx.size
+def mean_separating(P, w, n, psum, npos, xmean, s, t):
+    """w0 = u pbar + v xbar from the positives' sum ``psum`` (bias coordinate included);
+    for npos > 0."""
     nv = w.size
-    if npos == 0:
-        w[:] = 0.0
-        if P.bias > 0.0:
-            w[nv - 1] = t / P.bias
-        wx[:] = t if P.bias > 0.0 else 0.0
-        return False
     inv = 1.0 / npos
     pp = 0.0
     xp = 0.0
@@ -86,4 +83,27 @@ def initial_weights(P, w, wx, psum, npos, xmean, s, t):
     u, v = coefficients(pp, xp, xx, npos, n, s, t)
     for j in range(nv):
         w[j] = u * psum[j] * inv + v * xmean[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def no_positive_start(P, O, w, t):
+    """A label with no positive: the bias-only vector that scores every instance t (the
+    zero vector if there is no bias feature)."""
+    nv = w.size
+    w[:] = 0.0
+    if P.bias > 0.0:
+        w[nv - 1] = t / P.bias
+    O.wx[:] = t if P.bias > 0.0 else 0.0
+
+
+def _start(plan, P, O, w, psum, pos, label):
+    if pos.size == 0:
+        no_positive_start(P, O, w, plan.t)
+        return False
+    mean_separating(P, w, O.wx.size, psum, pos.size, plan.xmean, plan.s, plan.t)
     return True
+
+
+plan_kernel(AopPlan, _start)
+register("aop", lambda p: AverageOfPositives(p.aop_s, p.aop_t),
+         "average of positives: the mean positive scores --s, the mean negative --t (the paper; DiSMEC++ msi)")

@@ -1,38 +1,35 @@
-"""The strategy interface shared by all initialisers, and the registry."""
+"""The strategy interface shared by all initialisers, and their registry.
+
+An initialiser has two halves (DiSMEC++ ``training/init/``):
+
+* ``prepare(ctx)``, once, in Python: whatever all labels share (the mean instance, the
+  OvA-primal vector, a saved model), returned as a *plan*, a ``NamedTuple`` of arrays and
+  numbers whose class selects the per-label code (see :mod:`headstart.objective._typed`);
+* the per-label start, attached to the generic :func:`initial_weights` for that plan
+  class and inlined into the compiled training loop, which never names a strategy.
+
+To add an initialiser, write one module in this package: a plan class, its per-label
+function, an :class:`Initializer` subclass, and a call to :func:`register`.
+"""
 
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..objective._typed import generic, implement
 from ..objective.erm import Problem
 from ..params import TrainParams
 
-# Codes for the compiled dispatch in headstart.training.kernel.
-ZERO, BIAS, SHARED, AOP, PRETRAINED = 0, 1, 2, 3, 4
+initial_weights = generic("initial_weights", """(plan, P, O, w, psum, pos, label) -> bool.
 
-# Everything the per-label kernels may need. Unused fields hold empty arrays so that
-# every strategy compiles to the same numba signature.
-InitPlan = namedtuple("InitPlan", [
-    "code",            # one of the codes above
-    "value",           # BIAS: the bias weight
-    "shared_w",        # SHARED: the common start vector (n_features + 1)
-    "shared_wx",       # SHARED: X @ shared_w
-    "xmean",           # AOP: mean of all instances, bias coordinate included (n_features + 1)
-    "s", "t",          # AOP: target scores of the positive and negative means
-    "pre_indptr", "pre_indices", "pre_data", "pre_intercept",  # PRETRAINED: CSR rows
-    "pre_first", "pre_count",                                   # PRETRAINED: label range held
-])
-
-
-def empty_plan(code: int, value: float = 0.0) -> InitPlan:
-    z = np.zeros(0, dtype=np.float64)
-    return InitPlan(np.int64(code), np.float64(value), z, z, z, np.float64(0.0), np.float64(0.0),
-                    np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.float32),
-                    np.zeros(0, dtype=np.float32), np.int64(0), np.int64(0))
+Write label ``label``'s start into w (n_features + 1, bias weight last), given its
+positives ``pos`` (instance ids, ascending) and their sum ``psum`` (bias coordinate
+included).  Either set O.wx = X w and return False, or return True: the caller then
+computes X w (possibly for several labels in one sweep over X).""")
 
 
 @dataclass
@@ -55,33 +52,41 @@ class TrainingContext:
     def n_features(self) -> int:
         return int(self.X.shape[1])
 
+    @property
+    def cost_scale(self) -> float:
+        """C of the kernels: the loss weight over the regulariser's scale (see
+        :mod:`headstart.objective.regularizers.base`)."""
+        return float(self.params.C) / float(self.params.reg_scale)
+
+    @property
+    def xmean(self) -> np.ndarray:
+        """Mean of all instances, bias coordinate included."""
+        return self.colsum / max(self.n, 1)
+
 
 class Initializer:
     """A strategy: ``prepare`` once, then the compiled kernel computes each label's start."""
 
     name = "?"
 
-    def prepare(self, ctx: TrainingContext) -> InitPlan:  # pragma: no cover - interface
+    def prepare(self, ctx: TrainingContext):  # pragma: no cover - interface
         raise NotImplementedError
 
 
-def make_initializer(params: TrainParams) -> Initializer:
-    from .aop import AverageOfPositives
-    from .bias import BiasInit
-    from .ovap import OvAPrimal
-    from .pretrained import Pretrained
-    from .zero import ZeroInit
+@dataclass(frozen=True)
+class InitInfo:
+    name: str
+    make: Callable[[TrainParams], Initializer]
+    help: str
 
-    if params.init == "zero":
-        return ZeroInit()
-    if params.init == "bias":
-        return BiasInit(params.bias_init)
-    if params.init == "ovap":
-        return OvAPrimal(strict=False)
-    if params.init == "ovap-strict":
-        return OvAPrimal(strict=True)
-    if params.init == "aop":
-        return AverageOfPositives(params.aop_s, params.aop_t)
-    if params.init == "pretrained":
-        return Pretrained(params.pretrained)
-    raise AssertionError(params.init)  # validated in TrainParams
+
+REGISTRY: dict[str, InitInfo] = {}
+
+
+def register(name: str, make: Callable[[TrainParams], Initializer], help: str) -> None:
+    REGISTRY[name] = InitInfo(name, make, help)
+
+
+def plan_kernel(plan_cls: type, impl) -> None:
+    """Attach the per-label start of a plan class (see :func:`initial_weights`)."""
+    implement(initial_weights, plan_cls, impl)

@@ -8,9 +8,23 @@ and -2 (Table 1's "bias" column is the -2 variant).
 
 from __future__ import annotations
 
-import numba as nb
+from typing import NamedTuple
 
-from .base import BIAS, Initializer, empty_plan
+from .base import Initializer, plan_kernel, register
+
+
+class BiasPlan(NamedTuple):
+    value: float
+
+
+def _start(plan, P, O, w, psum, pos, label):
+    w[:] = 0.0
+    w[w.size - 1] = plan.value
+    O.wx[:] = plan.value * P.bias
+    return False
+
+
+plan_kernel(BiasPlan, _start)
 
 
 class BiasInit(Initializer):
@@ -20,12 +34,7 @@ class BiasInit(Initializer):
         self.value = float(value)
 
     def prepare(self, ctx):
-        return empty_plan(BIAS, self.value)
+        return BiasPlan(float(self.value))
 
 
-@nb.njit(cache=True, nogil=True)
-def initial_weights(w, wx, value, bias):
-    w[:] = 0.0
-    w[w.size - 1] = value
-    wx[:] = value * bias
-    return False
+register("bias", lambda p: BiasInit(p.bias_init), "feature weights 0, bias weight --bias-init (paper section 3)")

@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..objective import losses
-from ..objective.erm import scores
-from ..solver.newton import Settings, make_workspace, newton
-from .base import SHARED, Initializer, empty_plan
-
-
-def solver_settings(params) -> Settings:
-    return Settings(np.int64(params.max_iter), np.float64(params.cg_epsilon), np.float64(params.pcg_alpha),
-                    np.float64(params.ls_eta), np.int64(params.ls_max_steps))
+from ..objective import erm, losses
+from ..solver.newton import make_workspace, newton, settings
+from .base import Initializer, register
+from .shared import shared_plan
 
 
 class OvAPrimal(Initializer):
@@ -31,18 +26,23 @@ class OvAPrimal(Initializer):
 
     def prepare(self, ctx):
         p = ctx.params
-        W = make_workspace(ctx.n, ctx.n_features)
-        W.y[:] = -1.0
+        P = ctx.problem
+        O = erm.make_state(ctx.n, ctx.n_features)
+        W = make_workspace(ctx.n_features)
+        C = ctx.cost_scale
+        erm.set_label(O, np.zeros(0, dtype=np.int64), C, C)
         # grad f(0) = C phi'(0) X^T y = -C phi'(0) * colsum for the all-negative label
-        gnorm0 = abs(p.C * losses.d1_at_zero(ctx.problem.loss)) * float(np.linalg.norm(ctx.colsum))
+        gnorm0 = abs(C * losses.get(p.loss).d1_at_zero(p)) * float(np.linalg.norm(ctx.colsum))
         if self.strict:
             tol = p.epsilon * 1.0 / max(ctx.n, 1) * gnorm0
         else:
             tol = p.ovap_epsilon * gnorm0
         empty = np.zeros(0)
-        self.result = newton(ctx.problem, W, solver_settings(p), tol, empty, empty, empty,
-                             np.zeros(0, dtype=np.int64), empty, False)
-        plan = empty_plan(SHARED)
-        wx = np.empty(ctx.n)
-        scores(ctx.problem, W.w, wx)
-        return plan._replace(shared_w=W.w.copy(), shared_wx=wx)
+        self.result = newton(P, O, W, settings(p), tol, empty, empty, empty, np.zeros(0, dtype=np.int64), empty,
+                             False)
+        return shared_plan(P, W.w.copy())
+
+
+register("ovap", lambda p: OvAPrimal(strict=False),
+         "the loosely solved all-negative problem (OvA-primal, Fang et al. 2019; paper section 3)")
+register("ovap-strict", lambda p: OvAPrimal(strict=True), "ovap solved as strictly as a real label")

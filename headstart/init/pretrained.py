@@ -5,14 +5,23 @@ Labels the saved model does not cover start from zero."""
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
-import numba as nb
 import numpy as np
 
 from ..errors import ModelFormatError
-from .base import PRETRAINED, Initializer, empty_plan
+from .base import Initializer, plan_kernel, register
 
 log = logging.getLogger(__name__)
+
+
+class PretrainedPlan(NamedTuple):
+    indptr: np.ndarray       # CSR rows of the saved labels (internal feature numbering)
+    indices: np.ndarray
+    data: np.ndarray
+    intercept: np.ndarray    # bias weights
+    first: int               # label range held
+    count: int
 
 
 class Pretrained(Initializer):
@@ -35,20 +44,22 @@ class Pretrained(Initializer):
         bias = ctx.problem.bias
         # stored intercept = bias weight * bias value
         wb = (model.intercept.astype(np.float64) / bias) if bias > 0 else np.zeros(model.num_labels)
-        plan = empty_plan(PRETRAINED)
-        return plan._replace(pre_indptr=W.indptr.astype(np.int64), pre_indices=W.indices.astype(np.int32),
-                             pre_data=W.data.astype(np.float32), pre_intercept=wb.astype(np.float32),
-                             pre_first=np.int64(model.first_label), pre_count=np.int64(model.num_labels))
+        return PretrainedPlan(W.indptr.astype(np.int64), W.indices.astype(np.int32), W.data.astype(np.float32),
+                              wb.astype(np.float32), int(model.first_label), int(model.num_labels))
 
 
-@nb.njit(cache=True, nogil=True)
-def initial_weights(P, w, wx, label, pre_indptr, pre_indices, pre_data, pre_intercept, pre_first, pre_count):
+def _start(plan, P, O, w, psum, pos, label):
     w[:] = 0.0
-    r = label - pre_first
-    if r < 0 or r >= pre_count:
-        wx[:] = 0.0
+    r = label - plan.first
+    if r < 0 or r >= plan.count:
+        O.wx[:] = 0.0
         return False
-    for k in range(pre_indptr[r], pre_indptr[r + 1]):
-        w[pre_indices[k]] = pre_data[k]
-    w[w.size - 1] = pre_intercept[r]
+    for k in range(plan.indptr[r], plan.indptr[r + 1]):
+        w[plan.indices[k]] = plan.data[k]
+    w[w.size - 1] = plan.intercept[r]
     return True  # wx = X w0 is computed by the caller
+
+
+plan_kernel(PretrainedPlan, _start)
+register("pretrained", lambda p: Pretrained(p.pretrained),
+         "the weights of a saved model (--pretrained) for the same labels; others start from zero")

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
-import numba as nb
+from typing import NamedTuple
 
-from .base import ZERO, Initializer, empty_plan
+from .base import Initializer, plan_kernel, register
+
+
+class ZeroPlan(NamedTuple):
+    pass
+
+
+def _start(plan, P, O, w, psum, pos, label):
+    w[:] = 0.0
+    O.wx[:] = 0.0
+    return False
+
+
+plan_kernel(ZeroPlan, _start)
 
 
 class ZeroInit(Initializer):
     name = "zero"
 
     def prepare(self, ctx):
-        return empty_plan(ZERO)
+        return ZeroPlan()
 
 
-@nb.njit(cache=True, nogil=True)
-def initial_weights(w, wx):
-    w[:] = 0.0
-    wx[:] = 0.0
-    return False
+register("zero", lambda p: ZeroInit(), "w0 = 0 (LIBLINEAR's start, the paper's baseline)")

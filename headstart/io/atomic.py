@@ -10,20 +10,37 @@ Usage::
 
     with atomic_write("model/weights.npz", "wb") as f:
         f.write(payload)
+
+``atomic_directory`` does the same for a whole directory: it is built under a temporary
+sibling name and renamed into place when the ``with`` block ends without an exception.
+Replacing an existing directory takes two renames (the old one aside, the new one in),
+so a crash in that instant leaves the old directory as ``.NAME.old-<hex>`` next to the
+target, never a directory that mixes old and new files.
+
+Temporary names start with a dot and match :data:`TEMP_NAME_RE`, so a reader listing a
+directory can tell (and a writer resuming after a crash can delete) what an interrupted
+write left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
+import shutil
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "atomic_directory", "fsync_dir", "TEMP_NAME_RE"]
+
+#: temporaries of this module: files ``.NAME.<12 hex>.tmp``, directories ``.NAME.tmp-<32 hex>``
+TEMP_NAME_RE = re.compile(r"^\..+\.(tmp-[0-9a-f]{32}|[0-9a-f]{12}\.tmp)$")
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
     """Persist the rename itself (best effort; not possible on every platform)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -84,4 +101,42 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
             os.unlink(tmp)
         raise
     if fsync:
-        _fsync_dir(directory)
+        fsync_dir(directory)
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a new empty directory next to ``path``; rename it to ``path`` on success.
+
+    An existing ``path`` (a directory) is replaced: it is renamed aside first and deleted
+    once the new one is in place; if the second rename fails the old one is put back.
+    An empty or missing ``path`` is replaced by a single rename.  If the ``with`` block
+    (or the rename) raises, the temporary directory is removed and ``path`` is untouched.
+    Deciding *whether* ``path`` may be replaced is the caller's job.
+    """
+    path = Path(path)
+    tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        _install_directory(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _install_directory(tmp: Path, path: Path) -> None:
+    fsync_dir(tmp)
+    if path.exists() and any(path.iterdir()):
+        old = path.parent / f".{path.name}.old-{uuid.uuid4().hex}"
+        os.replace(path, old)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            os.replace(old, path)
+            raise
+        fsync_dir(path.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, path)  # a missing or empty directory is replaced atomically
+        fsync_dir(path.parent)

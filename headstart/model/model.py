@@ -19,15 +19,51 @@ import scipy.sparse as sp
 from ..params import TrainParams
 
 
+@dataclass(frozen=True)
+class FeatureHashing:
+    """Feature hashing as training applied it: ``functions`` hash functions of ``buckets``
+    buckets each, drawn from ``seed`` (see :mod:`headstart.prediction.transforms`)."""
+
+    buckets: int
+    functions: int
+    seed: int
+
+    @property
+    def n_features(self) -> int:
+        """Width of the hashed feature space: one block of ``buckets`` per hash function."""
+        return self.buckets * self.functions
+
+    def to_manifest(self) -> dict[str, int]:
+        return {"buckets": int(self.buckets), "functions": int(self.functions), "seed": int(self.seed)}
+
+    @classmethod
+    def from_params(cls, params: TrainParams) -> "FeatureHashing | None":
+        if params.hash_buckets == 0:
+            return None
+        return cls(params.hash_buckets, params.hash_functions, params.hash_seed)
+
+
 @dataclass
 class Preprocessing:
-    """Feature transformation learned on the training data and applied to any input."""
+    """Feature transformation learned on the training data and applied to any input.
+
+    In this order (:mod:`headstart.prediction.preprocess`): ``hashing``, the value
+    ``transform``, tf-idf (``idf``), L2 ``normalize``.
+    """
 
     normalize: bool = False
     idf: np.ndarray | None = None  # float32 (n_features,), set when tf-idf was requested
+    transform: str = "identity"    # one of headstart.params.TRANSFORMS
+    hashing: FeatureHashing | None = None
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"normalize": bool(self.normalize), "tfidf": self.idf is not None}
+        return {"normalize": bool(self.normalize), "tfidf": self.idf is not None, "transform": self.transform,
+                "hash": None if self.hashing is None else self.hashing.to_manifest()}
+
+    @property
+    def is_identity(self) -> bool:
+        return (not self.normalize and self.idf is None and self.transform == "identity"
+                and self.hashing is None)
 
 
 @dataclass

@@ -1,27 +1,39 @@
-"""The L2-regularised empirical risk of one binary problem,
+"""The regularised, cost-weighted empirical risk of one binary problem,
 
-    f(w) = 0.5 * ||w_r||^2 + C * sum_i phi(y_i * (x_i . w[:d] + bias * w[d]))
+    f(w) = sum_j r(w_j) + sum_i c_i * phi(y_i * (x_i . w[:d] + bias * w[d]))
 
-where ``w_r`` is ``w`` without the bias weight unless ``regularize_bias`` (LIBLINEAR's
-``-B 1`` regularises it; the paper's implementation does not).  The bias is a virtual
-feature: it is never stored in X, the kernels add ``bias * w[d]`` instead.
+with a margin loss phi (:mod:`.losses`), a point-wise regulariser r (:mod:`.regularizers`;
+the bias weight w[d] is regularised only with ``regularize_bias``, LIBLINEAR's ``-B 1``
+does, the paper's implementation does not) and per-instance costs c_i = c_+ for the
+label's positives and c_- for its negatives (C times the label's weights, see
+:mod:`.weighting`).  The bias is a virtual feature: never stored in X, the kernels add
+``bias * w[d]`` instead.
 
 Like LIBLINEAR's ``l2r_erm_fun`` this module answers the solver's questions -- value,
-gradient, Hessian-vector product, diagonal preconditioner, line search -- and keeps
-the caching contract explicit:
+gradient, Hessian-vector product, diagonal preconditioner, line search, step -- and owns
+the state that makes them cheap, in a :data:`State` per label:
 
-* ``wx`` (the scores X w) is owned by the caller and kept current by
-  :func:`update_and_grad_on_support`, so the value never needs a pass over X;
-* :func:`grad_on_support` computes the active set ``act``, per-instance coefficients
-  ``gcoef``/``hcoef`` and the support F of the active rows; the Hessian product and
-  the preconditioner reuse them, so they touch only the active rows (for the squared
-  hinge: the instances with margin < 1, the paper's implicit negative mining) and
-  only the coordinates in F -- outside F the objective is the bare regulariser;
-* a line-search trial costs O(n): X s is computed once per search, in the split form
-  X s = sigma * X w + X delta with delta = s - sigma * w zero outside F (the solver
-  carries s as sigma * w there), so the vector the pass over X reads changes only on F.
+* ``wx``, the scores X w, kept current by :func:`step`, so the value never needs a pass
+  over X;
+* :func:`gradient` computes the active set ``act`` (for margin losses that vanish beyond
+  m = 1: the instances with margin < 1, the paper's implicit negative mining), each
+  active instance's coefficients ``gcoef = c_i phi'(m_i) y_i`` and ``hcoef = c_i phi''(m_i)``,
+  and the *support* F: the features of the active rows.  The Hessian product and the
+  preconditioner reuse them until the next step, so they touch only active rows and
+  only F;
+* with the L2 regulariser the objective is the bare ||w||^2 / 2 outside F -- gradient w,
+  Hessian I -- and the solver carries its vectors there as multiples of w
+  (:mod:`headstart.solver.cg`); their size enters through ||w_O||^2 (``fst[WOUT2]``).
+  Other regularisers have no such block: their support is every coordinate;
+* a line-search trial costs O(n): the solver's direction is *projected* once
+  (:func:`project`: X s = sigma * X w + X delta with delta = s - sigma * w, zero outside
+  F), the caller computes ``xs = X delta`` in one pass over X (possibly for several
+  labels at once), and every trial only combines wx and xs.
 
-All functions are numba kernels over plain arrays; the solver calls them directly.
+The caching contract: ``act``, ``gcoef``, ``hcoef`` are valid from :func:`gradient` (or
+:func:`step`) until the direction has been computed; the lane scheduler relies on this
+to share them between the labels of a thread.  F, the marks and the scalars stay with
+the label.  All functions are numba kernels over plain arrays.
 """
 
 from __future__ import annotations
@@ -31,18 +43,54 @@ from collections import namedtuple
 import numba as nb
 import numpy as np
 
-from . import losses
+from . import losses, regularizers
 
-# X in CSR (float32 data, int32 indices) plus the scalars that define the objective.
-Problem = namedtuple("Problem", ["indptr", "indices", "data", "n_features", "bias", "C", "loss",
+# X in CSR (float32 data, int32 indices) plus what defines the objective: the loss and
+# regulariser tuples select the compiled code (see ._typed).
+Problem = namedtuple("Problem", ["indptr", "indices", "data", "n_features", "bias", "loss", "reg",
                                  "regularize_bias"])
 
+# The objective's per-label state.  ist (int64): NACT active instances, NF size of the
+# support (bias index included), STAMP the current mark value.  fst (float64): WOUT2
+# ||w_O||^2 outside the support, COST_POS / COST_NEG the costs c_+ and c_-.
+State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "F", "mark", "ist", "fst"])
+NACT, NF, STAMP = 0, 1, 2
+WOUT2, COST_POS, COST_NEG = 0, 1, 2
 
-def make_problem(X, bias: float, C: float, loss: str, regularize_bias: bool) -> Problem:
-    """Wrap a canonical CSR matrix (float32 data, int32 indices) for the kernels."""
+# dtypes of the index buffers: instance and feature indices fit int32 (X is validated
+# to int32 indices), labels are +-1.  Narrow types matter: a lane's O(n) and O(d)
+# passes stream these arrays once or twice per Newton iteration.
+ACT_DTYPE = np.int32
+Y_DTYPE = np.int8
+MARK_DTYPE = np.int32
+MAX_STAMP = 2**31 - 2
+
+
+def make_problem(X, bias: float, loss, reg, regularize_bias: bool) -> Problem:
+    """Wrap a canonical CSR matrix (float32 data, int32 indices) for the kernels; ``loss``
+    and ``reg`` are the tuples of :func:`.losses.make` and :func:`.regularizers.make`."""
     return Problem(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False),
                    X.data.astype(np.float32, copy=False), np.int64(X.shape[1]), np.float64(bias),
-                   np.float64(C), np.int64(losses.LOSS_CODES[loss]), bool(regularize_bias))
+                   loss, reg, bool(regularize_bias))
+
+
+def make_state(n: int, n_features: int) -> State:
+    nv = n_features + 1
+    return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
+                 np.zeros(n), np.zeros(n), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
+                 np.zeros(3, dtype=np.int64), np.zeros(3))
+
+
+# --- set-up ---------------------------------------------------------------------------
+
+@nb.njit(cache=True, nogil=True)
+def set_label(O, pos, cost_pos, cost_neg):
+    """Labels y (+1 on ``pos``, -1 elsewhere) and costs c_+, c_- of a new problem."""
+    O.y[:] = -1
+    for i in pos:
+        O.y[i] = 1
+    O.fst[COST_POS] = cost_pos
+    O.fst[COST_NEG] = cost_neg
 
 
 @nb.njit(cache=True, nogil=True)
@@ -58,96 +106,101 @@ def scores(P, w, out):
         out[i] = acc + wb
 
 
+# --- value ----------------------------------------------------------------------------
+
 @nb.njit(cache=True, nogil=True)
-def reg_dot(P, a, b):
-    """<a, b> restricted to the regularised coordinates."""
+def _cost(O, yi):
+    return O.fst[COST_POS] if yi > 0 else O.fst[COST_NEG]
+
+
+@nb.njit(cache=True, nogil=True)
+def reg_value(P, w):
+    """sum_j r(w_j) over the regularised coordinates."""
     d = P.n_features
     acc = 0.0
+    if regularizers.is_l2(P.reg):
+        acc = 0.5 * _sumsq(w, d)
+        if P.regularize_bias:
+            acc += 0.5 * w[d] * w[d]
+        return acc
     for j in range(d):
-        acc += a[j] * b[j]
+        acc += regularizers.value(P.reg, w[j])
     if P.regularize_bias:
-        acc += a[d] * b[d]
+        acc += regularizers.value(P.reg, w[d])
     return acc
 
 
 @nb.njit(cache=True, nogil=True)
-def loss_sum(P, y, wx):
-    """C * sum_i phi(y_i * wx_i)."""
+def loss_sum(P, O):
+    """sum_i c_i phi(y_i * wx_i) from the cached scores."""
+    return loss_sum_at(P, O, O.wx)
+
+
+@nb.njit(cache=True, nogil=True)
+def loss_sum_at(P, O, wx):
+    """sum_i c_i phi(y_i * wx_i) for the scores ``wx`` of some vector."""
     acc = 0.0
-    if losses.has_hinge(P.loss):
+    y = O.y
+    if losses.mines(P.loss):
         # only margins < 1 add anything; see _trial_loss_sum
         for i in range(wx.size):
             m = y[i] * wx[i]
             if m < 1.0:
-                acc += losses.value(P.loss, m)
+                acc += _cost(O, y[i]) * losses.value(P.loss, m)
     else:
         for i in range(wx.size):
-            acc += losses.value(P.loss, y[i] * wx[i])
-    return P.C * acc
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def _trial_loss_sum(P, y, wx, xd, sigma, alpha):
-    """sum_i phi(y_i * (wx_i + alpha * (sigma * wx_i + xd_i))): the loss at w + alpha s
-    with X s = sigma * wx + xd, the O(n) work of a line-search trial.
-
-    For the squared hinge only the instances with margin < 1 add anything; skipping the
-    others (instead of adding 0.0) takes them out of the chain of dependent additions,
-    which otherwise sets the pace of this loop (one add latency per instance).  Adding
-    0.0 to a non-negative sum is exact, so the value is the same either way."""
-    acc = 0.0
-    n = wx.size
-    if losses.has_hinge(P.loss):
-        for i in range(n):
-            m = y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i]))
-            if m < 1.0:
-                acc += losses.value(P.loss, m)
-    else:
-        for i in range(n):
-            acc += losses.value(P.loss, y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i])))
+            acc += _cost(O, y[i]) * losses.value(P.loss, y[i] * wx[i])
     return acc
 
 
 @nb.njit(cache=True, nogil=True)
-def fun(P, y, w, wx):
+def value(P, O, w):
     """Objective value from the cached scores wx (no pass over X)."""
-    return 0.5 * reg_dot(P, w, w) + loss_sum(P, y, wx)
+    return reg_value(P, w) + loss_sum(P, O)
+
+
+# --- gradient and step ----------------------------------------------------------------
+
+@nb.njit(cache=True, nogil=True)
+def _next_stamp(O):
+    """A mark value never used before (marks are int32: renumber when they run out; the
+    current support keeps its marks, as value 1)."""
+    if O.ist[STAMP] >= MAX_STAMP:
+        cur = O.ist[STAMP]
+        for j in range(O.mark.size):
+            O.mark[j] = 1 if O.mark[j] == cur else 0
+        O.ist[STAMP] = 1
+    O.ist[STAMP] += 1
+    return O.ist[STAMP]
 
 
 @nb.njit(cache=True, nogil=True)
-def grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, stamp):
-    """Gradient on the support of the active rows; returns (nact, nF, ||w_O||^2).
+def gradient(P, O, w, g):
+    """Active set, support and gradient at w (with O.wx = X w current); returns ||g||.
 
-    The active set goes to ``act[:nact]`` with the gradient coefficient
-    ``gcoef = C phi'(m) y`` and Hessian weight ``hcoef = C phi''(m)`` of each active
-    instance, kept for the Hessian products of this Newton iteration (LIBLINEAR
-    l2r_l2_svc_fun::grad keeps its index set I the same way).
-
-    ``F[:nF]`` lists the support: every feature of an active row (ascending), then the
-    bias index d.  Only g[F] is written.  Outside F the objective is the bare L2 term --
-    gradient w, Hessian I, diag(H) = 1 -- which the solver exploits by carrying vectors
-    there as multiples of w; their size enters through the returned ||w_O||^2.
-    ``mark`` is a per-workspace int array and ``stamp`` a value never used before with
-    it, so that nothing needs clearing.
-    """
-    nact = _active_set(P, y, wx, act, gcoef, hcoef, wx, 0.0, 0.0, False)
-    nF, wout2 = _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, _sumsq(w, P.n_features))
-    return nact, nF, wout2
+    ``O.F[:nF]`` lists the support, the bias index d last; only g[F] is written (outside
+    F, with the L2 regulariser, g = w)."""
+    stamp = _next_stamp(O)
+    _active_set(P, O, O.wx, 0.0, 0.0, False)
+    _support_and_grad(P, O, w, g, stamp, _sumsq(w, P.n_features))
+    return _gnorm(O, g)
 
 
 @nb.njit(cache=True, nogil=True)
-def update_and_grad_on_support(P, y, w, wx, xd, s, sigma, alpha, g, act, gcoef, hcoef, F, mark, old, stamp):
-    """Take the step w += alpha * s and compute the new gradient on the new support, in
-    as few passes over memory as possible (this runs once per Newton iteration and is,
-    with the pass over X, what a tail label's iteration costs).
+def step(P, O, w, s, sigma, alpha, g):
+    """Take the step w += alpha * s and compute the new gradient on the new support, in as
+    few passes over memory as possible (once per Newton iteration; with the pass over X,
+    what a tail label's iteration costs).  Returns ||g||.
 
-    The direction is in the solver's split form: ``s`` holds it on the current support
-    (features marked ``old``, plus the bias) and equals ``sigma * w`` elsewhere, and
-    ``xd = X delta`` for ``delta = s - sigma * w`` (zero outside the support), so that
-    X s = sigma * wx + xd.  Scores are updated as in :func:`linesearch`, bit for bit.
-    Returns (nact, nF, ||w_O||^2) like :func:`grad_on_support`, with ``stamp`` new.
-    """
+    ``s`` is the solver's direction in split form: s on the current support, sigma * w
+    elsewhere; O.xs = X delta (see :func:`project`), so X s = sigma * wx + xs.  Scores
+    move exactly as in :func:`line_search`'s trials, bit for bit."""
     d = P.n_features
+    old = O.ist[STAMP]
+    stamp = _next_stamp(O)
+    if stamp <= old:  # marks were renumbered: the current support is now marked 1
+        old = 1
+    mark = O.mark
     # w in one pass, also summing the squares of the new weights (4 chains, see _sumsq)
     a0 = 0.0
     a1 = 0.0
@@ -175,33 +228,48 @@ def update_and_grad_on_support(P, y, w, wx, xd, s, sigma, alpha, g, act, gcoef, 
     w[d] += alpha * s[d]
     wsq = (a0 + a1) + (a2 + a3)
     # scores and the new active set in one pass over the instances
-    nact = _active_set(P, y, wx, act, gcoef, hcoef, xd, sigma, alpha, True)
-    nF, wout2 = _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, wsq)
-    return nact, nF, wout2
+    _active_set(P, O, O.xs, sigma, alpha, True)
+    _support_and_grad(P, O, w, g, stamp, wsq)
+    return _gnorm(O, g)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _active_set(P, y, wx, act, gcoef, hcoef, xd, sigma, alpha, step):
-    """Active set with its coefficients; with ``step`` the scores first move to
-    wx + alpha * (sigma * wx + xd) (the accepted line-search step, as in
-    :func:`linesearch`), in the same pass."""
+@nb.njit(cache=True, nogil=True)
+def _gnorm(O, g):
+    acc = O.fst[WOUT2]  # outside the support g = w
+    F = O.F
+    for q in range(O.ist[NF]):
+        gj = g[F[q]]
+        acc += gj * gj
+    return np.sqrt(acc)
+
+
+@nb.njit(cache=True, nogil=True)
+def _active_set(P, O, xd, sigma, alpha, move):
+    """Active set with its coefficients; with ``move`` the scores first go to
+    wx + alpha * (sigma * wx + xd) (the accepted line-search step), in the same pass."""
+    y = O.y
+    wx = O.wx
+    act = O.act
     n = wx.size
-    hinge = losses.has_hinge(P.loss)
+    mining = losses.mines(P.loss)
+    cp = O.fst[COST_POS]
+    cn = O.fst[COST_NEG]
     nact = 0
     for i in range(n):
-        if step:
+        if move:
             wx[i] = wx[i] + alpha * (sigma * wx[i] + xd[i])
         m = y[i] * wx[i]
-        if hinge and m >= 1.0:
+        if mining and m >= 1.0:
             continue
+        c = cp if y[i] > 0 else cn
         act[nact] = i
-        gcoef[nact] = P.C * losses.d1(P.loss, m) * y[i]
-        hcoef[nact] = P.C * losses.d2(P.loss, m)
+        O.gcoef[nact] = c * losses.d1(P.loss, m) * y[i]
+        O.hcoef[nact] = c * losses.d2(P.loss, m)
         nact += 1
-    return nact
+    O.ist[NACT] = nact
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@nb.njit(cache=True, nogil=True)
 def _sumsq(w, d):
     """sum of w[:d]^2 in four interleaved partial sums: a single running sum makes every
     feature wait for the previous addition (~4 cycles each); four chains overlap."""
@@ -224,72 +292,113 @@ def _sumsq(w, d):
 # marks; below it the features met in the active rows are sorted instead (tail labels
 # with a good start: a few hundred features, so no O(features) pass at all).
 SWEEP_SHARE = 64
+# ||w_O||^2 is computed as ||w||^2 - ||w_F||^2; when that difference is below this share of
+# ||w||^2 the subtraction has lost digits (absolute error ~1e-16 ||w||^2, which would floor
+# ||grad f|| near 1.5e-8 ||w||), so it is summed directly over the features outside F.
+EXACT_WOUT_SHARE = 1e-6
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _support_and_grad(P, w, g, act, nact, gcoef, F, mark, stamp, wsq):
-    """Support F (ascending, then the bias index d), g on F, and ||w_O||^2 = wsq - ||w_F||^2
-    with wsq = ||w[:d]||^2 (the difference loses only absolute accuracy of order
-    eps * ||w||^2, negligible wherever ||w_O||^2 enters the solver)."""
+@nb.njit(cache=True, nogil=True)
+def _support_and_grad(P, O, w, g, stamp, wsq):
+    """Support F (ascending, then the bias index d), g on F, ||w_O||^2."""
     d = P.n_features
+    F = O.F
+    mark = O.mark
+    act = O.act
+    nact = O.ist[NACT]
+    l2 = regularizers.is_l2(P.reg)
     nF = 0
-    for k in range(nact):
-        i = act[k]
-        for p in range(P.indptr[i], P.indptr[i + 1]):
-            j = P.indices[p]
-            if mark[j] != stamp:
-                mark[j] = stamp
-                F[nF] = j
-                nF += 1
-    if nF * SWEEP_SHARE > d:
-        # ascending order keeps the CG loops streaming through memory when F is large
-        nF = 0
+    if not l2:
+        # no quadratic block outside the active rows' features: the support is everything
         for j in range(d):
-            if mark[j] == stamp:
-                F[nF] = j
-                nF += 1
+            mark[j] = stamp
+            F[j] = j
+        nF = d
     else:
-        F[:nF].sort()
+        for k in range(nact):
+            i = act[k]
+            for p in range(P.indptr[i], P.indptr[i + 1]):
+                j = P.indices[p]
+                if mark[j] != stamp:
+                    mark[j] = stamp
+                    F[nF] = j
+                    nF += 1
+        if nF * SWEEP_SHARE > d:
+            # ascending order keeps the CG loops streaming through memory when F is large
+            nF = 0
+            for j in range(d):
+                if mark[j] == stamp:
+                    F[nF] = j
+                    nF += 1
+        else:
+            F[:nF].sort()
     wF2 = 0.0
-    for q in range(nF):
-        j = F[q]
-        g[j] = w[j]
-        wF2 += w[j] * w[j]
-    wout2 = max(wsq - wF2, 0.0)
+    if l2:
+        for q in range(nF):
+            j = F[q]
+            g[j] = w[j]
+            wF2 += w[j] * w[j]
+    else:
+        for q in range(nF):
+            j = F[q]
+            g[j] = regularizers.d1(P.reg, w[j])
+    wout2 = 0.0
+    if l2:
+        wout2 = max(wsq - wF2, 0.0)
+        if wout2 < EXACT_WOUT_SHARE * wsq:
+            wout2 = 0.0
+            for j in range(d):
+                if mark[j] != stamp:
+                    wout2 += w[j] * w[j]
+    O.fst[WOUT2] = wout2
     mark[d] = stamp
     F[nF] = d
     nF += 1
-    g[d] = w[d] if P.regularize_bias else 0.0
+    O.ist[NF] = nF
+    if P.regularize_bias:
+        g[d] = w[d] if l2 else regularizers.d1(P.reg, w[d])
+    else:
+        g[d] = 0.0
     gb = 0.0
     for k in range(nact):
         i = act[k]
-        c = gcoef[k]
+        c = O.gcoef[k]
         for p in range(P.indptr[i], P.indptr[i + 1]):
             g[P.indices[p]] += c * P.data[p]
         gb += c
     g[d] += gb * P.bias
-    return nF, wout2
 
+
+# --- second-order information ---------------------------------------------------------
 
 @nb.njit(cache=True, nogil=True)
-def hess_vec_on_support(P, act, nact, hcoef, v, out, F, nF):
-    """out[F] = (H v)[F] = v_r + sum_{i active} C phi''(m_i) (x_i . v) x_i on the support
-    F of the active rows (outside it H = I, handled by the caller)."""
+def hess_vec(P, O, w, v, out):
+    """out[F] = (H v)[F] = q(w) v + sum_{i active} c_i phi''(m_i) (x_i . v) x_i on the
+    support (outside it, with L2, H = I: handled by the solver)."""
     d = P.n_features
-    for q in range(nF):
-        j = F[q]
-        out[j] = v[j]
-    out[d] = v[d] if P.regularize_bias else 0.0
+    F = O.F
+    nF = O.ist[NF]
+    if regularizers.is_l2(P.reg):
+        for q in range(nF):
+            j = F[q]
+            out[j] = v[j]
+        out[d] = v[d] if P.regularize_bias else 0.0
+    else:
+        for q in range(nF):
+            j = F[q]
+            out[j] = regularizers.d2(P.reg, w[j]) * v[j]
+        out[d] = regularizers.d2(P.reg, w[d]) * v[d] if P.regularize_bias else 0.0
     vb = P.bias * v[d]
     ob = 0.0
-    for k in range(nact):
+    act = O.act
+    for k in range(O.ist[NACT]):
         i = act[k]
         lo = P.indptr[i]
         hi = P.indptr[i + 1]
         dot = vb
         for p in range(lo, hi):
             dot += P.data[p] * v[P.indices[p]]
-        c = hcoef[k] * dot
+        c = O.hcoef[k] * dot
         if c != 0.0:
             for p in range(lo, hi):
                 out[P.indices[p]] += c * P.data[p]
@@ -298,87 +407,89 @@ def hess_vec_on_support(P, act, nact, hcoef, v, out, F, nF):
 
 
 @nb.njit(cache=True, nogil=True)
-def diag_precond_on_support(P, act, nact, hcoef, M, F, nF):
-    """M[F] = diag(H)[F] = 1_r + sum_{i active} C phi''(m_i) x_i^2 (LIBLINEAR
-    get_diag_preconditioner); outside F diag(H) = 1."""
+def precond(P, O, w, M):
+    """M[F] = diag(H)[F] = q(w) + sum_{i active} c_i phi''(m_i) x_i^2 (LIBLINEAR's
+    get_diag_preconditioner); returns diag(H) outside the support (1 with L2)."""
     d = P.n_features
-    for q in range(nF):
-        M[F[q]] = 1.0
-    M[d] = 1.0 if P.regularize_bias else 0.0
+    F = O.F
+    nF = O.ist[NF]
+    if regularizers.is_l2(P.reg):
+        for q in range(nF):
+            M[F[q]] = 1.0
+        M[d] = 1.0 if P.regularize_bias else 0.0
+    else:
+        for q in range(nF):
+            j = F[q]
+            M[j] = regularizers.d2(P.reg, w[j])
+        M[d] = regularizers.d2(P.reg, w[d]) if P.regularize_bias else 0.0
     mb = 0.0
-    for k in range(nact):
+    act = O.act
+    for k in range(O.ist[NACT]):
         i = act[k]
-        c = hcoef[k]
+        c = O.hcoef[k]
         for p in range(P.indptr[i], P.indptr[i + 1]):
             x = P.data[p]
             M[P.indices[p]] += c * x * x
         mb += c
     M[d] += mb * P.bias * P.bias
+    return 1.0
 
 
-# --- dense forms: the same quantities on all coordinates (reference and tests) -------
+# --- the line ------------------------------------------------------------------------
 
 @nb.njit(cache=True, nogil=True)
-def _support(P, act, nact):
-    nv = P.n_features + 1
-    F = np.empty(nv, dtype=np.int64)
-    mark = np.zeros(nv, dtype=np.int64)
-    nF = 0
-    for k in range(nact):
-        i = act[k]
-        for p in range(P.indptr[i], P.indptr[i + 1]):
-            j = P.indices[p]
-            if mark[j] == 0:
-                mark[j] = 1
-                F[nF] = j
-                nF += 1
-    F[nF] = nv - 1
-    return F, nF + 1, mark
+def project(O, w, s, sigma, out):
+    """out[F] = delta = s - sigma * w on the support; ``out`` must be zero elsewhere.  Then
+    X s = sigma * wx + X out: the pass over X needs only this sparse vector."""
+    F = O.F
+    for q in range(O.ist[NF]):
+        j = F[q]
+        out[j] = s[j] - sigma * w[j]
 
 
 @nb.njit(cache=True, nogil=True)
-def grad(P, y, w, wx, g, act, gcoef, hcoef):
-    """g = grad f(w) on every coordinate; returns the size of the active set."""
-    nv = w.size
-    F = np.empty(nv, dtype=np.int64)
-    mark = np.zeros(nv, dtype=np.int64)
-    nact, nF, _ = grad_on_support(P, y, w, wx, g, act, gcoef, hcoef, F, mark, 1)
-    for j in range(nv - 1):
-        if mark[j] != 1:
-            g[j] = w[j]
-    return nact
+def unproject(O, out):
+    """Undo :func:`project` (call before the support changes)."""
+    F = O.F
+    for q in range(O.ist[NF]):
+        out[F[q]] = 0.0
 
 
 @nb.njit(cache=True, nogil=True)
-def hess_vec(P, act, nact, hcoef, v, out):
-    """out = H v on every coordinate."""
-    F, nF, mark = _support(P, act, nact)
-    hess_vec_on_support(P, act, nact, hcoef, v, out, F, nF)
-    for j in range(v.size - 1):
-        if mark[j] == 0:
-            out[j] = v[j]
+def _trial_loss_sum(P, O, alpha, sigma):
+    """sum_i c_i phi(y_i * (wx_i + alpha * (sigma * wx_i + xs_i))): the loss at w + alpha s,
+    the O(n) work of a line-search trial.
+
+    With mining, only instances with margin < 1 add anything; skipping the others
+    (instead of adding 0.0) takes them out of the chain of dependent additions, which
+    otherwise sets the pace of this loop (one add latency per instance)."""
+    acc = 0.0
+    y = O.y
+    wx = O.wx
+    xd = O.xs
+    n = wx.size
+    if losses.mines(P.loss):
+        for i in range(n):
+            m = y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i]))
+            if m < 1.0:
+                acc += _cost(O, y[i]) * losses.value(P.loss, m)
+    else:
+        for i in range(n):
+            acc += _cost(O, y[i]) * losses.value(P.loss, y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i])))
+    return acc
 
 
 @nb.njit(cache=True, nogil=True)
-def diag_precond(P, act, nact, hcoef, M):
-    """M = diag(H) on every coordinate."""
-    F, nF, mark = _support(P, act, nact)
-    diag_precond_on_support(P, act, nact, hcoef, M, F, nF)
-    for j in range(M.size - 1):
-        if mark[j] == 0:
-            M[j] = 1.0
-
-
-@nb.njit(cache=True, nogil=True)
-def reg_dots_on_support(P, w, s, F, nF, wout2, sigma):
-    """(s.s, w.s, w.w) over the regularised coordinates, for s = sigma * w outside the
-    support F (as :func:`headstart.solver.cg.pcg` leaves it) and ||w_O||^2 = wout2:
-    O(|F|) instead of three passes over all features."""
+def _l2_dots(P, O, w, s, sigma):
+    """(s.s, w.s, w.w) over the regularised coordinates for s = sigma * w outside the
+    support: O(|F|) instead of three passes over all features."""
     d = P.n_features
+    wout2 = O.fst[WOUT2]
     sTs = sigma * sigma * wout2
     wTs = sigma * wout2
     wTw = wout2
-    for q in range(nF):
+    F = O.F
+    for q in range(O.ist[NF]):
         j = F[q]
         if j == d and not P.regularize_bias:
             continue
@@ -389,23 +500,69 @@ def reg_dots_on_support(P, w, s, F, nF, wout2, sigma):
 
 
 @nb.njit(cache=True, nogil=True)
-def linesearch(P, y, wx, xd, sigma, gTs, f, eta, max_steps, sTs, wTs, wTw):
+def _reg_along(P, w, s, alpha):
+    """sum_j r(w_j + alpha s_j) (regularisers other than L2: every coordinate)."""
+    d = P.n_features
+    acc = 0.0
+    for j in range(d):
+        acc += regularizers.value(P.reg, w[j] + alpha * s[j])
+    if P.regularize_bias:
+        acc += regularizers.value(P.reg, w[d] + alpha * s[d])
+    return acc
+
+
+@nb.njit(cache=True, nogil=True)
+def line_search(P, O, w, s, sigma, gTs, f, eta, max_steps):
     """Backtracking Armijo search on w + alpha s, alpha = 1, 1/2, 1/4, ...
 
-    Accepts the first alpha with f(w + alpha s) - f(w) <= eta * alpha * g.s
-    (LIBLINEAR l2r_erm_fun::linesearch_and_update) and returns (alpha, f_new), or
-    (0, f) after ``max_steps`` failed trials.  Every trial is O(n): the scores of the
-    direction come as X s = sigma * wx + xd (xd = X delta, computed once per search,
-    possibly for several labels in one sweep over X; see
-    :func:`update_and_grad_on_support`, which then takes the step), the regulariser as
-    sTs = s.s, wTs = w.s, wTw = w.w over the regularised coordinates
-    (:func:`reg_dots_on_support`), and gTs = g.s.
-    """
+    Accepts the first alpha with f(w + alpha s) - f(w) <= eta * alpha * g.s (LIBLINEAR
+    l2r_erm_fun::linesearch_and_update) and returns (alpha, f_new), or (0, f) after
+    ``max_steps`` failed trials.  O.xs must hold X delta (:func:`project`).  Every trial
+    is O(n) with L2 (the regulariser along the line is a quadratic in alpha), O(n + d)
+    otherwise.  :func:`step` then takes the accepted step."""
     alpha = 1.0
+    l2 = regularizers.is_l2(P.reg)
+    sTs, wTs, wTw = _l2_dots(P, O, w, s, sigma) if l2 else (0.0, 0.0, 0.0)
     for _ in range(max_steps):
-        acc = _trial_loss_sum(P, y, wx, xd, sigma, alpha)
-        f_new = P.C * acc + 0.5 * (wTw + alpha * (2.0 * wTs + alpha * sTs))
+        acc = _trial_loss_sum(P, O, alpha, sigma)
+        if l2:
+            f_new = acc + 0.5 * (wTw + alpha * (2.0 * wTs + alpha * sTs))
+        else:
+            f_new = acc + _reg_along(P, w, s, alpha)
         if f_new - f <= eta * alpha * gTs:
             return alpha, f_new
         alpha *= 0.5
     return 0.0, f
+
+
+# --- dense forms: the same quantities on all coordinates (reference and tests) -------
+
+@nb.njit(cache=True, nogil=True)
+def full_gradient(P, O, w, g):
+    """g = grad f(w) on every coordinate (O.wx current); returns the active set's size."""
+    gradient(P, O, w, g)
+    stamp = O.ist[STAMP]
+    for j in range(w.size - 1):
+        if O.mark[j] != stamp:
+            g[j] = w[j]
+    return O.ist[NACT]
+
+
+@nb.njit(cache=True, nogil=True)
+def full_hess_vec(P, O, w, v, out):
+    """out = H v on every coordinate (after :func:`gradient`)."""
+    hess_vec(P, O, w, v, out)
+    stamp = O.ist[STAMP]
+    for j in range(v.size - 1):
+        if O.mark[j] != stamp:
+            out[j] = v[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def full_precond(P, O, w, M):
+    """M = diag(H) on every coordinate (after :func:`gradient`)."""
+    precond(P, O, w, M)
+    stamp = O.ist[STAMP]
+    for j in range(M.size - 1):
+        if O.mark[j] != stamp:
+            M[j] = 1.0

@@ -1,24 +1,34 @@
-"""Feature transformation shared by training and prediction.
+"""Feature preprocessing shared by training and prediction.
 
 ``fit_preprocessing`` learns a :class:`~headstart.model.Preprocessing` on the training
 matrix and returns the transformed matrix; ``apply_preprocessing`` applies a stored one
 to any matrix (test data, a chunk of rows).  Both do, in this order:
 
-1. **tf-idf** (when requested): every stored value ``c > 0`` becomes
+1. **feature hashing** (when requested, :mod:`.transforms`): the raw features, of any
+   width, become ``hash_buckets * hash_functions`` hashed features; everything after
+   this step, and the model's weights, live in the hashed space.
+2. **value transform** (:mod:`.transforms`): ``log-one-plus``, ``one-plus-log`` or
+   ``sqrt`` of every stored value.  Hashing first, then the transform, is DiSMEC++'s
+   order (``DataProcessing::load``): the transform sees the summed value of a bucket.
+3. **tf-idf** (when requested): every stored value ``c > 0`` becomes
    ``(1 + log c) * idf[j]``; zeros stay zero.  ``idf[j] = log(n / df_j)`` where ``n`` is the
    number of training rows and ``df_j`` the number of training rows with a positive value
-   in feature ``j``.  A feature never seen in training (``df_j = 0``) gets ``idf = 0``, so
-   it is ignored at prediction time (its weight would be 0 anyway).  A feature present in
-   every training row also gets ``idf = log 1 = 0``.  tf-idf is defined on counts: a
-   negative or non-finite value raises :class:`~headstart.errors.DataFormatError`.
-2. **L2 normalisation** (when requested): every row is divided by its Euclidean norm;
-   an all-zero row stays zero.
+   in feature ``j`` (after steps 1 and 2).  A feature never seen in training (``df_j = 0``)
+   gets ``idf = 0``, so it is ignored at prediction time (its weight would be 0 anyway).
+   A feature present in every training row also gets ``idf = log 1 = 0``.  tf-idf is
+   defined on counts: a negative or non-finite value raises
+   :class:`~headstart.errors.DataFormatError` (``one-plus-log`` makes values below 1/e
+   negative, so it does not combine with tf-idf on such data).
+4. **L2 normalisation** (when requested): every row is divided by its Euclidean norm;
+   an all-zero row stays zero.  Last, as in DiSMEC++, so every row has norm 1 whatever
+   came before.
 
-The transform is row-local once ``idf`` is known, so applying it chunk by chunk gives the
-same result as applying it to the whole matrix.  Inputs may be any scipy sparse matrix
+The steps are row-local once ``idf`` is known, so applying them chunk by chunk gives the
+same result as applying them to the whole matrix.  Inputs may be any scipy sparse matrix
 (returned as a new CSR float32 matrix with sorted, summed duplicate indices) or a dense
-2-d array (returned as a new float32 array).  A matrix with fewer columns than the idf
-vector is accepted (missing trailing features count as zero); more columns is an error.
+2-d array (returned as a new float32 array; as CSR when hashing).  Without hashing, a
+matrix with fewer columns than the idf vector is accepted (missing trailing features
+count as zero); more columns is an error.
 """
 
 from __future__ import annotations
@@ -30,7 +40,8 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataFormatError
-from ..model.model import Preprocessing
+from ..model.model import FeatureHashing, Preprocessing
+from .transforms import check_transform, hash_features, transform_values_inplace
 
 
 @njit(nogil=True, cache=True)
@@ -46,6 +57,18 @@ def _tfidf_inplace(indices, data, idf):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
+def _tfidf_dense_inplace(X, idf):  # pragma: no cover - compiled
+    """The CSR kernel row by row over a dense C-contiguous array (the same arithmetic, so
+    dense and sparse input give the same float32 values); flat position of a bad value or -1."""
+    cols = np.arange(X.shape[1])
+    for i in range(X.shape[0]):
+        bad = _tfidf_inplace(cols, X[i], idf)
+        if bad >= 0:
+            return i * X.shape[1] + bad
+    return -1
+
+
+@njit(nogil=True, cache=True)
 def _l2_normalize_rows(indptr, data):  # pragma: no cover - compiled
     for i in range(indptr.shape[0] - 1):
         s = 0.0
@@ -57,42 +80,45 @@ def _l2_normalize_rows(indptr, data):  # pragma: no cover - compiled
                 data[p] = data[p] * inv
 
 
-def _copy_input(X: Any) -> sp.csr_matrix | np.ndarray:
+def _copy_input(X: Any, hashing: FeatureHashing | None = None) -> sp.csr_matrix | np.ndarray:
+    """A float32 copy of ``X`` to transform in place: hashed (a new CSR) when ``hashing``."""
+    if hashing is not None:
+        if not sp.issparse(X):
+            X = np.asarray(X)
+            if X.ndim != 2:
+                raise DataFormatError(f"X must be a 2-d matrix, got an array with {X.ndim} dimension(s)")
+        return hash_features(X, hashing.buckets, hashing.functions, hashing.seed)
     if sp.issparse(X):
         Xc = sp.csr_matrix(X, dtype=np.float32, copy=True)
         Xc.sum_duplicates()
         return Xc
-    Xd = np.array(X, dtype=np.float32, copy=True)
+    Xd = np.array(X, dtype=np.float32, copy=True, order="C")
     if Xd.ndim != 2:
         raise DataFormatError(f"X must be a 2-d matrix, got an array with {Xd.ndim} dimension(s)")
     return Xd
 
 
-def _tfidf(X: sp.csr_matrix | np.ndarray, idf: np.ndarray) -> None:
+def _tfidf(X: sp.csr_matrix | np.ndarray, idf: np.ndarray, after: str = "") -> None:
     if sp.issparse(X):
         bad = _tfidf_inplace(X.indices, X.data, idf)
         if bad >= 0:
-            row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
-            raise DataFormatError(f"tf-idf needs non-negative finite counts; row {row}, feature "
-                                  f"{int(X.indices[bad])} has value {float(X.data[bad])!r}")
+            row, col = int(np.searchsorted(X.indptr, bad, side="right") - 1), int(X.indices[bad])
+            value = float(X.data[bad])
     else:
-        bad = ~np.isfinite(X) | (X < 0)
-        if bad.any():
-            row, col = (int(v[0]) for v in np.nonzero(bad))
-            raise DataFormatError(f"tf-idf needs non-negative finite counts; row {row}, feature {col} "
-                                  f"has value {float(X[row, col])!r}")
-        pos = X > 0
-        X[pos] = (1.0 + np.log(X[pos].astype(np.float64))).astype(np.float32)
-        X *= idf[np.newaxis, : X.shape[1]]
+        bad = _tfidf_dense_inplace(X, idf)
+        if bad >= 0:
+            row, col = divmod(int(bad), X.shape[1])
+            value = float(X[row, col])
+    if bad >= 0:
+        raise DataFormatError(f"tf-idf needs non-negative finite counts; row {row}, feature {col} has value "
+                              f"{value!r}{after}")
 
 
 def _normalize(X: sp.csr_matrix | np.ndarray) -> None:
     if sp.issparse(X):
         _l2_normalize_rows(X.indptr, X.data)
-    else:
-        norms = np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
-        norms[norms == 0] = 1.0
-        X /= norms[:, np.newaxis].astype(np.float32)
+    else:  # a dense row is a CSR row that stores every column: the same sums, in the same order
+        _l2_normalize_rows(np.arange(X.shape[0] + 1, dtype=np.int64) * X.shape[1], X.reshape(-1))
 
 
 def fit_idf(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
@@ -109,10 +135,12 @@ def fit_idf(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
     return idf.astype(np.float32)
 
 
-def fit_preprocessing(X: Any, normalize: bool, tfidf: bool) -> tuple[Preprocessing, Any]:
+def fit_preprocessing(X: Any, normalize: bool, tfidf: bool, transform: str = "identity",
+                      hashing: FeatureHashing | None = None) -> tuple[Preprocessing, Any]:
     """Learn the preprocessing on training data ``X``; return it and the transformed copy."""
-    Xc = _copy_input(X)
-    idf = None
+    pre = Preprocessing(normalize=bool(normalize), transform=check_transform(transform), hashing=hashing)
+    Xc = _copy_input(X, hashing)
+    transform_values_inplace(Xc, pre.transform, hashed=hashing is not None)
     if tfidf:
         if sp.issparse(Xc):
             bad = ~np.isfinite(Xc.data) | (Xc.data < 0)
@@ -120,30 +148,38 @@ def fit_preprocessing(X: Any, normalize: bool, tfidf: bool) -> tuple[Preprocessi
                 p = int(np.argmax(bad))
                 row = int(np.searchsorted(Xc.indptr, p, side="right") - 1)
                 raise DataFormatError(f"tf-idf needs non-negative finite counts; row {row}, feature "
-                                      f"{int(Xc.indices[p])} has value {float(Xc.data[p])!r}")
-        idf = fit_idf(Xc)
-    pre = Preprocessing(normalize=bool(normalize), idf=idf)
-    return pre, _transform_inplace(Xc, pre)
+                                      f"{int(Xc.indices[p])} has value {float(Xc.data[p])!r}"
+                                      + _after(pre))
+        pre.idf = fit_idf(Xc)
+    return pre, _weigh_and_normalize(Xc, pre)
 
 
 def apply_preprocessing(X: Any, preprocessing: Preprocessing | None) -> Any:
     """Apply a learned preprocessing to ``X`` (a new matrix; ``X`` is not modified).
 
-    With nothing to do (``None`` or no tf-idf and no normalisation) ``X`` is returned as
-    is, not copied.
+    With nothing to do (``None`` or the identity) ``X`` is returned as is, not copied.
     """
-    if preprocessing is None or (preprocessing.idf is None and not preprocessing.normalize):
+    if preprocessing is None or preprocessing.is_identity:
         return X
-    return _transform_inplace(_copy_input(X), preprocessing)
+    Xc = _copy_input(X, preprocessing.hashing)
+    transform_values_inplace(Xc, preprocessing.transform, hashed=preprocessing.hashing is not None)
+    return _weigh_and_normalize(Xc, preprocessing)
 
 
-def _transform_inplace(X: Any, pre: Preprocessing) -> Any:
+def _after(pre: Preprocessing) -> str:
+    steps = (["hashing"] if pre.hashing is not None else []) + (
+        [f"the transform {pre.transform}"] if pre.transform != "identity" else [])
+    return f" (after {' and '.join(steps)})" if steps else ""
+
+
+def _weigh_and_normalize(X: Any, pre: Preprocessing) -> Any:
+    """Steps 3 and 4 (tf-idf, normalisation) in place."""
     if pre.idf is not None:
         idf = np.asarray(pre.idf, dtype=np.float32)
         if X.shape[1] > idf.shape[0]:
             raise DataFormatError(f"X has {X.shape[1]} features but the tf-idf weights cover "
                                   f"{idf.shape[0]} features")
-        _tfidf(X, idf)
+        _tfidf(X, idf, _after(pre))
     if pre.normalize:
         _normalize(X)
     return X

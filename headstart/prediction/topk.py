@@ -8,9 +8,14 @@ are processed in chunks, and the rows of a chunk are split over threads (the num
 kernels release the GIL).  Memory beyond the inputs and outputs is one score buffer per
 thread plus the preprocessed copy of one chunk of ``X``.
 
+:func:`predict_above` runs the same row kernel and keeps the labels scoring above a
+threshold instead of the best ``k`` (a sparse indicator matrix, the estimator's
+``predict``).
+
 This replaced the obvious ``(X_chunk @ W.T).toarray()`` + ``np.argpartition``: on 17k
-rows x 22k labels (1M weights, ~100 non-zeros per row) the numba kernel is several times
-faster (it never materialises the score matrix) and gives deterministic ties for free.
+rows x 22k labels (1M weights, ~100 non-zeros per row) the numba kernel was several times
+faster when it was written (commit 968d553; it never materialises the score matrix) and
+gives deterministic ties for free.
 
 Conventions
 -----------
@@ -26,8 +31,10 @@ Conventions
   than the model has features (the missing trailing features are taken as zero, as
   happens with svmlight files whose highest feature does not occur); *more* columns
   raise :class:`~headstart.errors.ModelFormatError` naming both numbers.
-* A model's preprocessing (tf-idf, L2 normalisation) is applied to ``X`` unless
-  ``preprocess=False`` (for ``X`` that is already transformed).  Plain weights
+* A model's preprocessing (feature hashing, value transform, tf-idf, L2
+  normalisation; :mod:`.preprocess`) is applied to ``X`` unless ``preprocess=False``
+  (for ``X`` that is already transformed).  A model with feature hashing takes ``X`` of
+  any width: the raw features are hashed to the model's.  Plain weights
   (a matrix, or a ``(weights, intercept[, first_label])`` tuple) are used as given.
 """
 
@@ -44,7 +51,10 @@ import scipy.sparse as sp
 from numba import njit
 
 from ..errors import DataFormatError, ModelFormatError, ParameterError
-from ..model.format import iter_shards, missing_ranges_of, read_extras, read_manifest
+from ..model.extras import read_extras
+from ..model.manifest import read_manifest
+from ..model.ranges import missing_ranges_of
+from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
 from .preprocess import apply_preprocessing
 
@@ -150,6 +160,31 @@ def _dense_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_
             out[i, j] = np.float32(buf[j])
 
 
+@njit(nogil=True, cache=True)
+def _above_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept,
+                 threshold, counts):  # pragma: no cover - compiled
+    """Labels whose (float32) score exceeds ``threshold`` in rows [r0, r1), row by row in
+    increasing label order; ``counts[i]`` = how many in row i.  Returns the local label ids."""
+    L = intercept.shape[0]
+    buf = np.empty(L, dtype=np.float64)
+    out = np.empty(max(16, 4 * (r1 - r0)), dtype=np.int32)
+    m = 0
+    for i in range(r0, r1):
+        _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, buf)
+        c = 0
+        for j in range(L):
+            if np.float32(buf[j]) > threshold:
+                if m == out.size:
+                    grown = np.empty(2 * out.size, dtype=np.int32)
+                    grown[:m] = out
+                    out = grown
+                out[m] = j
+                m += 1
+                c += 1
+        counts[i] = c
+    return out[:m]
+
+
 # --------------------------------------------------------------------------- inputs
 @dataclass
 class _Predictor:
@@ -210,14 +245,18 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
                       preprocessing=preprocessing, all_features=all_features)
 
 
-def _check_X(X: Any, n_features: int, all_features: bool = False) -> Any:
+def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None, all_features: bool = False) -> Any:
+    """``X`` as CSR or a 2-d array; wider than the model only when ``pre`` hashes it
+    (hashing takes raw features of any width to the model's); exactly as wide with
+    ``all_features`` (a dense + sparse model)."""
     if sp.issparse(X):
         X = X.tocsr() if X.format != "csr" else X
     else:
         X = np.asarray(X)
         if X.ndim != 2:
-            raise DataFormatError(f"X must be a 2-d matrix (rows x features), got {X.ndim} dimension(s)")
-    if X.shape[1] > n_features:
+            raise DataFormatError(f"X must be a 2-d matrix (rows x features), got {X.ndim} dimension(s). "
+                                  "Reshape your data, e.g. X.reshape(1, -1) for a single instance")
+    if X.shape[1] > n_features and (pre is None or pre.hashing is None):
         raise ModelFormatError(f"X has {X.shape[1]} features but the model was trained on {n_features} "
                                f"features; load the data with n_features={n_features}")
     if all_features and X.shape[1] != n_features:
@@ -296,7 +335,7 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     k = int(k)
     pred = _as_predictor(model_or_weights)
-    X = _check_X(X, pred.n_features, pred.all_features)
+    X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None, pred.all_features)
     n = X.shape[0]
     labels = np.empty((n, k), dtype=np.int32)
     scores = np.empty((n, k), dtype=np.float32)
@@ -326,7 +365,7 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
     score ``-inf``.  The scores are exactly those :func:`predict_topk` ranks.
     """
     pred = _as_predictor(model_or_weights)
-    X = _check_X(X, pred.n_features, pred.all_features)
+    X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None, pred.all_features)
     n, L = X.shape[0], pred.num_labels
     need = 4 * n * L
     if need > max_memory:
@@ -343,6 +382,47 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
 
     _for_chunks(pred, X, _chunk_rows(chunk_rows, L, DEFAULT_MAX_MEMORY), _threads(threads), preprocess, body)
     return out
+
+
+def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_columns: int | None = None,
+                  chunk_rows: int | None = None, threads: int | None = 0, max_memory: int = DEFAULT_MAX_MEMORY,
+                  preprocess: bool = True) -> sp.csr_matrix:
+    """Indicator matrix of the labels scoring above ``threshold``: CSR ``(n, n_columns)``
+    int32 with a 1 at (i, label) for every label with score > ``threshold``.
+
+    Scores are exactly those of :func:`decision_function` (float32), so the result equals
+    ``decision_function(...) > threshold`` without ever holding the dense scores: memory
+    beyond the inputs is one score buffer per thread and the result.  Columns are global
+    label ids; ``n_columns`` defaults to the model's label space (else first label +
+    number of labels).  Labels in a model's ``missing_ranges`` are never set.
+    """
+    if not isinstance(threshold, (int, float, np.integer, np.floating)) or isinstance(threshold, bool) \
+            or np.isnan(threshold):
+        raise ParameterError(f"parameter threshold must be a number, got {threshold!r}")
+    pred = _as_predictor(model_or_weights)
+    if n_columns is None:
+        n_columns = getattr(model_or_weights, "label_space", None) or pred.first_label + pred.num_labels
+    if n_columns < pred.first_label + pred.num_labels:
+        raise ParameterError(f"parameter n_columns must be >= {pred.first_label + pred.num_labels} (the "
+                             f"model's last label + 1), got {n_columns!r}")
+    X = _check_X(X, pred.n_features)
+    n = X.shape[0]
+    counts = np.zeros(n, dtype=np.int64)
+    parts: dict[int, np.ndarray] = {}
+    if n and pred.num_labels:
+        thr = np.float32(threshold)
+
+        def body(r0: int, a: int, z: int, xi: tuple) -> None:
+            parts[r0 + a] = _above_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data,
+                                         pred.intercept, thr, counts[r0:])
+
+        _for_chunks(pred, X, _chunk_rows(chunk_rows, pred.num_labels, max_memory), _threads(threads),
+                    preprocess, body)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = (np.concatenate([parts[r] for r in sorted(parts)]) if parts else np.zeros(0, np.int32))
+    indices = indices.astype(np.int64 if n_columns > np.iinfo(np.int32).max else np.int32) + pred.first_label
+    return sp.csr_matrix((np.ones(indices.size, dtype=np.int32), indices, indptr), shape=(n, int(n_columns)))
 
 
 def merge_topk(labels_a: np.ndarray, scores_a: np.ndarray, labels_b: np.ndarray, scores_b: np.ndarray,
@@ -384,7 +464,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
                                f"starting with [{missing[0][0]}, {missing[0][1]}) "
                                "(pass allow_gaps=True to predict with it anyway)")
     pre, _ = read_extras(model_dir, m)
-    X = _check_X(X, m["n_features"], "dense" in m)
+    X = _check_X(X, m["n_features"], pre if preprocess else None, "dense" in m)
     if preprocess:
         X = apply_preprocessing(X, pre)
     labels = np.full((X.shape[0], k), -1, dtype=np.int32)
@@ -395,4 +475,4 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     return labels, scores
 
 
-__all__ = ["predict_topk", "predict_topk_streaming", "merge_topk", "decision_function"]
+__all__ = ["predict_topk", "predict_topk_streaming", "merge_topk", "decision_function", "predict_above"]

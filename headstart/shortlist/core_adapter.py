@@ -5,11 +5,13 @@ change.  Shortlisted training uses it as a black box that solves *one* binary pr
 given as a CSR matrix, and everything it needs from the core goes through the few
 functions below, so that adapting to a new core means editing this file only:
 
-* :func:`solver_settings`, :func:`loss_code`, :func:`d1_at_zero`: plain values from
-  :class:`~headstart.params.TrainParams`;
-* :func:`make_buffers` / :func:`workspace_view`: a workspace whose arrays are views of
-  per-thread buffers that grow to the largest sub-problem met (one allocation per
-  thread and chunk, not per label);
+* :func:`solver_settings`, :func:`objective_parts`: the solver settings, the loss and
+  regulariser tuples, the cost scale, phi'(0) and the post-processing plan from
+  :class:`~headstart.params.TrainParams` (refusing what shortlisted training does not
+  offer: per-label weighting, a timeout);
+* :func:`new_buffers` / :func:`workspace_view`: the solver workspace and objective
+  state as views of per-thread buffers that grow to the largest sub-problem met (one
+  allocation per thread and chunk, not per label);
 * :func:`solve`: y, stopping tolerance and start vector of one sub-problem (mirroring
   :func:`headstart.training.kernel.setup_label`), then the core's Newton solver
   (:func:`headstart.solver.newton.newton`).
@@ -31,12 +33,12 @@ import math
 import numba as nb
 import numpy as np
 
+from ..errors import ParameterError
 from ..init import aop as _aop
-from ..init import bias as _bias
-from ..init import zero as _zero
-from ..init.ovap import solver_settings as _solver_settings
 from ..objective import erm as _erm
 from ..objective import losses as _losses
+from ..objective import regularizers as _regularizers
+from ..postproc.base import threshold as _threshold
 from ..solver import newton as _nt
 
 #: initialisations a sub-problem can start from (codes used inside the kernels)
@@ -49,72 +51,92 @@ _STAMP_RESET = 2**30
 
 
 def solver_settings(params):
-    return _solver_settings(params)
+    return _nt.settings(params)
 
 
-def loss_code(loss: str) -> int:
-    return int(_losses.LOSS_CODES[loss])
+def objective_parts(params, dense: bool = False):
+    """(loss tuple, regulariser tuple, cost scale C / reg_scale, phi'(0), post-processing
+    plan) of the kernels, after refusing what shortlisted training does not offer."""
+    from .. import postproc
 
-
-def d1_at_zero(loss: str) -> float:
-    return float(_losses.d1_at_zero(loss))
-
-
-def make_buffers(n: int, n_features: int):
-    """A core workspace of capacity n rows x n_features features."""
-    return _nt.make_workspace(max(int(n), 1), max(int(n_features), 1))
+    if params.weighting != "none":
+        raise ParameterError(f"parameter weighting must be 'none' for shortlisted training (the per-label costs "
+                             f"are defined on the full data), got {params.weighting!r}")
+    if params.timeout > 0:
+        raise ParameterError("parameter timeout is not offered for shortlisted training (use sharded training "
+                             "and resume instead)")
+    if dense and params.regularizer != "l2":
+        raise ParameterError(f"dense + sparse features need regularizer 'l2' (the separate scales are "
+                             f"column rescalings, exact for L2 only), got {params.regularizer!r}")
+    if dense and params.sparsify > 0:
+        raise ParameterError("dense + sparse features need sparsify = 0 (its threshold would be computed on "
+                             "the rescaled columns); use prune")
+    loss = _losses.make(params)
+    reg = _regularizers.make(params)
+    d1 = float(_losses.get(params.loss).d1_at_zero(params))
+    return loss, reg, float(params.C) / float(params.reg_scale), d1, postproc.make(params)
 
 
 @nb.njit(cache=True, nogil=True)
 def buffers_fit(B, m, d):
-    return B.wx.size >= m and B.w.size >= d + 1
+    W, O = B
+    return O.wx.size >= m and W.w.size >= d + 1
 
 
 @nb.njit(cache=True, nogil=True)
 def new_buffers(m, d):
-    """make_buffers inside compiled code (same shapes and dtypes as the core's)."""
+    """The core's solver workspace and objective state of capacity m rows x d features
+    (same shapes and dtypes as newton.make_workspace / erm.make_state)."""
     nv = d + 1
-    return _nt.Workspace(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv),
-                         np.zeros(nv), np.zeros(nv), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_nt.ACT_DTYPE),
-                         np.zeros(m), np.zeros(m), np.zeros(m, dtype=_nt.Y_DTYPE),
-                         np.zeros(nv, dtype=_nt.MARK_DTYPE), np.zeros(nv, dtype=_nt.MARK_DTYPE),
-                         np.zeros(1, dtype=np.int64), np.zeros(nv))
+    W = _nt.Workspace(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv),
+                      np.zeros(nv), np.zeros(nv), np.zeros(nv))
+    O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
+                   np.zeros(m), np.zeros(m), np.zeros(nv, dtype=_erm.MARK_DTYPE),
+                   np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(3, dtype=np.int64), np.zeros(3))
+    return W, O
 
 
 @nb.njit(cache=True, nogil=True)
 def workspace_view(B, m, d):
-    """The workspace of an m x d sub-problem: the first m rows / d + 1 features of B."""
-    if B.stamp[0] >= _STAMP_RESET:
-        B.mark[:] = 0
-        B.stamp[0] = 0
+    """(workspace, state) of an m x d sub-problem: the first m rows / d + 1 features of B."""
+    W, O = B
+    if O.ist[_erm.STAMP] >= _STAMP_RESET:
+        O.mark[:] = 0
+        O.ist[_erm.STAMP] = 0
     nv = d + 1
-    return _nt.Workspace(B.w[:nv], B.g[:nv], B.s[:nv], B.r[:nv], B.d[:nv], B.z[:nv], B.Hd[:nv], B.M[:nv],
-                         B.wx[:m], B.xs[:m], B.act[:m], B.gcoef[:m], B.hcoef[:m], B.y[:m], B.F[:nv], B.mark[:nv],
-                         B.stamp, B.delta[:nv])
+    Wv = _nt.Workspace(W.w[:nv], W.g[:nv], W.s[:nv], W.r[:nv], W.d[:nv], W.z[:nv], W.Hd[:nv], W.M[:nv],
+                       W.delta[:nv])
+    Ov = _erm.State(O.y[:m], O.wx[:m], O.xs[:m], O.act[:m], O.gcoef[:m], O.hcoef[:m], O.F[:nv], O.mark[:nv],
+                    O.ist, O.fst)
+    return Wv, Ov
 
 
 @nb.njit(cache=True, nogil=True)
-def make_problem(indptr, indices, data, d, bias, C, loss, regularize_bias):
+def make_problem(indptr, indices, data, d, bias, loss, reg, regularize_bias):
     """The core's Problem over a CSR sub-matrix (int64 indptr, int32 indices, float32 data)."""
-    return _erm.Problem(indptr, indices, data, np.int64(d), np.float64(bias), np.float64(C), np.int64(loss),
-                        regularize_bias)
+    return _erm.Problem(indptr, indices, data, np.int64(d), np.float64(bias), loss, reg, regularize_bias)
 
 
 @nb.njit(cache=True, nogil=True)
-def solve(P, W, S, pos, init, init_value, aop_s, aop_t, epsilon, d1_zero, colsum, psum, w0):
+def threshold(post, P, V, f):
+    """The post-processing's pruning threshold for the solution in V = (W, O)."""
+    return _threshold(post, P, V[1], V[0], f)
+
+
+@nb.njit(cache=True, nogil=True)
+def solve(P, V, S, pos, init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_scale, colsum, psum, w0):
     """Train one sub-problem: labels from ``pos`` (local row ids of the positives),
-    start, tolerance, Newton.  ``colsum``/``psum`` are scratch of at least d + 1.
+    start, tolerance, Newton (as the core's setup_label + newton).  ``colsum``/``psum``/
+    ``w0`` are scratch of at least d + 1.
 
     Returns (status, iterations, cg steps, f_init, f_final, ||g_init||, ||g_final||,
-    ||grad f(0)||, tolerance); the weights are in W.w (bias weight last).
+    ||grad f(0)||, tolerance, ||w - w0||); the weights are in V[0].w (bias weight last).
     """
-    m = W.wx.size
+    W, O = V
+    m = O.wx.size
     nv = W.w.size
     npos = pos.size
-    for i in range(m):
-        W.y[i] = -1
-    for i in pos:
-        W.y[i] = 1
+    _erm.set_label(O, pos, cost_scale, cost_scale)
     # column sums of the sub-problem and of its positives (bias coordinate last)
     for j in range(nv):
         colsum[j] = 0.0
@@ -127,29 +149,36 @@ def solve(P, W, S, pos, init, init_value, aop_s, aop_t, epsilon, d1_zero, colsum
         for p in range(P.indptr[i], P.indptr[i + 1]):
             psum[P.indices[p]] += P.data[p]
     psum[nv - 1] = P.bias * npos
-    # grad f(0) = C phi'(0) X^T y with X^T y = 2 psum - colsum (as the core's setup_label)
+    # grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) c (2 psum - colsum)
     g0 = 0.0
     for j in range(nv):
-        v = 2.0 * psum[j] - colsum[j]
+        v = cost_scale * (2.0 * psum[j] - colsum[j])
         g0 += v * v
-    gnorm0 = abs(P.C * d1_zero) * math.sqrt(g0)
+    gnorm0 = abs(d1_zero) * math.sqrt(g0)
     tol = epsilon * max(min(npos, m - npos), 1) / max(m, 1) * gnorm0
     need = False
     if init == 0:
-        # aop over the sub-problem: its mean instance, its positives
-        for j in range(nv):
-            colsum[j] /= max(m, 1)
-        need = _aop.initial_weights(P, W.w[:nv], W.wx, psum[:nv], npos, colsum[:nv], aop_s, aop_t)
+        if npos == 0:
+            _aop.no_positive_start(P, O, W.w, aop_t)
+        else:
+            # aop over the sub-problem: its mean instance, its positives
+            for j in range(nv):
+                colsum[j] /= max(m, 1)
+            _aop.mean_separating(P, W.w, m, psum[:nv], npos, colsum[:nv], aop_s, aop_t)
+            need = True
     elif init == 1:
-        need = _zero.initial_weights(W.w, W.wx)
+        W.w[:] = 0.0
+        O.wx[:] = 0.0
     else:
-        need = _bias.initial_weights(W.w, W.wx, init_value, P.bias)
+        W.w[:] = 0.0
+        W.w[nv - 1] = init_value
+        O.wx[:] = init_value * P.bias
     if need:
-        _erm.scores(P, W.w, W.wx)
+        _erm.scores(P, W.w, O.wx)
     for j in range(nv):
         w0[j] = W.w[j]
     empty = np.zeros(0)
-    st, it, cg, f0, f1, g_init, g_final = _nt.newton(P, W, S, tol, empty, empty, empty,
+    st, it, cg, f0, f1, g_init, g_final = _nt.newton(P, O, W, S, tol, empty, empty, empty,
                                                      np.zeros(0, dtype=np.int64), empty, False)
     dist = 0.0
     for j in range(nv):

@@ -126,11 +126,14 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
 
 @nb.njit(cache=True, nogil=True)
 def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
-                bias, C, loss, regularize_bias, S, init, init_value, aop_s, aop_t, epsilon, d1_zero, prune):
+                bias, loss, reg, regularize_bias, S, init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_scale,
+                post):
     """Train ``labels`` on their sub-problems.
 
-    Returns (indptr, indices, data, intercept, stats) of the pruned weights over the
-    global features, rows in the order of ``labels``; stats columns as :func:`stat_fields`.
+    Returns (indptr, indices, data, intercept, stats) of the weights kept by the
+    post-processing ``post`` (its threshold applied to the original-space weights), over
+    the global features, rows in the order of ``labels``; stats columns as
+    :func:`stat_fields` (objective values of f / reg_scale, as the core's kernels).
     """
     nl = labels.size
     colmap = np.full(d, -1, dtype=np.int32)
@@ -171,25 +174,28 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         psum = _grow(psum, nf + 1)
         w0 = _grow(w0, nf + 1)
         if not core.buffers_fit(B, m, nf):
-            B = core.new_buffers(max(m, 2 * B.wx.size), max(nf, 2 * (B.w.size - 1)))
-        P = core.make_problem(sub_indptr[: m + 1], sub_indices[:tot], sub_data[:tot], nf, bias, C, loss,
+            B = core.new_buffers(max(m, 2 * B[1].wx.size), max(nf, 2 * (B[0].w.size - 1)))
+        P = core.make_problem(sub_indptr[: m + 1], sub_indices[:tot], sub_data[:tot], nf, bias, loss, reg,
                               regularize_bias)
-        W = core.workspace_view(B, m, nf)
+        V = core.workspace_view(B, m, nf)
         st, it, cg, f0, f1, g_init, g_final, gzero, tol, dist = core.solve(
-            P, W, S, posl[: pos.size], init, init_value, aop_s, aop_t, epsilon, d1_zero, colsum, psum, w0)
+            P, V, S, posl[: pos.size], init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_scale, colsum, psum,
+            w0)
+        w = V[0].w
+        tau = core.threshold(post, P, V, f1)
         # weights back to the global features (feats ascending), pruned in that space
         out_indices = _grow(out_indices, nnz + nf)
         out_data = _grow(out_data, nnz + nf)
         start = nnz
         for q in range(nf):
             j = feats[q]
-            v = W.w[q] * fscale[j]
-            if v != 0.0 and abs(v) >= prune:
+            v = w[q] * fscale[j]
+            if v != 0.0 and abs(v) >= tau:
                 out_indices[nnz] = j
                 out_data[nnz] = v
                 nnz += 1
         out_indptr[k + 1] = nnz
-        intercept[k] = W.w[nf] * bias
+        intercept[k] = w[nf] * bias
         row = stats[k]
         row[0] = pos.size
         row[1] = st
@@ -252,6 +258,8 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     """
     t_start = time.perf_counter()
     init = check_init(params)
+    loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=fscale is not None and
+                                                                bool(np.any(np.asarray(fscale) != 1.0)))
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
     if fscale is None:
@@ -262,10 +270,9 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
           X.data.astype(np.float32, copy=False))
     yi = (Y.indptr.astype(np.int64, copy=False), Y.indices.astype(np.int64, copy=False))
     si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
-    scalars = (np.float64(params.bias), np.float64(params.C), np.int64(core.loss_code(params.loss)),
-               bool(params.regularize_bias), S, np.int64(init), np.float64(params.bias_init),
-               np.float64(params.aop_s), np.float64(params.aop_t), np.float64(params.epsilon),
-               np.float64(core.d1_at_zero(params.loss)), np.float64(params.prune))
+    scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, np.int64(init),
+               np.float64(params.bias_init), np.float64(params.aop_s), np.float64(params.aop_t),
+               np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), post)
     fields = stat_fields()
     threads = params.effective_threads()
     if chunk_size is None:
@@ -281,6 +288,9 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         indptr, indices, data, intercept, table = train_chunk(*Xi, np.int64(d), *yi, *si, chunk, fscale,
                                                               *scalars)
         W = sp.csr_matrix((data, indices, indptr), shape=(chunk.size, d))
+        if params.reg_scale != 1.0:
+            # the kernels minimise f / reg_scale (as the core trainer reports it)
+            table[:, [4, 5, 6, 7, 8, 9]] *= params.reg_scale
         stats = core.training_stats(chunk, table, fields)
         if sink is not None:
             sink(core.chunk_result(chunk, W, intercept, stats))

@@ -26,12 +26,16 @@ from ..objective import erm
 
 
 @nb.njit(cache=True, nogil=True)
-def pcg(P, act, nact, hcoef, g, M, s, r, dv, z, Hd, eps_cg, F, nF, wout2, m_out):
-    """Approximately solve H s = -g.
+def pcg(P, O, w, g, M, s, r, dv, z, Hd, eps_cg, m_out):
+    """Approximately solve H s = -g, H the objective's Hessian at w (after its gradient).
 
-    Writes s[F] (and uses r, dv, z, Hd on F as scratch); returns (cg_iter, sigma) with
-    s_O = sigma * w_O outside the support.
+    Writes s[F] (and uses r, dv, z, Hd on F as scratch), F the objective's support;
+    returns (cg_iter, sigma) with s_O = sigma * w_O outside the support, where the
+    objective is ||w||^2 / 2 (g = w, H = I, preconditioner ``m_out``).
     """
+    F = O.F
+    nF = O.ist[erm.NF]
+    wout2 = O.fst[erm.WOUT2]
     zTr = 0.0
     for q in range(nF):
         j = F[q]
@@ -51,7 +55,7 @@ def pcg(P, act, nact, hcoef, g, M, s, r, dv, z, Hd, eps_cg, F, nF, wout2, m_out)
     max_cg_iter = max(M.size, 5)
     while cg_iter < max_cg_iter:
         cg_iter += 1
-        erm.hess_vec_on_support(P, act, nact, hcoef, dv, Hd, F, nF)
+        erm.hess_vec(P, O, w, dv, Hd)
         dHd = delta * delta * wout2   # (H d)_O = d_O
         for q in range(nF):
             j = F[q]

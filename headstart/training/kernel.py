@@ -29,9 +29,10 @@ import math
 import numba as nb
 import numpy as np
 
-from ..init import aop, bias as bias_init, pretrained, zero
-from ..init.base import AOP, BIAS, PRETRAINED, SHARED, ZERO
+from .. import postproc
+from ..init.base import initial_weights
 from ..objective import erm
+from ..objective.erm import State
 from ..solver import newton as nt
 from ..solver.newton import Workspace
 
@@ -44,33 +45,35 @@ STAT_FIELDS = ("n_pos", "status", "iterations", "cg_steps", "f_init", "f_final",
 IDLE, NEED_START, NEED_STEP = 0, 1, 2
 
 
-def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> Workspace:
-    """A Workspace whose arrays carry a leading lane axis.
+def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Workspace, State]:
+    """The solver's workspace and the objective's state with a leading lane axis.
 
-    Only what a label carries from one sweep to the next is per lane: w, s (the
-    direction, used by the line search after the sweep), the support F with its marks,
-    the scores wx and xs, the labels y.  The gradient, the active set with its
-    coefficients and the CG vectors live from the gradient of one iteration to the
-    direction computed right after it, for one lane at a time, so all lanes of a thread
-    share one copy (leading axis 1): per lane ~1.2 MB instead of ~3 MB on debian-deps,
-    and the shared buffers stay in cache from lane to lane.  ``delta`` lives in the
-    scheduler's sweep buffer, so lanes get a 1-element one."""
+    Only what a label carries from one sweep to the next is per lane: the solver's w and
+    s (the direction, used by the line search after the sweep), the objective's labels
+    y, scores wx and xs, support F with its marks and scalars.  The gradient, the CG
+    vectors and the objective's active set with its coefficients live from the gradient
+    of one iteration to the direction computed right after it (the objective's caching
+    contract, :mod:`headstart.objective.erm`), for one lane at a time, so all lanes of a
+    thread share one copy (leading axis 1): per lane ~1.2 MB instead of ~3 MB on
+    debian-deps, and the shared buffers stay in cache from lane to lane.  ``delta``
+    lives in the scheduler's sweep buffer, so lanes get a 1-element one."""
     nv = n_features + 1
     own = lambda dtype=np.float64: np.zeros((lanes, nv), dtype=dtype)  # noqa: E731
     shared = lambda: np.zeros((1, nv))  # noqa: E731
-    return Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(), shared(),
-                     np.zeros((lanes, n)), np.zeros((lanes, n)),
-                     np.zeros((1, n), dtype=nt.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)),
-                     np.zeros((lanes, n), dtype=nt.Y_DTYPE), own(nt.MARK_DTYPE), own(nt.MARK_DTYPE),
-                     np.zeros((lanes, 1), dtype=np.int64), np.zeros((lanes, 1)))
+    W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(), shared(), np.zeros((lanes, 1)))
+    O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
+              np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)),
+              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.zeros((lanes, 3), dtype=np.int64), np.zeros((lanes, 3)))
+    return W, O
 
 
 @nb.njit(cache=True, nogil=True)
-def lane(WS, b):
-    """Lane b's view of the workspace (shared parts at index 0, see make_lane_workspace)."""
-    return Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.z[0], WS.Hd[0], WS.M[0],
-                     WS.wx[b], WS.xs[b], WS.act[0], WS.gcoef[0], WS.hcoef[0], WS.y[b], WS.F[b], WS.mark[b],
-                     WS.stamp[b], WS.delta[b])
+def lane(WS, OS, b):
+    """Lane b's view of the workspace and state (shared parts at index 0)."""
+    W = Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.z[0], WS.Hd[0], WS.M[0], WS.delta[b])
+    O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], OS.F[b], OS.mark[b], OS.ist[b],
+              OS.fst[b])
+    return W, O
 
 
 @nb.njit(cache=True, nogil=True)
@@ -154,11 +157,25 @@ def _touch(V, out):
 
 
 @nb.njit(cache=True, nogil=True)
+def _copy(dst, src, n):
+    """dst[:n] = src[:n] as a plain loop: numba's array assignment carries shape checks
+    whose error formatting took a few seconds of every first compile."""
+    for i in range(n):
+        dst[i] = src[i]
+
+
+@nb.njit(cache=True, nogil=True)
+def _copy_range(dst, at, src, start, n):
+    for i in range(n):
+        dst[at + i] = src[start + i]
+
+
+@nb.njit(cache=True, nogil=True)
 def _grow(a, need):
     if need <= a.size:
         return a
     b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
-    b[: a.size] = a
+    _copy(b, a, a.size)
     return b
 
 
@@ -173,48 +190,38 @@ def positives_sum(P, pos, psum):
 
 
 @nb.njit(cache=True, nogil=True)
-def setup_label(P, W, plan, colsum, psum, pos, j, epsilon, d1_zero):
-    """y, stopping tolerance and start vector of label j; returns (tol, gnorm0, needs X w0)."""
-    n = W.wx.size
+def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scale, cost_pos, cost_neg):
+    """Labels, costs, stopping tolerance and start vector of label j; returns
+    (tol, ||grad f(0)||, True when X w0 is still to be computed)."""
+    n = O.wx.size
     nv = W.w.size
     npos = pos.size
-    for i in range(n):
-        W.y[i] = -1
-    for i in pos:
-        W.y[i] = 1
+    cp = cost_scale * (cost_pos[j] if cost_pos.size > 0 else 1.0)
+    cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
+    erm.set_label(O, pos, cp, cn)
     positives_sum(P, pos, psum)
-    # grad f(0) = C phi'(0) X^T y, and X^T y = 2 * psum - colsum for y in {-1, +1}
+    # grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) (c+ psum - c- (colsum - psum))
     g0 = 0.0
     for q in range(nv):
-        v = 2.0 * psum[q] - colsum[q]
+        v = cp * psum[q] - cn * (colsum[q] - psum[q])
         g0 += v * v
-    gnorm0 = abs(P.C * d1_zero) * math.sqrt(g0)
+    gnorm0 = abs(d1_zero) * math.sqrt(g0)
     # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
     tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1) * gnorm0
-    need = False
-    if plan.code == ZERO:
-        need = zero.initial_weights(W.w, W.wx)
-    elif plan.code == BIAS:
-        need = bias_init.initial_weights(W.w, W.wx, plan.value, P.bias)
-    elif plan.code == SHARED:
-        W.w[:] = plan.shared_w
-        W.wx[:] = plan.shared_wx
-    elif plan.code == AOP:
-        need = aop.initial_weights(P, W.w, W.wx, psum, npos, plan.xmean, plan.s, plan.t)
-    elif plan.code == PRETRAINED:
-        need = pretrained.initial_weights(P, W.w, W.wx, j, plan.pre_indptr, plan.pre_indices, plan.pre_data,
-                                          plan.pre_intercept, plan.pre_first, plan.pre_count)
+    need = initial_weights(plan, P, O, W.w, psum, pos, j)
     return tol, gnorm0, need
 
 
 @nb.njit(cache=True, nogil=True)
-def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, prune,
-                rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
-    """Train ``labels`` with the lane workspace ``WS`` (arrays with a leading lane axis).
+def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
+                cost_pos, cost_neg, deadline, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+    """Train ``labels`` with the lane workspace (WS, OS) (arrays with a leading lane axis).
 
-    Returns (indptr, indices, data, intercept, stats) of the pruned weights, rows in the
-    order of ``labels``; per-iteration records go into rec_*[k, :] for the k-th label.
-    Iteration durations include the label's share of the batched pass over X.
+    Returns (indptr, indices, data, intercept, stats, started) of the weights kept by the
+    post-processing ``post``, rows in the order of ``labels``; per-iteration records go
+    into rec_*[k, :] for the k-th label.  With ``deadline`` > 0 (a perf_counter time) no
+    label starts after it: only labels[:started] are trained (labels are handed out in
+    order).  Iteration durations include the label's share of the batched pass over X.
     """
     L = WS.w.shape[0]
     nv = WS.w.shape[1]
@@ -222,7 +229,7 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     psum = np.zeros(nv)
     w0 = np.zeros((L, nv))
     V = np.zeros((nv, L))
-    XV = WS.xs  # the sweep writes each lane's X-product straight into its xs
+    XV = OS.xs  # the sweep writes each lane's X-product straight into its xs
     touched = np.zeros(1)
     # per-lane state
     phase = np.zeros(L, dtype=np.int64)
@@ -232,9 +239,6 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     cgt = np.zeros(L, dtype=np.int64)
     fv = np.zeros(L)
     gn = np.zeros(L)
-    nact = np.zeros(L, dtype=np.int64)
-    nF = np.zeros(L, dtype=np.int64)
-    wout2 = np.zeros(L)
     gTs = np.zeros(L)
     sig = np.zeros(L)
     tol = np.zeros(L)
@@ -249,13 +253,17 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
     stats = np.zeros((nl, 13))
     nnz = 0
     next_k = 0
+    started = -1   # labels handed out before the deadline; -1 while there is time
     while True:
         # --- refill idle lanes and run every phase that needs no pass over X --------
         for b in range(L):
-            W = lane(WS, b)
+            W, O = lane(WS, OS, b)
             while phase[b] != NEED_STEP:
                 t0 = nt.now() if timing else 0.0
                 if phase[b] == IDLE:
+                    if next_k < nl and deadline > 0.0 and nt.now() > deadline:
+                        started = next_k
+                        next_k = nl       # out of time: hand out nothing more
                     if next_k >= nl:
                         break
                     k = next_k
@@ -263,8 +271,9 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                     slot[b] = k
                     j = labels[k]
                     pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
-                    tol[b], g0, need = setup_label(P, W, plan, colsum, psum, pos, j, epsilon, d1_zero)
-                    w0[b] = W.w
+                    tol[b], g0, need = setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero,
+                                                   cost_scale, cost_pos, cost_neg)
+                    _copy(w0[b], W.w, nv)
                     stats[k, 0] = pos.size
                     stats[k, 8] = g0
                     stats[k, 9] = tol[b]
@@ -273,23 +282,23 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                     t_label[b] = 0.0
                     t_iter[b] = 0.0
                     if need:
-                        V[:, b] = W.w
+                        _copy(V[:, b], W.w, nv)
                         phase[b] = NEED_START
                         if timing:
                             t_iter[b] += nt.now() - t0
                         break
                 else:  # NEED_START, its X w0 has just been computed
-                    W.wx[:] = XV[b]
+                    _copy(O.wx, XV[b], O.wx.size)
                     V[:, b] = 0.0
                 k = slot[b]
-                status, fv[b], nact[b], nF[b], wout2[b], gn[b] = nt.start(P, W, tol[b], rec_f[k], rec_act[k])
+                status, fv[b], gn[b] = nt.start(P, O, W, tol[b], rec_f[k], rec_act[k])
                 stats[k, 4] = fv[b]
                 stats[k, 6] = gn[b]
                 if status == nt.RUNNING:
                     it[b] = 1
-                    cgi[b], gTs[b], sig[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
+                    cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
                     cgt[b] += cgi[b]
-                    nt.write_delta(W, nF[b], sig[b], V[:, b])
+                    erm.project(O, W.w, W.s, sig[b], V[:, b])
                 dt = (nt.now() - t0) if timing else 0.0
                 if status == nt.RUNNING:
                     # the start's time is iteration 0's, the direction's belongs to iteration 1
@@ -304,8 +313,8 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                     if rec_time.shape[1] > 0:
                         rec_time[k, 0] = t_iter[b]
                     t_label[b] += t_iter[b]
-                    nnz, buf_indices, buf_data = _finish(P, W, w0[b], k, status, 0, 0, fv[b], gn[b], t_label[b],
-                                                         prune, stats, intercept, starts, counts, nnz,
+                    nnz, buf_indices, buf_data = _finish(P, O, W, post, w0[b], k, status, it[b], cgt[b], fv[b], gn[b],
+                                                         t_label[b], stats, intercept, starts, counts, nnz,
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
         busy = 0
@@ -332,13 +341,12 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
         for b in range(L):
             if phase[b] != NEED_STEP:
                 continue
-            W = lane(WS, b)
+            W, O = lane(WS, OS, b)
             k = slot[b]
             t0 = nt.now() if timing else 0.0
-            nt.clear_delta(W, nF[b], V[:, b])  # V[:, b] is zero outside the support it was written on
-            status, fv[b], nact[b], nF[b], wout2[b], gn[b] = nt.advance(
-                P, S, W, it[b], fv[b], nact[b], nF[b], wout2[b], gn[b], tol[b], cgi[b], gTs[b], sig[b],
-                rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
+            erm.unproject(O, V[:, b])  # V[:, b] is zero outside the support it was written on
+            status, fv[b], gn[b] = nt.advance(P, S, O, W, it[b], fv[b], gn[b], tol[b], cgi[b], gTs[b], sig[b],
+                                              rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
             if status == nt.RUNNING:
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
                 if it[b] < rec_time.shape[1]:
@@ -347,49 +355,52 @@ def train_chunk(P, S, WS, plan, colsum, y_indptr, y_indices, labels, epsilon, d1
                 t_iter[b] = 0.0
                 t0 = nt.now() if timing else 0.0
                 it[b] += 1
-                cgi[b], gTs[b], sig[b] = nt.direction(P, S, W, nact[b], nF[b], wout2[b])
+                cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
                 cgt[b] += cgi[b]
-                nt.write_delta(W, nF[b], sig[b], V[:, b])
+                erm.project(O, W.w, W.s, sig[b], V[:, b])
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
             else:
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
                 if it[b] < rec_time.shape[1]:
                     rec_time[k, it[b]] = t_iter[b]
                 t_label[b] += t_iter[b]
-                nnz, buf_indices, buf_data = _finish(P, W, w0[b], k, status, it[b], cgt[b], fv[b], gn[b],
-                                                     t_label[b], prune, stats, intercept, starts, counts, nnz,
+                nnz, buf_indices, buf_data = _finish(P, O, W, post, w0[b], k, status, it[b], cgt[b], fv[b], gn[b],
+                                                     t_label[b], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
                 phase[b] = IDLE
+    if started < 0:
+        started = nl
     # gather the rows into label order
-    out_indptr = np.zeros(nl + 1, dtype=np.int64)
-    for k in range(nl):
+    out_indptr = np.zeros(started + 1, dtype=np.int64)
+    for k in range(started):
         out_indptr[k + 1] = out_indptr[k] + counts[k]
-    out_indices = np.empty(out_indptr[nl], dtype=np.int32)
-    out_data = np.empty(out_indptr[nl], dtype=np.float32)
-    for k in range(nl):
+    out_indices = np.empty(out_indptr[started], dtype=np.int32)
+    out_data = np.empty(out_indptr[started], dtype=np.float32)
+    for k in range(started):
         a = out_indptr[k]
-        out_indices[a: a + counts[k]] = buf_indices[starts[k]: starts[k] + counts[k]]
-        out_data[a: a + counts[k]] = buf_data[starts[k]: starts[k] + counts[k]]
-    return out_indptr, out_indices, out_data, intercept, stats
+        _copy_range(out_indices, a, buf_indices, starts[k], counts[k])
+        _copy_range(out_data, a, buf_data, starts[k], counts[k])
+    return out_indptr, out_indices, out_data, intercept[:started], stats[:started], started
 
 
 @nb.njit(cache=True, nogil=True)
-def _finish(P, W, w0, k, status, iters, cg_total, f, gnorm, seconds, prune, stats, intercept, starts, counts,
+def _finish(P, O, W, post, w0, k, status, iters, cg_total, f, gnorm, seconds, stats, intercept, starts, counts,
             nnz, buf_indices, buf_data):
-    """Record the label's statistics and append its pruned weights (post-processing,
-    after solving: weights with |w| < prune become 0; the bias weight is kept)."""
+    """Record the label's statistics and append the weights the post-processing keeps
+    (|w| >= its threshold; the bias weight is always kept)."""
     nv = W.w.size
     d = nv - 1
     dist = 0.0
     for q in range(nv):
         diff = W.w[q] - w0[q]
         dist += diff * diff
+    tau = postproc.threshold(post, P, O, W, f)
     buf_indices = _grow(buf_indices, nnz + d)
     buf_data = _grow(buf_data, nnz + d)
     start = nnz
     for q in range(d):
         v = W.w[q]
-        if v != 0.0 and abs(v) >= prune:
+        if v != 0.0 and abs(v) >= tau:
             buf_indices[nnz] = q
             buf_data[nnz] = v
             nnz += 1

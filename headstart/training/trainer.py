@@ -21,12 +21,12 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .. import postproc
 from ..init import TrainingContext, make_initializer
-from ..objective import losses
+from ..objective import losses, regularizers, weighting
 from ..objective.erm import make_problem
 from ..params import TrainParams
-from ..solver.newton import STATUS_NAMES
-from ..init.ovap import solver_settings
+from ..solver.newton import STATUS_NAMES, settings
 from .kernel import LANES, make_lane_workspace, train_chunk
 from . import pages
 from .locality import FeatureOrder, renumber
@@ -59,7 +59,7 @@ class ChunkResult:
 
 def prepare_problem(X: sp.csr_matrix, params: TrainParams):
     """The kernels' view of X and the column sums (bias coordinate included)."""
-    P = make_problem(X, params.bias, params.C, params.loss, params.regularize_bias)
+    P = make_problem(X, params.bias, losses.make(params), regularizers.make(params), params.regularize_bias)
     colsum = np.zeros(X.shape[1] + 1)
     # accumulated in float64: a float32 sum overflows for values near float32's maximum
     column_sums(X.indices, X.data, colsum)
@@ -115,13 +115,16 @@ def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1) -> list[
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
-                 collect: bool = True, lanes: int | None = None, locality: bool = True):
+                 collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
     of ``labels`` sorted ascending.  With ``collect=False`` only the sink sees results.
-    With ``locality`` the kernels run on a copy of X with features renumbered by
-    frequency (see :mod:`.locality`); results are mapped back.
+    With ``locality`` the kernels run on X with features renumbered by frequency (see
+    :mod:`.locality`); results are mapped back.  The renumbered X is a copy, unless
+    ``inplace``: then the caller's X is renumbered in place for the time of training and
+    restored bit for bit afterwards (also on errors) -- one copy of X less, for callers
+    that own X and do not read it meanwhile (the command line, preprocessed data).
 
     Memory (issue 4: peak at most 1.5 x (data + model)): the big buffers -- the
     renumbered X, the lane workspaces, the records, every chunk's weights -- live in
@@ -130,11 +133,23 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     chunk by chunk, releasing each chunk as it is copied (see :func:`stack_rows`).
     """
     t_start = time.perf_counter()
+    order = FeatureOrder.by_frequency(X) if locality else None
+    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes)
+    if order is None:
+        return _train(X, Y, params, labels, None, t_start, **kw)
+    if not inplace:
+        return _train(order.to_internal(X), Y, params, labels, order, t_start, **kw)
+    order.renumber_inplace(X)
+    try:
+        return _train(X, Y, params, labels, order, t_start, **kw)
+    finally:
+        order.restore_inplace(X)
+
+
+def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes):
+    """train_labels on X in the kernels' feature order (``order`` maps it back)."""
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
-    order = FeatureOrder.by_frequency(X) if locality else None
-    if order is not None:
-        X = order.to_internal(X)
     P, colsum = prepare_problem(X, params)
     Yc = sp.csc_matrix(Y)
     Yc.sort_indices()
@@ -146,9 +161,16 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     t0 = time.perf_counter()
     plan = init.prepare(ctx)
     prep_seconds = time.perf_counter() - t0
+    cost_scale = ctx.cost_scale
+    if params.weighting == "none":
+        cost_pos = cost_neg = np.zeros(0)   # every cost 1 (no per-label arrays)
+    else:
+        cost_pos, cost_neg = weighting.label_costs(params, np.diff(Yc.indptr), n)
     del ctx, Yc
-    S = solver_settings(params)
-    d1_zero = losses.d1_at_zero(params.loss)
+    S = settings(params)
+    post = postproc.make(params)
+    d1_zero = losses.get(params.loss).d1_at_zero(params)
+    deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
 
     threads = params.effective_threads()
@@ -158,6 +180,12 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     if lanes is None:
         lanes = choose_lanes(n, d, threads)
     chunks = label_chunks(labels, chunk_size, threads)
+    # Compile (first run) or load (later runs) the kernels for these types before the
+    # clock of training starts: numba compiles the whole call graph of train_chunk at its
+    # first call, which took ~20 s on the first bibtex run and was reported as training.
+    compile_seconds = compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale,
+                                      cost_pos, cost_neg, lanes, cap, timing)
+    t_train = time.perf_counter()
     results: list[ChunkResult] = []
     lock = threading.Lock()
     trim = TRIM_MALLOC
@@ -168,9 +196,20 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
 
     def run_chunk(chunk: np.ndarray, WS, rec) -> None:
         rf, ra, rs, rt, rc = rec
-        indptr, indices, data, intercept, table = train_chunk(
-            P, S, WS, plan, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, params.prune,
-            rf, ra, rs, rc, rt, timing)
+        if deadline and time.perf_counter() > deadline:
+            return
+        WSo, OSo = WS
+        indptr, indices, data, intercept, table, started = train_chunk(
+            P, S, WSo, OSo, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, cost_scale,
+            cost_pos, cost_neg, deadline, rf, ra, rs, rc, rt, timing)
+        if started < chunk.size:
+            chunk = chunk[:started]      # the time budget ran out inside this chunk
+            if started == 0:
+                return
+        if params.reg_scale != 1.0:
+            # the kernels minimise f / reg_scale (see objective/regularizers/base.py)
+            table[:, [4, 5, 6, 7, 8, 9]] *= params.reg_scale
+            rf[:started] *= params.reg_scale
         stats = chunk_stats(chunk, table, rec, cap)
         W = chunk_weights(indptr, indices, data, d, order)
         del indptr, indices, data
@@ -225,16 +264,35 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     stats = TrainingStats.concat([r.stats for r in results])
     results.clear()
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
-                       "wall_seconds": time.perf_counter() - t_start, "threads": threads, "lanes": lanes})
+                       "wall_seconds": time.perf_counter() - t_start - compile_seconds,
+                       "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
+                       "threads": threads, "lanes": lanes})
     report_problems(stats)
     return weights, intercept, stats
 
 
+def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
+                    lanes: int, cap: int, timing: bool) -> float:
+    """Seconds spent compiling (or loading from numba's cache) the training kernels for
+    exactly the argument types of this run: one call of train_chunk with no label, on a
+    one-instance workspace of the same array types."""
+    t0 = time.perf_counter()
+    WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
+    rec = make_records(2, 2)    # (not 1 x 1: numba would type that as C order, not F)
+    rf, ra, rs, rt, rc = rec
+    train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, np.zeros(0, dtype=np.int64), params.epsilon,
+                d1_zero, cost_scale, cost_pos, cost_neg, 0.0, rf, ra, rs, rc, rt, timing)
+    seconds = time.perf_counter() - t0
+    if seconds > 1.0:
+        log.info("compiled headstart's training kernels in %.1f s (first run only: numba caches them)", seconds)
+    return seconds
+
+
 def make_workspace(n: int, d: int, lanes: int):
-    """The kernel's lane workspace (:func:`.kernel.make_lane_workspace`: its shapes and
-    dtypes), re-homed into mappings of its own (:mod:`.pages`)."""
-    ws = make_lane_workspace(n, d, lanes)
-    return type(ws)(*pages.zeros_like_workspace(ws))
+    """The kernel's lane workspace and objective state (:func:`.kernel.make_lane_workspace`:
+    their shapes and dtypes), re-homed into mappings of their own (:mod:`.pages`)."""
+    ws, os_ = make_lane_workspace(n, d, lanes)
+    return type(ws)(*pages.zeros_like_workspace(ws)), type(os_)(*pages.zeros_like_workspace(os_))
 
 
 def make_records(chunk_size: int, cap: int):

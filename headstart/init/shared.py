@@ -1,0 +1,35 @@
+"""One start vector for every label (``ovap`` and ``mean`` prepare one): copied, with
+its scores X w0 computed once in ``prepare``."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..objective.erm import scores
+from .base import plan_kernel
+
+
+class SharedPlan(NamedTuple):
+    w: np.ndarray     # n_features + 1
+    wx: np.ndarray    # X w
+
+
+def _start(plan, P, O, w, psum, pos, label):
+    for j in range(w.size):
+        w[j] = plan.w[j]
+    wx = O.wx
+    for i in range(wx.size):
+        wx[i] = plan.wx[i]
+    return False
+
+
+plan_kernel(SharedPlan, _start)
+
+
+def shared_plan(problem, w: np.ndarray) -> SharedPlan:
+    w = np.ascontiguousarray(w, dtype=np.float64)
+    wx = np.empty(problem.indptr.size - 1)
+    scores(problem, w, wx)
+    return SharedPlan(w, wx)

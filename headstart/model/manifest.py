@@ -1,0 +1,243 @@
+"""``manifest.json``: the schema, its validation and its (atomic) writing.
+
+The manifest is the single source of truth of a model directory: which files belong to
+it, with which checksums, and which labels are finished (its ``shards`` list).  See
+:mod:`headstart.model.format` for the whole layout.  :func:`read_manifest` checks every
+field before anything else is read, so a forged manifest cannot make a reader allocate
+absurd sizes or open files outside the directory (shard file names must follow the
+naming pattern of :func:`shard_file_name`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ModelFormatError, ParameterError
+from ..io.atomic import atomic_write
+from ..params import TRANSFORMS, TrainParams
+from .model import Preprocessing
+from .ranges import fmt_range
+
+FORMAT_NAME = "headstart-model"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+SHARD_DIR = "shards"
+PREPROCESSING_FILE = "preprocessing.npz"
+LABEL_COUNTS_FILE = "label_counts.npz"
+EXTRA_FILES = (PREPROCESSING_FILE, LABEL_COUNTS_FILE)
+#: parameters that may differ between pieces of one model (they do not change the weights)
+IGNORED_PARAMS = ("threads", "timeout")
+#: largest n_features / label_space (feature and label ids are int32, as in headstart.io)
+MAX_DIM = 2**31 - 1
+
+#: a shard file's name inside ``shards/``
+SHARD_NAME_RE = re.compile(r"^labels-(\d{7,})-(\d{7,})\.npz$")
+_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
+_MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "params",
+                  "preprocessing", "shards", "extra_files"}
+_SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
+#: optional manifest fields of model variants, each a JSON object validated by its owner
+#: (``dense``: dense + sparse features, ``shortlist``: shortlisted training; see
+#: headstart.shortlist); absent for plain one-vs-all models
+OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist")
+_PREPROCESSING_KEYS = {"normalize", "tfidf", "transform", "hash"}
+
+
+def shard_file_name(first_label: int, num_labels: int) -> str:
+    """Relative path of the shard holding labels ``[first_label, first_label+num_labels)``."""
+    return f"{SHARD_DIR}/labels-{first_label:07d}-{first_label + num_labels - 1:07d}.npz"
+
+
+def is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _complete_params(p: TrainParams | dict) -> dict[str, Any]:
+    """Every parameter with its value: one missing from a dict (a model written before the
+    parameter existed) takes its default (a new parameter's default keeps the old behaviour)."""
+    if isinstance(p, TrainParams):
+        return p.to_dict()
+    try:
+        return TrainParams.from_dict(dict(p)).to_dict()
+    except (ParameterError, TypeError):
+        return dict(p)
+
+
+def params_difference(a: TrainParams | dict, b: TrainParams | dict,
+                      ignore: Sequence[str] = IGNORED_PARAMS) -> list[tuple[str, Any, Any]]:
+    """``[(name, value_in_a, value_in_b), ...]`` for every parameter that differs."""
+    da, db = _complete_params(a), _complete_params(b)
+    out = []
+    for name in sorted(set(da) | set(db)):
+        if name in ignore:
+            continue
+        va, vb = da.get(name), db.get(name)
+        if va != vb:
+            out.append((name, va, vb))
+    return out
+
+
+def base_manifest(n_features: int, label_space: int, n_train: int, params: TrainParams,
+                  preprocessing: Preprocessing, extensions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest of a model without shards and with the extra files not yet written;
+    ``extensions``: the optional fields of a model variant (OPTIONAL_MANIFEST_KEYS)."""
+    m = {
+        "format": FORMAT_NAME, "version": FORMAT_VERSION,
+        "n_features": int(n_features), "label_space": int(label_space), "n_train": int(n_train),
+        "params": params.to_dict(), "preprocessing": preprocessing.to_manifest(),
+        "shards": [], "extra_files": {},
+    }
+    for key, value in (extensions or {}).items():
+        if key not in OPTIONAL_MANIFEST_KEYS or not isinstance(value, dict):
+            raise ModelFormatError(f"unknown model extension {key!r} (known: {', '.join(OPTIONAL_MANIFEST_KEYS)})")
+        m[key] = json.loads(json.dumps(value))
+    return m
+
+
+def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest.json`` of ``directory`` atomically."""
+    text = json.dumps(manifest, indent=1) + "\n"
+    with atomic_write(Path(directory) / MANIFEST, "wb") as fh:
+        fh.write(text.encode("utf-8"))
+
+
+def _json_constant(name: str) -> Any:
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _validate_preprocessing(where: Path, pre: Any, n_features: int) -> dict[str, Any]:
+    """The ``preprocessing`` field with every key present (a manifest written before value
+    transforms and hashing existed has only ``normalize`` and ``tfidf``: it means neither)."""
+    if (not isinstance(pre, dict) or not {"normalize", "tfidf"} <= set(pre) <= _PREPROCESSING_KEYS
+            or not all(isinstance(pre[k], bool) for k in ("normalize", "tfidf"))):
+        raise ModelFormatError(f"{where}: field 'preprocessing' must be "
+                               f'{{"normalize": bool, "tfidf": bool, "transform": str, "hash": null or '
+                               f'{{"buckets": int, "functions": int, "seed": int}}}}, got {pre!r}')
+    pre = {"transform": "identity", "hash": None, **pre}
+    if pre["transform"] not in TRANSFORMS:
+        raise ModelFormatError(f"{where}: preprocessing.transform is {pre['transform']!r}, expected one of "
+                               f"{', '.join(TRANSFORMS)}")
+    h = pre["hash"]
+    if h is not None:
+        if not isinstance(h, dict) or set(h) != {"buckets", "functions", "seed"} or not all(
+                is_int(v) for v in h.values()):
+            raise ModelFormatError(f"{where}: preprocessing.hash must be null or "
+                                   f'{{"buckets": int, "functions": int, "seed": int}}, got {h!r}')
+        if h["buckets"] < 1 or h["functions"] < 1 or not 0 <= h["seed"] < 2**32:
+            raise ModelFormatError(f"{where}: preprocessing.hash needs buckets >= 1, functions >= 1 and a seed "
+                                   f"in [0, 2^32), got {h!r}")
+        if h["buckets"] * h["functions"] != n_features:
+            raise ModelFormatError(f"{where}: preprocessing.hash has {h['buckets']} buckets x {h['functions']} "
+                                   f"functions but the model has n_features={n_features} (they must be equal)")
+    return pre
+
+
+def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
+    """Return the manifest ``m`` of the model directory ``path`` if every field is valid."""
+    where = path / MANIFEST
+    if not isinstance(m, dict):
+        raise ModelFormatError(f"{where}: manifest must be a JSON object, got {type(m).__name__}")
+    if m.get("format") != FORMAT_NAME:
+        raise ModelFormatError(f"{where}: unknown format {m.get('format')!r}, expected {FORMAT_NAME!r}")
+    if m.get("version") != FORMAT_VERSION:
+        raise ModelFormatError(f"{where}: unsupported format version {m.get('version')!r}; "
+                               f"this headstart reads version {FORMAT_VERSION}")
+    missing = _MANIFEST_KEYS - set(m)
+    if missing:
+        raise ModelFormatError(f"{where}: missing field(s) {', '.join(sorted(missing))}")
+    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS)
+    if extra:
+        raise ModelFormatError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
+    for key in ("n_features", "label_space", "n_train"):
+        if not is_int(m[key]) or m[key] < 0:
+            raise ModelFormatError(f"{where}: field {key!r} must be an integer >= 0, got {m[key]!r}")
+    for key in ("n_features", "label_space"):  # a claim must not make a reader allocate 10**12 of anything
+        if m[key] > MAX_DIM:
+            raise ModelFormatError(f"{where}: field {key!r} is {m[key]}, more than the supported maximum "
+                                   f"{MAX_DIM} (ids are int32)")
+    if not isinstance(m["params"], dict):
+        raise ModelFormatError(f"{where}: field 'params' must be an object")
+    for key in OPTIONAL_MANIFEST_KEYS:
+        if key in m and not isinstance(m[key], dict):
+            raise ModelFormatError(f"{where}: field {key!r} must be an object")
+    try:
+        TrainParams.from_dict(m["params"])
+    except (ParameterError, TypeError) as e:
+        raise ModelFormatError(f"{where}: invalid params: {e}") from None
+    m["preprocessing"] = _validate_preprocessing(where, m["preprocessing"], m["n_features"])
+    extra_files = m["extra_files"]
+    if not isinstance(extra_files, dict) or set(extra_files) != set(EXTRA_FILES):
+        raise ModelFormatError(f"{where}: field 'extra_files' must list exactly {', '.join(EXTRA_FILES)}")
+    for name, digest in extra_files.items():
+        if not isinstance(digest, str) or not _SHA_RE.match(digest):
+            raise ModelFormatError(f"{where}: extra_files[{name!r}] is not a sha256 hex digest: {digest!r}")
+    shards = m["shards"]
+    if not isinstance(shards, list):
+        raise ModelFormatError(f"{where}: field 'shards' must be a list")
+    label_space, ranges = m["label_space"], []
+    for i, s in enumerate(shards):
+        if not isinstance(s, dict) or set(s) != _SHARD_ENTRY_KEYS:
+            raise ModelFormatError(f"{where}: shards[{i}] must have exactly the fields "
+                                   f"{', '.join(sorted(_SHARD_ENTRY_KEYS))}")
+        for key in ("first_label", "num_labels", "nnz"):
+            if not is_int(s[key]) or s[key] < 0:
+                raise ModelFormatError(f"{where}: shards[{i}].{key} must be an integer >= 0, got {s[key]!r}")
+        first, num = s["first_label"], s["num_labels"]
+        if num < 1 or first + num > label_space:
+            raise ModelFormatError(f"{where}: shards[{i}] covers {fmt_range((first, first + num))}, "
+                                   f"outside the label space [0, {label_space}) or empty")
+        if not isinstance(s["file"], str) or s["file"] != shard_file_name(first, num):
+            raise ModelFormatError(f"{where}: shards[{i}].file is {s['file']!r}, expected "
+                                   f"{shard_file_name(first, num)!r} for {fmt_range((first, first + num))}")
+        if not isinstance(s["sha256"], str) or not _SHA_RE.match(s["sha256"]):
+            raise ModelFormatError(f"{where}: shards[{i}].sha256 is not a sha256 hex digest")
+        ranges.append((first, first + num, i))
+    ranges.sort()
+    for (a0, b0, i0), (a1, b1, i1) in zip(ranges, ranges[1:]):
+        if a1 < b0:
+            raise ModelFormatError(f"{where}: shards[{i0}] ({fmt_range((a0, b0))}) and shards[{i1}] "
+                                   f"({fmt_range((a1, b1))}) overlap")
+    return m
+
+
+def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and validate ``manifest.json`` of the model directory ``path``."""
+    path = Path(path)
+    where = path / MANIFEST
+    if not path.exists():
+        raise ModelFormatError(f"{path}: model directory does not exist")
+    if not path.is_dir():
+        raise ModelFormatError(f"{path}: not a model directory (it is a file)")
+    try:
+        with open(where, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise ModelFormatError(f"{where}: missing manifest; {path} is not a headstart model "
+                               "directory (or its writing never finished)") from None
+    except OSError as e:
+        raise ModelFormatError(f"{where}: cannot read manifest: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ModelFormatError(f"{where}: manifest is not UTF-8 text (byte {e.start})") from None
+    try:
+        m = json.loads(text, parse_constant=_json_constant)
+    except json.JSONDecodeError as e:
+        raise ModelFormatError(f"{where}:{e.lineno}:{e.colno}: manifest is not valid JSON: {e.msg}") from None
+    except ValueError as e:
+        raise ModelFormatError(f"{where}: manifest is not valid JSON: {e}") from None
+    return validate_manifest(path, m)
+
+
+def is_headstart_model(path: Path) -> bool:
+    """True when ``path`` holds a manifest that says it is a headstart model (not validated)."""
+    try:
+        with open(path / MANIFEST, "rb") as fh:
+            m = json.loads(fh.read().decode("utf-8"))
+        return isinstance(m, dict) and m.get("format") == FORMAT_NAME
+    except (OSError, ValueError):
+        return False

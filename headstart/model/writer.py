@@ -1,0 +1,251 @@
+"""Writing models: :func:`save_model` (all at once) and :class:`ModelWriter` (shard by shard).
+
+Whole models (:func:`save_model`, :meth:`ModelWriter.create`) are built in a temporary
+sibling directory and renamed into place (:func:`headstart.io.atomic.atomic_directory`).
+Only a missing or empty directory or an existing headstart model may be replaced;
+anything else is refused before a byte is written.
+
+:meth:`ModelWriter.add_shard` writes the shard file first and the manifest last, so a
+crash in between leaves an unlisted file, which readers ignore and
+:meth:`ModelWriter.open` deletes: the manifest's ``shards`` list decides which labels
+are finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import ModelFormatError
+from ..io.atomic import TEMP_NAME_RE, atomic_directory
+from ..params import TrainParams
+from .archive import read_verified
+from .extras import read_extras, write_extras
+from .manifest import (SHARD_DIR, SHARD_NAME_RE, base_manifest, is_headstart_model, is_int,
+                       params_difference, read_manifest, shard_file_name, write_manifest)
+from .model import OvAModel, Preprocessing
+from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, uncovered
+from .shards import canonical_intercept, canonical_weights, row_view, write_shard_file
+
+
+def prepare_target(path: Path, overwrite: bool = True) -> None:
+    """Refuse a target that exists and is not replaceable."""
+    if not path.exists() and not path.is_symlink():
+        if not path.parent.is_dir():
+            raise ModelFormatError(f"{path}: parent directory {path.parent} does not exist")
+        return
+    if not path.is_dir():
+        raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
+    if not any(path.iterdir()):
+        return
+    if not is_headstart_model(path):
+        raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
+    if not overwrite:
+        raise ModelFormatError(f"{path}: a model already exists there (open it to resume, or remove it)")
+
+
+@contextlib.contextmanager
+def building(path: Path) -> Iterator[Path]:
+    """A new model directory with its ``shards/`` folder, renamed to ``path`` on success."""
+    with atomic_directory(path) as tmp:
+        (tmp / SHARD_DIR).mkdir()
+        yield tmp
+
+
+def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | None = None) -> None:
+    """Write ``model`` to the directory ``path`` atomically.
+
+    The labels are split into shards of at most ``shard_size`` labels (default: one
+    shard).  An existing headstart model at ``path`` is replaced; any other non-empty
+    directory or a file is refused with :class:`ModelFormatError`.
+    """
+    path = Path(os.path.abspath(path))
+    if shard_size is not None and (not is_int(shard_size) or shard_size < 1):
+        raise ModelFormatError(f"shard_size must be an integer >= 1, got {shard_size!r}")
+    what = f"model for {path}"
+    w = canonical_weights(model.weights, int(model.n_features), what)
+    b = canonical_intercept(model.intercept, w.shape[0], what)
+    first, label_space = int(model.first_label), int(model.label_space)
+    if first < 0 or first + w.shape[0] > label_space:
+        raise ModelFormatError(f"{what}: {fmt_range((first, first + w.shape[0]))} outside the label space "
+                               f"[0, {label_space})")
+    # labels listed in ``missing_ranges`` (a model loaded with allow_gaps) are not written
+    covered = uncovered(getattr(model, "missing_ranges", None) or [], first, first + w.shape[0])
+    prepare_target(path)
+    manifest = base_manifest(model.n_features, label_space, model.n_train, model.params, model.preprocessing,
+                             getattr(model, "extensions", None))
+    with building(path) as tmp:
+        write_extras(tmp, manifest, model.preprocessing, model.label_counts)
+        for a, z in covered:
+            step = shard_size or (z - a)
+            for s in range(a, z, step):
+                e = min(s + step, z)
+                manifest["shards"].append(
+                    write_shard_file(tmp, s, row_view(w, s - first, e - first), b[s - first:e - first]))
+        write_manifest(tmp, manifest)
+
+
+class ModelWriter:
+    """Incremental writer of a sharded model (one process, any number of threads).
+
+    ``ModelWriter.create`` makes a new model directory without shards;
+    ``ModelWriter.open`` reopens one to resume.  :meth:`add_shard` is thread safe.
+    """
+
+    def __init__(self, path: str | os.PathLike, template: dict[str, Any]):
+        self.path = Path(path)
+        self._manifest = template
+        self._lock = threading.Lock()
+        self._pending: set[Range] = set()
+
+    # ---- construction
+    @classmethod
+    def create(cls, path: str | os.PathLike, n_features: int, label_space: int, params: TrainParams,
+               preprocessing: Preprocessing | None = None, label_counts: Any = None, n_train: int = 0,
+               *, overwrite: bool = False, extensions: dict[str, Any] | None = None) -> "ModelWriter":
+        """Create an empty model directory atomically (refuses an existing model unless ``overwrite``)."""
+        path = Path(os.path.abspath(path))
+        for name, v in (("n_features", n_features), ("label_space", label_space), ("n_train", n_train)):
+            if not is_int(v) and not isinstance(v, np.integer) or v < 0:
+                raise ModelFormatError(f"{name} must be an integer >= 0, got {v!r}")
+        if not isinstance(params, TrainParams):
+            raise ModelFormatError(f"params must be a TrainParams, got {type(params).__name__}")
+        preprocessing = preprocessing or Preprocessing()
+        prepare_target(path, overwrite=overwrite)
+        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions)
+        with building(path) as tmp:
+            write_extras(tmp, manifest, preprocessing, label_counts)
+            write_manifest(tmp, manifest)
+        return cls(path, manifest)
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, params: TrainParams | None = None, *,
+             n_features: int | None = None, label_space: int | None = None,
+             verify: bool = True, clean: bool = True) -> "ModelWriter":
+        """Reopen ``path`` to resume.
+
+        ``params``/``n_features``/``label_space``, when given, must agree with the model
+        (``threads`` may differ); the error names the first differing parameter and both
+        values.  ``verify`` checks every listed file's checksum; ``clean`` deletes shard
+        files not listed in the manifest and stale temporary files (left by a crash).
+        """
+        path = Path(path)
+        m = read_manifest(path)
+        if params is not None:
+            diff = params_difference(m["params"], params)
+            if diff:
+                name, old, new = diff[0]
+                more = f" (and {', '.join(d[0] for d in diff[1:])})" if len(diff) > 1 else ""
+                raise ModelFormatError(f"{path}: cannot resume: parameter {name} is {old!r} in the model but "
+                                       f"{new!r} now{more}")
+        for name, v in (("n_features", n_features), ("label_space", label_space)):
+            if v is not None and int(v) != m[name]:
+                raise ModelFormatError(f"{path}: cannot resume: the model has {name}={m[name]} but the data "
+                                       f"has {name}={v}")
+        if verify:
+            read_extras(path, m)
+            for entry in m["shards"]:
+                read_verified(path / entry["file"], entry["sha256"])
+        writer = cls(path, m)
+        if clean:
+            writer.clean()
+        return writer
+
+    # ---- queries
+    @property
+    def manifest(self) -> dict[str, Any]:
+        with self._lock:
+            return json.loads(json.dumps(self._manifest))
+
+    @property
+    def n_features(self) -> int:
+        return self._manifest["n_features"]
+
+    @property
+    def label_space(self) -> int:
+        return self._manifest["label_space"]
+
+    @property
+    def params(self) -> TrainParams:
+        return TrainParams.from_dict(self._manifest["params"])
+
+    def finished_ranges(self) -> list[Range]:
+        with self._lock:
+            return finished_ranges_of(self._manifest)
+
+    def missing_ranges(self, first: int = 0, count: int | None = None) -> list[Range]:
+        """Ranges of ``[first, first+count)`` (default: all labels) that have no shard yet."""
+        with self._lock:
+            return missing_ranges_of(self._manifest, first, count)
+
+    def is_complete(self) -> bool:
+        return not self.missing_ranges()
+
+    # ---- changes
+    def clean(self) -> list[Path]:
+        """Delete unlisted shard files and stale temporaries; return what was removed."""
+        removed = []
+        with self._lock:
+            listed = {Path(s["file"]).name for s in self._manifest["shards"]}
+            pending = {Path(shard_file_name(a, b - a)).name for a, b in self._pending}
+            for d in (self.path, self.path / SHARD_DIR):
+                if not d.is_dir():
+                    continue
+                for f in d.iterdir():
+                    if d == self.path and not TEMP_NAME_RE.match(f.name):
+                        continue
+                    if (SHARD_NAME_RE.match(f.name) and f.name not in listed and f.name not in pending) \
+                            or (TEMP_NAME_RE.match(f.name) and not self._pending):
+                        if f.is_file():
+                            f.unlink()
+                            removed.append(f)
+        return removed
+
+    def add_shard(self, first_label: int, weights: Any, intercept: Any) -> dict[str, Any]:
+        """Write the shard of labels ``[first_label, first_label + rows)`` and list it.
+
+        The shard file is written atomically, then the manifest is rewritten atomically,
+        so a listed shard is always complete.  Overlap with a finished or in-progress
+        shard raises :class:`ModelFormatError`.  Returns the manifest entry.
+        """
+        what = f"{self.path}: shard at label {first_label}"
+        w = canonical_weights(weights, self.n_features, what)
+        b = canonical_intercept(intercept, w.shape[0], what)
+        first_label = int(first_label)
+        rng = (first_label, first_label + w.shape[0])
+        if w.shape[0] < 1:
+            raise ModelFormatError(f"{what}: a shard needs at least one label")
+        if first_label < 0 or rng[1] > self.label_space:
+            raise ModelFormatError(f"{what}: {fmt_range(rng)} outside the label space [0, {self.label_space})")
+        with self._lock:
+            taken = [(s["first_label"], s["first_label"] + s["num_labels"]) for s in self._manifest["shards"]]
+            for r in taken + sorted(self._pending):
+                if r[0] < rng[1] and rng[0] < r[1]:
+                    state = "finished" if r in taken else "in-progress"
+                    raise ModelFormatError(f"{what}: {fmt_range(rng)} overlaps the {state} shard {fmt_range(r)}")
+            self._pending.add(rng)
+        try:
+            (self.path / SHARD_DIR).mkdir(exist_ok=True)
+            entry = write_shard_file(self.path, first_label, w, b)
+            with self._lock:
+                shards = self._manifest["shards"] + [entry]
+                shards.sort(key=lambda s: s["first_label"])
+                new = dict(self._manifest, shards=shards)
+                write_manifest(self.path, new)
+                self._manifest = new
+        finally:
+            with self._lock:
+                self._pending.discard(rng)
+        return entry
+
+    def __enter__(self) -> "ModelWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None

@@ -1,0 +1,51 @@
+"""Compile-time strategies for the kernels: a parameter tuple whose *class* selects code.
+
+A loss, a regulariser, an initialiser or a post-processor is a small ``NamedTuple`` of its
+parameters.  Numba types a named tuple by its class, so a generic function such as
+``losses.value(L, m)`` can be given one implementation per class with
+:func:`implement`; the kernels call the generic function and numba compiles, for each
+class that actually reaches them, a specialisation with the implementation inlined.
+
+Why not integer codes with an ``if`` chain, or functions passed as arguments?  An ``if``
+chain must list every strategy in one place (adding a loss would edit the dispatcher), and
+numba cannot cache code that receives functions as run-time values (every process would
+recompile).  Typed tuples keep both: a new strategy is one file that calls
+:func:`implement`, and a kernel specialised for it is cached like any other (its cache
+key is the tuple's class).  A run compiles only the strategies it uses.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from numba.core import types
+from numba.extending import overload
+
+
+def generic(name: str, doc: str):
+    """A generic function the kernels call; implementations are attached per class."""
+
+    def stub(*args):  # pragma: no cover - only ever called from compiled code
+        raise NotImplementedError(f"{name} is implemented per strategy class inside numba kernels")
+
+    stub.__name__ = name
+    stub.__qualname__ = name
+    stub.__doc__ = doc
+    return stub
+
+
+def implement(fn, cls, impl) -> None:
+    """Attach ``impl`` (plain Python written in numba's subset, same arguments as ``fn``)
+    as the implementation of the generic function ``fn`` for tuples of class ``cls``
+    passed as the first argument."""
+
+    # numba matches the typing function's signature against the implementation's, so
+    # the typing function is made with the implementation's own argument names
+    names = list(inspect.signature(impl).parameters)
+    src = (f"def typer({', '.join(names)}):\n"
+           f"    if isinstance({names[0]}, BaseNamedTuple) and {names[0]}.instance_class is cls:\n"
+           f"        return impl\n"
+           f"    return None\n")
+    scope = {"BaseNamedTuple": types.BaseNamedTuple, "cls": cls, "impl": impl}
+    exec(src, scope)  # noqa: S102 - a fixed template over identifiers from a signature
+    overload(fn, prefer_literal=False)(scope["typer"])

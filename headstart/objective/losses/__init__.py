@@ -1,0 +1,29 @@
+"""Margin losses: one module per loss, collected into :data:`REGISTRY` on import."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from .base import REGISTRY, LossInfo, d1, d2, mines, value
+
+# every module of this package declares one loss (see base.py); import them all, in a
+# fixed order, so that a new loss needs no edit here
+for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _m != "base":
+        importlib.import_module(f"{__name__}.{_m}")
+
+#: loss names, the default first
+NAMES = tuple(sorted(REGISTRY, key=lambda k: (k != "squared-hinge", k)))
+
+
+def get(name: str) -> LossInfo:
+    return REGISTRY[name]
+
+
+def make(params):
+    """The kernels' loss tuple for these training parameters."""
+    return REGISTRY[params.loss].make(params)
+
+
+__all__ = ["REGISTRY", "NAMES", "LossInfo", "get", "make", "value", "d1", "d2", "mines"]

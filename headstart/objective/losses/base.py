@@ -1,0 +1,60 @@
+"""What a margin loss is: phi(m) of the margin m = y * w.x, as three scalar functions
+(value, derivative, curvature) and two facts the objective and the stopping rule need.
+
+The rest of the objective -- regulariser, X and X^T products, per-instance costs -- is
+written once in :mod:`headstart.objective.erm` on top of these (the decomposition of
+DiSMEC++'s ``objective/margin_losses.h`` and LIBLINEAR's ``l2r_erm_fun``).
+
+To add a loss, write one module in this package that defines a ``NamedTuple`` of its
+parameters and calls :func:`register`; nothing else changes (the package imports every
+module in it, and ``TrainParams``, the command line and the experiment runner take
+their choices from :data:`REGISTRY`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .._typed import generic, implement
+
+value = generic("value", "phi(m)")
+d1 = generic("d1", "phi'(m)")
+d2 = generic("d2", "the curvature the Newton method uses for phi at m: phi''(m) where it "
+                   "exists, otherwise the authors' generalised second derivative")
+mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
+                         "instances with margin >= 1 can be skipped (implicit negative mining)")
+
+
+@dataclass(frozen=True)
+class LossInfo:
+    name: str
+    cls: type                      # the NamedTuple class the kernels specialise on
+    help: str
+    d1_py: Callable[[Any, float], float]   # phi' as plain Python (the kernels inline the same code)
+    make: Callable[[Any], Any]     # TrainParams -> an instance of cls
+    smooth: bool = True            # False: phi' jumps somewhere (documented in docs/design.md)
+
+    def d1_at_zero(self, params) -> float:
+        """phi'(0) for these parameters: grad f(0) = phi'(0) sum_i c_i y_i x_i (stopping rule)."""
+        return float(self.d1_py(self.make(params), 0.0))
+
+
+REGISTRY: dict[str, LossInfo] = {}
+_IMPLEMENTED: set[type] = set()
+
+
+def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
+             make: Callable[[Any], Any] | None = None, smooth: bool = True) -> LossInfo:
+    """Declare a loss: its parameter class, its three scalar functions (plain Python in
+    numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts."""
+    if cls not in _IMPLEMENTED:   # several names may share a class (presets of its parameters)
+        implement(globals()["value"], cls, value)
+        implement(globals()["d1"], cls, d1)
+        implement(globals()["d2"], cls, d2)
+        flag = bool(mines)
+        implement(globals()["mines"], cls, lambda L: flag)
+        _IMPLEMENTED.add(cls)
+    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), smooth)
+    REGISTRY[name] = info
+    return info

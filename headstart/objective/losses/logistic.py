@@ -1,0 +1,35 @@
+"""Logistic loss, log(1 + exp(-m)) (LIBLINEAR -s 0).  Every instance stays active: there
+is no implicit negative mining, so each Newton iteration touches all of X."""
+
+import math
+from typing import NamedTuple
+
+from .base import register
+
+
+class Logistic(NamedTuple):
+    pass
+
+
+def _value(L, m):
+    # written so that neither branch overflows
+    if m >= 0.0:
+        return math.log1p(math.exp(-m))
+    return -m + math.log1p(math.exp(m))
+
+
+def _d1(L, m):
+    # -1 / (1 + exp(m)) = sigmoid(m) - 1
+    if m >= 0.0:
+        e = math.exp(-m)
+        return -e / (1.0 + e)
+    return -1.0 / (1.0 + math.exp(m))
+
+
+def _d2(L, m):
+    e = math.exp(-abs(m))
+    return e / ((1.0 + e) * (1.0 + e))
+
+
+register("logistic", Logistic, value=_value, d1=_d1, d2=_d2, mines=False,
+         help="log(1 + exp(-m)) (LIBLINEAR -s 0)")

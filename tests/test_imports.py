@@ -1,0 +1,269 @@
+"""What importing headstart does to the user's process, and what it needs.
+
+Each check runs in a fresh interpreter (``subprocess``): this test process has long
+imported everything.  Optional packages are made unimportable there by putting
+``None`` into ``sys.modules`` (Python then raises ImportError for them), which is
+what a machine without the extra looks like to the importing code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import headstart
+
+REPO = Path(__file__).resolve().parent.parent
+OPTIONAL = ("matplotlib", "dask", "distributed", "sklearn")
+
+
+def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full_env, cwd=str(REPO), timeout=600)
+
+
+def all_modules() -> list[str]:
+    return sorted(m.name for m in pkgutil.walk_packages(headstart.__path__, "headstart."))
+
+
+def test_import_headstart_imports_no_optional_package():
+    out = run_python(f"""
+        import json, sys
+        import headstart
+        from headstart.cli.main import build_parser
+        build_parser()                       # imports every subcommand module
+        import headstart.distributed, headstart.experiment
+        # and using the estimator (scikit-learn's protocol without scikit-learn)
+        import numpy as np
+        X = np.eye(6, dtype=np.float32); Y = np.eye(6, 3, dtype=np.int8)
+        clf = headstart.OvAClassifier(threads=1).fit(X, Y)
+        clf.predict(X), clf.score(X, Y), clf.get_params()
+        try:
+            headstart.OvAClassifier().predict(X)
+        except headstart.errors.NotFittedError:
+            pass
+        print(json.dumps(sorted(m for m in {OPTIONAL!r} if m in sys.modules)))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+
+
+def test_every_module_imports_without_the_extras():
+    """No module of the package needs an extra at import time (they import it where used)."""
+    out = run_python(f"""
+        import importlib, sys
+        for name in {OPTIONAL!r}:
+            sys.modules[name] = None          # not installed
+        for name in {all_modules()!r}:
+            importlib.import_module(name)
+        print("ok")
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_core_dependencies_are_only_what_the_core_imports():
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    core = {d.split(">")[0].split("[")[0].strip() for d in project["dependencies"]}
+    assert core == {"numpy", "scipy", "numba", "rich"}
+    extras = project["optional-dependencies"]
+    assert any(d.startswith("matplotlib") for d in extras["plot"])
+    # the test extra runs every test: it includes the plot extra
+    assert any(d.startswith("matplotlib") for d in extras["test"])
+
+
+def test_experiment_without_matplotlib_stops_at_once_naming_the_extra(bibtex_dir, tmp_path):
+    report = tmp_path / "report"
+    out = run_python(f"""
+        import sys
+        sys.modules["matplotlib"] = None      # not installed
+        from headstart.cli.main import main
+        sys.exit(main(["experiment", {str(bibtex_dir / "train.txt.gz")!r}, {str(bibtex_dir / "test.txt.gz")!r},
+                       "-o", {str(report)!r}, "--inits", "zero,aop", "--labels", "0:5"]))
+    """)
+    assert out.returncode == 2, out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("headstart experiment: error: drawing the experiment figures "
+                                               "needs matplotlib"), err
+    assert "pip install 'headstart[plot]'" in err[0]
+    assert "training" not in out.stdout and not report.exists()
+
+
+def test_write_report_without_matplotlib_raises_the_named_error():
+    out = run_python("""
+        import sys
+        sys.modules["matplotlib"] = None
+        from headstart.errors import MissingExtraError
+        from headstart.experiment.figures import require_matplotlib
+        try:
+            require_matplotlib()
+        except MissingExtraError as e:
+            assert isinstance(e, ImportError)
+            print(e)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "pip install 'headstart[plot]'" in out.stdout
+
+
+
+# --------------------------------------------------------------------------- numba settings
+# A user's kernel of the shape SLP vectorises: eight independent accumulators fed by
+# adjacent loads (like headstart's lane sweep).
+USER_KERNEL = """
+import numba
+
+@numba.njit
+def user_sweep(x, V, out):
+    for i in range(x.size):
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = 0.0
+        for k in range(i, x.size):
+            row = V[k]
+            a0 += x[k] * row[0]
+            a1 += x[k] * row[1]
+            a2 += x[k] * row[2]
+            a3 += x[k] * row[3]
+            a4 += x[k] * row[4]
+            a5 += x[k] * row[5]
+            a6 += x[k] * row[6]
+            a7 += x[k] * row[7]
+        out[0, i] = a0; out[1, i] = a1; out[2, i] = a2; out[3, i] = a3
+        out[4, i] = a4; out[5, i] = a5; out[6, i] = a6; out[7, i] = a7
+"""
+
+PACKED = r"""
+import re
+
+def packed_ops(dispatcher):
+    # packed double multiply/add/fma instructions (SSE or AVX, any vector width)
+    asm = "".join(dispatcher.inspect_asm().values())
+    return len(re.findall(r"^\s*v?(?:mul|add|fmadd\d*|fmsub\d*)pd\s", asm, re.M))
+"""
+
+
+def _compile_in_fresh_process(tmp_path, body: str, env: dict | None = None) -> dict:
+    """Run ``body`` in a new interpreter with an empty Numba cache (so that every kernel
+    it calls is compiled there) and return the JSON it prints."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"), **(env or {})}
+    out = run_python(USER_KERNEL + PACKED + textwrap.dedent(body),
+                     env={k: v for k, v in env.items() if v is not None})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _env_without_slp() -> dict:
+    return {k: v for k, v in os.environ.items() if k != "NUMBA_SLP_VECTORIZE"}
+
+
+def test_import_and_compiling_headstart_leave_environ_numba_config_and_warnings_alone(tmp_path, monkeypatch):
+    monkeypatch.delenv("NUMBA_SLP_VECTORIZE", raising=False)
+    got = _compile_in_fresh_process(tmp_path, """
+        import json, os, sys, warnings
+        import numpy as np
+        import numba
+        import scipy.sparse as sp          # scipy.sparse adds a warning filter of its own at import
+        from numba.core import config, event
+
+        def snapshot():
+            return {"environ": dict(os.environ),
+                    "config": {k: repr(v) for k, v in vars(config).items() if k.isupper()},
+                    "filters": [repr(f) for f in warnings.filters]}
+
+        before = snapshot()
+        import headstart
+        after_import = snapshot()
+
+        # compile two of headstart's kernels here (the cache is empty): the lane sweep,
+        # and the clock with its object-mode block, which makes numba warn under nogil
+        from headstart.objective import erm, losses, regularizers
+        from headstart.params import TrainParams
+        defaults = TrainParams()
+        problem = lambda X: erm.make_problem(X, 1.0, losses.make(defaults), regularizers.make(defaults), False)
+        from headstart.solver.newton import now
+        from headstart.training.kernel import lanes_scores
+        X = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
+        P = problem(X)
+        V = np.random.default_rng(0).standard_normal((31, 16))
+        out = np.zeros((16, 40))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            lanes_scores(P, V, out)
+            now()
+        # vector code, same sums in the same order as scipy's CSR product: bit-identical
+        exact = bool(np.array_equal(out, (X @ V[:30] + V[30]).T))
+        headstart_notes = [str(w.message) for w in caught if issubclass(w.category, numba.NumbaWarning)]
+        after_compile = snapshot()
+
+        # what the user's own kernels see afterwards
+        class Seen(event.Listener):
+            slp = []
+            def on_start(self, ev):
+                Seen.slp.append(config.SLP_VECTORIZE)
+            def on_end(self, ev):
+                pass
+        with event.install_listener("numba:compile", Seen()):
+            user_sweep(np.ones(50), np.ones((50, 8)), np.zeros((8, 50)))
+
+        @numba.njit(nogil=True)
+        def user_clock():
+            with numba.objmode(t="f8"):
+                t = 1.0
+            return t
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            user_clock()
+        user_notes = [str(w.message) for w in caught if issubclass(w.category, numba.NumbaWarning)]
+
+        print(json.dumps({
+            "import": [k for k in before if before[k] != after_import[k]],
+            "compile": [k for k in before if before[k] != after_compile[k]],
+            "slp_default": int(config.SLP_VECTORIZE), "slp_in_user_compile": Seen.slp,
+            "user_packed": packed_ops(user_sweep), "headstart_packed": packed_ops(lanes_scores),
+            "headstart_notes": headstart_notes, "user_notes": user_notes, "exact": exact}))
+    """, env=_env_without_slp())
+    assert got["import"] == [] and got["compile"] == []
+    # numba's default (no SLP) for the user's function, during and after headstart's compiles
+    assert got["slp_default"] == 0 and got["slp_in_user_compile"] and set(got["slp_in_user_compile"]) == {0}
+    assert got["user_packed"] == 0
+    # ... while headstart's sweep is vector code
+    assert got["headstart_packed"] > 0 and got["exact"]
+    # the object-mode note is silenced for headstart's clock only
+    assert got["headstart_notes"] == []
+    assert any("object mode won't allow parallel execution" in m for m in got["user_notes"])
+
+
+def test_the_user_kernel_would_vectorise_with_slp(tmp_path):
+    """The check above can fail: with SLP on for the process (what importing headstart
+    used to do), the same user kernel is vector code."""
+    got = _compile_in_fresh_process(tmp_path, """
+        import json
+        import numpy as np
+        user_sweep(np.ones(50), np.ones((50, 8)), np.zeros((8, 50)))
+        print(json.dumps({"user_packed": packed_ops(user_sweep)}))
+    """, env={"NUMBA_SLP_VECTORIZE": "1"})
+    assert got["user_packed"] > 0
+
+
+def test_a_user_choice_of_numba_slp_vectorize_applies_to_headstart_too(tmp_path):
+    got = _compile_in_fresh_process(tmp_path, """
+        import json
+        import numpy as np
+        import scipy.sparse as sp
+        import headstart
+        from headstart.objective import erm, losses, regularizers
+        from headstart.params import TrainParams
+        defaults = TrainParams()
+        problem = lambda X: erm.make_problem(X, 1.0, losses.make(defaults), regularizers.make(defaults), False)
+        from headstart.training.kernel import lanes_scores
+        X = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
+        lanes_scores(problem(X), np.ones((31, 16)), np.zeros((16, 40)))
+        print(json.dumps({"headstart_packed": packed_ops(lanes_scores)}))
+    """, env={"NUMBA_SLP_VECTORIZE": "0"})
+    assert got["headstart_packed"] == 0

@@ -1,0 +1,289 @@
+"""OvAClassifier as a scikit-learn estimator: introspection, clone, grid search, pipelines,
+and scikit-learn's own estimator checks.
+
+headstart does not depend on scikit-learn (an optional extra, installed by the ``test``
+extra); this module is skipped only when it is missing.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from dataclasses import fields
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+sklearn = pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.exceptions import NotFittedError  # noqa: E402
+from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402
+from sklearn.model_selection import GridSearchCV, KFold  # noqa: E402
+from sklearn.pipeline import Pipeline  # noqa: E402
+from sklearn.preprocessing import MultiLabelBinarizer  # noqa: E402
+from sklearn.utils import estimator_checks  # noqa: E402
+
+import headstart  # noqa: E402
+from headstart import OvAClassifier, TrainParams, precision_at_k_scorer  # noqa: E402
+from headstart.errors import DataFormatError, ParameterError  # noqa: E402
+from headstart.metrics import precision_at_k  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bibtex(bibtex_dir):
+    X, Y = headstart.read_xmc(bibtex_dir / "train.txt.gz")
+    Xt, Yt = headstart.read_xmc(bibtex_dir / "test.txt.gz")
+    return X, Y, Xt, Yt
+
+
+@pytest.fixture(scope="module")
+def fitted(bibtex):
+    X, Y, _, _ = bibtex
+    return OvAClassifier(threads=2, normalize=True).fit(X, Y)
+
+
+# --------------------------------------------------------------------------- parameters
+def test_init_has_one_keyword_per_train_param_with_its_default():
+    sig = inspect.signature(OvAClassifier)
+    assert [p.name for p in sig.parameters.values()] == [f.name for f in fields(TrainParams)]
+    for p, f in zip(sig.parameters.values(), fields(TrainParams)):
+        assert p.kind is inspect.Parameter.KEYWORD_ONLY and p.default == f.default, p
+    # scikit-learn's own introspection sees the same list
+    from sklearn.base import BaseEstimator
+
+    assert BaseEstimator._get_param_names.__func__(OvAClassifier) == sorted(f.name for f in fields(TrainParams))
+
+
+def test_get_set_params_and_clone():
+    est = OvAClassifier(C=2)
+    assert est.get_params() == {**TrainParams().to_dict(), "C": 2}
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == est.get_params() and repr(twin) == "OvAClassifier(C=2)"
+    assert est.set_params(C=0.5, init="zero") is est and est.C == 0.5 and est.init == "zero"
+    with pytest.raises(ParameterError, match="invalid parameter 'c' for OvAClassifier"):
+        est.set_params(c=1)
+    with pytest.raises(TypeError):
+        OvAClassifier(c=1)
+    # __init__ stores, fit validates
+    bad = OvAClassifier(C=-1)
+    with pytest.raises(ParameterError, match="parameter C must be a finite number > 0"):
+        bad.fit(np.eye(3), np.eye(3))
+
+
+def test_clone_of_a_fitted_estimator_is_unfitted(fitted):
+    twin = clone(fitted)
+    assert twin.get_params() == fitted.get_params() and not hasattr(twin, "model_")
+    with pytest.raises(NotFittedError):      # scikit-learn's class, as scikit-learn is loaded
+        twin.predict(np.zeros((1, fitted.n_features_in_)))
+    with pytest.raises(headstart.errors.NotFittedError):
+        twin.decision_function(np.zeros((1, fitted.n_features_in_)))
+
+
+# --------------------------------------------------------------------------- fit / predict / score
+def test_fit_sets_attributes_ending_in_underscore(fitted, bibtex):
+    X, Y, _, _ = bibtex
+    assert fitted.n_features_in_ == X.shape[1]
+    np.testing.assert_array_equal(fitted.classes_, np.arange(Y.shape[1]))
+    assert fitted.coef_.shape == (Y.shape[1], X.shape[1]) and fitted.intercept_.shape == (Y.shape[1],)
+    np.testing.assert_array_equal(fitted.n_iter_, fitted.stats_["iterations"])
+    assert fitted.n_iter_.shape == (Y.shape[1],) and fitted.n_iter_.max() >= 1
+
+
+def test_predict_is_the_sparse_indicator_of_positive_scores(fitted, bibtex):
+    _, _, Xt, Yt = bibtex
+    P = fitted.predict(Xt)
+    S = fitted.decision_function(Xt)
+    assert sp.isspmatrix_csr(P) and P.shape == Yt.shape and P.dtype == np.int32
+    np.testing.assert_array_equal(P.toarray(), (S > 0).astype(np.int32))
+    # scikit-learn's multi-label metrics take it as it is
+    from sklearn.metrics import f1_score, hamming_loss
+
+    f1 = f1_score(Yt, P, average="micro")
+    tp = Yt.multiply(P).sum()
+    assert f1 == pytest.approx(2 * tp / (Yt.sum() + P.sum()))
+    assert 0 < f1 < 1 and 0 < hamming_loss(Yt, P) < 0.05
+
+
+def test_score_is_precision_at_k_of_the_ranking(fitted, bibtex):
+    _, _, Xt, Yt = bibtex
+    for k in (1, 3, 5):
+        labels, _ = fitted.predict_topk(Xt, k=k)
+        assert fitted.score(Xt, Yt, k=k) == precision_at_k(Yt, labels, k)
+        assert precision_at_k_scorer(k)(fitted, Xt, Yt) == fitted.score(Xt, Yt, k=k)
+    assert fitted.score(Xt, Yt) == fitted.score(Xt, Yt, k=1) == pytest.approx(0.6402, abs=5e-5)  # README demo
+    w = np.zeros(Xt.shape[0])
+    w[:10] = 1.0
+    assert fitted.score(Xt, Yt, sample_weight=w) == fitted.score(Xt[:10], Yt[:10])
+    with pytest.raises(DataFormatError, match="X has 10 features, but OvAClassifier is expecting 1836"):
+        fitted.score(Xt[:, :10], Yt)
+
+
+def test_predict_proba_only_for_the_logistic_loss(bibtex):
+    X, Y, Xt, _ = bibtex
+    assert not hasattr(OvAClassifier(), "predict_proba")
+    clf = OvAClassifier(loss="logistic", threads=2).fit(X[:1000], Y[:1000, :20])
+    assert hasattr(clf, "predict_proba")
+    from scipy.special import expit
+
+    proba = clf.predict_proba(Xt[:50])
+    np.testing.assert_array_equal(proba, expit(clf.decision_function(Xt[:50]).astype(np.float64)))
+    np.testing.assert_array_equal(proba > 0.5, clf.predict(Xt[:50]).toarray() == 1)
+
+
+def test_label_range_fit_keeps_the_label_space(bibtex):
+    X, Y, Xt, _ = bibtex
+    clf = OvAClassifier(threads=2).fit(X, Y, first_label=10, num_labels=5)
+    S = clf.decision_function(Xt[:20])
+    assert S.shape == (20, Y.shape[1]) and np.isneginf(S[:, :10]).all() and np.isneginf(S[:, 15:]).all()
+    P = clf.predict(Xt[:20])
+    assert P.shape == (20, Y.shape[1]) and set(P.indices) <= set(range(10, 15))
+
+
+# --------------------------------------------------------------------------- model selection
+def test_grid_search_over_C_with_a_precision_at_k_scorer(bibtex):
+    """GridSearchCV really uses fit/score: its table equals a hand-made cross-validation."""
+    X, Y, _, _ = bibtex
+    Cs = [0.25, 1.0, 4.0]
+    cv = KFold(3, shuffle=True, random_state=0)
+    search = GridSearchCV(OvAClassifier(threads=2, normalize=True), {"C": Cs}, cv=cv,
+                          scoring=precision_at_k_scorer(3))
+    search.fit(X, Y)
+    by_hand = np.zeros((len(Cs), cv.get_n_splits()))
+    for f, (tr, te) in enumerate(cv.split(X)):
+        for c, C in enumerate(Cs):
+            clf = OvAClassifier(threads=2, normalize=True, C=C).fit(X[tr], Y[tr])
+            by_hand[c, f] = precision_at_k(Y[te], clf.predict_topk(X[te], k=3)[0], 3)
+    for f in range(cv.get_n_splits()):
+        np.testing.assert_array_equal(search.cv_results_[f"split{f}_test_score"], by_hand[:, f])
+    assert search.best_params_ == {"C": Cs[int(np.argmax(by_hand.mean(axis=1)))]}
+    # the scores differ between the Cs (the search is not flat) and are sensible P@3 values
+    assert len(set(by_hand.mean(axis=1))) == 3 and 0.3 < by_hand.min() and by_hand.max() < 0.5
+    best = search.best_estimator_
+    assert best.C == search.best_params_["C"] and best.n_features_in_ == X.shape[1]
+
+
+TEXTS = [
+    ("the striker scored a late goal and the team won the match", ["sport"]),
+    ("parliament passed the budget after a long vote", ["politics"]),
+    ("the new phone has a faster chip and better battery", ["tech"]),
+    ("the minister announced a tax on streaming services and phones", ["politics", "tech"]),
+    ("the club signed a goalkeeper for the season", ["sport"]),
+    ("a software update fixed the battery drain on laptops", ["tech"]),
+    ("the election campaign focused on schools and the budget", ["politics"]),
+    ("the league will use video replay software to check every goal", ["sport", "tech"]),
+    ("the senate vote on the sports stadium budget was close", ["politics", "sport"]),
+    ("the coach praised the team after the match", ["sport"]),
+    ("engineers released a chip for faster laptops", ["tech"]),
+    ("the government opened a vote on the new tax", ["politics"]),
+]
+
+
+def test_pipeline_with_tfidf_vectorizer_on_text():
+    docs = [d for d, _ in TEXTS]
+    mlb = MultiLabelBinarizer()
+    Y = mlb.fit_transform([t for _, t in TEXTS])
+    pipe = Pipeline([("tfidf", TfidfVectorizer()), ("ova", OvAClassifier(threads=1, C=10.0))])
+    pipe.fit(docs, Y)
+    # the pipeline is the vectoriser followed by the classifier, nothing else
+    vec = TfidfVectorizer().fit(docs)
+    alone = OvAClassifier(threads=1, C=10.0).fit(vec.transform(docs), Y)
+    new = ["a goal in the final match", "a vote on the budget for schools", "a faster chip and battery for laptops"]
+    P = pipe.predict(new)
+    np.testing.assert_array_equal(P.toarray(), alone.predict(vec.transform(new)).toarray())
+    assert [list(mlb.classes_[r.indices]) for r in P] == [["sport"], ["politics"], ["tech"]]
+    assert pipe.score(docs, Y) == 1.0                       # P@1 on the training documents
+    # ... and a grid search over the classifier inside the pipeline
+    search = GridSearchCV(pipe, {"ova__C": [0.1, 10.0]}, cv=3, scoring=precision_at_k_scorer(1)).fit(docs, Y)
+    assert search.best_params_["ova__C"] in (0.1, 10.0) and len(search.cv_results_["mean_test_score"]) == 2
+
+
+# --------------------------------------------------------------------------- scikit-learn's checks
+#: checks of ``check_estimator`` that do not apply to a multi-label classifier with sparse
+#: output, and why.  Every other check must pass; each one listed must still fail (so
+#: this list stays exact).
+NOT_APPLICABLE = {
+    # single-output checks: 1-D targets (classes), predictions of shape (n,)
+    "check_classifiers_train": "fits 1-D binary targets and expects predictions of shape (n,)",
+    "check_classifiers_classes": "fits 1-D string and integer class targets",
+    "check_classifiers_regression_target": "fits a 1-D continuous target (refused as 1-D, not as continuous)",
+    "check_classifier_not_supporting_multiclass": "multi_class=False means binary-only to scikit-learn; "
+                                                  "a 1-D target is refused with a message about labels",
+    # 2-D targets of class ids: sklearn makes binary targets {1, 2} and reshapes them to
+    # (n, 1); headstart refuses values other than 0/1 (so -1/+1 or class ids are never
+    # read silently as "all positive")
+    "check_estimators_dtypes": "fits the (n, 1) target of class ids {1, 2}",
+    "check_fit2d_1feature": "fits the (n, 1) target of class ids {1, 2}",
+    # the TrainParams field ``sparsify`` (a number) looks like the sparsify() method of
+    # scikit-learn's linear models to it; the check then fits class ids {1, 2, 3}
+    "check_sparsify_coefficients": "takes the parameter sparsify for a sparsify() method",
+    # the output container: predict returns a scipy.sparse CSR indicator (XMC label counts)
+    "check_classifiers_multilabel_output_format_predict": "expects a dense ndarray of the targets' dtype",
+    "check_classifier_multioutput": "compares predict with dense arrays (passes with dense output, below)",
+    "check_classifiers_multilabel_representation_invariance": "same (passes with dense output, below)",
+    "check_classifier_data_not_an_array": "same, and class ids {1, 2} (passes with dense output and 0/1 "
+                                          "labels, below)",
+}
+NOT_APPLICABLE_LOGISTIC = {
+    **NOT_APPLICABLE,
+    # predict_proba is (n, L) marginals (OneVsRestClassifier's convention); these expect
+    # the (n, 2) of a binary classifier or fit 1-D targets
+    "check_estimator_sparse_array": "expects predict_proba of shape (n, 2) (binary) instead of (n, L)",
+    "check_estimator_sparse_matrix": "expects predict_proba of shape (n, 2) (binary) instead of (n, L)",
+    "check_decision_proba_consistency": "fits a 1-D binary target",
+}
+#: skipped by scikit-learn itself
+SKIPPED = {"check_array_api_input",                                  # SCIPY_ARRAY_API unset; not supported
+           "check_classifiers_multilabel_output_format_predict_proba"}  # only without predict_proba
+
+
+@pytest.mark.filterwarnings("ignore:Estimator OvAClassifier does not inherit from")
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
+@pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
+@pytest.mark.parametrize("loss, not_applicable", [("squared-hinge", NOT_APPLICABLE),
+                                                   ("logistic", NOT_APPLICABLE_LOGISTIC)])
+def test_sklearn_estimator_checks(loss, not_applicable):
+    results = estimator_checks.check_estimator(OvAClassifier(threads=1, loss=loss), on_fail=None)
+    status = {}
+    for r in results:
+        status.setdefault(r["check_name"], set()).add(r["status"])
+    passed = {n for n, s in status.items() if s == {"passed"}}
+    failed = {n for n, s in status.items() if "failed" in s}
+    skipped = {n for n, s in status.items() if s == {"skipped"}}
+    assert failed == set(not_applicable), {n: [str(r["exception"])[:300] for r in results
+                                               if r["check_name"] == n and r["status"] == "failed"]
+                                           for n in failed ^ set(not_applicable)}
+    assert skipped <= SKIPPED
+    # scikit-learn 1.9.1 runs 58 checks: 45 pass (squared hinge), 43 (logistic)
+    assert len(passed) >= 40, sorted(passed)
+
+
+class DenseOutput(OvAClassifier):
+    """predict as a dense array: all that the output-format checks above object to."""
+
+    def predict(self, X, **kw):
+        return super().predict(X, **kw).toarray()
+
+
+@pytest.mark.parametrize("loss", ["squared-hinge", "logistic"])
+@pytest.mark.parametrize("check", ["check_classifier_multioutput",
+                                   "check_classifiers_multilabel_representation_invariance",
+                                   "check_classifier_data_not_an_array"])
+def test_multilabel_checks_pass_with_dense_output(check, loss):
+    est = DenseOutput(threads=1, loss=loss)
+    if check == "check_classifier_data_not_an_array":
+        X = np.array([[3, 0], [0, 1], [0, 2], [1, 1], [1, 2], [2, 1], [0, 3], [1, 0], [2, 0], [4, 4], [2, 3],
+                      [3, 2]], dtype=float)
+        y = (X[:, 0] > X[:, 1]).astype(int).reshape(-1, 1)   # its data, with 0/1 labels
+        estimator_checks.check_estimators_data_not_an_array("DenseOutput", est, X, y, "NotAnArray")
+    else:
+        getattr(estimator_checks, check)("DenseOutput", est)
+
+
+def test_headstart_does_not_import_sklearn():
+    """This module imported scikit-learn; the package itself never does (see test_imports)."""
+    assert "sklearn" in sys.modules
+    import headstart.estimator as est
+
+    assert "sklearn" not in est.__dict__ and not any(n.startswith("sklearn") for n in vars(est))

@@ -1,0 +1,505 @@
+"""Feature value transforms and feature hashing: the values, the hashing kernel against
+numpy, and that prediction applies exactly what training applied (API, model directory,
+sharded training, command line)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart.errors import DataFormatError, ModelFormatError, ParameterError
+from headstart.estimator import OvAClassifier, fit_model
+from headstart.model import load_model, read_manifest, save_model
+from headstart.params import TrainParams
+from headstart.prediction import apply_preprocessing, fit_preprocessing
+from headstart.prediction.topk import decision_function, predict_topk, predict_topk_streaming
+from headstart.prediction.transforms import hash_features, transform_values_inplace
+
+NUM = 16            # labels trained per model in these tests
+PARAMS = TrainParams(threads=2)
+
+
+# --------------------------------------------------------------------------- data
+@pytest.fixture(scope="module")
+def counts(bibtex_dir):
+    """bibtex with its binary values replaced by seeded multiples of 1/2 (0.5 .. 3): count-like
+    values for which the three transforms all differ from the identity."""
+    from headstart.io import read_xmc
+
+    rng = np.random.default_rng(0)
+    out = []
+    for name in ("train", "test"):
+        X, Y = read_xmc(str(bibtex_dir / f"{name}.txt.gz"))
+        X = X.astype(np.float32)
+        X.data = (rng.integers(1, 7, size=X.nnz) / 2).astype(np.float32)
+        out.append((X, Y))
+    return out
+
+
+def numpy_transform(X: sp.csr_matrix, name: str) -> sp.csr_matrix:
+    """The transforms written independently with numpy (float64, stored as float32)."""
+    X = X.copy()
+    v = X.data.astype(np.float64)
+    X.data = {"log-one-plus": np.log1p, "one-plus-log": lambda a: 1.0 + np.log(a), "sqrt": np.sqrt}[name](v) \
+        .astype(np.float32)
+    return X
+
+
+# --------------------------------------------------------------------------- values by hand
+X_HAND = sp.csr_matrix(np.array([[0.0, 1.0, math.e, 4.0],
+                                 [0.25, 0.0, 9.0, 0.0]], dtype=np.float32))
+# log(2), log(1+e), log(5); log(1.25), log(10)
+LOG_ONE_PLUS = [[0, 0.69314718, 1.31326169, 1.60943791], [0.22314355, 0, 2.30258509, 0]]
+# 1+log(1), 1+log(e), 1+2log(2); 1-2log(2), 1+2log(3)
+ONE_PLUS_LOG = [[0, 1.0, 2.0, 2.38629436], [-0.38629436, 0, 3.19722458, 0]]
+SQRT = [[0, 1.0, 1.64872127, 2.0], [0.5, 0, 3.0, 0]]
+
+
+@pytest.mark.parametrize("name, expected", [("log-one-plus", LOG_ONE_PLUS), ("one-plus-log", ONE_PLUS_LOG),
+                                            ("sqrt", SQRT)])
+def test_transform_values_by_hand(name, expected):
+    X = X_HAND.copy()
+    transform_values_inplace(X, name)
+    assert X.nnz == X_HAND.nnz and X.dtype == np.float32  # zeros stay absent
+    np.testing.assert_allclose(X.toarray(), expected, rtol=2e-7, atol=1e-7)
+    dense = X_HAND.toarray()
+    transform_values_inplace(dense, name)
+    np.testing.assert_array_equal(dense, X.toarray())
+    # through the preprocessing, sparse and dense, learned and applied
+    pre, Xt = fit_preprocessing(X_HAND, normalize=False, tfidf=False, transform=name)
+    assert pre.transform == name
+    np.testing.assert_array_equal(Xt.toarray(), X.toarray())
+    np.testing.assert_array_equal(apply_preprocessing(X_HAND.toarray(), pre), X.toarray())
+
+
+def test_identity_is_a_no_op():
+    pre, Xt = fit_preprocessing(X_HAND, normalize=False, tfidf=False, transform="identity")
+    np.testing.assert_array_equal(Xt.toarray(), X_HAND.toarray())
+    assert apply_preprocessing(X_HAND, pre) is X_HAND
+
+
+@pytest.mark.parametrize("name, value, domain", [("sqrt", -1.0, ">= 0"), ("one-plus-log", -0.5, ">= 0"),
+                                                 ("log-one-plus", -1.0, "> -1"), ("log-one-plus", -3.0, "> -1")])
+def test_values_outside_the_domain_are_refused(name, value, domain):
+    X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, value, 1.0]], dtype=np.float32))
+    msg = rf"transform {name} needs values {domain}.*row 1, feature 1 has value {value}"
+    with pytest.raises(DataFormatError, match=msg):
+        fit_preprocessing(X, normalize=False, tfidf=False, transform=name)
+    with pytest.raises(DataFormatError, match=msg):
+        apply_preprocessing(X.toarray(), fit_preprocessing(X[:1], False, False, transform=name)[0])
+
+
+def test_transform_then_tfidf_then_normalize():
+    """The documented order: the transform sees raw values, tf-idf the transformed ones,
+    normalisation comes last (every row has norm 1)."""
+    X = sp.csr_matrix(np.array([[1.0, 3.0, 0.0], [8.0, 0.0, 1.0], [0.0, 15.0, 3.0]], dtype=np.float32))
+    pre, Xt = fit_preprocessing(X, normalize=True, tfidf=True, transform="sqrt")
+    S = np.sqrt(X.toarray().astype(np.float64))
+    idf = np.log(3 / np.array([2, 2, 2]))
+    W = np.where(S > 0, (1 + np.log(np.where(S > 0, S, 1))) * idf, 0)
+    W /= np.linalg.norm(W, axis=1, keepdims=True)
+    np.testing.assert_allclose(Xt.toarray(), W, rtol=1e-6)
+    np.testing.assert_array_equal(apply_preprocessing(X, pre).toarray(), Xt.toarray())
+
+
+def test_one_plus_log_below_one_over_e_cannot_feed_tfidf():
+    X = sp.csr_matrix(np.array([[0.25, 1.0]], dtype=np.float32))
+    with pytest.raises(DataFormatError, match=r"tf-idf needs non-negative.*after the transform one-plus-log"):
+        fit_preprocessing(X, normalize=False, tfidf=True, transform="one-plus-log")
+
+
+# --------------------------------------------------------------------------- options
+@pytest.mark.parametrize("kw, match", [
+    ({"transform": "log"}, "parameter transform must be one of identity, log-one-plus, one-plus-log, sqrt"),
+    ({"transform": None}, "parameter transform must be one of"),
+    ({"transform": 1}, "parameter transform must be one of"),
+])
+def test_bad_options_are_refused(kw, match):
+    with pytest.raises(ParameterError, match=match):
+        TrainParams(**kw)
+    with pytest.raises(ParameterError, match=match):
+        OvAClassifier(**kw).fit(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32)))
+    with pytest.raises(ParameterError):
+        TrainParams.from_dict(kw)
+
+
+def test_kernel_functions_refuse_bad_arguments():
+    with pytest.raises(ParameterError, match="parameter transform must be one of"):
+        transform_values_inplace(X_HAND.copy(), "exp")
+
+
+# --------------------------------------------------------------------------- training = prediction
+@pytest.mark.parametrize("name", ["log-one-plus", "one-plus-log", "sqrt"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_a_transformed_model_scores_raw_data_as_training_did(counts, name, normalize):
+    """Train with the transform on raw data, and without it on data transformed by numpy:
+    the same weights, and predicting the raw test data with the first gives exactly the
+    scores of predicting the transformed test data with the second."""
+    (X, Y), (Xt, _) = counts
+    params = PARAMS.replace(normalize=normalize)
+    with_t, _ = fit_model(X, Y, params.replace(transform=name), num_labels=NUM)
+    plain, _ = fit_model(numpy_transform(X, name), Y, params, num_labels=NUM)
+    assert with_t.preprocessing.transform == name and plain.preprocessing.transform == "identity"
+    assert (with_t.weights != plain.weights).nnz == 0
+    np.testing.assert_array_equal(with_t.intercept, plain.intercept)
+    la, sa = predict_topk(with_t, Xt, 5)
+    lb, sb = predict_topk(plain, numpy_transform(Xt, name), 5)
+    np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(decision_function(with_t, Xt[:50].toarray()),
+                                  decision_function(plain, numpy_transform(Xt[:50], name)))
+    # and forgetting the transform would have mattered
+    lc, sc = predict_topk(with_t, Xt, 5, preprocess=False)
+    assert not np.array_equal(sa, sc)
+
+
+def test_transformed_model_round_trips_and_predicts_identically(counts, tmp_path):
+    (X, Y), (Xt, _) = counts
+    params = PARAMS.replace(transform="sqrt", tfidf=True, normalize=True)
+    model, _ = fit_model(X, Y, params, num_labels=NUM)
+    want = predict_topk(model, Xt, 5)
+    save_model(model, tmp_path / "m", shard_size=5)
+    m = read_manifest(tmp_path / "m")
+    assert m["preprocessing"] == {"normalize": True, "tfidf": True, "transform": "sqrt", "hash": None}
+    back = load_model(tmp_path / "m", allow_gaps=True)
+    assert back.preprocessing.transform == "sqrt"
+    np.testing.assert_array_equal(back.preprocessing.idf, model.preprocessing.idf)
+    for got in (predict_topk(back, Xt, 5), predict_topk_streaming(tmp_path / "m", Xt, 5, allow_gaps=True),
+                predict_topk(back, Xt.toarray(), 5, chunk_rows=100)):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_manifest_preprocessing_is_validated(counts, tmp_path):
+    (X, Y), _ = counts
+    model, _ = fit_model(X[:200], Y[:200], PARAMS.replace(transform="sqrt"), num_labels=3)
+    save_model(model, tmp_path / "m")
+
+    def forged(change):
+        m = json.loads((tmp_path / "m" / "manifest.json").read_text())
+        change(m["preprocessing"])
+        (tmp_path / "m" / "manifest.json").write_text(json.dumps(m))
+
+    good = (tmp_path / "m" / "manifest.json").read_text()
+    for change, match in [(lambda p: p.update(transform="exp"), "preprocessing.transform is 'exp'"),
+                          (lambda p: p.update(transform=None), "preprocessing.transform is None"),
+                          (lambda p: p.update(extra=1), "field 'preprocessing' must be")]:
+        forged(change)
+        with pytest.raises(ModelFormatError, match=match):
+            load_model(tmp_path / "m", allow_gaps=True)
+        (tmp_path / "m" / "manifest.json").write_text(good)
+    load_model(tmp_path / "m", allow_gaps=True)
+
+
+def test_models_written_before_transforms_still_load(tmp_path):
+    """A manifest with only normalize/tfidf (and params without the new name) means no
+    transform."""
+    from headstart.model import ModelWriter
+
+    model, _ = fit_model(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32)), PARAMS)
+    save_model(model, tmp_path / "m")
+    m = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    del m["preprocessing"]["transform"], m["params"]["transform"]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(m))
+    back = load_model(tmp_path / "m")
+    assert back.preprocessing.transform == "identity"
+    ModelWriter.open(tmp_path / "m", PARAMS)  # resuming compares the complete parameter sets
+    with pytest.raises(ModelFormatError, match="parameter transform is 'identity' in the model but 'sqrt' now"):
+        ModelWriter.open(tmp_path / "m", PARAMS.replace(transform="sqrt"))
+
+
+# --------------------------------------------------------------------------- sharded training
+def test_sharded_training_transforms_and_resumes_like_the_local_run(counts, tmp_path):
+    from headstart.distributed import train_sharded
+
+    (X, Y), (Xt, _) = counts
+    params = PARAMS.replace(transform="one-plus-log")
+    ref, _ = fit_model(X, Y, params, num_labels=NUM)
+    train_sharded(X, Y, params, tmp_path / "m", num_labels=8, shard_size=4)
+    with pytest.raises(ModelFormatError, match="parameter transform is 'one-plus-log' in the model but 'sqrt' now"):
+        train_sharded(X, Y, params.replace(transform="sqrt"), tmp_path / "m", num_labels=NUM, shard_size=4,
+                      resume=True)
+    train_sharded(X, Y, params, tmp_path / "m", num_labels=NUM, shard_size=4, resume=True)
+    got = load_model(tmp_path / "m", allow_gaps=True)
+    assert (got.weights != ref.weights).nnz == 0
+    np.testing.assert_array_equal(predict_topk_streaming(tmp_path / "m", Xt, 3, allow_gaps=True)[1],
+                                  predict_topk(ref, Xt, 3)[1])
+
+
+# --------------------------------------------------------------------------- command line
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "headstart", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def test_cli_train_predict_evaluate_with_a_transform(counts, tmp_path):
+    from headstart.io import read_predictions, write_xmc
+
+    (X, Y), (Xt, Yt) = counts
+    write_xmc(tmp_path / "train.txt", X[:1500], Y[:1500])
+    write_xmc(tmp_path / "test.txt", Xt[:400], Yt[:400])
+    opts = ["--transform", "log-one-plus", "--num-labels", NUM, "--threads", 1]
+    r = _cli("train", tmp_path / "train.txt", "-o", tmp_path / "m", *opts)
+    assert r.returncode == 0, r.stderr
+    m = read_manifest(tmp_path / "m")
+    assert m["params"]["transform"] == "log-one-plus" and m["preprocessing"]["transform"] == "log-one-plus"
+    r = _cli("predict", tmp_path / "m", tmp_path / "test.txt", "-o", tmp_path / "pred.txt", "-k", 3,
+             "--allow-gaps")
+    assert r.returncode == 0, r.stderr
+    labels, scores = read_predictions(tmp_path / "pred.txt")
+    model, _ = fit_model(X[:1500], Y[:1500], TrainParams(threads=1, transform="log-one-plus"), num_labels=NUM)
+    want_l, want_s = predict_topk(model, Xt[:400], 3)
+    np.testing.assert_array_equal(labels, want_l)
+    np.testing.assert_allclose(scores, want_s, rtol=5e-6)  # the file keeps 6 significant digits
+    r = _cli("evaluate", tmp_path / "m", tmp_path / "test.txt", "-k", 3, "--allow-gaps", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["P@1"] > 0
+    r = _cli("info", tmp_path / "m")
+    assert r.returncode == 0 and "log-one-plus" in r.stdout
+
+
+def test_cli_refuses_a_bad_transform(tmp_path):
+    r = _cli("train", "x.txt", "-o", tmp_path / "m", "--transform", "log")
+    assert r.returncode == 2 and "invalid choice: 'log'" in r.stderr
+    (tmp_path / "p.json").write_text('{"transform": "cube"}')
+    r = _cli("train", "x.txt", "-o", tmp_path / "m", "--params", tmp_path / "p.json")
+    assert r.returncode != 0 and "parameter transform (--transform) must be one of identity" in r.stderr
+    assert not (tmp_path / "m").exists()
+
+
+# =========================================================================== feature hashing
+def _mix(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def numpy_hash(X: sp.csr_matrix, buckets: int, functions: int, seed: int) -> sp.csr_matrix:
+    """Reference feature hashing: every (row, feature, value) goes to the column
+    r*B + mix(salt_r ^ feature) % B of each hash function r; scipy adds the duplicates."""
+    X = sp.csr_matrix(X, dtype=np.float32)
+    salts = _mix((np.uint64(seed) << np.uint64(32)) | np.arange(functions, dtype=np.uint64))
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    feats = X.indices.astype(np.uint64)
+    cols = [r * buckets + (_mix(salts[r] ^ feats) % np.uint64(buckets)).astype(np.int64) for r in range(functions)]
+    coo = sp.coo_matrix((np.tile(X.data.astype(np.float64), functions),
+                         (np.tile(rows, functions), np.concatenate(cols))), shape=(X.shape[0], buckets * functions))
+    out = coo.tocsr()
+    out.sum_duplicates()
+    out = out.astype(np.float32)
+    out.eliminate_zeros()
+    out.sort_indices()
+    return out
+
+
+@pytest.mark.parametrize("buckets, functions, seed", [(1, 1, 0), (7, 3, 42), (64, 2, 2**32 - 1), (1000, 5, 9)])
+def test_hashing_matches_the_numpy_reference(counts, buckets, functions, seed):
+    (X, _), _ = counts
+    X = X[:300]
+    got = hash_features(X, buckets, functions, seed)
+    want = numpy_hash(X, buckets, functions, seed)
+    assert got.shape == (300, buckets * functions) and got.dtype == np.float32 and got.has_canonical_format
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)  # sums of halves are exact
+    # every value lands once per hash function: the row sums are R times the raw ones
+    np.testing.assert_allclose(np.asarray(got.sum(axis=1)).ravel(), functions * np.asarray(X.sum(axis=1)).ravel(),
+                               rtol=1e-6)
+
+
+def test_hashing_random_values_signs_and_cancellation():
+    rng = np.random.default_rng(3)
+    X = sp.random(200, 5000, density=0.01, format="csr", dtype=np.float32, random_state=4)
+    X.data = rng.normal(size=X.nnz).astype(np.float32)
+    got, want = hash_features(X, 50, 3, 7), numpy_hash(X, 50, 3, 7)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_allclose(got.data, want.data, rtol=1e-6)
+    assert (got.data < 0).any()  # negative sums are kept (DiSMEC++ would drop them)
+    # two features that collide in the only bucket cancel: nothing is stored
+    Z = sp.csr_matrix(np.array([[1.5, -1.5, 0.0], [2.0, 0.0, 0.0]], dtype=np.float32))
+    H = hash_features(Z, 1, 1, 0)
+    assert H.nnz == 1 and H.toarray().tolist() == [[0.0], [2.0]]
+
+
+def test_hashing_is_deterministic_by_seed_and_spreads_evenly():
+    X = sp.csr_matrix(np.ones((1, 100_000), dtype=np.float32))
+    a, b = hash_features(X, 64, 2, 5), hash_features(X, 64, 2, 5)
+    assert (a != b).nnz == 0
+    c = hash_features(X, 64, 2, 6)
+    assert (a != c).nnz > 0
+    # 100000 features into 64 buckets per function: chi-square with 63 degrees of freedom
+    for r in range(2):
+        load = a.toarray()[0, 64 * r:64 * (r + 1)]
+        assert load.sum() == 100_000
+        chi2 = float(((load - 100_000 / 64) ** 2 / (100_000 / 64)).sum())
+        assert chi2 < 120, chi2  # P(chi2_63 > 120) < 1e-5
+    # features independent of the matrix width: feature 3 hashes alike in a 4- and a 10**6-wide row
+    narrow = hash_features(sp.csr_matrix(([1.0], ([0], [3])), shape=(1, 4)), 1000, 3, 1)
+    wide = hash_features(sp.csr_matrix(([1.0], ([0], [3])), shape=(1, 10**6)), 1000, 3, 1)
+    np.testing.assert_array_equal(narrow.indices, wide.indices)
+
+
+def test_hashing_dense_input_and_empty_rows():
+    X = np.array([[0, 2, 0, 1], [0, 0, 0, 0]], dtype=np.float32)
+    got = hash_features(X, 8, 2, 3)
+    assert got.shape == (2, 16) and got.indptr[2] == got.indptr[1]
+    np.testing.assert_array_equal(got.toarray(), numpy_hash(sp.csr_matrix(X), 8, 2, 3).toarray())
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"hash_buckets": -1}, r"parameter hash_buckets must be an integer >= 0 \(0 = no hashing\), got -1"),
+    ({"hash_buckets": 2.5}, "parameter hash_buckets must be an integer"),
+    ({"hash_buckets": 8, "hash_functions": 0}, "parameter hash_functions must be an integer >= 1, got 0"),
+    ({"hash_buckets": 8, "hash_seed": -1}, r"parameter hash_seed must be an integer in \[0, 2\^32\), got -1"),
+    ({"hash_buckets": 8, "hash_seed": 2**32}, "parameter hash_seed must be an integer in"),
+    ({"hash_buckets": 2**28, "hash_functions": 8}, r"hash_buckets \* hash_functions <= 2147483647"),
+])
+def test_bad_hashing_options_are_refused(kw, match):
+    with pytest.raises(ParameterError, match=match):
+        TrainParams(**kw)
+    with pytest.raises(ParameterError, match=match):
+        OvAClassifier(**kw).fit(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32)))
+    with pytest.raises(ParameterError, match="hash_buckets must be an integer >= 1"):
+        hash_features(X_HAND, 0, 1, 0)
+    with pytest.raises(ParameterError, match="hash_seed"):
+        hash_features(X_HAND, 4, 1, -5)
+
+
+def test_hashed_model_equals_a_model_trained_on_prehashed_data(counts):
+    """Hashing, then the transform, is what training did: a plain model trained on data
+    hashed and transformed by numpy has the same weights and the same scores."""
+    (X, Y), (Xt, _) = counts
+    hp = dict(hash_buckets=300, hash_functions=3, hash_seed=11)
+    hashed, _ = fit_model(X, Y, PARAMS.replace(transform="log-one-plus", **hp), num_labels=NUM)
+    plain, _ = fit_model(numpy_transform(numpy_hash(X, 300, 3, 11), "log-one-plus"), Y, PARAMS, num_labels=NUM)
+    assert hashed.n_features == 900
+    assert (hashed.weights != plain.weights).nnz == 0
+    la, sa = predict_topk(hashed, Xt, 5)
+    lb, sb = predict_topk(plain, numpy_transform(numpy_hash(Xt, 300, 3, 11), "log-one-plus"), 5)
+    np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(sa, sb)
+
+
+def test_hashed_model_round_trips_and_predicts_identically(counts, tmp_path):
+    (X, Y), (Xt, _) = counts
+    params = PARAMS.replace(hash_buckets=256, hash_functions=2, hash_seed=123, transform="sqrt", tfidf=True,
+                            normalize=True)
+    model, _ = fit_model(X, Y, params, num_labels=NUM)
+    want = predict_topk(model, Xt, 5)
+    save_model(model, tmp_path / "m", shard_size=5)
+    m = read_manifest(tmp_path / "m")
+    assert m["n_features"] == 512
+    assert m["preprocessing"] == {"normalize": True, "tfidf": True, "transform": "sqrt",
+                                  "hash": {"buckets": 256, "functions": 2, "seed": 123}}
+    back = load_model(tmp_path / "m", allow_gaps=True)
+    assert back.preprocessing.hashing == model.preprocessing.hashing and back.preprocessing.transform == "sqrt"
+    np.testing.assert_array_equal(back.preprocessing.idf, model.preprocessing.idf)
+    for got in (predict_topk(back, Xt, 5), predict_topk_streaming(tmp_path / "m", Xt, 5, allow_gaps=True),
+                predict_topk(back, Xt.toarray(), 5, chunk_rows=100)):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
+    # raw data wider than the training data is hashed like the rest (its extra features too)
+    wide = sp.hstack([Xt, sp.csr_matrix(np.ones((Xt.shape[0], 3), dtype=np.float32))], format="csr")
+    got = predict_topk(back, wide, 5)
+    assert got[0].shape == want[0].shape and not np.array_equal(got[1], want[1])
+    # already hashed input: preprocess=False takes the model's width only
+    with pytest.raises(ModelFormatError, match="features but the model was trained on 512"):
+        predict_topk(back, Xt, 5, preprocess=False)
+
+
+def test_manifest_hashing_is_validated(counts, tmp_path):
+    (X, Y), _ = counts
+    model, _ = fit_model(X[:200], Y[:200], PARAMS.replace(hash_buckets=16, hash_functions=2), num_labels=3)
+    save_model(model, tmp_path / "m")
+    good = (tmp_path / "m" / "manifest.json").read_text()
+    for change, match in [(lambda p: p["hash"].update(buckets=17), "must be equal"),
+                          (lambda p: p["hash"].update(seed=-1), "seed"),
+                          (lambda p: p["hash"].update(functions=True), "preprocessing.hash must be null or"),
+                          (lambda p: p["hash"].pop("seed"), "preprocessing.hash must be null or")]:
+        m = json.loads(good)
+        change(m["preprocessing"])
+        (tmp_path / "m" / "manifest.json").write_text(json.dumps(m))
+        with pytest.raises(ModelFormatError, match=match):
+            load_model(tmp_path / "m", allow_gaps=True)
+    (tmp_path / "m" / "manifest.json").write_text(good)
+    assert load_model(tmp_path / "m", allow_gaps=True).preprocessing.hashing.n_features == 32
+
+
+def test_models_written_before_hashing_still_load(tmp_path):
+    model, _ = fit_model(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32)), PARAMS)
+    save_model(model, tmp_path / "m")
+    m = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    del m["preprocessing"]["hash"]
+    for name in ("hash_buckets", "hash_functions", "hash_seed"):
+        del m["params"][name]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(m))
+    assert load_model(tmp_path / "m").preprocessing.hashing is None
+
+
+def test_sharded_training_hashes_and_resumes_like_the_local_run(counts, tmp_path):
+    from headstart.distributed import train_sharded
+
+    (X, Y), (Xt, _) = counts
+    params = PARAMS.replace(transform="one-plus-log", hash_buckets=200, hash_functions=2, hash_seed=5)
+    ref, _ = fit_model(X, Y, params, num_labels=NUM)
+    train_sharded(X, Y, params, tmp_path / "m", num_labels=8, shard_size=4)
+    with pytest.raises(ModelFormatError, match="parameter hash_seed is 5 in the model but 6 now"):
+        train_sharded(X, Y, params.replace(hash_seed=6), tmp_path / "m", num_labels=NUM, shard_size=4, resume=True)
+    train_sharded(X, Y, params, tmp_path / "m", num_labels=NUM, shard_size=4, resume=True)
+    got = load_model(tmp_path / "m", allow_gaps=True)
+    assert got.n_features == 400 and (got.weights != ref.weights).nnz == 0
+    np.testing.assert_array_equal(predict_topk_streaming(tmp_path / "m", Xt, 3, allow_gaps=True)[1],
+                                  predict_topk(ref, Xt, 3)[1])
+
+
+def test_cli_train_predict_evaluate_with_hashing(counts, tmp_path):
+    """Train with hashing on one libsvm file (no header), predict a test file whose
+    features go beyond the training file's: it is hashed like the training data."""
+    from headstart.io import read_predictions
+
+    def write_libsvm(path, X, Y):  # 1-based features, no header; the values are halves, exact in text
+        with open(path, "w") as f:
+            for i in range(X.shape[0]):
+                x, y = X[i], Y[i]
+                f.write(",".join(map(str, y.indices)) + "".join(f" {j + 1}:{v:g}" for j, v in zip(x.indices, x.data))
+                        + "\n")
+
+    (X, Y), (Xt, Yt) = counts
+    Xt_wide = sp.hstack([Xt[:400], sp.csr_matrix(np.full((400, 2), 0.5, dtype=np.float32))], format="csr")
+    write_libsvm(tmp_path / "train.svm", X[:1500], Y[:1500])
+    write_libsvm(tmp_path / "test.svm", Xt_wide, Yt[:400])
+    opts = ["--transform", "sqrt", "--hash-buckets", "128", "--hash-repeat", "2", "--hash-seed", "3",
+            "--num-labels", NUM, "--threads", 1]
+    r = _cli("train", tmp_path / "train.svm", "-o", tmp_path / "m", *opts)
+    assert r.returncode == 0, r.stderr
+    m = read_manifest(tmp_path / "m")
+    assert m["params"]["hash_functions"] == 2 and m["n_features"] == 256
+    assert m["preprocessing"]["hash"] == {"buckets": 128, "functions": 2, "seed": 3}
+    r = _cli("predict", tmp_path / "m", tmp_path / "test.svm", "-o", tmp_path / "pred.txt", "-k", 3,
+             "--allow-gaps")
+    assert r.returncode == 0, r.stderr
+    labels, scores = read_predictions(tmp_path / "pred.txt")
+    model, _ = fit_model(X[:1500], Y[:1500], TrainParams(threads=1, transform="sqrt", hash_buckets=128,
+                                                           hash_functions=2, hash_seed=3), num_labels=NUM)
+    want_l, want_s = predict_topk(model, Xt_wide, 3)
+    np.testing.assert_array_equal(labels, want_l)
+    np.testing.assert_allclose(scores, want_s, rtol=5e-6)  # the file keeps 6 significant digits
+    r = _cli("evaluate", tmp_path / "m", tmp_path / "test.svm", "-k", 3, "--allow-gaps", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["P@1"] > 0
+
+
+def test_cli_refuses_bad_hash_options(tmp_path):
+    r = _cli("train", "x.txt", "-o", tmp_path / "m", "--hash-buckets", "-4")
+    assert r.returncode != 0 and "parameter hash_buckets (--hash-buckets) must be an integer >= 0" in r.stderr
+    r = _cli("train", "x.txt", "-o", tmp_path / "m", "--hash-buckets", "8", "--hash-seed", "99999999999")
+    assert r.returncode != 0 and "hash_seed (--hash-seed) must be an integer in [0, 2^32)" in r.stderr
+    r = _cli("train", "x.txt", "-o", tmp_path / "m", "--hash-buckets", "8", "--hash-functions", "x")
+    assert r.returncode == 2 and "--hash-functions" in r.stderr
+    assert not (tmp_path / "m").exists()
