@@ -87,8 +87,8 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
     pre = Preprocessing()
     hashing = FeatureHashing.from_params(params)
-    if params.tfidf or params.normalize or params.transform != "identity" or hashing is not None:
-        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf, transform=params.transform,
+    if params.tfidf or params.normalize or params.feature_transform != "identity" or hashing is not None:
+        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf, transform=params.feature_transform,
                                    hashing=hashing)
         X = check_features(X)
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)

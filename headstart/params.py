@@ -125,7 +125,7 @@ class TrainParams:
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
         "help": "turn counts into tf-idf (log-scaled tf, idf from the training data, stored in the model)"})
-    transform: str = field(default="identity", metadata={
+    feature_transform: str = field(default="identity", metadata={
         "help": "feature value transform, applied after hashing and before tf-idf and normalisation, in training "
                 "and prediction: identity, log-one-plus log(1+x), one-plus-log 1+log(x) for x>0 (zeros stay 0), "
                 "sqrt"})
@@ -233,7 +233,8 @@ def validate(p: TrainParams) -> None:
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
-    _need(p.transform in TRANSFORMS, "transform", f"one of {', '.join(TRANSFORMS)}", p.transform)
+    _need(p.feature_transform in TRANSFORMS, "feature_transform", f"one of {', '.join(TRANSFORMS)}",
+          p.feature_transform)
     _need(_int(p.hash_buckets) and p.hash_buckets >= 0, "hash_buckets", "an integer >= 0 (0 = no hashing)",
           p.hash_buckets)
     _need(_int(p.hash_functions) and p.hash_functions >= 1, "hash_functions", "an integer >= 1", p.hash_functions)

@@ -287,7 +287,7 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         features_used = min(features_used * R, d)
         dense_input = False
     preprocess = bool(params.tfidf or params.normalize or hash_buckets
-                      or params.transform != "identity")
+                      or params.feature_transform != "identity")
     return estimate_training_memory(
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,

@@ -147,7 +147,7 @@ def test_dask_applies_the_transform_and_hashing_like_the_local_run(client, data,
     """TrainParams' feature transform and hashing reach the workers: the model and its
     predictions of raw test data are those of the local run."""
     (X, Y), (Xt, _) = data
-    params = PARAMS.replace(transform="log-one-plus", hash_buckets=200, hash_functions=2, hash_seed=9)
+    params = PARAMS.replace(feature_transform="log-one-plus", hash_buckets=200, hash_functions=2, hash_seed=9)
     ref, _ = fit_model(X, Y, params, num_labels=16)
     r = train_dask(X, Y, params, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1)
     assert r.complete and read_manifest(tmp_path / "m")["preprocessing"]["hash"] == {

@@ -293,7 +293,7 @@ def test_feature_options_reach_every_run(bibtex_dir, capsys, tmp_path):
     data = load_dataset(bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz")
     for rec in doc["runs"]:
         params = TrainParams.from_dict(rec["params"])
-        assert (params.transform, params.hash_buckets, params.hash_functions, params.hash_seed) == \
+        assert (params.feature_transform, params.hash_buckets, params.hash_functions, params.hash_seed) == \
             ("log-one-plus", 100, 2, 4)
         model, _ = fit_model(data.X_train, data.Y_train, params, first_label=FIRST, num_labels=COUNT)
         assert model.n_features == 200

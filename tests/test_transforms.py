@@ -116,9 +116,9 @@ def test_one_plus_log_below_one_over_e_cannot_feed_tfidf():
 
 # --------------------------------------------------------------------------- options
 @pytest.mark.parametrize("kw, match", [
-    ({"transform": "log"}, "parameter transform must be one of identity, log-one-plus, one-plus-log, sqrt"),
-    ({"transform": None}, "parameter transform must be one of"),
-    ({"transform": 1}, "parameter transform must be one of"),
+    ({"feature_transform": "log"}, "parameter feature_transform must be one of identity, log-one-plus, one-plus-log, sqrt"),
+    ({"feature_transform": None}, "parameter feature_transform must be one of"),
+    ({"feature_transform": 1}, "parameter feature_transform must be one of"),
 ])
 def test_bad_options_are_refused(kw, match):
     with pytest.raises(ParameterError, match=match):
@@ -143,7 +143,7 @@ def test_a_transformed_model_scores_raw_data_as_training_did(counts, name, norma
     scores of predicting the transformed test data with the second."""
     (X, Y), (Xt, _) = counts
     params = PARAMS.replace(normalize=normalize)
-    with_t, _ = fit_model(X, Y, params.replace(transform=name), num_labels=NUM)
+    with_t, _ = fit_model(X, Y, params.replace(feature_transform=name), num_labels=NUM)
     plain, _ = fit_model(numpy_transform(X, name), Y, params, num_labels=NUM)
     assert with_t.preprocessing.transform == name and plain.preprocessing.transform == "identity"
     assert (with_t.weights != plain.weights).nnz == 0
@@ -161,7 +161,7 @@ def test_a_transformed_model_scores_raw_data_as_training_did(counts, name, norma
 
 def test_transformed_model_round_trips_and_predicts_identically(counts, tmp_path):
     (X, Y), (Xt, _) = counts
-    params = PARAMS.replace(transform="sqrt", tfidf=True, normalize=True)
+    params = PARAMS.replace(feature_transform="sqrt", tfidf=True, normalize=True)
     model, _ = fit_model(X, Y, params, num_labels=NUM)
     want = predict_topk(model, Xt, 5)
     save_model(model, tmp_path / "m", shard_size=5)
@@ -178,7 +178,7 @@ def test_transformed_model_round_trips_and_predicts_identically(counts, tmp_path
 
 def test_manifest_preprocessing_is_validated(counts, tmp_path):
     (X, Y), _ = counts
-    model, _ = fit_model(X[:200], Y[:200], PARAMS.replace(transform="sqrt"), num_labels=3)
+    model, _ = fit_model(X[:200], Y[:200], PARAMS.replace(feature_transform="sqrt"), num_labels=3)
     save_model(model, tmp_path / "m")
 
     def forged(change):
@@ -205,13 +205,13 @@ def test_models_written_before_transforms_still_load(tmp_path):
     model, _ = fit_model(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32)), PARAMS)
     save_model(model, tmp_path / "m")
     m = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    del m["preprocessing"]["transform"], m["params"]["transform"]
+    del m["preprocessing"]["transform"], m["params"]["feature_transform"]
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(m))
     back = load_model(tmp_path / "m")
     assert back.preprocessing.transform == "identity"
     ModelWriter.open(tmp_path / "m", PARAMS)  # resuming compares the complete parameter sets
-    with pytest.raises(ModelFormatError, match="parameter transform is 'identity' in the model but 'sqrt' now"):
-        ModelWriter.open(tmp_path / "m", PARAMS.replace(transform="sqrt"))
+    with pytest.raises(ModelFormatError, match="parameter feature_transform is 'identity' in the model but 'sqrt' now"):
+        ModelWriter.open(tmp_path / "m", PARAMS.replace(feature_transform="sqrt"))
 
 
 # --------------------------------------------------------------------------- sharded training
@@ -219,11 +219,11 @@ def test_sharded_training_transforms_and_resumes_like_the_local_run(counts, tmp_
     from headstart.distributed import train_sharded
 
     (X, Y), (Xt, _) = counts
-    params = PARAMS.replace(transform="one-plus-log")
+    params = PARAMS.replace(feature_transform="one-plus-log")
     ref, _ = fit_model(X, Y, params, num_labels=NUM)
     train_sharded(X, Y, params, tmp_path / "m", num_labels=8, shard_size=4)
-    with pytest.raises(ModelFormatError, match="parameter transform is 'one-plus-log' in the model but 'sqrt' now"):
-        train_sharded(X, Y, params.replace(transform="sqrt"), tmp_path / "m", num_labels=NUM, shard_size=4,
+    with pytest.raises(ModelFormatError, match="parameter feature_transform is 'one-plus-log' in the model but 'sqrt' now"):
+        train_sharded(X, Y, params.replace(feature_transform="sqrt"), tmp_path / "m", num_labels=NUM, shard_size=4,
                       resume=True)
     train_sharded(X, Y, params, tmp_path / "m", num_labels=NUM, shard_size=4, resume=True)
     got = load_model(tmp_path / "m", allow_gaps=True)
@@ -248,12 +248,12 @@ def test_cli_train_predict_evaluate_with_a_transform(counts, tmp_path):
     r = _cli("train", tmp_path / "train.txt", "-o", tmp_path / "m", *opts)
     assert r.returncode == 0, r.stderr
     m = read_manifest(tmp_path / "m")
-    assert m["params"]["transform"] == "log-one-plus" and m["preprocessing"]["transform"] == "log-one-plus"
+    assert m["params"]["feature_transform"] == "log-one-plus" and m["preprocessing"]["transform"] == "log-one-plus"
     r = _cli("predict", tmp_path / "m", tmp_path / "test.txt", "-o", tmp_path / "pred.txt", "-k", 3,
              "--allow-gaps")
     assert r.returncode == 0, r.stderr
     labels, scores = read_predictions(tmp_path / "pred.txt")
-    model, _ = fit_model(X[:1500], Y[:1500], TrainParams(threads=1, transform="log-one-plus"), num_labels=NUM)
+    model, _ = fit_model(X[:1500], Y[:1500], TrainParams(threads=1, feature_transform="log-one-plus"), num_labels=NUM)
     want_l, want_s = predict_topk(model, Xt[:400], 3)
     np.testing.assert_array_equal(labels, want_l)
     np.testing.assert_allclose(scores, want_s, rtol=5e-6)  # the file keeps 6 significant digits
@@ -267,9 +267,9 @@ def test_cli_train_predict_evaluate_with_a_transform(counts, tmp_path):
 def test_cli_refuses_a_bad_transform(tmp_path):
     r = _cli("train", "x.txt", "-o", tmp_path / "m", "--transform", "log")
     assert r.returncode == 2 and "invalid choice: 'log'" in r.stderr
-    (tmp_path / "p.json").write_text('{"transform": "cube"}')
+    (tmp_path / "p.json").write_text('{"feature_transform": "cube"}')
     r = _cli("train", "x.txt", "-o", tmp_path / "m", "--params", tmp_path / "p.json")
-    assert r.returncode != 0 and "parameter transform (--transform) must be one of identity" in r.stderr
+    assert r.returncode != 0 and "parameter feature_transform (--transform) must be one of identity" in r.stderr
     assert not (tmp_path / "m").exists()
 
 
@@ -376,7 +376,7 @@ def test_hashed_model_equals_a_model_trained_on_prehashed_data(counts):
     hashed and transformed by numpy has the same weights and the same scores."""
     (X, Y), (Xt, _) = counts
     hp = dict(hash_buckets=300, hash_functions=3, hash_seed=11)
-    hashed, _ = fit_model(X, Y, PARAMS.replace(transform="log-one-plus", **hp), num_labels=NUM)
+    hashed, _ = fit_model(X, Y, PARAMS.replace(feature_transform="log-one-plus", **hp), num_labels=NUM)
     plain, _ = fit_model(numpy_transform(numpy_hash(X, 300, 3, 11), "log-one-plus"), Y, PARAMS, num_labels=NUM)
     assert hashed.n_features == 900
     assert (hashed.weights != plain.weights).nnz == 0
@@ -388,7 +388,7 @@ def test_hashed_model_equals_a_model_trained_on_prehashed_data(counts):
 
 def test_hashed_model_round_trips_and_predicts_identically(counts, tmp_path):
     (X, Y), (Xt, _) = counts
-    params = PARAMS.replace(hash_buckets=256, hash_functions=2, hash_seed=123, transform="sqrt", tfidf=True,
+    params = PARAMS.replace(hash_buckets=256, hash_functions=2, hash_seed=123, feature_transform="sqrt", tfidf=True,
                             normalize=True)
     model, _ = fit_model(X, Y, params, num_labels=NUM)
     want = predict_topk(model, Xt, 5)
@@ -446,7 +446,7 @@ def test_sharded_training_hashes_and_resumes_like_the_local_run(counts, tmp_path
     from headstart.distributed import train_sharded
 
     (X, Y), (Xt, _) = counts
-    params = PARAMS.replace(transform="one-plus-log", hash_buckets=200, hash_functions=2, hash_seed=5)
+    params = PARAMS.replace(feature_transform="one-plus-log", hash_buckets=200, hash_functions=2, hash_seed=5)
     ref, _ = fit_model(X, Y, params, num_labels=NUM)
     train_sharded(X, Y, params, tmp_path / "m", num_labels=8, shard_size=4)
     with pytest.raises(ModelFormatError, match="parameter hash_seed is 5 in the model but 6 now"):
@@ -485,7 +485,7 @@ def test_cli_train_predict_evaluate_with_hashing(counts, tmp_path):
              "--allow-gaps")
     assert r.returncode == 0, r.stderr
     labels, scores = read_predictions(tmp_path / "pred.txt")
-    model, _ = fit_model(X[:1500], Y[:1500], TrainParams(threads=1, transform="sqrt", hash_buckets=128,
+    model, _ = fit_model(X[:1500], Y[:1500], TrainParams(threads=1, feature_transform="sqrt", hash_buckets=128,
                                                            hash_functions=2, hash_seed=3), num_labels=NUM)
     want_l, want_s = predict_topk(model, Xt_wide, 3)
     np.testing.assert_array_equal(labels, want_l)

@@ -25,11 +25,14 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
     "aop_s": ("--aop-s", "--s"),
     "aop_t": ("--aop-t", "--t"),
     "hash_functions": ("--hash-functions", "--hash-repeat"),   # --hash-repeat: DiSMEC++'s name
+    # the field is not called 'transform': scikit-learn takes an estimator with a
+    # 'transform' attribute for a transformer
+    "feature_transform": ("--transform", "--feature-transform"),
 }
 #: fields whose values come from a registry (one module per strategy: adding one there
 #: adds it here)
 _CHOICES = {"loss": _params.loss_names, "init": _params.init_names, "regularizer": _params.regularizer_names,
-            "weighting": _params.weighting_names, "transform": lambda: _params.TRANSFORMS}
+            "weighting": _params.weighting_names, "feature_transform": lambda: _params.TRANSFORMS}
 _METAVARS = {"pretrained": "MODEL_DIR", "C": "C"}
 
 

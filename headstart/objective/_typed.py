@@ -49,3 +49,16 @@ def implement(fn, cls, impl) -> None:
     scope = {"BaseNamedTuple": types.BaseNamedTuple, "cls": cls, "impl": impl}
     exec(src, scope)  # noqa: S102 - a fixed template over identifiers from a signature
     overload(fn, prefer_literal=False)(scope["typer"])
+
+
+_DONE: set[tuple[int, type]] = set()
+
+
+def implement_once(cls, impls: dict) -> None:
+    """Attach several implementations for ``cls`` ({generic: impl}) unless already done:
+    registries may declare several names (presets) for one parameter class."""
+    for fn, impl in impls.items():
+        key = (id(fn), cls)
+        if key not in _DONE:
+            implement(fn, cls, impl)
+            _DONE.add(key)

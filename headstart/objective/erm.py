@@ -538,13 +538,20 @@ def line_search(P, O, w, s, sigma, gTs, f, eta, max_steps):
 # --- dense forms: the same quantities on all coordinates (reference and tests) -------
 
 @nb.njit(cache=True, nogil=True)
-def full_gradient(P, O, w, g):
-    """g = grad f(w) on every coordinate (O.wx current); returns the active set's size."""
-    gradient(P, O, w, g)
+def _outside(O, out, src):
+    """out[j] = src[j] for the features outside the current support (bias excluded)."""
     stamp = O.ist[STAMP]
-    for j in range(w.size - 1):
+    for j in range(out.size - 1):
         if O.mark[j] != stamp:
-            g[j] = w[j]
+            out[j] = src[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def full_gradient(P, O, w, g):
+    """g = grad f(w) on every coordinate (O.wx current; L2: g = w outside the support);
+    returns the active set's size."""
+    gradient(P, O, w, g)
+    _outside(O, g, w)
     return O.ist[NACT]
 
 
@@ -552,17 +559,11 @@ def full_gradient(P, O, w, g):
 def full_hess_vec(P, O, w, v, out):
     """out = H v on every coordinate (after :func:`gradient`)."""
     hess_vec(P, O, w, v, out)
-    stamp = O.ist[STAMP]
-    for j in range(v.size - 1):
-        if O.mark[j] != stamp:
-            out[j] = v[j]
+    _outside(O, out, v)
 
 
 @nb.njit(cache=True, nogil=True)
 def full_precond(P, O, w, M):
     """M = diag(H) on every coordinate (after :func:`gradient`)."""
     precond(P, O, w, M)
-    stamp = O.ist[STAMP]
-    for j in range(M.size - 1):
-        if O.mark[j] != stamp:
-            M[j] = 1.0
+    _outside(O, M, np.ones(M.size))

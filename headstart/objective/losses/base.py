@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .._typed import generic, implement
+from .._typed import generic, implement_once
 
 value = generic("value", "phi(m)")
 d1 = generic("d1", "phi'(m)")
@@ -41,20 +41,15 @@ class LossInfo:
 
 
 REGISTRY: dict[str, LossInfo] = {}
-_IMPLEMENTED: set[type] = set()
 
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
              make: Callable[[Any], Any] | None = None, smooth: bool = True) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts."""
-    if cls not in _IMPLEMENTED:   # several names may share a class (presets of its parameters)
-        implement(globals()["value"], cls, value)
-        implement(globals()["d1"], cls, d1)
-        implement(globals()["d2"], cls, d2)
-        flag = bool(mines)
-        implement(globals()["mines"], cls, lambda L: flag)
-        _IMPLEMENTED.add(cls)
+    flag = bool(mines)
+    implement_once(cls, {globals()["value"]: value, globals()["d1"]: d1, globals()["d2"]: d2,
+                         globals()["mines"]: lambda L: flag})
     info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), smooth)
     REGISTRY[name] = info
     return info

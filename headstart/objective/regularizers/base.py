@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .._typed import generic, implement
+from .._typed import generic, implement_once
 
 value = generic("value", "r(w_j)")
 d1 = generic("d1", "r'(w_j)")
@@ -37,20 +37,15 @@ class RegularizerInfo:
 
 
 REGISTRY: dict[str, RegularizerInfo] = {}
-_IMPLEMENTED: set[type] = set()
 
 
 def register(name: str, cls: type, *, value, d1, d2, l2: bool = False, help: str,
              make: Callable[[Any], Any] | None = None, default_epsilon: float | None = None) -> None:
     """Declare a regulariser; several names may share one class (presets of its
     parameters): its functions are attached once."""
-    if cls not in _IMPLEMENTED:
-        implement(globals()["value"], cls, value)
-        implement(globals()["d1"], cls, d1)
-        implement(globals()["d2"], cls, d2)
-        flag = bool(l2)
-        implement(globals()["is_l2"], cls, lambda R: flag)
-        _IMPLEMENTED.add(cls)
+    flag = bool(l2)
+    implement_once(cls, {globals()["value"]: value, globals()["d1"]: d1, globals()["d2"]: d2,
+                         globals()["is_l2"]: lambda R: flag})
     REGISTRY[name] = RegularizerInfo(name, cls, help, make or (lambda params: cls()), default_epsilon)
 
 
