@@ -197,7 +197,7 @@ def _insert_targets(path: Path) -> None:
 def debian_table(r: dict) -> str:
     fs, sl, fsm = r["first_stage"], r["shortlisted"], r["full_sample"]
     lines = [f"Measured {r['started']} on this machine, {r['threads']} threads, in one process "
-             f"(`python benchmarks/shortlist.py {r['dataset']} --threads {r['threads']}"
+             f"(`python benchmarks/shortlist.py {r['dataset']} --threads {r['threads']} --K {r['K']}"
              + (" --full all" if "full_all" in r else "") + "`); load average before "
              f"{r['quiet_before']['loadavg']} (busy cores while idle: {r['quiet_before']['busy_cores']}).", "",
              "| step | seconds | notes |", "|---|---:|---|",
@@ -241,28 +241,30 @@ def targets_lines(results_dir: Path = RESULTS) -> list[str]:
              "Side by side in one process on this 2-core machine; these runs were made while other jobs loaded "
              "it (load averages in the JSON results), which slows both sides -- the ratios are the result.", "",
              "| target (issue 14) | required | measured | met |", "|---|---|---|---|"]
-    f = results_dir / "shortlist-debian-deps.json"
-    if f.is_file():
+    found = sorted(results_dir.glob("shortlist-debian-deps-K*.json"),
+                   key=lambda f: -int(f.stem.rsplit("-K", 1)[1]))
+    for f in found:
         r = json.loads(f.read_text())
         sl = r["shortlisted"]
+        kk = f"K = {r['K']}"
         if "full_all" in r:
-            lines.append(f"| shortlisted vs full one-vs-all training, debian-deps all labels, {r['threads']} threads "
-                         f"(full measured on all labels) | >= 20x | {r['ratio_all']}x ({r['full_all']['seconds']} s "
+            lines.append(f"| shortlisted ({kk}) vs full one-vs-all training, debian-deps all labels, "
+                         f"{r['threads']} threads (full measured on all labels) | >= 20x | {r['ratio_all']}x ({r['full_all']['seconds']} s "
                          f"vs {sl['seconds']} s) | {'yes' if r['ratio_all'] >= 20 else 'no'} |")
-        lines.append(f"| same, full one-vs-all extrapolated from {r['full_sample']['labels']} random labels | >= 20x | "
+        lines.append(f"| same ({kk}), full one-vs-all extrapolated from {r['full_sample']['labels']} random labels | >= 20x | "
                      f"{r['ratio_extrapolated']}x ({r['full_sample']['extrapolated_all_seconds']} s vs "
                      f"{sl['seconds']} s) | {'yes' if r['ratio_extrapolated'] >= 20 else 'no'} |")
         if "full_all" in r:
             for i, k in enumerate((1, 3, 5)):
                 dd = sl["P@1,3,5"][i] - r["full_all"]["P@1,3,5"][i]
-                lines.append(f"| P@{k} of shortlisted vs full one-vs-all, debian-deps | within 1 point | {dd:+.2f} "
+                lines.append(f"| P@{k} of shortlisted ({kk}) vs full one-vs-all, debian-deps | within 1 point | {dd:+.2f} "
                              f"({sl['P@1,3,5'][i]} vs {r['full_all']['P@1,3,5'][i]}) | "
                              f"{'yes' if abs(dd) <= 1 else 'no'} |")
-        lines.append(f"| first stage for debian-deps (not part of the training time above) | -- | "
+        lines.append(f"| first stage for debian-deps, {kk} (not part of the training time above) | -- | "
                      f"{r['first_stage']['train_seconds']} s for the training shortlist, "
                      f"{r['first_stage']['test_candidates_seconds']} s for the test candidates "
                      f"({r['backend']} search) | -- |")
-    else:
+    if not found:
         lines.append(f"| shortlisted vs full one-vs-all, debian-deps | >= 20x, P@1/3/5 within 1 point | {nym} | -- |")
     lines.append(f"| shortlisted vs full one-vs-all, Amazon-670K-shaped synthetic set | >= 20x | {nym} (needs "
                  "the generator of issue 12) | -- |")
@@ -304,8 +306,8 @@ def main(argv=None) -> int:
         for f in sorted(RESULTS.glob("shortlist-*.json")):
             r = json.loads(f.read_text())
             dense = f.name.startswith("shortlist-dense-")
-            _replace_block(DOCS / "shortlist.md", f"dense-{r['dataset']}" if dense else f"shortlist-{r['dataset']}",
-                           dense_table(r) if dense else debian_table(r))
+            _replace_block(DOCS / "shortlist.md", f"dense-{r['dataset']}" if dense
+                           else f"shortlist-{r['dataset']}-K{r['K']}", dense_table(r) if dense else debian_table(r))
         _insert_targets(DOCS / "benchmarks.md")
         return 0
     if args.mode_or_dataset == "dense":
@@ -316,8 +318,8 @@ def main(argv=None) -> int:
     else:
         args.dataset = args.mode_or_dataset
         r = run_debian(args)
-        path = RESULTS / f"shortlist-{args.dataset}.json"
-        table, block = debian_table(r), f"shortlist-{args.dataset}"
+        path = RESULTS / f"shortlist-{args.dataset}-K{args.K}.json"
+        table, block = debian_table(r), f"shortlist-{args.dataset}-K{args.K}"
     path.write_text(json.dumps(r, indent=1) + "\n")
     print(table)
     if args.write_docs:
