@@ -291,6 +291,7 @@ def render(results_dir: Path, max_foreign: float) -> str:
         else:
             L += [f"{NYM}: {status[e['id']]}.", ""] + placeholder_table(e)
         L.append("")
+    L += synthetic_section(results_dir)
     L += ["## What is measured", "",
           "- One command trains, on the same data, the same label range and with the same threads, every method "
           "in its own process (`benchmarks/worker.py`), one process per method and repeat; the repeats are "
@@ -351,6 +352,60 @@ def render(results_dir: Path, max_foreign: float) -> str:
           "array, overwritten for each label. LIBLINEAR's `train()` reads `x` and `y` and copies what it permutes, "
           "so sharing the rows is safe.", ""]
     return "\n".join(L) + "\n"
+
+
+SYNTH_ROWS = (("rows", "train rows", "d"), ("features", "features", "d"), ("labels", "labels", "d"),
+              ("labels_per_row", "labels / row", ".2f"), ("rows_per_label", "rows / label", ".2f"),
+              ("nnz_per_row", "nonzeros / row", ".1f"), ("share_labels_le5", "labels with <= 5 positives", ".1%"),
+              ("share_labels_without_positive", "labels without a training positive", ".1%"),
+              ("max_label_rows", "rows of the most frequent label", "d"),
+              ("max_feature_row_share", "rows with the most common feature", ".1%"))
+
+
+def synthetic_section(results_dir: Path) -> list[str]:
+    """The generator: what it is, how to run it, and its statistics next to the published ones
+    (from ``python -m benchmarks.synth PRESET --json benchmarks/results/synth/PRESET.json``)."""
+    import synth
+
+    L = ["## Synthetic sets shaped like the paper's", "",
+         "The paper's data sets (Extreme Classification Repository) cannot be downloaded on this machine. "
+         "`benchmarks/synth.py` writes a **stand-in**: XMC files with the published number of rows, features and "
+         "labels, labels per row, rows per label and nonzeros per row, so that time and memory can be measured at "
+         "the field's scale and shape. It is not the real data: P@k on it says nothing about P@k on the real sets, "
+         "and only the statistics below are matched. How it is made (whole-array numpy, no loop per row):", "",
+         "- labels per row: 1 + a gamma-Poisson draw with the published mean; label frequencies: Zipf by rank "
+         "(`max(1, round(C r^-a))`, `C` solved to fit), exponent `a` chosen per preset (0.55 tail-heavy "
+         "Amazon-670K, 1.0 head-heavy AmazonCat-13K, 0.85 WikiLSHTC-325K: the repository does not publish it); "
+         "label ids are a random permutation of the ranks, so a label range or a random sample is a fair sample;",
+         "- words: Zipf-Mandelbrot over a random permutation of the feature ids (`p_r ~ (r + 20)^-1`: common "
+         "words, a long tail, none in every row), with the number per row calibrated to the published nonzeros;",
+         "- learnable labels: every label has 4 signature features (outside the 1% most common words), each "
+         "entering each positive row with probability 0.5;",
+         "- values: `(1 + log tf) * log((1 + n) / (1 + df))`, rows L2-normalised, float32; rows are i.i.d., "
+         "the first `n_train` are the training split.", "",
+         "Generate: `python -m benchmarks.synth amazon-670k -o DIR [--scale 0.1] [--seed 0] [--plain]` "
+         "(`--list` shows the presets; without `-o` it only prints the statistics). Times below are wall times "
+         "on this (shared, 2-core) machine.", ""]
+    for name, P in synth.PRESETS.items():
+        p = results_dir / "synth" / f"{name}.json"
+        L += [f"### {P.title}", ""]
+        if not p.is_file():
+            L += [f"{NYM}: `python -m benchmarks.synth {name} --json benchmarks/results/synth/{name}.json`", ""]
+            continue
+        d = json.loads(p.read_text())
+        pub = d.get("published") or {}
+        L += [f"Generated with `python -m benchmarks.synth {name}` (scale {d['scale']:g}, seed {d['seed']}, "
+              f"generator version {d['generator_version']}) in {d['generate_s']:.0f} s"
+              + (f", written in {d['write_s']:.0f} s" if d.get("write_s") is not None else "")
+              + "; training split:", "",
+              "| statistic | generated | published |", "|---|---:|---:|"]
+        for key, title, spec in SYNTH_ROWS:
+            L.append(f"| {title} | {_fmt(d['train'].get(key), spec)} | {_fmt(pub.get(key), spec)} |")
+        t = d.get("test") or {}
+        L += ["", f"Test split: {t.get('rows')} rows (published {P.n_test}), {_fmt(t.get('nnz_per_row'), '.1f')} "
+                  f"nonzeros and {_fmt(t.get('labels_per_row'), '.2f')} labels per row. '-': not published in the "
+                  "repository's table.", ""]
+    return L
 
 
 def _pk() -> str:
