@@ -96,12 +96,49 @@ def test_harness_end_to_end(bibtex_dir, tmp_path):
     assert s["liblinear"]["gil_released_by_ctypes_call"] is True
 
 
+def test_harness_on_a_synthetic_preset_with_a_label_sample(bench_modules, tmp_path):
+    """A preset name is generated into the cache folder; a random label sample is trained
+    and the all-label time is extrapolated (and says so)."""
+    common, _ = bench_modules
+    out, cache = tmp_path / "synth.json", tmp_path / "cache"
+    cmd = [sys.executable, str(BENCH / "compare.py"), "amazon-670k", "--scale", "0.002", "--sample-labels", "6",
+           "--seed", "3", "--threads", "1", "--methods", "headstart-aop", "--no-quiet-probe",
+           "--cache-dir", str(cache), "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "generating amazon-670k-x0.002" in proc.stdout and "EXTRAPOLATED" in proc.stdout
+    d = json.loads(out.read_text())
+    L = d["train_shape"][2]
+    assert L == 1340 and d["dataset"] == "amazon-670k-x0.002" and d["synthetic"]["preset"] == "amazon-670k"
+    sample = d["label_sample"]
+    assert sample == common.sample_labels(L, 6, 3) and len(set(sample)) == 6 and sample == sorted(sample)
+    assert d["labels"] == {"sample": 6, "seed": 3}
+    (run,) = d["runs"]
+    assert run["status"] == "ok", run
+    s = d["summary"]["headstart-aop"]
+    assert d["extrapolation"]["factor"] == pytest.approx(L / 6, rel=1e-3)
+    assert s["extrapolated_all_labels_wall_s"] == pytest.approx(s["wall_s"] * L / 6, abs=0.1)
+    assert "EXTRAPOLATED" in d["extrapolation"]["note"]
+    # the sampled labels are those the worker trained and scored: positives of the sample only
+    X, Y = common.load_split(cache / "amazon-670k-x0.002" / "train.txt.gz")
+    assert run["train_positives"] == common.label_columns(Y, sample).nnz
+    # the second time the cached set is used as it is
+    before = (cache / "amazon-670k-x0.002" / "train.txt.gz").stat().st_mtime_ns
+    again = common.dataset_for("amazon-670k", 0.002, 0, cache, log=lambda *a: pytest.fail("regenerated"))
+    assert again == (cache / "amazon-670k-x0.002").resolve()
+    assert (again / "train.txt.gz").stat().st_mtime_ns == before
+    with pytest.raises(SystemExit):
+        common.dataset_for("bibtex", 0.5)
+
+
 def test_docs_placeholders(tmp_path):
     doc = tmp_path / "benchmarks.md"
     proc = subprocess.run([sys.executable, str(BENCH / "compare.py"), "--write-docs", "--docs", str(doc)],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = doc.read_text()
-    for heading in ("## Plan", "## Targets", "## Machine", "## Results", "## Methods, settings and caveats"):
+    for heading in ("## Plan", "## Targets", "## Machine", "## Results", "## Methods, settings and caveats",
+                    "## Synthetic sets shaped like the paper's"):
         assert heading in text
+    assert "--sample-labels 2000 --seed 0" in text
     assert "python benchmarks/compare.py debian-deps --threads 2 --labels 0:1000" in text
