@@ -100,65 +100,63 @@ def _worse(sa, la, sb, lb):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
-def _sift_down(hs, hl, base, c, n):  # pragma: no cover - compiled
-    """Restore the min-heap (worst at the root) hs/hl[base:base + n] below position c."""
+def _sift_down(hs, hl, c, n):  # pragma: no cover - compiled
+    """Restore the min-heap (worst at the root) below position c, heap size n."""
     while True:
         left = 2 * c + 1
         if left >= n:
             return
         m = left
         right = left + 1
-        if right < n and _worse(hs[base + right], hl[base + right], hs[base + left], hl[base + left]):
+        if right < n and _worse(hs[right], hl[right], hs[left], hl[left]):
             m = right
-        if _worse(hs[base + m], hl[base + m], hs[base + c], hl[base + c]):
-            hs[base + c], hs[base + m] = hs[base + m], hs[base + c]
-            hl[base + c], hl[base + m] = hl[base + m], hl[base + c]
+        if _worse(hs[m], hl[m], hs[c], hl[c]):
+            hs[c], hs[m] = hs[m], hs[c]
+            hl[c], hl[m] = hl[m], hl[c]
             c = m
         else:
             return
 
 
 @njit(nogil=True, cache=True)
-def _push(hs, hl, base, n, k, s, j):  # pragma: no cover - compiled
-    """Put (score s, label j) into the size-k heap hs/hl[base:base + k] holding n entries,
-    which must either have room or rank s, j below its root (the callers test that inline:
-    most labels are turned away by that one comparison); returns the new n.
-
-    The order (score, then label) is total over distinct labels, so the heap ends with the
-    same k labels whatever order they are offered in."""
+def _push(hs, hl, n, k, s, j):  # pragma: no cover - compiled
+    """Put (score s, label j) into the size-k heap holding n entries, which must either
+    have room or rank (s, j) above its root; returns the new n.  The order (score, then
+    label) is total over distinct labels, so the heap ends with the same k labels
+    whatever order they are offered in."""
     if n < k:
-        hs[base + n] = s
-        hl[base + n] = j
+        hs[n] = s
+        hl[n] = j
         c = n
         while c > 0:
             parent = (c - 1) // 2
-            if _worse(hs[base + c], hl[base + c], hs[base + parent], hl[base + parent]):
-                hs[base + c], hs[base + parent] = hs[base + parent], hs[base + c]
-                hl[base + c], hl[base + parent] = hl[base + parent], hl[base + c]
+            if _worse(hs[c], hl[c], hs[parent], hl[parent]):
+                hs[c], hs[parent] = hs[parent], hs[c]
+                hl[c], hl[parent] = hl[parent], hl[c]
                 c = parent
             else:
                 break
         return n + 1
-    hs[base] = s
-    hl[base] = j
-    _sift_down(hs, hl, base, 0, k)
+    hs[0] = s
+    hl[0] = j
+    _sift_down(hs, hl, 0, k)
     return n
 
 
 @njit(nogil=True, cache=True)
-def _emit(i, hs, hl, base, n, k, label_offset, out_labels, out_scores):  # pragma: no cover - compiled
+def _emit(i, hs, hl, n, k, label_offset, out_labels, out_scores):  # pragma: no cover - compiled
     """Row i of the output from its heap of n entries: best first, padded with -1 / -inf."""
     for p in range(n, k):
         out_labels[i, p] = -1
         out_scores[i, p] = -np.inf
     m = n
     while m > 0:  # pop the worst to the back
-        out_labels[i, m - 1] = hl[base] + label_offset
-        out_scores[i, m - 1] = hs[base]
+        out_labels[i, m - 1] = hl[0] + label_offset
+        out_scores[i, m - 1] = hs[0]
         m -= 1
-        hs[base] = hs[base + m]
-        hl[base] = hl[base + m]
-        _sift_down(hs, hl, base, 0, m)
+        hs[0] = hs[m]
+        hl[0] = hl[m]
+        _sift_down(hs, hl, 0, m)
 
 
 @njit(nogil=True, cache=True)
@@ -201,14 +199,12 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
         n = 0
         if work >= dense_work:
             _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, acc)
+            # the root test is written out in the loops: a call per label that passes the
+            # heap arrays costs more than the test (reference counting of the arrays)
             for j in range(L):
-                b = acc[j]
-                if b == -np.inf:
-                    continue
-                s = np.float32(b)
-                if n == k and not _worse(hs[0], hl[0], s, j):
-                    continue
-                n = _push(hs, hl, 0, n, k, s, j)
+                s = np.float32(acc[j])
+                if acc[j] != -np.inf and (n < k or _worse(hs[0], hl[0], s, j)):
+                    n = _push(hs, hl, n, k, s, j)
         else:
             nt = 0
             for p in range(x_indptr[i], x_indptr[i + 1]):
@@ -224,13 +220,9 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
                     acc[j] += v * wt_data[q]
             for t in range(nt):
                 j = touched[t]
-                b = acc[j]
-                if b == -np.inf:
-                    continue
-                s = np.float32(b)
-                if n == k and not _worse(hs[0], hl[0], s, j):
-                    continue
-                n = _push(hs, hl, 0, n, k, s, j)
+                s = np.float32(acc[j])
+                if acc[j] != -np.inf and (n < k or _worse(hs[0], hl[0], s, j)):
+                    n = _push(hs, hl, n, k, s, j)
             for t in range(by_intercept.shape[0]):
                 j = by_intercept[t]
                 if stamp[j] == i:
@@ -238,8 +230,8 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
                 s = np.float32(intercept[j])
                 if n == k and not _worse(hs[0], hl[0], s, j):
                     break  # every later entry ranks below this one, which cannot enter
-                n = _push(hs, hl, 0, n, k, s, j)
-        _emit(i, hs, hl, 0, n, k, label_offset, out_labels, out_scores)
+                n = _push(hs, hl, n, k, s, j)
+        _emit(i, hs, hl, n, k, label_offset, out_labels, out_scores)
 
 
 @njit(nogil=True, cache=True)
