@@ -131,6 +131,38 @@ def test_harness_on_a_synthetic_preset_with_a_label_sample(bench_modules, tmp_pa
         common.dataset_for("bibtex", 0.5)
 
 
+def test_predict_scale_old_and_new_side_by_side(tmp_path):
+    """benchmarks/predict_scale.py end to end on a tiny preset, this checkout as both the old
+    and the new source: the predictions must be byte-identical and every figure present."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks import synth
+    finally:
+        sys.path.remove(str(REPO))
+    data = tmp_path / "data"
+    synth.write(synth.generate("amazon-670k", 0.002, seed=2), data)
+    model = tmp_path / "model"
+    train = subprocess.run([sys.executable, "-m", "headstart", "train", str(data / "train.txt.gz"), "-o", str(model),
+                            "--num-labels", "30", "--threads", "1", "--quiet"], capture_output=True, text=True,
+                           timeout=300, cwd=REPO)
+    assert train.returncode == 0, train.stderr
+    out = tmp_path / "p.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "predict_scale.py"), "--data", str(data), "--trained",
+                           str(model), "--labels", "80", "--prune", "0,0.3", "--old-src", str(REPO), "--threads", "1",
+                           "--full-rows", "30", "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    d = json.loads(out.read_text())
+    assert [r["model"]["extra_prune"] for r in d["runs"]] == [0.0, 0.3]
+    for r in d["runs"]:
+        assert r["identical_predictions"] is True
+        assert r["model"]["labels"] == 80 and r["old"]["score_s"] > 0 and r["new"]["cli_wall_s"] > 0
+        assert "EXTRAPOLATED" in r["extrapolated_to_label_space"]["note"]
+    assert d["runs"][1]["model"]["nnz"] < d["runs"][0]["model"]["nnz"]
+    assert d["full_label_space"]["identical_predictions"] is True
+    assert d["full_label_space"]["old"]["labels"] == 1340
+
+
 def test_docs_placeholders(tmp_path):
     doc = tmp_path / "benchmarks.md"
     proc = subprocess.run([sys.executable, str(BENCH / "compare.py"), "--write-docs", "--docs", str(doc)],
@@ -141,4 +173,5 @@ def test_docs_placeholders(tmp_path):
                     "## Synthetic sets shaped like the paper's"):
         assert heading in text
     assert "--sample-labels 2000 --seed 0" in text
+    assert "## Prediction at 670K labels" in text
     assert "python benchmarks/compare.py debian-deps --threads 2 --labels 0:1000" in text

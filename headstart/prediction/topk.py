@@ -175,8 +175,8 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
       best of them are the first untouched entries of ``by_intercept``, and the walk stops
       as soon as an entry cannot enter the top k.  Cost per row: the row's weight products
       plus O(touched + k), not O(labels).
-    * dense (a row touching about as many weights as there are labels): one float64 score
-      per label, set to the intercepts, the weight products added, then scanned.  Each
+    * dense (the other rows): one float64 score per label, set to the intercepts, the
+      weight products added, then scanned.  Each
       column's labels are ascending, so the scatter runs forward through the buffer and
       keeps pace with streaming the weights even at 670K labels (5 MB of scores); the
       touched list and stamps would cost more per product than the fill and scan save.
