@@ -43,6 +43,41 @@ def resolve_dataset(name_or_dir: str) -> Path:
                      + ", ".join(str(r) for r in data_roots()))
 
 
+def synth_cache_dir() -> Path:
+    """Where generated synthetic sets are kept: $HEADSTART_SYNTH_CACHE or build/synth."""
+    return Path(os.environ.get("HEADSTART_SYNTH_CACHE") or REPO / "build" / "synth")
+
+
+def is_preset(name: str) -> bool:
+    from synth import PRESETS
+
+    return name in PRESETS and not Path(name).exists()
+
+
+def dataset_for(name: str, scale: float = 1.0, data_seed: int = 0, cache_dir: str | Path | None = None,
+                generate: bool = True, log=print) -> Path:
+    """A data folder: a synthetic preset (benchmarks/synth.py) is generated into the cache
+    folder when missing; any other name goes to :func:`resolve_dataset`."""
+    if is_preset(name):
+        import synth
+
+        cache = Path(cache_dir) if cache_dir else synth_cache_dir()
+        if not generate:
+            return cache / synth.dataset_name(name, scale, data_seed)
+        return synth.ensure(name, scale, data_seed, cache, log=log).resolve()
+    if scale != 1.0 or data_seed != 0:
+        raise SystemExit(f"--scale and --data-seed apply to the synthetic presets only, not to {name!r}")
+    return resolve_dataset(name)
+
+
+def sample_labels(num_labels: int, n: int, seed: int) -> list[int]:
+    """``n`` distinct label ids drawn uniformly from ``[0, num_labels)``, ascending."""
+    if not 1 <= n <= num_labels:
+        raise SystemExit(f"--sample-labels must be in [1, {num_labels}] (the number of labels), got {n}")
+    rng = np.random.default_rng(seed)
+    return sorted(int(j) for j in rng.choice(num_labels, size=n, replace=False))
+
+
 def parse_label_range(text: str | None, num_labels: int) -> tuple[int, int]:
     """``"A:B"`` (either side may be empty) -> ``(A, B)`` clipped to the label space."""
     if not text or text in (":", "all"):
@@ -69,6 +104,11 @@ def load_split(path: Path) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     from headstart.io.xmc import read_xmc
 
     return read_xmc(str(path))
+
+
+def label_columns(Y: sp.csr_matrix, labels: list[int]) -> sp.csr_matrix:
+    """Y restricted to the given label ids: column j is label ``labels[j]``."""
+    return sp.csr_matrix(Y[:, np.asarray(labels, dtype=np.int64)])
 
 
 def label_slice(Y: sp.csr_matrix, a: int, b: int) -> sp.csr_matrix:

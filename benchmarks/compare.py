@@ -3,10 +3,14 @@
 
     python benchmarks/compare.py DATASET --threads 2 --labels A:B [--methods ...] [--repeat N]
                                  [--json out.json] [--write-docs] [--set METHOD.key=value ...]
+    python benchmarks/compare.py PRESET [--scale S] --sample-labels N [--seed S] ...
     python benchmarks/compare.py --write-docs          # only regenerate docs/benchmarks.md
 
 DATASET is a folder with train.txt.gz and test.txt.gz (XMC format) or a name looked up in
-$HEADSTART_DATA, data/ and ../shared/data/.  Every method runs in its own process, once per
+$HEADSTART_DATA, data/ and ../shared/data/.  PRESET is a synthetic set shaped like one of the
+paper's (amazon-670k, amazoncat-13k, wikilshtc-325k; benchmarks/synth.py), generated into
+the cache folder (--cache-dir) the first time.  With --sample-labels N the methods train N
+labels drawn at random (--seed) and the all-label time is extrapolated as time x L / N.  Every method runs in its own process, once per
 repeat, methods interleaved (m1 m2 ... m1 m2 ...); the table shows medians.  See
 docs/benchmarks.md for what is measured and how each method is configured.
 """
@@ -28,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (HERE, REPO, LoadProbe, machine_info, parse_label_range, quiet_check,  # noqa: E402
-                    read_header, resolve_dataset)
+from common import (HERE, REPO, LoadProbe, dataset_for, machine_info, parse_label_range,  # noqa: E402
+                    quiet_check, read_header, sample_labels)
 from methods import METHODS, apply_overrides, expand_methods  # noqa: E402
 
 RESULTS_DIR = HERE / "results"
@@ -151,6 +155,7 @@ def add_to_stored(old: dict, new: dict) -> dict:
     out["methods"] = methods
     out["settings"] = {**old.get("settings", {}), **new.get("settings", {})}
     out["summary"] = summarise(out["runs"], methods)
+    add_extrapolation(out)
     out["command"] = f"{old.get('command')}  +  {new.get('command')}"
     out["created"] = old.get("created")
     out["added"] = [{"created": new.get("created"), "command": new.get("command"), "methods": new["methods"],
@@ -226,6 +231,41 @@ def summarise(runs: list[dict], methods: list[str]) -> dict:
     return summary
 
 
+EXTRAPOLATION_NOTE = (
+    "EXTRAPOLATED, not measured: the sample's training time x L / N (L labels in all, N sampled at random). "
+    "It assumes the sampled labels cost what an average label costs, and counts the run's fixed costs "
+    "(e.g. preparing X) L / N times, so it overstates a real all-label run by about that much.")
+
+
+def add_extrapolation(doc: dict) -> None:
+    """For a label sample: every method's wall and CPU time x L / N, marked as extrapolated."""
+    sample = doc.get("label_sample")
+    if not sample:
+        return
+    factor = doc["train_shape"][2] / len(sample)
+    doc["extrapolation"] = {"factor": round(factor, 4), "all_labels": doc["train_shape"][2],
+                            "sampled": len(sample), "note": EXTRAPOLATION_NOTE}
+    for s in doc["summary"].values():
+        if s.get("status") == "ok":
+            s["extrapolated_all_labels_wall_s"] = round(s["wall_s"] * factor, 1)
+            s["extrapolated_all_labels_cpu_s"] = round(s["cpu_s"] * factor, 1)
+
+
+def extrapolation_lines(doc: dict) -> list[str]:
+    ex = doc.get("extrapolation")
+    if not ex:
+        return []
+    out = [f"Extrapolated to all {ex['all_labels']} labels (x {ex['factor']:.1f} = {ex['all_labels']} / "
+           f"{ex['sampled']}):"]
+    for m, s in doc["summary"].items():
+        if "extrapolated_all_labels_wall_s" in s:
+            w = s["extrapolated_all_labels_wall_s"]
+            out.append(f"  {m:<16} {w:12.0f} s wall (= {w / 3600:.2f} h), {s['extrapolated_all_labels_cpu_s']:.0f} "
+                       f"s CPU   [extrapolated]")
+    out.append(ex["note"])
+    return out
+
+
 def fmt(v, spec: str = ".2f", none: str = "-") -> str:
     if v is None:
         return none
@@ -260,7 +300,10 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def result_path_for(dataset: str, a: int, b: int, threads: int) -> Path:
+def result_path_for(dataset: str, a: int, b: int, threads: int, sample: int | None = None,
+                    seed: int = 0) -> Path:
+    if sample is not None:
+        return RESULTS_DIR / f"{dataset}_sample{sample}-seed{seed}_t{threads}.json"
     return RESULTS_DIR / f"{dataset}_{a}-{b}_t{threads}.json"
 
 
@@ -271,6 +314,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dataset", nargs="?", help="data set name or folder (train.txt.gz, test.txt.gz)")
     p.add_argument("--threads", type=int, default=2, help="threads for every method (default 2)")
     p.add_argument("--labels", default=None, help="label range A:B (default: all labels)")
+    p.add_argument("--sample-labels", type=int, default=None, metavar="N",
+                   help="train N labels drawn at random (see --seed) instead of a range, and extrapolate the "
+                        "all-label time (time x L / N, reported as extrapolated)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the label sample (default 0)")
+    s = p.add_argument_group("synthetic presets (benchmarks/synth.py)")
+    s.add_argument("--scale", type=float, default=1.0,
+                   help="generate the preset with rows, features and labels x S in (0, 1] (default 1)")
+    s.add_argument("--data-seed", type=int, default=0, help="seed of the generated data (default 0)")
+    s.add_argument("--cache-dir", default=None,
+                   help="folder of generated sets (default $HEADSTART_SYNTH_CACHE or build/synth)")
     p.add_argument("--methods", default="all",
                    help="comma-separated methods or groups (all, headstart, peers); known: " + ", ".join(METHODS))
     p.add_argument("--repeat", type=int, default=1, help="runs per method; medians are reported (default 1)")
@@ -306,10 +359,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.threads < 1 or args.repeat < 1:
         raise SystemExit("--threads and --repeat must be >= 1")
-    ddir = resolve_dataset(args.dataset)
+    if args.sample_labels is not None and args.labels:
+        raise SystemExit("give either --labels A:B or --sample-labels N, not both")
+    if not 0 < args.scale <= 1:
+        raise SystemExit(f"--scale must be in (0, 1], got {args.scale}")
+    ddir = dataset_for(args.dataset, args.scale, args.data_seed, args.cache_dir)
     train_shape = read_header(ddir / "train.txt.gz")
     test_shape = read_header(ddir / "test.txt.gz")
-    a, b = parse_label_range(args.labels, train_shape[2])
+    sample = None
+    if args.sample_labels is not None:
+        sample = sample_labels(train_shape[2], args.sample_labels, args.seed)
+        a, b = 0, len(sample)
+    else:
+        a, b = parse_label_range(args.labels, train_shape[2])
     methods = expand_methods(args.methods)
     overrides = apply_overrides(args.set)
     settings = {m: {**METHODS[m].settings, **overrides.get(m, {})} for m in methods}
@@ -320,12 +382,17 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/compare.py " + " ".join(shlex.quote(x) for x in (argv or sys.argv[1:])),
         "dataset": ddir.name, "dataset_dir": str(ddir),
         "train_shape": list(train_shape), "test_shape": list(test_shape),
-        "labels": [a, b], "threads": args.threads, "repeat": args.repeat, "methods": methods,
+        "labels": [a, b] if sample is None else {"sample": len(sample), "seed": args.seed},
+        "label_sample": sample, "threads": args.threads, "repeat": args.repeat, "methods": methods,
         "settings": settings, "overrides": overrides, "pk_definition": PK_DEFINITION,
         "machine": machine_info(),
     }
+    if (ddir / "synth.json").is_file():
+        doc["synthetic"] = json.loads((ddir / "synth.json").read_text())
+    what = f"labels {a}:{b} ({b - a})" if sample is None else \
+        f"a random sample of {len(sample)} labels (seed {args.seed})"
     print(f"{ddir.name}: train {train_shape[0]} x {train_shape[1]}, {train_shape[2]} labels; "
-          f"labels {a}:{b} ({b - a}); threads {args.threads}; repeat {args.repeat}", flush=True)
+          f"{what}; threads {args.threads}; repeat {args.repeat}", flush=True)
     doc["load"] = {"loadavg_start": [round(x, 2) for x in os.getloadavg()]}
     if not args.no_quiet_probe:
         doc["load"]["idle_probe"] = quiet_check(3.0)
@@ -337,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.repeat):
             for m in methods:
                 spec = {"method": m, "repeat": rep, "dataset_dir": str(ddir), "first": a, "last": b,
-                        "threads": args.threads, "settings": settings[m], "tmp_root": tmp}
+                        "threads": args.threads, "settings": settings[m], "tmp_root": tmp,
+                        "label_sample": sample}
                 res = run_worker(spec, args.timeout, args.mem_limit_gb * 2**30, work, args.python)
                 runs.append(res)
                 if res.get("status") == "ok":
@@ -350,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     doc["load"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     doc["runs"] = runs
     doc["summary"] = summarise(runs, methods)
+    add_extrapolation(doc)
     fc = [r["load"].get("foreign_cores") for r in runs if r["load"].get("foreign_cores") is not None]
     doc["max_foreign_cores"] = max(fc) if fc else None
     doc["quiet"] = bool(fc) and max(fc) <= args.max_foreign_cores
@@ -359,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"x LL wall = LIBLINEAR wall time / method wall time (higher is faster); foreign = cores used by other "
           f"processes during the run (max over repeats). Machine {'quiet' if doc['quiet'] else 'LOADED'}: "
           f"max foreign load {fmt(doc['max_foreign_cores'])} cores.")
+    for line in extrapolation_lines(doc):
+        print(line)
     text = json.dumps(doc, indent=1, default=str)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -368,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         from docs import write_docs
 
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        rp = result_path_for(ddir.name, a, b, args.threads)
+        rp = result_path_for(ddir.name, a, b, args.threads, None if sample is None else len(sample), args.seed)
         if args.add_to_stored and rp.is_file():
             text = json.dumps(add_to_stored(json.loads(rp.read_text()), doc), indent=1, default=str)
         rp.write_text(text)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from common import csr_bytes, label_slice, load_split, parse_label_range, resolve_dataset  # noqa: E402
+from common import csr_bytes, dataset_for, label_slice, load_split, parse_label_range  # noqa: E402
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 2**20
@@ -158,7 +158,7 @@ def main() -> int:
     from headstart.training import trainer as tr
     from headstart import estimator as est
 
-    ddir = resolve_dataset(args.dataset)
+    ddir = dataset_for(args.dataset)
     X, Y_full = load_split(ddir / "train.txt.gz")
     a, b = parse_label_range(args.labels, Y_full.shape[1])
     Y = label_slice(Y_full, a, b)

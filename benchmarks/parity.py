@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
-from common import label_slice, load_split, parse_label_range, resolve_dataset  # noqa: E402
+from common import dataset_for, label_slice, load_split, parse_label_range  # noqa: E402
 
 
 def liblinear_solve(X, y, eps: float, C: float):
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
 
     from headstart import OvAClassifier
 
-    ddir = resolve_dataset(args.dataset)
+    ddir = dataset_for(args.dataset)
     X, Y = load_split(ddir / "train.txt.gz")
     a, b = parse_label_range(args.labels, Y.shape[1])
     Ys = label_slice(Y, a, b).tocsc()

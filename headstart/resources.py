@@ -405,9 +405,10 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
     """Memory of scoring ``rows`` instances at a time (see :func:`prediction_chunk_rows`).
 
     model: the weights (CSR) and the feature-major copy the kernel scores with (CSC),
-    float64 intercepts; when ``streamed`` only the largest shard (``shard_labels``
-    labels, ``shard_nnz`` weights) is in memory.  scratch: one float64 score per label
-    and thread.  block: ``row_bytes`` per instance for the block of data and its
+    float64 intercepts and the labels in intercept order; when ``streamed`` only the
+    largest shard (``shard_labels`` labels, ``shard_nnz`` weights) is in memory.  scratch:
+    per label and thread a float64 accumulator, an int64 row stamp and an int32 touched
+    entry (headstart.prediction.topk).  block: ``row_bytes`` per instance for the block of data and its
     preprocessed copy, the top-k labels and scores (and when streamed a second set for
     merging).
     """
@@ -417,8 +418,8 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
         nnz = weight_nnz if shard_nnz is None else int(shard_nnz)
     else:
         L, nnz = int(n_labels), int(weight_nnz)
-    model = 2 * nnz * _NNZ + (L + 1) * _F64 + (n_features + 1) * _F64 + L * (_F64 + 4)
-    scratch = threads * L * _F64
+    model = 2 * nnz * _NNZ + (L + 1) * _F64 + (n_features + 1) * _F64 + L * (_F64 + 4 + 4)
+    scratch = threads * L * (_F64 + 8 + 4)
     per_row = 2 * row_bytes + k * 8 * (3 if streamed else 1) + k * 24
     return MemoryEstimate({"model": int(model), "scratch": int(scratch), "block": int(rows * per_row)},
                           details={"per_row": per_row})

@@ -96,12 +96,82 @@ def test_harness_end_to_end(bibtex_dir, tmp_path):
     assert s["liblinear"]["gil_released_by_ctypes_call"] is True
 
 
+def test_harness_on_a_synthetic_preset_with_a_label_sample(bench_modules, tmp_path):
+    """A preset name is generated into the cache folder; a random label sample is trained
+    and the all-label time is extrapolated (and says so)."""
+    common, _ = bench_modules
+    out, cache = tmp_path / "synth.json", tmp_path / "cache"
+    cmd = [sys.executable, str(BENCH / "compare.py"), "amazon-670k", "--scale", "0.002", "--sample-labels", "6",
+           "--seed", "3", "--threads", "1", "--methods", "headstart-aop", "--no-quiet-probe",
+           "--cache-dir", str(cache), "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "generating amazon-670k-x0.002" in proc.stdout and "EXTRAPOLATED" in proc.stdout
+    d = json.loads(out.read_text())
+    L = d["train_shape"][2]
+    assert L == 1340 and d["dataset"] == "amazon-670k-x0.002" and d["synthetic"]["preset"] == "amazon-670k"
+    sample = d["label_sample"]
+    assert sample == common.sample_labels(L, 6, 3) and len(set(sample)) == 6 and sample == sorted(sample)
+    assert d["labels"] == {"sample": 6, "seed": 3}
+    (run,) = d["runs"]
+    assert run["status"] == "ok", run
+    s = d["summary"]["headstart-aop"]
+    assert d["extrapolation"]["factor"] == pytest.approx(L / 6, rel=1e-3)
+    assert s["extrapolated_all_labels_wall_s"] == pytest.approx(s["wall_s"] * L / 6, abs=0.1)
+    assert "EXTRAPOLATED" in d["extrapolation"]["note"]
+    # the sampled labels are those the worker trained and scored: positives of the sample only
+    X, Y = common.load_split(cache / "amazon-670k-x0.002" / "train.txt.gz")
+    assert run["train_positives"] == common.label_columns(Y, sample).nnz
+    # the second time the cached set is used as it is
+    before = (cache / "amazon-670k-x0.002" / "train.txt.gz").stat().st_mtime_ns
+    again = common.dataset_for("amazon-670k", 0.002, 0, cache, log=lambda *a: pytest.fail("regenerated"))
+    assert again == (cache / "amazon-670k-x0.002").resolve()
+    assert (again / "train.txt.gz").stat().st_mtime_ns == before
+    with pytest.raises(SystemExit):
+        common.dataset_for("bibtex", 0.5)
+
+
+def test_predict_scale_old_and_new_side_by_side(tmp_path):
+    """benchmarks/predict_scale.py end to end on a tiny preset, this checkout as both the old
+    and the new source: the predictions must be byte-identical and every figure present."""
+    sys.path.insert(0, str(REPO))
+    try:
+        from benchmarks import synth
+    finally:
+        sys.path.remove(str(REPO))
+    data = tmp_path / "data"
+    synth.write(synth.generate("amazon-670k", 0.002, seed=2), data)
+    model = tmp_path / "model"
+    train = subprocess.run([sys.executable, "-m", "headstart", "train", str(data / "train.txt.gz"), "-o", str(model),
+                            "--num-labels", "30", "--threads", "1", "--quiet"], capture_output=True, text=True,
+                           timeout=300, cwd=REPO)
+    assert train.returncode == 0, train.stderr
+    out = tmp_path / "p.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "predict_scale.py"), "--data", str(data), "--trained",
+                           str(model), "--labels", "80", "--prune", "0,0.3", "--old-src", str(REPO), "--threads", "1",
+                           "--full-rows", "30", "--json", str(out)], capture_output=True, text=True, timeout=600,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    d = json.loads(out.read_text())
+    assert [r["model"]["extra_prune"] for r in d["runs"]] == [0.0, 0.3]
+    for r in d["runs"]:
+        assert r["identical_predictions"] is True
+        assert r["model"]["labels"] == 80 and r["old"]["score_s"] > 0 and r["new"]["cli_wall_s"] > 0
+        assert "EXTRAPOLATED" in r["extrapolated_to_label_space"]["note"]
+    assert d["runs"][1]["model"]["nnz"] < d["runs"][0]["model"]["nnz"]
+    assert d["full_label_space"]["identical_predictions"] is True
+    assert d["full_label_space"]["old"]["labels"] == 1340
+
+
 def test_docs_placeholders(tmp_path):
     doc = tmp_path / "benchmarks.md"
     proc = subprocess.run([sys.executable, str(BENCH / "compare.py"), "--write-docs", "--docs", str(doc)],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = doc.read_text()
-    for heading in ("## Plan", "## Targets", "## Machine", "## Results", "## Methods, settings and caveats"):
+    for heading in ("## Plan", "## Targets", "## Machine", "## Results", "## Methods, settings and caveats",
+                    "## Synthetic sets shaped like the paper's"):
         assert heading in text
+    assert "--sample-labels 2000 --seed 0" in text
+    assert "## Prediction at 670K labels" in text
     assert "python benchmarks/compare.py debian-deps --threads 2 --labels 0:1000" in text

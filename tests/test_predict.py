@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -13,6 +16,61 @@ from headstart.model import ModelWriter, OvAModel, Preprocessing, load_model, sa
 from headstart.params import TrainParams
 from headstart.prediction import (apply_preprocessing, decision_function, fit_preprocessing, merge_topk,
                                   predict_above, predict_topk, predict_topk_streaming)
+from headstart.prediction import topk as topk_module
+
+#: how the kernel scores a row (module setting): every row dense (all labels filled and
+#: scanned, as before issue 12), every row sparse (touched labels + intercept order), or
+#: the automatic choice per row
+PATHS = {"dense": {"_DENSE_RATIO": 0.0}, "sparse": {"_DENSE_RATIO": float("inf")}, "auto": {}}
+
+
+@contextlib.contextmanager
+def scoring_path(name):
+    old = {key: getattr(topk_module, key) for key in PATHS[name]}
+    for key, v in PATHS[name].items():
+        setattr(topk_module, key, v)
+    try:
+        yield
+    finally:
+        for key, v in old.items():
+            setattr(topk_module, key, v)
+
+
+def topk_all_paths(*args, **kw):
+    """predict_topk on every path; asserts they agree bit for bit and returns the result."""
+    out = {}
+    for name in PATHS:
+        with scoring_path(name):
+            out[name] = predict_topk(*args, **kw)
+    for name in PATHS:
+        np.testing.assert_array_equal(out[name][0], out["dense"][0], err_msg=name)
+        np.testing.assert_array_equal(out[name][1], out["dense"][1], err_msg=name)
+    return out["dense"]
+
+
+def previous_predictor(model, X, k):
+    """The predictor before issue 12, step by step in numpy: per row a float64 buffer of all
+    labels set to the intercepts, each feature of the row in order adding ``v * W[:, f]``,
+    rounded to float32; ranked by score, then lower label id.  Same float64 operations in
+    the same order per label, so it must agree bit for bit."""
+    pred = topk_module.prepare(model)
+    X = sp.csr_matrix(X, dtype=np.float32)
+    n, L = X.shape[0], pred.num_labels
+    labels = np.full((n, k), -1, np.int32)
+    scores = np.full((n, k), -np.inf, np.float32)
+    ids = np.arange(L)
+    for i in range(n):
+        buf = pred.intercept.copy()
+        for p in range(X.indptr[i], X.indptr[i + 1]):
+            f, v = X.indices[p], np.float64(X.data[p])
+            a, z = pred.wt_indptr[f], pred.wt_indptr[f + 1]
+            buf[pred.wt_indices[a:z]] += v * pred.wt_data[a:z].astype(np.float64)
+        keep = buf != -np.inf
+        s = buf[keep].astype(np.float32)
+        order = np.lexsort((ids[keep], -s))[:k]
+        labels[i, :len(order)] = ids[keep][order] + pred.first_label
+        scores[i, :len(order)] = s[order]
+    return labels, scores
 
 
 def exact_model(seed=0, num_labels=40, n_features=30, density=0.3, first_label=0, label_space=None, tfidf=False,
@@ -59,7 +117,7 @@ def reference_topk(W, b, X, k, first_label=0, exclude=()):
 def test_topk_matches_dense_reference_exactly(k):
     model = exact_model()
     X = exact_X()
-    labels, scores = predict_topk(model, X, k)
+    labels, scores = topk_all_paths(model, X, k)
     ref_l, ref_s = reference_topk(model.weights, model.intercept, X, k)
     assert labels.dtype == np.int32 and scores.dtype == np.float32 and labels.shape == (50, k)
     np.testing.assert_array_equal(scores, ref_s)
@@ -73,7 +131,7 @@ def test_topk_matches_dense_reference_exactly(k):
 def test_topk_property(seed, num_labels, n_features, n, k, density, first_label, chunk_rows, threads):
     model = exact_model(seed, num_labels, n_features, density, first_label=first_label)
     X = exact_X(seed + 1, n, n_features, density)
-    labels, scores = predict_topk(model, X, k, chunk_rows=chunk_rows, threads=threads)
+    labels, scores = topk_all_paths(model, X, k, chunk_rows=chunk_rows, threads=threads)
     ref_l, ref_s = reference_topk(model.weights, model.intercept, X, k, first_label)
     np.testing.assert_array_equal(labels, ref_l)
     np.testing.assert_array_equal(scores, ref_s)
@@ -104,6 +162,62 @@ def test_ties_broken_by_lower_label():
     assert labels[1].tolist() == [103, 100, 102, 105, 101, 104]
 
 
+@pytest.mark.parametrize("zero_intercepts", [False, True])
+def test_sparse_model_with_intercepts_every_path(zero_intercepts):
+    """Many labels, few weights per row: labels untouched by a row score their intercept and
+    must be merged in (a label with a high intercept and no weight on the row's features
+    still wins); ties on the dyadic grid broken by label id; excluded labels never appear."""
+    rng = np.random.default_rng(11)
+    L, d = 5000, 400
+    W = sp.random(L, d, density=0.004, format="csr", random_state=rng,
+                  data_rvs=lambda n: rng.integers(-8, 9, size=n) / 4.0).astype(np.float32)
+    b = (rng.integers(-6, 3, size=L) / 2.0).astype(np.float32)
+    b[rng.choice(L, 5, replace=False)] = 3.0       # strong labels that most rows do not touch
+    b[rng.choice(L, 50, replace=False)] = -0.0     # -0.0 == 0.0: a tie, broken by label id
+    if zero_intercepts:
+        b[:] = 0
+    model = OvAModel(weights=W, intercept=b, n_features=d, label_space=L + 7, first_label=7,
+                     missing_ranges=[(7, 20), (900, 1400)], params=TrainParams())
+    X = exact_X(seed=4, n=300, n_features=d, density=0.01)
+    X = sp.vstack([X, sp.csr_matrix((2, d), dtype=np.float32)]).tocsr()   # rows without features
+    for k in (1, 5, 37):
+        labels, scores = topk_all_paths(model, X, k, threads=2)
+        ref_l, ref_s = reference_topk(W, b, X, k, first_label=7, exclude=[(7, 20), (900, 1400)])
+        np.testing.assert_array_equal(labels, ref_l)
+        np.testing.assert_array_equal(scores, ref_s)
+    prepared = topk_module.prepare(model)   # the reusable scoring form gives the same result
+    for got, ref in zip(predict_topk(prepared, X, 37), (labels, scores)):
+        np.testing.assert_array_equal(got, ref)
+
+
+def _shared_data(name):
+    for root in (Path(__file__).resolve().parent.parent / "data", Path(__file__).resolve().parents[2] / "shared" / "data",
+                 Path("/work/shared/data")):
+        if (root / name / "train.txt.gz").is_file():
+            return root / name
+    pytest.skip(f"data set {name} not present")
+
+
+@pytest.mark.parametrize("name,labels", [("bibtex", None), ("debian-deps", (0, 1500))])
+def test_trained_models_same_topk_on_every_path(name, labels):
+    """Models trained on real data (aop, pruned, with intercepts): the sparse and automatic
+    paths give exactly the dense predictor's labels, scores and tie order."""
+    from headstart import OvAClassifier
+    from headstart.io import read_xmc
+
+    ddir = _shared_data(name)
+    X, Y = read_xmc(ddir / "train.txt.gz")
+    Xt, _ = read_xmc(ddir / "test.txt.gz")
+    a, n = labels if labels else (0, None)
+    clf = OvAClassifier(init="aop", threads=2, prune=0.01).fit(X, Y, first_label=a, num_labels=n)
+    Xt = Xt[:1500]
+    labels, scores = topk_all_paths(clf.model_, Xt, 5, threads=2)
+    ref_l, ref_s = previous_predictor(clf.model_, Xt, 5)
+    np.testing.assert_array_equal(labels, ref_l)
+    np.testing.assert_array_equal(scores, ref_s)
+    topk_all_paths(clf.model_, Xt, 1, threads=1)
+
+
 def test_padding_when_k_exceeds_labels():
     model = exact_model(num_labels=3, first_label=7, label_space=20)
     X = exact_X()
@@ -129,7 +243,7 @@ def test_chunking_and_threads_invariance(chunk_rows, threads):
     got = predict_topk((W, b), X, 7, chunk_rows=chunk_rows, threads=threads)
     np.testing.assert_array_equal(base[0], got[0])
     np.testing.assert_array_equal(base[1], got[1])
-    small = predict_topk((W, b), X, 7, max_memory=120 * 4 * 3)  # 3 rows per chunk
+    small = predict_topk((W, b), X, 7, max_memory=3 * (64 + 24 * 6))  # about 3 rows per chunk
     np.testing.assert_array_equal(base[0], small[0])
 
 

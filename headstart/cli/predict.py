@@ -110,7 +110,10 @@ class ModelScorer:
         if weight_bytes <= model_memory:
             from ..model.reader import load_model
 
-            self.model = load_model(model_dir, allow_gaps=self.allow_gaps)
+            from ..prediction.topk import prepare
+
+            # the feature-major weights and the intercept order are built once, not per block
+            self.model = prepare(load_model(model_dir, allow_gaps=self.allow_gaps))
             log.info("%s: %d labels, %d weights loaded (%s)", model_dir, self.num_trained, nnz,
                      common.human_bytes(weight_bytes))
         else:

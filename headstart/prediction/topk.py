@@ -1,21 +1,32 @@
 """Top-k prediction with bounded memory.
 
-Scores are ``x @ w_j + intercept_j``.  The kernel works row by row: the weights are
-turned feature-major (CSC, i.e. for every feature the labels with a non-zero weight), a
-dense per-row buffer of ``num_labels`` float64 is set to the intercepts, every non-zero
-``x_f`` adds ``x_f * W[:, f]`` into it, and a size-``k`` heap picks the best labels.  Rows
-are processed in chunks, and the rows of a chunk are split over threads (the numba
-kernels release the GIL).  Memory beyond the inputs and outputs is one score buffer per
-thread plus the preprocessed copy of one chunk of ``X``.
+Scores are ``x @ w_j + intercept_j``.  The weights are turned feature-major (CSC: for
+every feature the labels with a non-zero weight), so a row's scores are the intercepts
+plus, for every non-zero ``x_f``, ``x_f * W[:, f]``.  A row whose weight products are few
+compared with the labels (a sparse model, a short row) is scored sparsely: only the
+labels it touches are accumulated (a float64 accumulator with a touched list), and the
+untouched ones -- whose score is exactly their intercept -- come from a list of the labels
+sorted by intercept, walked only until an entry cannot enter the top k; the cost is the
+row's weight products plus O(touched + k), not O(labels).  Any other row is scored
+densely: a buffer of all labels filled with the intercepts, the products added, then
+scanned -- when the products are many the scan costs little next to them, and less than
+the sparse bookkeeping would.  Both ways give identical scores and ties.  A size-``k``
+heap picks the best labels.  Rows are processed in chunks sized by their non-zeros, and
+the rows of a chunk are split over threads (the numba kernels release the GIL).  Memory
+beyond the inputs and outputs: the feature-major weights, the intercept order (4 bytes
+per label), 20 bytes per label and thread, and the preprocessed copy of one chunk of
+``X``.
 
 :func:`predict_above` runs the same row kernel and keeps the labels scoring above a
 threshold instead of the best ``k`` (a sparse indicator matrix, the estimator's
 ``predict``).
 
-This replaced the obvious ``(X_chunk @ W.T).toarray()`` + ``np.argpartition``: on 17k
-rows x 22k labels (1M weights, ~100 non-zeros per row) the numba kernel was several times
-faster when it was written (commit 968d553; it never materialises the score matrix) and
-gives deterministic ties for free.
+The dense per-row scan replaced the obvious ``(X_chunk @ W.T).toarray()`` +
+``np.argpartition``: on 17k rows x 22k labels (1M weights, ~100 non-zeros per row) the
+numba kernel was several times faster when it was written (commit 968d553; it never
+materialises the score matrix) and gives deterministic ties for free.  The sparse path and
+the chunk sizing are for large label counts (measured in docs/benchmarks.md, "Prediction
+at 670K labels").
 
 Conventions
 -----------
@@ -59,6 +70,12 @@ from ..model.model import OvAModel, Preprocessing
 from .preprocess import apply_preprocessing
 
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
+#: a row is scored densely (every label filled and scanned) when its weight products are at
+#: least this fraction of the labels; below it only the touched labels are visited.  A
+#: touched label costs several times a product of the dense scan (stamp, touched list,
+#: scattered accumulator); on 20K labels of the Amazon-670K preset the two break even near
+#: 0.2 (benchmarks/predict_scale.py, November 2026), so the sparse path is kept below that.
+_DENSE_RATIO = 0.15
 #: ``decision_function`` refuses to build a dense score matrix larger than this by default
 DEFAULT_DENSE_LIMIT = 1024 * 1024 * 1024
 _MIN_BLOCK_ROWS = 64
@@ -76,7 +93,7 @@ def _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, 
             buf[wt_indices[q]] += v * wt_data[q]
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, inline="always")
 def _worse(sa, la, sb, lb):  # pragma: no cover - compiled
     """Is (score sa, label la) ranked below (sb, lb)?  Higher score first, then lower label."""
     return sa < sb or (sa == sb and la > lb)
@@ -102,52 +119,119 @@ def _sift_down(hs, hl, c, n):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
+def _push(hs, hl, n, k, s, j):  # pragma: no cover - compiled
+    """Put (score s, label j) into the size-k heap holding n entries, which must either
+    have room or rank (s, j) above its root; returns the new n.  The order (score, then
+    label) is total over distinct labels, so the heap ends with the same k labels
+    whatever order they are offered in."""
+    if n < k:
+        hs[n] = s
+        hl[n] = j
+        c = n
+        while c > 0:
+            parent = (c - 1) // 2
+            if _worse(hs[c], hl[c], hs[parent], hl[parent]):
+                hs[c], hs[parent] = hs[parent], hs[c]
+                hl[c], hl[parent] = hl[parent], hl[c]
+                c = parent
+            else:
+                break
+        return n + 1
+    hs[0] = s
+    hl[0] = j
+    _sift_down(hs, hl, 0, k)
+    return n
+
+
+@njit(nogil=True, cache=True)
+def _emit(i, hs, hl, n, k, label_offset, out_labels, out_scores):  # pragma: no cover - compiled
+    """Row i of the output from its heap of n entries: best first, padded with -1 / -inf."""
+    for p in range(n, k):
+        out_labels[i, p] = -1
+        out_scores[i, p] = -np.inf
+    m = n
+    while m > 0:  # pop the worst to the back
+        out_labels[i, m - 1] = hl[0] + label_offset
+        out_scores[i, m - 1] = hs[0]
+        m -= 1
+        hs[0] = hs[m]
+        hl[0] = hl[m]
+        _sift_down(hs, hl, 0, m)
+
+
+@njit(nogil=True, cache=True)
 def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept,
-                k, label_offset, out_labels, out_scores):  # pragma: no cover - compiled
+                by_intercept, k, label_offset, dense_work, out_labels, out_scores):  # pragma: no cover - compiled
     """Top-k of rows [r0, r1) of the chunk into out_*[r0:r1].
 
-    ``intercept`` is float64 with -inf marking labels that must never be returned.
+    ``intercept`` is float64 with -inf marking labels that must never be returned;
+    ``by_intercept`` lists the other labels best intercept first (float32 score, then
+    label id).  Two ways to score a row, with identical results:
+
+    * sparse (a row whose weight products are fewer than ``dense_work``): only the labels
+      that the row's features touch through the feature-major weights are accumulated, in
+      a float64 accumulator with a touched list and a per-label row stamp (nothing is
+      cleared between rows); every untouched label scores exactly its intercept, so the
+      best of them are the first untouched entries of ``by_intercept``, and the walk stops
+      as soon as an entry cannot enter the top k.  Cost per row: the row's weight products
+      plus O(touched + k), not O(labels).
+    * dense (the other rows): one float64 score per label, set to the intercepts, the
+      weight products added, then scanned.  Each
+      column's labels are ascending, so the scatter runs forward through the buffer and
+      keeps pace with streaming the weights even at 670K labels (5 MB of scores); the
+      touched list and stamps would cost more per product than the fill and scan save.
+
+    A label's score is the same float64 sum in the same order either way (intercept first,
+    then the row's features in order), rounded once to float32, so ties and results do
+    not depend on the path.
     """
     L = intercept.shape[0]
-    buf = np.empty(L, dtype=np.float64)
+    acc = np.empty(L, dtype=np.float64)
+    stamp = np.full(L, -1, dtype=np.int64)
+    touched = np.empty(L, dtype=np.int32)
     hs = np.empty(max(k, 1), dtype=np.float32)
     hl = np.empty(max(k, 1), dtype=np.int64)
     for i in range(r0, r1):
-        _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, buf)
+        work = 0
+        for p in range(x_indptr[i], x_indptr[i + 1]):
+            f = x_indices[p]
+            work += wt_indptr[f + 1] - wt_indptr[f]
         n = 0
-        for j in range(L):
-            b = buf[j]
-            if b == -np.inf:
-                continue
-            s = np.float32(b)
-            if n < k:
-                hs[n] = s
-                hl[n] = j
-                c = n
-                n += 1
-                while c > 0:
-                    parent = (c - 1) // 2
-                    if _worse(hs[c], hl[c], hs[parent], hl[parent]):
-                        hs[c], hs[parent] = hs[parent], hs[c]
-                        hl[c], hl[parent] = hl[parent], hl[c]
-                        c = parent
-                    else:
-                        break
-            elif s > hs[0]:  # labels come in increasing order: equal score loses to the root
-                hs[0] = s
-                hl[0] = j
-                _sift_down(hs, hl, 0, k)
-        for pos in range(n, k):
-            out_labels[i, pos] = -1
-            out_scores[i, pos] = -np.inf
-        m = n
-        while m > 0:  # pop the worst to the back
-            out_labels[i, m - 1] = hl[0] + label_offset
-            out_scores[i, m - 1] = hs[0]
-            m -= 1
-            hs[0] = hs[m]
-            hl[0] = hl[m]
-            _sift_down(hs, hl, 0, m)
+        if work >= dense_work:
+            _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, acc)
+            # the root test is written out in the loops: a call per label that passes the
+            # heap arrays costs more than the test (reference counting of the arrays)
+            for j in range(L):
+                s = np.float32(acc[j])
+                if acc[j] != -np.inf and (n < k or _worse(hs[0], hl[0], s, j)):
+                    n = _push(hs, hl, n, k, s, j)
+        else:
+            nt = 0
+            for p in range(x_indptr[i], x_indptr[i + 1]):
+                f = x_indices[p]
+                v = np.float64(x_data[p])
+                for q in range(wt_indptr[f], wt_indptr[f + 1]):
+                    j = wt_indices[q]
+                    if stamp[j] != i:
+                        stamp[j] = i
+                        acc[j] = intercept[j]
+                        touched[nt] = j
+                        nt += 1
+                    acc[j] += v * wt_data[q]
+            for t in range(nt):
+                j = touched[t]
+                s = np.float32(acc[j])
+                if acc[j] != -np.inf and (n < k or _worse(hs[0], hl[0], s, j)):
+                    n = _push(hs, hl, n, k, s, j)
+            for t in range(by_intercept.shape[0]):
+                j = by_intercept[t]
+                if stamp[j] == i:
+                    continue
+                s = np.float32(intercept[j])
+                if n == k and not _worse(hs[0], hl[0], s, j):
+                    break  # every later entry ranks below this one, which cannot enter
+                n = _push(hs, hl, n, k, s, j)
+        _emit(i, hs, hl, n, k, label_offset, out_labels, out_scores)
 
 
 @njit(nogil=True, cache=True)
@@ -192,6 +276,7 @@ class _Predictor:
     wt_indices: np.ndarray      # int32 labels, local ids
     wt_data: np.ndarray         # float32
     intercept: np.ndarray       # float64, -inf for excluded labels
+    by_intercept: np.ndarray    # int32 labels not excluded, best float32 intercept first, then lower id
     first_label: int
     n_features: int
     preprocessing: Preprocessing | None
@@ -204,7 +289,23 @@ class _Predictor:
         return int(self.intercept.shape[0])
 
 
+def _by_intercept(intercept: np.ndarray) -> np.ndarray:
+    """Labels in the order an untouched label ranks: float32 intercept descending, then id;
+    excluded labels (-inf) left out."""
+    keep = np.flatnonzero(intercept != -np.inf)
+    s = intercept[keep].astype(np.float32)
+    return keep[np.lexsort((keep, -s))].astype(np.int32)
+
+
+def prepare(model_or_weights: Any) -> _Predictor:
+    """The scoring form of a model (feature-major weights, intercept order), to be reused
+    across many calls of :func:`predict_topk` on the same model."""
+    return _as_predictor(model_or_weights)
+
+
 def _as_predictor(model_or_weights: Any) -> _Predictor:
+    if isinstance(model_or_weights, _Predictor):
+        return model_or_weights
     exclude: list[tuple[int, int]] = []
     preprocessing = None
     all_features = False
@@ -241,7 +342,8 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
     return _Predictor(wt_indptr=wt.indptr.astype(np.int64, copy=False),
                       wt_indices=wt.indices.astype(np.int32, copy=False),
                       wt_data=wt.data.astype(np.float32, copy=False),
-                      intercept=intercept, first_label=first, n_features=n_features,
+                      intercept=intercept, by_intercept=_by_intercept(intercept), first_label=first,
+                      n_features=n_features,
                       preprocessing=preprocessing, all_features=all_features)
 
 
@@ -295,6 +397,16 @@ def _chunk_rows(chunk_rows: int | None, num_labels: int, max_memory: int) -> int
     return max(1, int(max_memory) // (4 * max(num_labels, 1)))
 
 
+def _topk_chunk_rows(chunk_rows: int | None, X: Any, max_memory: int) -> int:
+    """Rows per chunk for top-k: the chunk's preprocessed float32 CSR copy (and the
+    conversion's temporaries, ~24 bytes per stored value) within ``max_memory``.  The
+    kernel's own scratch is per thread, not per row, so the label count does not enter."""
+    if chunk_rows is not None or max_memory <= 0:
+        return _chunk_rows(chunk_rows, 1, max_memory)
+    per_value = 24.0 * (X.nnz / max(X.shape[0], 1) if sp.issparse(X) else X.shape[1])
+    return max(1, int(int(max_memory) // (64 + per_value)))
+
+
 def _run_blocks(fn: Any, n_rows: int, threads: int, pool: ThreadPoolExecutor | None) -> None:
     nblocks = min(max(1, n_rows // _MIN_BLOCK_ROWS), 4 * threads) if threads > 1 else 1
     bounds = np.linspace(0, n_rows, nblocks + 1).astype(np.int64)
@@ -327,9 +439,11 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
                  preprocess: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best labels of every row of ``X``: ``(labels int32 (n,k), scores float32 (n,k))``.
 
-    ``chunk_rows`` rows are scored at a time (default: as many as keep
-    ``chunk_rows * num_labels * 4`` bytes within ``max_memory``).  ``threads`` 0 = all
-    cores.  See the module docstring for ties, padding, feature counts and preprocessing.
+    ``model_or_weights`` may also be the result of :func:`prepare` (reused across calls).
+    ``chunk_rows`` rows are preprocessed and scored at a time (default: as many as keep
+    their float32 copy within ``max_memory``; each thread also holds 20 bytes per label).
+    ``threads`` 0 = all cores.  See the module docstring for ties, padding, feature counts
+    and preprocessing.
     """
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
@@ -346,12 +460,13 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
         scores.fill(-np.inf)
         return labels, scores
 
+    dense_work = max(1.0, _DENSE_RATIO * pred.num_labels)
+
     def body(r0: int, a: int, z: int, xi: tuple) -> None:
         _topk_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data, pred.intercept,
-                    k, pred.first_label, labels[r0:], scores[r0:])
+                    pred.by_intercept, k, pred.first_label, dense_work, labels[r0:], scores[r0:])
 
-    _for_chunks(pred, X, _chunk_rows(chunk_rows, pred.num_labels, max_memory), _threads(threads),
-                preprocess, body)
+    _for_chunks(pred, X, _topk_chunk_rows(chunk_rows, X, max_memory), _threads(threads), preprocess, body)
     return labels, scores
 
 
@@ -405,7 +520,7 @@ def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_co
     if n_columns < pred.first_label + pred.num_labels:
         raise ParameterError(f"parameter n_columns must be >= {pred.first_label + pred.num_labels} (the "
                              f"model's last label + 1), got {n_columns!r}")
-    X = _check_X(X, pred.n_features)
+    X = _check_X(X, pred.n_features, None, pred.all_features)
     n = X.shape[0]
     counts = np.zeros(n, dtype=np.int64)
     parts: dict[int, np.ndarray] = {}
@@ -475,4 +590,4 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     return labels, scores
 
 
-__all__ = ["predict_topk", "predict_topk_streaming", "merge_topk", "decision_function", "predict_above"]
+__all__ = ["predict_topk", "predict_topk_streaming", "merge_topk", "decision_function", "predict_above", "prepare"]
