@@ -241,14 +241,15 @@ def targets_lines(results_dir: Path = RESULTS) -> list[str]:
              "Side by side in one process on this 2-core machine; these runs were made while other jobs loaded "
              "it (load averages in the JSON results), which slows both sides -- the ratios are the result.", "",
              "| target (issue 14) | required | measured | met |", "|---|---|---|---|"]
-    found = sorted(results_dir.glob("shortlist-debian-deps-K*.json"),
-                   key=lambda f: -int(f.stem.rsplit("-K", 1)[1]))
+    found = sorted((f for f in results_dir.glob("shortlist-*-K*.json") if not f.name.startswith("shortlist-dense-")),
+                   key=lambda f: (f.name.rsplit("-K", 1)[0], -int(f.stem.rsplit("-K", 1)[1])))
     for f in found:
         r = json.loads(f.read_text())
         sl = r["shortlisted"]
-        kk = f"K = {r['K']}"
+        name = Path(r["dataset"]).name
+        kk = f"{name}, {r.get('method', 'neighbours')}, K = {r['K']}"
         if "full_all" in r:
-            lines.append(f"| shortlisted ({kk}) vs full one-vs-all training, debian-deps all labels, "
+            lines.append(f"| shortlisted ({kk}) vs full one-vs-all training, all labels, "
                          f"{r['threads']} threads (full measured on all labels) | >= 20x | {r['ratio_all']}x ({r['full_all']['seconds']} s "
                          f"vs {sl['seconds']} s) | {'yes' if r['ratio_all'] >= 20 else 'no'} |")
         lines.append(f"| same ({kk}), full one-vs-all extrapolated from {r['full_sample']['labels']} random labels | >= 20x | "
@@ -257,19 +258,19 @@ def targets_lines(results_dir: Path = RESULTS) -> list[str]:
         if "full_all" in r:
             for i, k in enumerate((1, 3, 5)):
                 dd = sl["P@1,3,5"][i] - r["full_all"]["P@1,3,5"][i]
-                lines.append(f"| P@{k} of shortlisted ({kk}) vs full one-vs-all, debian-deps | within 1 point | {dd:+.2f} "
+                lines.append(f"| P@{k} of shortlisted ({kk}) vs full one-vs-all | within 1 point | {dd:+.2f} "
                              f"({sl['P@1,3,5'][i]} vs {r['full_all']['P@1,3,5'][i]}) | "
                              f"{'yes' if abs(dd) <= 1 else 'no'} |")
-        lines.append(f"| first stage for debian-deps, {kk} (not part of the training time above) | -- | "
+        lines.append(f"| first stage, {kk} (not part of the training time above) | -- | "
                      f"{r['first_stage']['train_seconds']} s for the training shortlist, "
                      f"{r['first_stage']['test_candidates_seconds']} s for the test candidates "
                      f"({r['backend']} search) | -- |")
     if not found:
         lines.append(f"| shortlisted vs full one-vs-all, debian-deps | >= 20x, P@1/3/5 within 1 point | {nym} | -- |")
-    lines.append(f"| shortlisted vs full one-vs-all, Amazon-670K-shaped synthetic set | >= 20x | {nym} (needs "
-                 "the generator of issue 12) | -- |")
+    lines.append(f"| shortlisted vs full one-vs-all, Amazon-670K-shaped synthetic set at full scale | >= 20x | "
+                 f"{nym} (only the 5% scale of benchmarks/synth.py, rows synth-a670k-s0.05 above) | -- |")
     lines.append(f"| all 670K labels of the Amazon-670K-shaped set trained, predicted, evaluated | < 2 h, < 24 GB | "
-                 f"{nym} (needs the generator of issue 12) | -- |")
+                 f"{nym} | -- |")
     for name in ("bibtex", "delicious"):
         f = results_dir / f"shortlist-dense-{name}.json"
         if not f.is_file():
@@ -306,8 +307,10 @@ def main(argv=None) -> int:
         for f in sorted(RESULTS.glob("shortlist-*.json")):
             r = json.loads(f.read_text())
             dense = f.name.startswith("shortlist-dense-")
+            tag = "" if r.get("method", "neighbours") == "neighbours" else f"-{r['method']}"
             _replace_block(DOCS / "shortlist.md", f"dense-{r['dataset']}" if dense
-                           else f"shortlist-{r['dataset']}-K{r['K']}", dense_table(r) if dense else debian_table(r))
+                           else f"shortlist-{Path(r['dataset']).name}{tag}-K{r['K']}",
+                           dense_table(r) if dense else debian_table(r))
         _insert_targets(DOCS / "benchmarks.md")
         return 0
     if args.mode_or_dataset == "dense":
@@ -318,8 +321,9 @@ def main(argv=None) -> int:
     else:
         args.dataset = args.mode_or_dataset
         r = run_debian(args)
-        path = RESULTS / f"shortlist-{args.dataset}-K{args.K}.json"
-        table, block = debian_table(r), f"shortlist-{args.dataset}-K{args.K}"
+        name = Path(args.dataset).name + ("" if args.method == "neighbours" else f"-{args.method}")
+        path = RESULTS / f"shortlist-{name}-K{args.K}.json"
+        table, block = debian_table(r), f"shortlist-{name}-K{args.K}"
     path.write_text(json.dumps(r, indent=1) + "\n")
     print(table)
     if args.write_docs:
