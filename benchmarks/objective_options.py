@@ -65,7 +65,8 @@ def measure(train: Path, test: Path, opts: list[str], labels: str | None, thread
     out = run(cmd)
     m = re.search(r"in ([0-9.]+) s: (\d+) Newton iterations, (\d+) CG steps, (\d+) nonzero", out)
     pred = tmp / f"p{k}.txt"
-    run(["predict", str(model), str(test), "-o", str(pred), "-k", "5", "--threads", str(threads)])
+    run(["predict", str(model), str(test), "-o", str(pred), "-k", "5", "--threads", str(threads)]
+        + (["--allow-gaps"] if labels else []))
     met = json.loads(run(["evaluate", "--predictions", str(pred), str(test), "--train", str(train), "--json"]))
     met = met.get("metrics", met)
     return {"train_seconds": float(m.group(1)), "iterations": int(m.group(2)), "nnz": int(m.group(4)),
