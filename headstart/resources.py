@@ -87,8 +87,6 @@ DEFAULT_EXPECTED_ITERATIONS = 20
 
 _F64 = 8
 _NNZ = 8            # float32 value + int32 index of one stored non-zero
-_WS_NV_VECTORS = 10  # a single-label workspace (ovap's): w g s r d z Hd M + F mark, length n_features + 1
-_WS_N_VECTORS = 6    # a single-label workspace (ovap's): wx xs act gcoef hcoef y, length n
 _STAT_SCALARS = 14   # label + 13 statistics
 _ITER_RECORDS = 5    # objective, active_fraction, step, cg_steps, seconds
 
@@ -225,12 +223,10 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     if locality:                                         # X with features renumbered by frequency
         copies += nnz * _NNZ + (n + 1) * _F64 + d * (_F64 + 4 + 4 + _F64)   # + counts, perm, inv, argsort
     parts["data copies"] = copies
-    init_bytes = nv * _F64                               # column sums
-    if init == "aop":
-        init_bytes += nv * _F64                          # the mean instance
-    elif init in ("ovap", "ovap-strict"):
-        init_bytes += nv * _F64 + n * _F64 + (_WS_NV_VECTORS * nv + _WS_N_VECTORS * n) * _F64
-    parts["init"] = init_bytes
+    from .init import REGISTRY as _INITS
+
+    # column sums + what the initialiser's prepare() keeps (declared with the strategy)
+    parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
     per_thread_ws = (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
                      + (1 + 2 * lanes) * nv * _F64)
@@ -250,7 +246,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
 def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,
                         collect: bool = True, chunk_size: int | None = None,
-                        weight_density: float | None = None) -> MemoryEstimate:
+                        weight_density: float | None = None, own_data: bool = False) -> MemoryEstimate:
     """:func:`estimate_training_memory` for in-memory data and a :class:`TrainParams`.
 
     ``weight_density`` defaults to 1 when ``params.prune == 0`` (every feature that
@@ -292,7 +288,9 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
         init=params.init, preprocess=preprocess, collect=collect,
-        dense_input=dense_input, weight_density=weight_density)
+        dense_input=dense_input, weight_density=weight_density,
+        # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
+        locality=not (preprocess or own_data))
 
 
 # --------------------------------------------------------------------------- available memory

@@ -160,7 +160,8 @@ def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
     from .. import resources
 
     sharded = bool(args.resume or args.shard_size)
-    est = resources.training_memory_for(X, Y, params, count, collect=not sharded, chunk_size=args.shard_size)
+    est = resources.training_memory_for(X, Y, params, count, collect=not sharded, chunk_size=args.shard_size,
+                                        own_data=True)
     need = est.without("data")  # the data is in memory already
     log.info("estimated memory need %s beyond the data (%s; %s)", resources.format_bytes(need), est.describe(),
              "; ".join(est.notes))

@@ -106,4 +106,5 @@ def _start(plan, P, O, w, psum, pos, label):
 
 plan_kernel(AopPlan, _start)
 register("aop", lambda p: AverageOfPositives(p.aop_s, p.aop_t),
-         "average of positives: the mean positive scores --s, the mean negative --t (the paper; DiSMEC++ msi)")
+         "average of positives: the mean positive scores --s, the mean negative --t (the paper; DiSMEC++ msi)",
+         memory=lambda n, nv: 8 * nv)    # the mean instance

@@ -78,13 +78,15 @@ class InitInfo:
     name: str
     make: Callable[[TrainParams], Initializer]
     help: str
+    memory: Callable[[int, int], int]   # (n, n_features + 1) -> bytes its plan keeps (memory estimate)
 
 
 REGISTRY: dict[str, InitInfo] = {}
 
 
-def register(name: str, make: Callable[[TrainParams], Initializer], help: str) -> None:
-    REGISTRY[name] = InitInfo(name, make, help)
+def register(name: str, make: Callable[[TrainParams], Initializer], help: str,
+             memory: Callable[[int, int], int] = lambda n, nv: 0) -> None:
+    REGISTRY[name] = InitInfo(name, make, help, memory)
 
 
 def plan_kernel(plan_cls: type, impl) -> None:

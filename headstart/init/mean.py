@@ -15,4 +15,5 @@ class MeanInit(Initializer):
         return shared_plan(ctx.problem, -ctx.xmean)
 
 
-register("mean", lambda p: MeanInit(), "minus the mean instance (DiSMEC++ mean)")
+register("mean", lambda p: MeanInit(), "minus the mean instance (DiSMEC++ mean)",
+         memory=lambda n, nv: 8 * (nv + n))   # the shared start and its scores

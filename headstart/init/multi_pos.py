@@ -105,4 +105,4 @@ class MultiPositive(Initializer):
 
 register("multi-pos", lambda p: MultiPositive(p.aop_s, p.aop_t, p.max_num_pos),
          "labels with at most --max-num-pos positives: each positive scores --s, the mean negative --t; "
-         "others as aop (DiSMEC++ multi-pos)")
+         "others as aop (DiSMEC++ multi-pos)", memory=lambda n, nv: 8 * nv)

@@ -43,6 +43,12 @@ class OvAPrimal(Initializer):
         return shared_plan(P, W.w.copy())
 
 
+def _memory(n: int, nv: int) -> int:
+    """The shared start and its scores, plus the one-problem workspace and state of the
+    all-negative solve (freed after prepare)."""
+    return 8 * (nv + n) + 8 * 9 * nv + (1 + 8 + 8 + 4 + 8 + 8) * n + 8 * nv
+
 register("ovap", lambda p: OvAPrimal(strict=False),
-         "the loosely solved all-negative problem (OvA-primal, Fang et al. 2019; paper section 3)")
-register("ovap-strict", lambda p: OvAPrimal(strict=True), "ovap solved as strictly as a real label")
+         "the loosely solved all-negative problem (OvA-primal, Fang et al. 2019; paper section 3)", memory=_memory)
+register("ovap-strict", lambda p: OvAPrimal(strict=True), "ovap solved as strictly as a real label",
+         memory=_memory)
