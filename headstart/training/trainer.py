@@ -277,11 +277,18 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     exactly the argument types of this run: one call of train_chunk with no label, on a
     one-instance workspace of the same array types."""
     t0 = time.perf_counter()
+    # loading from the cache takes well under a second; past that, numba is compiling:
+    # say so while it happens instead of looking stuck
+    note = threading.Timer(1.0, lambda: log.warning(
+        "compiling headstart's training kernels for this run's types (first run only; numba caches them) ..."))
+    note.daemon = True
+    note.start()
     WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
     rec = make_records(2, 2)    # (not 1 x 1: numba would type that as C order, not F)
     rf, ra, rs, rt, rc = rec
     train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, np.zeros(0, dtype=np.int64), params.epsilon,
                 d1_zero, cost_scale, cost_pos, cost_neg, 0.0, rf, ra, rs, rc, rt, timing)
+    note.cancel()
     seconds = time.perf_counter() - t0
     if seconds > 1.0:
         log.info("compiled headstart's training kernels in %.1f s (first run only: numba caches them)", seconds)
