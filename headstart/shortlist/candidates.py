@@ -49,6 +49,8 @@ from typing import Any, Callable
 
 import numba as nb
 import numpy as np
+
+from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
 from ..errors import ModelFormatError, ParameterError
@@ -57,48 +59,14 @@ METHODS = ("neighbours", "centroids")
 
 
 # --------------------------------------------------------------------------- kernels
-@nb.njit(cache=True, nogil=True, inline="always")
-def _better(sa, la, sb, lb):
-    """(sa, la) ranks above (sb, lb): higher score, then lower id."""
-    return sa > sb or (sa == sb and la < lb)
-
-
+# The bounded min-heap of (score, id) pairs is the top-k predictor's (same total order:
+# higher score, then lower id).
 @nb.njit(cache=True, nogil=True)
 def _push(hs, hi, size, k, s, i):
     """Keep the k best (score, id) pairs in a min-heap (worst at the root)."""
-    if size < k:
-        c = size
-        hs[c] = s
-        hi[c] = i
-        while c > 0:
-            par = (c - 1) // 2
-            if _better(hs[par], hi[par], hs[c], hi[c]):
-                hs[par], hs[c] = hs[c], hs[par]
-                hi[par], hi[c] = hi[c], hi[par]
-                c = par
-            else:
-                break
-        return size + 1
-    if not _better(s, i, hs[0], hi[0]):
+    if size >= k and not _worse(hs[0], hi[0], s, i):
         return size
-    hs[0] = s
-    hi[0] = i
-    c = 0
-    while True:
-        a = 2 * c + 1
-        if a >= size:
-            break
-        b = a + 1
-        w = a
-        if b < size and _better(hs[a], hi[a], hs[b], hi[b]):
-            w = b
-        if _better(hs[c], hi[c], hs[w], hi[w]):
-            hs[c], hs[w] = hs[w], hs[c]
-            hi[c], hi[w] = hi[w], hi[c]
-            c = w
-        else:
-            break
-    return size
+    return _heap_push(hs, hi, size, k, s, i)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -114,21 +82,7 @@ def _drain(hs, hi, size, out_s, out_i):
         out_i[size] = hi[0]
         hs[0] = hs[size]
         hi[0] = hi[size]
-        c = 0
-        while True:
-            a = 2 * c + 1
-            if a >= size:
-                break
-            b = a + 1
-            w = a
-            if b < size and _better(hs[a], hi[a], hs[b], hi[b]):
-                w = b
-            if _better(hs[c], hi[c], hs[w], hi[w]):
-                hs[c], hs[w] = hs[w], hs[c]
-                hi[c], hi[w] = hi[w], hi[c]
-                c = w
-            else:
-                break
+        _sift_down(hs, hi, 0, size)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -39,6 +39,7 @@ from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
 from ..postproc.base import threshold as _threshold
+from ..training.trainer import run_in_threads  # noqa: F401  (the trainer's thread pool, re-exported)
 from ..solver import newton as _nt
 
 #: initialisations a sub-problem can start from (codes used inside the kernels)

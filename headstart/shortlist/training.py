@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numba as nb
@@ -312,12 +311,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
             failed.set()
             raise
 
-    if threads == 1:
-        worker()
-    else:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="headstart-sl") as pool:
-            for f in [pool.submit(worker) for _ in range(threads)]:
-                f.result()
+    core.run_in_threads(worker, threads, "headstart-sl")
     core.release_free_memory()
     if not collect:
         return None

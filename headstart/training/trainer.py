@@ -247,13 +247,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
             failed.set()
             raise
 
-    if threads == 1:
-        worker()
-    else:
-        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="headstart") as pool:
-            futures = [pool.submit(worker) for _ in range(threads)]
-            for f in futures:
-                f.result()   # re-raises the first exception of a worker
+    run_in_threads(worker, threads)
     # the renumbered X and the init's plan are not needed for the assembly
     del P, X, plan, colsum, y_indices, y_indptr
 
@@ -269,6 +263,18 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                        "threads": threads, "lanes": lanes})
     report_problems(stats)
     return weights, intercept, stats
+
+
+def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headstart") -> None:
+    """worker() in ``threads`` threads (in this one when 1); the first exception of a
+    worker is raised here once all have stopped (workers stop on a shared flag)."""
+    if threads == 1:
+        worker()
+        return
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name) as pool:
+        futures = [pool.submit(worker) for _ in range(threads)]
+        for f in futures:
+            f.result()
 
 
 def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
