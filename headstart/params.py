@@ -94,7 +94,8 @@ class TrainParams:
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
     max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label"})
     init: str = field(default="aop", metadata={
-        "help": "initial weights: aop (average of positives), zero, bias, ovap, ovap-strict, pretrained"})
+        "help": "initial weights: aop (average of positives), zero, bias, ovap, ovap-strict, mean, multi-pos, "
+                "pretrained (docs/objective.md)"})
     aop_s: float = field(default=1.0, metadata={"help": "aop: score of the mean positive, <w0, mean(P)> = s"})
     aop_t: float = field(default=-2.0, metadata={"help": "aop: score of the mean negative, <w0, mean(N)> = t"})
     max_num_pos: int = field(default=1, metadata={

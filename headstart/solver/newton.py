@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections import namedtuple
 
 import numba as nb

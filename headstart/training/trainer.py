@@ -206,11 +206,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
             chunk = chunk[:started]      # the time budget ran out inside this chunk
             if started == 0:
                 return
-        if params.reg_scale != 1.0:
-            # the kernels minimise f / reg_scale (see objective/regularizers/base.py)
-            table[:, [4, 5, 6, 7, 8, 9]] *= params.reg_scale
-            rf[:started] *= params.reg_scale
-        stats = chunk_stats(chunk, table, rec, cap)
+        stats = chunk_stats(chunk, table, rec, cap, params.reg_scale)
         W = chunk_weights(indptr, indices, data, d, order)
         del indptr, indices, data
         if sink is not None:
@@ -325,16 +321,24 @@ def make_records(chunk_size: int, cap: int):
     return arr(np.float64), arr(np.float64), arr(np.float64), arr(np.float64), arr(np.int64)
 
 
-def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int) -> TrainingStats:
+def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int, reg_scale: float = 1.0) -> TrainingStats:
     """TrainingStats of one chunk from the kernel's table and the record arrays: the
-    trajectories go straight into flat arrays (no array per label and quantity)."""
+    trajectories go straight into flat arrays (no array per label and quantity).
+
+    The kernels minimise f / reg_scale (see objective/regularizers/base.py): objective
+    values and gradient norms are reported multiplied back (only the recorded part of
+    the trajectories is touched, not every page of the record arrays)."""
     rf, ra, rs, rt, rc = rec
     k = chunk.size
+    if reg_scale != 1.0:
+        table[:, [4, 5, 6, 7, 8, 9]] *= reg_scale
     lengths = np.minimum(table[:, 2].astype(np.int64), cap - 1) + 1
     top = int(lengths.max()) if k else 0
     mask = np.arange(top)[None, :] < lengths[:, None]
     flat = {"objective": rf[:k, :top][mask], "active_fraction": ra[:k, :top][mask], "step": rs[:k, :top][mask],
             "cg_steps": rc[:k, :top][mask].astype(np.float64), "seconds": rt[:k, :top][mask]}
+    if reg_scale != 1.0:
+        flat["objective"] *= reg_scale
     return TrainingStats.from_table(chunk, table, lengths, flat)
 
 

@@ -33,7 +33,6 @@ class LossInfo:
     help: str
     d1_py: Callable[[Any, float], float]   # phi' as plain Python (the kernels inline the same code)
     make: Callable[[Any], Any]     # TrainParams -> an instance of cls
-    smooth: bool = True            # False: phi' jumps somewhere (documented in docs/design.md)
 
     def d1_at_zero(self, params) -> float:
         """phi'(0) for these parameters: grad f(0) = phi'(0) sum_i c_i y_i x_i (stopping rule)."""
@@ -44,12 +43,12 @@ REGISTRY: dict[str, LossInfo] = {}
 
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
-             make: Callable[[Any], Any] | None = None, smooth: bool = True) -> LossInfo:
+             make: Callable[[Any], Any] | None = None) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts."""
     flag = bool(mines)
     implement_once(cls, {globals()["value"]: value, globals()["d1"]: d1, globals()["d2"]: d2,
                          globals()["mines"]: lambda L: flag})
-    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), smooth)
+    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()))
     REGISTRY[name] = info
     return info
