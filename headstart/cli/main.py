@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbose: int) -> None:
+def _setup_logging(verbose: int, quiet: bool = False) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("headstart: %(levelname)s: %(message)s"))
@@ -78,6 +78,8 @@ def _setup_logging(verbose: int) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    # "compiling headstart's training kernels ... (first run only)" is shown unless -q
+    logging.getLogger("headstart.compile").setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 def _error(args: argparse.Namespace | None, text: str) -> None:
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage
     verbose = getattr(args, "verbose", 0) or 0
-    _setup_logging(verbose)
+    _setup_logging(verbose, bool(getattr(args, "quiet", False)))
     if verbose < 2:
         _quiet_compiler_warnings()
     from ..errors import HeadstartError

@@ -34,6 +34,9 @@ from .packed import PackedRows
 from .stats import TrainingStats
 
 log = logging.getLogger(__name__)
+#: progress of numba's first compile: INFO (it is not a problem), on a logger of its own so
+#: that the command line can show it without showing every INFO message
+compile_log = logging.getLogger("headstart.compile")
 
 # Per-iteration records kept per label (iterations beyond are counted, not recorded).
 MAX_RECORDED_ITERATIONS = 1000
@@ -281,7 +284,7 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     t0 = time.perf_counter()
     # loading from the cache takes well under a second; past that, numba is compiling:
     # say so while it happens instead of looking stuck
-    note = threading.Timer(1.0, lambda: log.warning(
+    note = threading.Timer(1.0, lambda: compile_log.info(
         "compiling headstart's training kernels for this run's types (first run only; numba caches them) ..."))
     note.daemon = True
     note.start()
@@ -293,7 +296,8 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     note.cancel()
     seconds = time.perf_counter() - t0
     if seconds > 1.0:
-        log.info("compiled headstart's training kernels in %.1f s (first run only: numba caches them)", seconds)
+        compile_log.debug("compiled headstart's training kernels in %.1f s (first run only: numba caches them)",
+                         seconds)
     return seconds
 
 
