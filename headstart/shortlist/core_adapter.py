@@ -90,7 +90,7 @@ def new_buffers(m, d):
     (same shapes and dtypes as newton.make_workspace / erm.make_state)."""
     nv = d + 1
     W = _nt.Workspace(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv),
-                      np.zeros(nv), np.zeros(nv), np.zeros(nv))
+                      np.zeros(nv), np.zeros(nv), np.zeros(nv, dtype=np.float32))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
                    np.zeros(m), np.zeros(m), np.zeros(nv, dtype=_erm.MARK_DTYPE),
                    np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(3, dtype=np.int64), np.zeros(3))

@@ -48,9 +48,14 @@ Workspace = namedtuple("Workspace", ["w", "g", "s", "r", "d", "z", "Hd", "M", "d
 Settings = namedtuple("Settings", ["max_iter", "eps_cg", "pcg_alpha", "ls_eta", "ls_max_steps"])
 
 
+# The projected direction the pass over X reads is float32 (see erm.project: the pass is
+# bound by the bytes it gathers per nonzero).
+DELTA_DTYPE = np.float32
+
+
 def make_workspace(n_features: int) -> Workspace:
     nv = n_features + 1
-    return Workspace(*(np.zeros(nv) for _ in range(9)))
+    return Workspace(*(np.zeros(nv) for _ in range(8)), np.zeros(nv, dtype=DELTA_DTYPE))
 
 
 def settings(params) -> Settings:
@@ -150,13 +155,18 @@ def newton(P, O, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
         rec_time[0] = (now() - t0) if timing else 0.0
     it = 0
     cg_total = 0
+    lo = np.zeros(0)   # scratch of erm.remainder, made when first needed
     while status == RUNNING:
         it += 1
         t_it = now() if timing else 0.0
         cg_iter, gTs, sigma = direction(P, S, O, W)
         cg_total += cg_iter
-        erm.project(O, W.w, W.s, sigma, W.delta)
+        exact = erm.project(O, W.w, W.s, sigma, W.delta)
         erm.scores(P, W.delta, O.xs)
+        if exact:
+            if lo.size == 0:
+                lo = np.zeros(W.w.size)
+            erm.remainder(P, O, W.w, W.s, sigma, W.delta, lo)
         erm.unproject(O, W.delta)
         status, f, gnorm = advance(P, S, O, W, it, f, gnorm, tol, cg_iter, gTs, sigma,
                                    rec_f, rec_act, rec_step, rec_cg)

@@ -60,7 +60,8 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
     nv = n_features + 1
     own = lambda dtype=np.float64: np.zeros((lanes, nv), dtype=dtype)  # noqa: E731
     shared = lambda: np.zeros((1, nv))  # noqa: E731
-    W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(), shared(), np.zeros((lanes, 1)))
+    W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(), shared(),
+                  np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)),
               own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.zeros((lanes, 3), dtype=np.int64), np.zeros((lanes, 3)))
@@ -106,7 +107,7 @@ def lanes_scores(P, V, out):
         a14 = 0.0
         a15 = 0.0
         for k in range(P.indptr[i], P.indptr[i + 1]):
-            x = P.data[k]
+            x = np.float64(P.data[k])   # float32 x float32 in float64: exact products
             row = V[P.indices[k]]
             a0 += x * row[0]
             a1 += x * row[1]
@@ -209,6 +210,11 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
     # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
     tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1) * gnorm0
     need = initial_weights(plan, P, O, W.w, psum, pos, j)
+    if need:
+        # X w0 is computed from the float32 sweep buffer: start from w0 as stored there
+        w = W.w
+        for q in range(nv):
+            w[q] = np.float32(w[q])
     return tol, gnorm0, need
 
 
@@ -228,9 +234,11 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     nl = labels.size
     psum = np.zeros(nv)
     w0 = np.zeros((L, nv))
-    V = np.zeros((nv, L))
+    V = np.zeros((nv, L), dtype=nt.DELTA_DTYPE)   # float32: see erm.project
     XV = OS.xs  # the sweep writes each lane's X-product straight into its xs
     touched = np.zeros(1)
+    lo = np.zeros(nv)          # scratch of erm.remainder (zero outside the support in use)
+    exact = np.zeros(L, dtype=np.bool_)   # lane's direction needs erm.remainder after the sweep
     # per-lane state
     phase = np.zeros(L, dtype=np.int64)
     slot = np.full(L, -1, dtype=np.int64)      # which label (index into labels) a lane holds
@@ -298,7 +306,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                     it[b] = 1
                     cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
                     cgt[b] += cgi[b]
-                    erm.project(O, W.w, W.s, sig[b], V[:, b])
+                    exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
                 dt = (nt.now() - t0) if timing else 0.0
                 if status == nt.RUNNING:
                     # the start's time is iteration 0's, the direction's belongs to iteration 1
@@ -344,6 +352,8 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
             W, O = lane(WS, OS, b)
             k = slot[b]
             t0 = nt.now() if timing else 0.0
+            if exact[b]:
+                erm.remainder(P, O, W.w, W.s, sig[b], V[:, b], lo)
             erm.unproject(O, V[:, b])  # V[:, b] is zero outside the support it was written on
             status, fv[b], gn[b] = nt.advance(P, S, O, W, it[b], fv[b], gn[b], tol[b], cgi[b], gTs[b], sig[b],
                                               rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
@@ -357,7 +367,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                 it[b] += 1
                 cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
                 cgt[b] += cgi[b]
-                erm.project(O, W.w, W.s, sig[b], V[:, b])
+                exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
             else:
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
