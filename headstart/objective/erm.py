@@ -309,21 +309,25 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     nact = O.ist[NACT]
     l2 = regularizers.is_l2(P.reg)
     nF = 0
-    if not l2:
-        # no quadratic block outside the active rows' features: the support is everything
-        for j in range(d):
-            mark[j] = stamp
-            F[j] = j
-        nF = d
-    else:
+    gb = 0.0
+    if l2:
+        # One pass over the active rows finds the support and sums the loss part of the
+        # gradient: a feature's g starts at w_j when first met (the regulariser's part),
+        # then the rows add to it in order -- the same operations as listing F first and
+        # summing after, with one pass less over the active nonzeros (the pass that
+        # counts when many rows are active: zero starts, head labels, logistic loss).
         for k in range(nact):
             i = act[k]
+            c = O.gcoef[k]
             for p in range(P.indptr[i], P.indptr[i + 1]):
                 j = P.indices[p]
                 if mark[j] != stamp:
                     mark[j] = stamp
                     F[nF] = j
                     nF += 1
+                    g[j] = w[j]
+                g[j] += c * P.data[p]
+            gb += c
         if nF * SWEEP_SHARE > d:
             # ascending order keeps the CG loops streaming through memory when F is large
             nF = 0
@@ -333,25 +337,31 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                     nF += 1
         else:
             F[:nF].sort()
-    wF2 = 0.0
-    if l2:
+        wF2 = 0.0
         for q in range(nF):
             j = F[q]
-            g[j] = w[j]
             wF2 += w[j] * w[j]
-    else:
-        for q in range(nF):
-            j = F[q]
-            g[j] = regularizers.d1(P.reg, w[j])
-    wout2 = 0.0
-    if l2:
         wout2 = max(wsq - wF2, 0.0)
         if wout2 < EXACT_WOUT_SHARE * wsq:
             wout2 = 0.0
             for j in range(d):
                 if mark[j] != stamp:
                     wout2 += w[j] * w[j]
-    O.fst[WOUT2] = wout2
+        O.fst[WOUT2] = wout2
+    else:
+        # no quadratic block outside the active rows' features: the support is everything
+        for j in range(d):
+            mark[j] = stamp
+            F[j] = j
+            g[j] = regularizers.d1(P.reg, w[j])
+        nF = d
+        for k in range(nact):
+            i = act[k]
+            c = O.gcoef[k]
+            for p in range(P.indptr[i], P.indptr[i + 1]):
+                g[P.indices[p]] += c * P.data[p]
+            gb += c
+        O.fst[WOUT2] = 0.0
     mark[d] = stamp
     F[nF] = d
     nF += 1
@@ -360,13 +370,6 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
         g[d] = w[d] if l2 else regularizers.d1(P.reg, w[d])
     else:
         g[d] = 0.0
-    gb = 0.0
-    for k in range(nact):
-        i = act[k]
-        c = O.gcoef[k]
-        for p in range(P.indptr[i], P.indptr[i + 1]):
-            g[P.indices[p]] += c * P.data[p]
-        gb += c
     g[d] += gb * P.bias
 
 
