@@ -75,11 +75,12 @@ def run_train(src: Path, train: Path, out: Path, labels: str | None, threads: in
             "nnz": int(m.group(4)), "peak_rss_mb": rss / 1024.0, "process_seconds": wall}
 
 
-def evaluate(src: Path, model: Path, test: Path, train: Path, threads: int) -> dict:
+def evaluate(src: Path, model: Path, test: Path, train: Path, threads: int, partial: bool = False) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
     pred = model.parent / (model.name + ".pred.txt")
     r = subprocess.run([sys.executable, "-m", "headstart", "predict", str(model), str(test), "-o", str(pred), "-k",
-                        "5", "--threads", str(threads)], capture_output=True, text=True, env=env, cwd=src)
+                        "5", "--threads", str(threads)] + (["--allow-gaps"] if partial else []),
+                       capture_output=True, text=True, env=env, cwd=src)
     if r.returncode != 0:
         print(f"  ({src.name}: predict failed, no P@k: {r.stderr.strip().splitlines()[-1:]})", flush=True)
         return {}
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
                 runs[name].append(r)
                 print(f"  {name} #{rep + 1}: {r['train_seconds']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB, "
                       f"{r['iterations']} iterations", flush=True)
-        metrics = {name: evaluate(src, tmp / f"{name}-0", test, train, args.threads) for name, src in versions.items()}
+        metrics = {name: evaluate(src, tmp / f"{name}-0", test, train, args.threads, partial=bool(args.labels)) for name, src in versions.items()}
     summary = {}
     for name in versions:
         rs = runs[name]
