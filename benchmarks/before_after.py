@@ -76,6 +76,9 @@ def run_train(src: Path, train: Path, out: Path, labels: str | None, threads: in
 
 
 def evaluate(src: Path, model: Path, test: Path, train: Path, threads: int, partial: bool = False) -> dict:
+    """P@k and PSP@k of a model, predicted and evaluated by the code in ``src`` (this
+    checkout for both versions: training is what is compared, and the models' format is
+    the same)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     pred = model.parent / (model.name + ".pred.txt")
     r = subprocess.run([sys.executable, "-m", "headstart", "predict", str(model), str(test), "-o", str(pred), "-k",
@@ -121,7 +124,7 @@ def main(argv=None) -> int:
                 runs[name].append(r)
                 print(f"  {name} #{rep + 1}: {r['train_seconds']:.2f} s, peak RSS {r['peak_rss_mb']:.0f} MB, "
                       f"{r['iterations']} iterations", flush=True)
-        metrics = {name: evaluate(src, tmp / f"{name}-0", test, train, args.threads, partial=bool(args.labels)) for name, src in versions.items()}
+        metrics = {name: evaluate(REPO, tmp / f"{name}-0", test, train, args.threads, partial=bool(args.labels)) for name, src in versions.items()}
     summary = {}
     for name in versions:
         rs = runs[name]
