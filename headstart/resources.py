@@ -28,8 +28,8 @@ workspaces
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
     lanes, the gradient and CG vectors (6 float64 of ``n_features + 1``) and the active
     set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
-    start vectors and sweep directions (``1 + 2 * lanes`` float64 vectors of
-    ``n_features + 1``).
+    start vectors (``lanes`` float64 vectors of ``n_features + 1``), the sweep buffer
+    (``lanes`` float32 columns) and two float64 scratch vectors.
     An upper bound: the workspaces live in mappings of their own
     (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the
     active-set arrays) never become resident.
@@ -228,8 +228,10 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # column sums + what the initialiser's prepare() keeps (declared with the strategy)
     parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
+    # + the kernel's start vectors (float64, one per lane), its float32 sweep buffer (one
+    # column per lane), the positives' sum and the exact-remainder scratch (float64)
     per_thread_ws = (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
-                     + (1 + 2 * lanes) * nv * _F64)
+                     + (2 + lanes) * nv * _F64 + lanes * nv * 4)
     parts["workspaces"] = used * per_thread_ws
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
