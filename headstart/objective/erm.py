@@ -508,6 +508,15 @@ def remainder(P, O, w, s, sigma, out, lo):
 
 
 @nb.njit(cache=True, nogil=True)
+def round_start(w):
+    """Round a start vector to float32 values in place: the scheduler computes X w0 in
+    its float32 sweep buffer, so a start is the vector as stored there (every trainer
+    that shares the scheduler's starts rounds the same way, so results agree)."""
+    for q in range(w.size):
+        w[q] = np.float32(w[q])
+
+
+@nb.njit(cache=True, nogil=True)
 def unproject(O, out):
     """Undo :func:`project` (call before the support changes)."""
     F = O.F

@@ -175,6 +175,7 @@ def solve(P, V, S, pos, init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_s
         W.w[nv - 1] = init_value
         O.wx[:] = init_value * P.bias
     if need:
+        _erm.round_start(W.w)   # as the full trainer does (its sweep buffer is float32)
         _erm.scores(P, W.w, O.wx)
     for j in range(nv):
         w0[j] = W.w[j]

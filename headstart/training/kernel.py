@@ -211,10 +211,7 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
     tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1) * gnorm0
     need = initial_weights(plan, P, O, W.w, psum, pos, j)
     if need:
-        # X w0 is computed from the float32 sweep buffer: start from w0 as stored there
-        w = W.w
-        for q in range(nv):
-            w[q] = np.float32(w[q])
+        erm.round_start(W.w)   # X w0 comes from the float32 sweep buffer
     return tol, gnorm0, need
 
 
