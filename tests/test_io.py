@@ -134,6 +134,28 @@ def test_unsorted_sorted_zeros_dropped_tabs(tmp_path):
     assert_canonical(X)
 
 
+def test_row_sort_kernel_matches_numpy():
+    """The readers' heapsort: keys alone (empty value slice) or with their values, on a
+    sub-range, for every length up to 40 and a long reversed run."""
+    from headstart.io._kernels import heapsort
+
+    rng = np.random.default_rng(1)
+    for n in list(range(41)) + [1000]:
+        keys = rng.permutation(3 * n + 5)[: n + 6].astype(np.int32)
+        if n == 1000:
+            keys[3:-3] = np.arange(n, 0, -1)
+        vals = (keys * 0.5).astype(np.float32)
+        lo, hi = 3, keys.size - 3
+        k1, k2, v2 = keys.copy(), keys.copy(), vals.copy()
+        heapsort(k1, vals[:0], lo, hi)
+        heapsort(k2, v2, lo, hi)
+        expect = keys.copy()
+        expect[lo:hi] = np.sort(keys[lo:hi])
+        np.testing.assert_array_equal(k1, expect)
+        np.testing.assert_array_equal(k2, expect)
+        np.testing.assert_array_equal(v2, (expect * 0.5).astype(np.float32))
+
+
 def test_number_syntax(tmp_path):
     X, _ = read_xmc(put(tmp_path, "1 9 1\n0 0:1 1:-2 2:+3 3:.5 4:5. 5:1e3 6:1E-3 7:-0.25e+1 "
                                    "8:00012\n"))

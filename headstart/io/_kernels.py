@@ -223,36 +223,43 @@ def _parse_float(buf, p, end):
     return v, p, 0
 
 
-# --- sorting (small code, quick to compile; keys are unique unless the row is invalid) -------
+# --- sorting -------------------------------------------------------------------------------
+# One small function, compiled once per (key, value) dtype pair: the sift-down loop is
+# written out once inside it (a separate sift function was compiled again for every
+# literal argument it was called with), and callers pass no literal flag.  Keys are
+# unique unless the row is invalid.
 @njit(nogil=True, cache=True)
-def _sift(keys, vals, with_vals, lo, root, n):
-    while True:
-        child = 2 * root + 1
-        if child >= n:
-            return
-        if child + 1 < n and keys[lo + child + 1] > keys[lo + child]:
-            child += 1
-        if keys[lo + root] >= keys[lo + child]:
-            return
-        a = lo + root
-        b = lo + child
-        keys[a], keys[b] = keys[b], keys[a]
-        if with_vals:
-            vals[a], vals[b] = vals[b], vals[a]
-        root = child
-
-
-@njit(nogil=True, cache=True)
-def heapsort(keys, vals, with_vals, lo, hi):
-    """Sort ``keys[lo:hi]`` in place (and ``vals[lo:hi]`` along when ``with_vals``)."""
+def heapsort(keys, vals, lo, hi):
+    """Sort ``keys[lo:hi]`` in place; ``vals[lo:hi]`` moves along unless ``vals`` is empty
+    (callers sort keys alone by passing an empty slice of the value array)."""
+    with_vals = vals.shape[0] > 0
     n = hi - lo
-    for root in range(n // 2 - 1, -1, -1):
-        _sift(keys, vals, with_vals, lo, root, n)
-    for end in range(n - 1, 0, -1):
-        keys[lo], keys[lo + end] = keys[lo + end], keys[lo]
-        if with_vals:
-            vals[lo], vals[lo + end] = vals[lo + end], vals[lo]
-        _sift(keys, vals, with_vals, lo, 0, end)
+    start = n // 2      # first build the heap (start counts down), then pop (end counts down)
+    end = n
+    while end > 1:
+        if start > 0:
+            start -= 1
+        else:
+            end -= 1
+            a = lo + end
+            keys[lo], keys[a] = keys[a], keys[lo]
+            if with_vals:
+                vals[lo], vals[a] = vals[a], vals[lo]
+        root = start
+        while True:
+            child = 2 * root + 1
+            if child >= end:
+                break
+            if child + 1 < end and keys[lo + child + 1] > keys[lo + child]:
+                child += 1
+            if keys[lo + root] >= keys[lo + child]:
+                break
+            a = lo + root
+            b = lo + child
+            keys[a], keys[b] = keys[b], keys[a]
+            if with_vals:
+                vals[a], vals[b] = vals[b], vals[a]
+            root = child
 
 
 # --- the sparse body parser ------------------------------------------------------------------
@@ -278,9 +285,11 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
 
     Returns (code, pos, aux, rows, nnz, nlab, max_feature, max_label).
     """
-    rows = 0
-    nnz = 0
-    nl = 0
+    # np.int64, not literal 0: a variable that starts as a literal constant makes numba
+    # compile every kernel it is passed to once more for that literal (here: the sort)
+    rows = np.int64(0)
+    nnz = np.int64(0)
+    nl = np.int64(0)
     maxf = -1
     maxl = -1
     cap_rows = indptr.shape[0] - 1
@@ -336,7 +345,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
                     continue
                 break
             if not ordered:
-                heapsort(labels, labels, False, l0, nl)
+                heapsort(labels, data[:0], l0, nl)
                 for r in range(l0 + 1, nl):
                     if labels[r] == labels[r - 1]:
                         return (E_LABEL_DUP, line_start, np.int64(labels[r]), rows, nnz, nl,
@@ -379,7 +388,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
             if j > maxf:
                 maxf = j
         if not ordered:
-            heapsort(indices, data, True, f0, nnz)
+            heapsort(indices, data, f0, nnz)
             for r in range(f0 + 1, nnz):
                 if indices[r] == indices[r - 1]:
                     return (E_FEAT_DUP, line_start, np.int64(indices[r]) + feat_offset, rows, nnz, nl,
@@ -460,7 +469,7 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
         if c < k:
             return E_TOO_FEW_TOKENS, line_start, c, rows
         if k > 1:
-            heapsort(tmp, tmp, False, 0, k)
+            heapsort(tmp, tmp[:0], 0, k)
             for r in range(1, k):
                 if tmp[r] == tmp[r - 1]:
                     return E_LABEL_DUP, line_start, tmp[r], rows
