@@ -79,7 +79,8 @@ def _setup_logging(verbose: int, quiet: bool = False) -> None:
     root.setLevel(level)
     root.propagate = False
     # "compiling headstart's training kernels ... (first run only)" is shown unless -q
-    logging.getLogger("headstart.compile").setLevel(logging.WARNING if quiet else logging.INFO)
+    # (and its debug lines with -vv)
+    logging.getLogger("headstart.compile").setLevel(logging.WARNING if quiet else min(level, logging.INFO))
 
 
 def _error(args: argparse.Namespace | None, text: str) -> None:

@@ -83,6 +83,23 @@ def run(args: argparse.Namespace) -> int:
 
         read_manifest(params.pretrained)
 
+    helper = None
+    if not (args.scheduler or args.dask_workers):
+        # first run only: a second process compiles part of the training kernels while
+        # this one reads the data (see .precompile; Dask workers compile their own)
+        from . import precompile
+
+        helper = precompile.start(params)
+        if helper is not None:
+            precompile.compile_in_command(params)
+    try:
+        return _train(args, params)
+    finally:
+        if helper is not None:
+            helper.stop()
+
+
+def _train(args: argparse.Namespace, params) -> int:
     from ..estimator import fit_model, resolve_label_range
     from ..model.writer import save_model
 

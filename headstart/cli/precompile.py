@@ -1,0 +1,256 @@
+"""First run only: a second process compiles part of the training kernels into numba's
+cache while this one reads the data and compiles the rest.
+
+Why.  On an empty numba cache, most of the first ``headstart train`` is compiling
+:func:`headstart.training.kernel.train_chunk`'s call graph.  Numba compiles under one
+global lock per process, so a second thread would wait; a second *process* compiles in
+parallel on the second core.  Numba caches every kernel of the graph on its own (one
+index file per function), and a later compilation of a caller looks each callee up in
+the cache before compiling it: what the helper has saved, the command only loads.
+
+Who compiles what.  The three phases of the solver (:mod:`headstart.solver.newton`:
+``start``, ``direction``, ``advance``) are about half of train_chunk's compile time and
+are compiled on their own, for exactly the types train_chunk calls them with (the run's
+loss and regulariser, a lane's view of the lane workspace, a label's row of the record
+arrays).  The command compiles ``start`` first, before reading; meanwhile the helper
+compiles the readers' kernels, ``direction`` and ``advance``, then the kernels that
+pack finished weights.  Then the command reads (its reader loaded from the cache) and
+compiles train_chunk, which finds the three phases ready: the command reaches
+``direction`` and ``advance`` seconds after the helper has saved them.  (The helper
+cannot take ``start`` as well: the command reaches it right after the lane set-up, too
+soon.)  The split and its timings are in docs/design.md, "The first run";
+``tests/test_precompile.py`` checks that these are the exact specialisations
+train_chunk loads, so a change of the kernels' signatures that this module does not
+follow fails there instead of silently compiling unused code.
+
+Safety.  Nothing here is needed for correctness: the command never waits for the
+helper before training (if the helper is late, the command compiles a kernel itself,
+as it would without it), the helper only ever adds entries to numba's cache (written
+atomically by numba, keyed by the exact types), runs at a lower priority (``nice``)
+so that it only uses an otherwise idle core, prints nothing, and stops when the
+command is done (it normally is long before; otherwise it is terminated, never in
+the middle of writing a cache file).  It starts only when it can help: a command that
+trains on this machine (not through Dask: workers compile in their own processes),
+numba's cache for train_chunk absent (a cold cache, detected by one ``stat``), the
+cache directory writable, two or more CPUs, and ``HEADSTART_PRECOMPILE`` not ``0``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+log = logging.getLogger("headstart.compile")
+
+ENV_SWITCH = "HEADSTART_PRECOMPILE"
+#: solver phases compiled by the command itself before reading, and by the helper
+COMMAND_PHASES = ("start",)
+HELPER_PHASES = ("direction", "advance")
+#: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
+STOP_TIMEOUT = 10.0
+
+
+def cache_is_cold() -> bool:
+    """True when numba's cache holds no train_chunk at all and can be written.
+
+    A cache that holds train_chunk for other types (another loss) counts as warm: the
+    helper is for the very first run, and a false 'warm' only costs its speed-up."""
+    try:
+        from ..training.kernel import train_chunk
+
+        cache = train_chunk._cache
+        index = cache._cache_file._index_path
+        folder = cache._cache_path
+    except Exception:   # noqa: BLE001 - numba internals moved: no helper, nothing breaks
+        return False
+    if os.path.exists(index):
+        return False
+    parent = folder
+    while not os.path.isdir(parent):
+        up = os.path.dirname(parent)
+        if up == parent:
+            return False
+        parent = up
+    return os.access(parent, os.W_OK | os.X_OK)
+
+
+def wanted() -> bool:
+    if os.environ.get(ENV_SWITCH, "1").strip() == "0":
+        return False
+    return (os.cpu_count() or 1) >= 2 and cache_is_cold()
+
+
+class Helper:
+    """The helper process; ``stop()`` when the command no longer needs it."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.t0 = time.perf_counter()
+
+    def stop(self) -> None:
+        """End the helper now if it still runs (it is normally done long before the
+        command): SIGTERM, which it honours at once unless it is writing to numba's
+        cache, then only after that write (see ``_exit_safely``)."""
+        p = self.proc
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        log.debug("kernel pre-compiling helper ended with status %s after %.1f s", p.returncode,
+                  time.perf_counter() - self.t0)
+
+
+def start(params) -> Helper | None:
+    """Start the helper for ``params`` (a TrainParams) when it can help, else None."""
+    if not wanted():
+        return None
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as e:
+        log.debug("no kernel pre-compiling helper: %s", e)
+        return None
+    try:
+        proc.stdin.write(params.to_json().encode())
+        proc.stdin.close()
+    except OSError:     # the helper died at once: the command compiles everything itself
+        pass
+    return Helper(proc)
+
+
+def _solver_phase_args(params):
+    """The solver phases and the exact arguments train_chunk calls them with (on a tiny
+    problem): the run's Problem and Settings, a lane's view of the lane workspace as
+    :func:`headstart.training.kernel.lane` makes it (rows of the C-ordered lane arrays),
+    a label's records (rows of the Fortran-ordered record arrays), int64 / float64
+    scalars."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..solver import newton
+    from ..training import trainer
+    from ..training.kernel import LANES
+
+    X = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([0, 1, 1], dtype=np.int32),
+                       np.array([0, 2, 3], dtype=np.int64)), shape=(2, 2))
+    P, _ = trainer.prepare_problem(X, params)
+    S = newton.settings(params)
+    WS, OS = trainer.make_workspace(2, 2, LANES)
+    W = type(WS)(*(a[0] for a in WS))
+    O = type(OS)(*(a[0] for a in OS))
+    rf, ra, rs, rt, rc = trainer.make_records(2, 2)
+    f, i = 0.0, 0
+    return {"start": (newton.start, (P, O, W, f, rf[0], ra[0])),
+            "direction": (newton.direction, (P, S, O, W)),
+            "advance": (newton.advance, (P, S, O, W, i, f, f, f, i, f, f, rf[0], ra[0], rs[0], rc[0]))}
+
+
+def compile_phases(params, names) -> None:
+    """Compile (or load) the named solver phases for this run's types without running them."""
+    import numba
+
+    phases = _solver_phase_args(params)
+    for name in names:
+        kernel, args = phases[name]
+        kernel.compile(tuple(numba.typeof(a) for a in args))
+
+
+def compile_in_command(params) -> None:
+    """The command's own share, before it reads the data: the solver's start phase.
+    Best effort: a failure here only means train_chunk compiles it later."""
+    try:
+        compile_phases(params, COMMAND_PHASES)
+    except Exception as e:  # noqa: BLE001 - never fail a run over a head start
+        log.debug("compiling %s ahead failed: %s", COMMAND_PHASES, e)
+
+
+def _compile_reader() -> None:
+    """The readers' kernels, on a tiny XMC file (libsvm files use the same kernels)."""
+    import tempfile
+
+    from ..io import read_xmc
+
+    with tempfile.TemporaryDirectory(prefix="headstart-precompile-") as d:
+        p = os.path.join(d, "tiny.txt")
+        with open(p, "w") as fh:
+            fh.write("2 3 2\n1,0 2:1 0:0.5\n1 1:2\n")
+        read_xmc(p)
+
+
+def _compile_packing() -> None:
+    """The packing kernels, on a chunk's weights built as the trainer builds them."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from ..training.packed import PackedRows
+
+    W = sp.csr_matrix((np.ones(2, dtype=np.float32), np.array([0, 1], dtype=np.int32),
+                       np.array([0, 1, 2], dtype=np.int64)), shape=(2, 2))
+    PackedRows.pack(W).to_csr()
+
+
+def compile_in_helper(params) -> None:
+    """The helper's share, in the order the command needs them: the reader first (the
+    command reads right after compiling its start phase), then the solver phases the
+    command reaches after a few seconds of compiling train_chunk, then the packing
+    kernels it needs once training runs."""
+    _compile_reader()
+    compile_phases(params, HELPER_PHASES)
+    _compile_packing()
+
+
+def _exit_safely() -> None:
+    """In the helper: exit at once on SIGTERM, except while numba writes a cache file
+    (its temporary file would stay behind): then right after that write.  SIGINT (a
+    Ctrl-C in the terminal reaches the whole process group) is left to the command,
+    which then stops the helper the same way."""
+    import signal
+
+    from numba.core import caching
+
+    state = {"saving": False, "stop": False}
+
+    def on_term(signum, frame):
+        if state["saving"]:
+            state["stop"] = True
+        else:
+            os._exit(1)
+
+    save = caching.Cache.save_overload
+
+    def save_then_maybe_exit(self, sig, data):
+        state["saving"] = True
+        try:
+            return save(self, sig, data)
+        finally:
+            state["saving"] = False
+            if state["stop"]:
+                os._exit(1)
+
+    caching.Cache.save_overload = save_then_maybe_exit     # this helper process only
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _main() -> int:
+    try:
+        os.nice(10)     # use an idle core, never slow down the command or other work
+    except (OSError, AttributeError):
+        pass
+    _exit_safely()
+    from ..params import TrainParams
+
+    params = TrainParams.from_dict(json.loads(sys.stdin.read()))
+    compile_in_helper(params)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

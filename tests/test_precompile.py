@@ -1,0 +1,160 @@
+"""The first run's helper process that compiles part of the training kernels
+(headstart.cli.precompile): it compiles exactly what train_chunk then loads, never
+leaves anything behind, and starts only on a cold cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headstart.cli import precompile
+from headstart.params import TrainParams
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Runs the command in-process with a listener on numba's compile events and prints the
+# kernels this process compiled (not loaded from the cache), one per line.
+_COMPILED_BY_COMMAND = r"""
+import sys
+from numba.core import event
+
+compiled = []
+class L(event.Listener):
+    def on_start(self, ev):
+        f = getattr(ev.data["dispatcher"], "py_func", None)
+        compiled.append(f"{f.__module__}.{f.__qualname__}")
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", L())
+from headstart.cli.main import main
+rc = main(sys.argv[1:])
+print("\n".join(["RC %d" % rc] + compiled))
+"""
+
+
+def _env(cache: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}, **extra)
+    return env
+
+
+def _data(tmp_path: Path) -> Path:
+    p = tmp_path / "train.txt"
+    rows = ["0,1 0:1 2:0.5", "1 1:2", "2 0:1 3:1", "0 2:1 3:0.25", "1,2 1:1 2:1", "0 0:0.5 1:1"]
+    p.write_text(f"{len(rows)} 4 3\n" + "\n".join(rows) + "\n")
+    return p
+
+
+def _tmp_files(cache: Path) -> list[str]:
+    return [str(p) for p in cache.rglob("*") if ".tmp." in p.name]
+
+
+def test_precompiled_kernels_are_exactly_the_specialisations_the_command_loads(tmp_path):
+    """After the helper's and the command's shares ran on an empty cache, the command
+    (helper switched off) loads the solver phases, the reader and the packing kernels
+    from the cache and compiles the rest: if the kernels' signatures change and the
+    precompiled types do not follow, this fails."""
+    cache = tmp_path / "cache"
+    share = ("import sys; from headstart.params import TrainParams; from headstart.cli import precompile as p; "
+             "params = TrainParams.from_dict(__import__('json').loads(sys.stdin.read())); "
+             "p.compile_phases(params, p.COMMAND_PHASES); p.compile_in_helper(params)")
+    r = subprocess.run([sys.executable, "-c", share], input=TrainParams(normalize=True).to_json().encode(),
+                       env=_env(cache), capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    out = subprocess.run([sys.executable, "-c", _COMPILED_BY_COMMAND, "train", str(_data(tmp_path)),
+                          "-o", str(tmp_path / "model"), "--normalize", "-q"],
+                         env=_env(cache, HEADSTART_PRECOMPILE="0"), capture_output=True, text=True, timeout=600)
+    lines = out.stdout.split("\n")
+    assert lines[0] == "RC 0", out.stderr[-2000:]
+    compiled = set(lines[1:])
+    assert "headstart.training.kernel.train_chunk" in compiled          # the cache was cold for it
+    for name in ["headstart.solver.newton." + n for n in precompile.COMMAND_PHASES + precompile.HELPER_PHASES] + [
+            "headstart.io._kernels.parse_sparse", "headstart.io._kernels.count_bytes",
+            "headstart.training.packed._encode", "headstart.training.packed._decode",
+            "headstart.training.packed._pack_values", "headstart.training.packed._unpack_values"]:
+        assert name not in compiled, f"{name} was compiled again: it was precompiled for other types"
+    assert not _tmp_files(cache)
+
+
+def test_command_with_helper_on_cold_cache_leaves_nothing_behind(tmp_path):
+    """The real first run: the command starts the helper, trains, stops it, and no
+    temporary file stays in the cache; the second run starts no helper and writes the
+    same model."""
+    cache = tmp_path / "cache"
+    data = _data(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "headstart", "train", str(data), "-o", str(tmp_path / "m1"), "-vv"],
+                       env=_env(cache), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "pre-compiling helper ended" in r.stderr
+    # the second run finds the cache warm: no helper, the same model
+    r2 = subprocess.run([sys.executable, "-m", "headstart", "train", str(data), "-o", str(tmp_path / "m2"), "-vv"],
+                        env=_env(cache), capture_output=True, text=True, timeout=600)
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    assert "pre-compiling helper" not in r2.stderr
+    for name in os.listdir(tmp_path / "m1"):
+        if name.endswith(".npz"):
+            assert (tmp_path / "m1" / name).read_bytes() == (tmp_path / "m2" / name).read_bytes(), name
+    assert not _tmp_files(cache)
+
+
+def test_helper_stops_promptly_mid_compile_without_temporary_files(tmp_path):
+    cache = tmp_path / "cache"
+    proc = subprocess.Popen([sys.executable, "-m", "headstart.cli.precompile"], stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(cache))
+    proc.stdin.write(TrainParams().to_json().encode())
+    proc.stdin.close()
+    time.sleep(3.0)      # imports done, compiling
+    t0 = time.perf_counter()
+    precompile.Helper(proc).stop()
+    assert time.perf_counter() - t0 < precompile.STOP_TIMEOUT
+    assert proc.returncode is not None
+    assert not _tmp_files(cache)
+
+
+def test_started_only_on_a_cold_writable_cache(tmp_path, monkeypatch):
+    from headstart.training.kernel import train_chunk
+
+    monkeypatch.setenv(precompile.ENV_SWITCH, "0")
+    assert not precompile.wanted()
+    monkeypatch.delenv(precompile.ENV_SWITCH)
+    index = Path(train_chunk._cache._cache_file._index_path)
+    monkeypatch.setattr(train_chunk._cache, "_cache_path", str(tmp_path / "a" / "b"))
+    monkeypatch.setattr(train_chunk._cache._cache_file, "_index_path", str(tmp_path / "a" / "b" / index.name))
+    assert precompile.cache_is_cold()                    # nothing cached, folder can be made
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / index.name).write_bytes(b"")
+    assert not precompile.cache_is_cold()                # train_chunk cached (for some types)
+    (tmp_path / "a" / "b" / index.name).unlink()
+    if os.geteuid() != 0:                                # root may write anywhere
+        (tmp_path / "a" / "b").chmod(0o500)
+        try:
+            assert not precompile.cache_is_cold()
+        finally:
+            (tmp_path / "a" / "b").chmod(0o700)
+
+
+def test_not_started_for_dask_training(tmp_path, monkeypatch):
+    """Dask workers compile in their own processes: no helper for --scheduler / --dask-workers."""
+    from headstart.cli import train
+    from headstart.cli.main import main
+
+    started = []
+    monkeypatch.setattr(precompile, "start", lambda params: started.append(params))
+    monkeypatch.setattr(train, "_train", lambda args, params: 0)
+    data = str(_data(tmp_path))
+    assert main(["train", data, "-o", str(tmp_path / "m"), "--scheduler", "tcp://127.0.0.1:1", "-q"]) == 0
+    assert main(["train", data, "-o", str(tmp_path / "m"), "--dask-workers", "2", "-q"]) == 0
+    assert started == []
+    assert main(["train", data, "-o", str(tmp_path / "m"), "-q"]) == 0
+    assert len(started) == 1
+
+
+def test_params_round_trip_through_the_helper_input():
+    p = TrainParams(loss="logistic", C=2.5, normalize=True)
+    assert TrainParams.from_dict(json.loads(p.to_json())) == p
