@@ -55,31 +55,77 @@ def _tmp_files(cache: Path) -> list[str]:
     return [str(p) for p in cache.rglob("*") if ".tmp." in p.name]
 
 
+# Compiles the command's and the helper's shares in the order the command would, and
+# prints, per share, the kernels compiled while it ran (one JSON object).
+_SHARES = r"""
+import json, sys
+from numba.core import event
+from headstart.params import TrainParams
+from headstart.cli import precompile as p
+
+seen = {}
+share = ["?"]
+class L(event.Listener):
+    def on_start(self, ev):
+        f = getattr(ev.data["dispatcher"], "py_func", None)
+        seen.setdefault(share[0], []).append(f"{f.__module__}.{f.__qualname__}")
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", L())
+params = TrainParams.from_dict(json.loads(sys.stdin.read()))
+share[0] = "command"
+p.compile_phases(params, p.COMMAND_PHASES)
+share[0] = "reader+packing"
+p.compile_in_helper(params, lambda: False)
+share[0] = "helper phases"
+p.compile_phases(params, p.HELPER_PHASES)
+print(json.dumps(seen))
+"""
+
+
 def test_precompiled_kernels_are_exactly_the_specialisations_the_command_loads(tmp_path):
-    """After the helper's and the command's shares ran on an empty cache, the command
+    """After the command's and the helper's shares ran on an empty cache, the command
     (helper switched off) loads the solver phases, the reader and the packing kernels
     from the cache and compiles the rest: if the kernels' signatures change and the
-    precompiled types do not follow, this fails."""
+    precompiled types do not follow, this fails.  And what the helper compiles while
+    the command compiles shares no function with it (precompile's 'One function, one
+    process'): the readers' and packing kernels nothing with the training kernels, the
+    helper's solver phases nothing with the rest of train_chunk."""
     cache = tmp_path / "cache"
-    share = ("import sys; from headstart.params import TrainParams; from headstart.cli import precompile as p; "
-             "params = TrainParams.from_dict(__import__('json').loads(sys.stdin.read())); "
-             "p.compile_phases(params, p.COMMAND_PHASES); p.compile_in_helper(params)")
-    r = subprocess.run([sys.executable, "-c", share], input=TrainParams(normalize=True).to_json().encode(),
+    r = subprocess.run([sys.executable, "-c", _SHARES], input=TrainParams(normalize=True).to_json().encode(),
                        env=_env(cache), capture_output=True, timeout=600)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
+    shares = {k: set(v) for k, v in json.loads(r.stdout.decode().strip().splitlines()[-1]).items()}
     out = subprocess.run([sys.executable, "-c", _COMPILED_BY_COMMAND, "train", str(_data(tmp_path)),
                           "-o", str(tmp_path / "model"), "--normalize", "-q"],
                          env=_env(cache, HEADSTART_PRECOMPILE="0"), capture_output=True, text=True, timeout=600)
     lines = out.stdout.split("\n")
     assert lines[0] == "RC 0", out.stderr[-2000:]
-    compiled = set(lines[1:])
+    compiled = {x for x in lines[1:] if x}
     assert "headstart.training.kernel.train_chunk" in compiled          # the cache was cold for it
     for name in ["headstart.solver.newton." + n for n in precompile.COMMAND_PHASES + precompile.HELPER_PHASES] + [
             "headstart.io._kernels.parse_sparse", "headstart.io._kernels.count_bytes",
             "headstart.training.packed._encode", "headstart.training.packed._decode",
             "headstart.training.packed._pack_values", "headstart.training.packed._unpack_values"]:
         assert name not in compiled, f"{name} was compiled again: it was precompiled for other types"
+    ours = lambda names: {n for n in names if n.startswith("headstart.")}  # noqa: E731
+    assert not ours(shares["reader+packing"]) & ours(shares["command"] | shares["helper phases"] | compiled)
+    assert not ours(shares["helper phases"]) & ours(compiled)
     assert not _tmp_files(cache)
+
+
+def test_helper_compiles_no_solver_phase_without_the_go(tmp_path):
+    """Told to stop (the command's own share failed) or left without a word (the
+    command died), the helper compiles the reader and packing kernels only."""
+    for tail in (precompile.STOP + "\n", ""):
+        cache = tmp_path / f"cache{len(tail)}"
+        proc = subprocess.run([sys.executable, "-m", "headstart.cli.precompile"],
+                              input=(json.dumps(TrainParams().to_dict()) + "\n" + tail).encode(),
+                              env=_env(cache), capture_output=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+        saved = {p.name.split("-")[0] for p in cache.rglob("*.nbi")}      # e.g. "_kernels.parse_sparse"
+        assert "_kernels.parse_sparse" in saved and "packed._encode" in saved, saved
+        assert not any(n.startswith(("newton.", "erm.")) for n in saved), saved
 
 
 def test_command_with_helper_on_cold_cache_leaves_nothing_behind(tmp_path):
@@ -107,7 +153,7 @@ def test_helper_stops_promptly_mid_compile_without_temporary_files(tmp_path):
     cache = tmp_path / "cache"
     proc = subprocess.Popen([sys.executable, "-m", "headstart.cli.precompile"], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(cache))
-    proc.stdin.write(TrainParams().to_json().encode())
+    proc.stdin.write(json.dumps(TrainParams().to_dict()).encode() + b"\n" + precompile.GO.encode() + b"\n")
     proc.stdin.close()
     time.sleep(3.0)      # imports done, compiling
     t0 = time.perf_counter()
@@ -145,8 +191,8 @@ def test_not_started_for_dask_training(tmp_path, monkeypatch):
     from headstart.cli.main import main
 
     started = []
-    monkeypatch.setattr(precompile, "start", lambda params: started.append(params))
-    monkeypatch.setattr(train, "_train", lambda args, params: 0)
+    monkeypatch.setattr(precompile, "start", lambda params: started.append(params))   # returns None: no helper
+    monkeypatch.setattr(train, "_train", lambda args, params, ahead=0.0: 0)
     data = str(_data(tmp_path))
     assert main(["train", data, "-o", str(tmp_path / "m"), "--scheduler", "tcp://127.0.0.1:1", "-q"]) == 0
     assert main(["train", data, "-o", str(tmp_path / "m"), "--dask-workers", "2", "-q"]) == 0

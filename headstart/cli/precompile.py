@@ -10,18 +10,32 @@ the cache before compiling it: what the helper has saved, the command only loads
 
 Who compiles what.  The three phases of the solver (:mod:`headstart.solver.newton`:
 ``start``, ``direction``, ``advance``) are about half of train_chunk's compile time and
-are compiled on their own, for exactly the types train_chunk calls them with (the run's
-loss and regulariser, a lane's view of the lane workspace, a label's row of the record
-arrays).  The command compiles ``start`` first, before reading; meanwhile the helper
-compiles the readers' kernels, ``direction`` and ``advance``, then the kernels that
-pack finished weights.  Then the command reads (its reader loaded from the cache) and
-compiles train_chunk, which finds the three phases ready: the command reaches
-``direction`` and ``advance`` seconds after the helper has saved them.  (The helper
-cannot take ``start`` as well: the command reaches it right after the lane set-up, too
-soon.)  The split and its timings are in docs/design.md, "The first run";
-``tests/test_precompile.py`` checks that these are the exact specialisations
-train_chunk loads, so a change of the kernels' signatures that this module does not
-follow fails there instead of silently compiling unused code.
+can be compiled on their own, for exactly the types train_chunk calls them with (the
+run's loss and regulariser, a lane's view of the lane workspace, a label's row of the
+record arrays).  The command compiles ``start`` first, before reading; meanwhile the
+helper compiles the readers' kernels and the kernels that pack finished weights.  When
+the command is done with ``start`` it tells the helper to go on with ``direction`` and
+``advance``, and reads (its reader loaded from the cache) and compiles train_chunk,
+which finds the three phases ready: it reaches ``direction`` and ``advance`` after
+compiling the lane set-up and the initialiser, seconds after the helper saved them.
+(The helper cannot take ``start`` too: the command reaches it too soon.)  The timings
+are in docs/design.md, "The first run"; ``tests/test_precompile.py`` checks that these
+are the exact specialisations train_chunk loads, so a change of the kernels'
+signatures that this module does not follow fails there instead of silently
+compiling unused code.
+
+One function, one process.  Numba's cache keeps one index file per function, which a
+save reads, extends and rewrites without a lock: two processes saving *different*
+specialisations of the same function at the same moment can leave an index entry
+that points at the other one's machine code (numba issue 10128 is this race).  Saving
+the *same* specialisation twice is harmless (the same entry, equivalent code).  So the
+helper compiles nothing that the command compiles at the same time for other types:
+the readers' and the packing kernels share no function with the training kernels,
+and the phases ``direction`` and ``advance`` share small objective functions with
+``start`` (``_active_set`` for instance, in another specialisation), hence the go
+signal: the helper compiles them only after the command has compiled and saved
+``start``, and not at all if that failed.  Train_chunk's other kernels (lane set-up,
+initialiser, sweep, weight collection) share no function with the two phases.
 
 Safety.  Nothing here is needed for correctness: the command never waits for the
 helper before training (if the helper is late, the command compiles a kernel itself,
@@ -50,6 +64,8 @@ ENV_SWITCH = "HEADSTART_PRECOMPILE"
 #: solver phases compiled by the command itself before reading, and by the helper
 COMMAND_PHASES = ("start",)
 HELPER_PHASES = ("direction", "advance")
+#: what the command tells the helper once its own share is compiled
+GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
 STOP_TIMEOUT = 10.0
 
@@ -85,17 +101,36 @@ def wanted() -> bool:
 
 
 class Helper:
-    """The helper process; ``stop()`` when the command no longer needs it."""
+    """The helper process, as seen from the command."""
 
     def __init__(self, proc: subprocess.Popen) -> None:
         self.proc = proc
         self.t0 = time.perf_counter()
+
+    def _say(self, line: str) -> None:
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+        except (OSError, ValueError):   # the helper has gone: the command compiles everything itself
+            pass
+
+    def go(self, ok: bool) -> None:
+        """The command's own share is compiled (``ok``) or failed: the helper may now
+        compile the solver phases (or must stop: see the module doc, 'One function,
+        one process')."""
+        self._say(GO if ok else STOP)
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
 
     def stop(self) -> None:
         """End the helper now if it still runs (it is normally done long before the
         command): SIGTERM, which it honours at once unless it is writing to numba's
         cache, then only after that write (see ``_exit_safely``)."""
         p = self.proc
+        if not p.stdin.closed:
+            self.go(False)
         if p.poll() is None:
             p.terminate()
             try:
@@ -117,12 +152,9 @@ def start(params) -> Helper | None:
     except OSError as e:
         log.debug("no kernel pre-compiling helper: %s", e)
         return None
-    try:
-        proc.stdin.write(params.to_json().encode())
-        proc.stdin.close()
-    except OSError:     # the helper died at once: the command compiles everything itself
-        pass
-    return Helper(proc)
+    helper = Helper(proc)
+    helper._say(json.dumps(params.to_dict()))
+    return helper
 
 
 def _solver_phase_args(params):
@@ -162,13 +194,21 @@ def compile_phases(params, names) -> None:
         kernel.compile(tuple(numba.typeof(a) for a in args))
 
 
-def compile_in_command(params) -> None:
-    """The command's own share, before it reads the data: the solver's start phase.
-    Best effort: a failure here only means train_chunk compiles it later."""
+def compile_in_command(params, helper: Helper) -> float:
+    """The command's own share, before it reads the data: the solver's start phase;
+    then the helper may go on.  Returns the seconds it took.  Best effort: a failure
+    here only means train_chunk compiles it later (and the helper stops)."""
+    t0 = time.perf_counter()
+    log.info("compiling headstart's training kernels for this run's types (first run only; numba caches "
+             "them; a helper process compiles part of them meanwhile) ...")
+    ok = True
     try:
         compile_phases(params, COMMAND_PHASES)
     except Exception as e:  # noqa: BLE001 - never fail a run over a head start
         log.debug("compiling %s ahead failed: %s", COMMAND_PHASES, e)
+        ok = False
+    helper.go(ok)
+    return time.perf_counter() - t0
 
 
 def _compile_reader() -> None:
@@ -196,14 +236,15 @@ def _compile_packing() -> None:
     PackedRows.pack(W).to_csr()
 
 
-def compile_in_helper(params) -> None:
-    """The helper's share, in the order the command needs them: the reader first (the
-    command reads right after compiling its start phase), then the solver phases the
-    command reaches after a few seconds of compiling train_chunk, then the packing
-    kernels it needs once training runs."""
+def compile_in_helper(params, wait_for_go=lambda: True) -> None:
+    """The helper's share: the readers' kernels (the command reads right after its own
+    share) and the packing kernels, which no training kernel calls; then, once the
+    command's share is done (``wait_for_go``), the solver phases the command reaches a
+    few seconds into compiling train_chunk."""
     _compile_reader()
-    compile_phases(params, HELPER_PHASES)
     _compile_packing()
+    if wait_for_go():
+        compile_phases(params, HELPER_PHASES)
 
 
 def _exit_safely() -> None:
@@ -247,8 +288,8 @@ def _main() -> int:
     _exit_safely()
     from ..params import TrainParams
 
-    params = TrainParams.from_dict(json.loads(sys.stdin.read()))
-    compile_in_helper(params)
+    params = TrainParams.from_dict(json.loads(sys.stdin.readline()))
+    compile_in_helper(params, lambda: sys.stdin.readline().strip() == GO)
     return 0
 
 

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         read_manifest(params.pretrained)
 
     helper = None
+    ahead = 0.0
     if not (args.scheduler or args.dask_workers):
         # first run only: a second process compiles part of the training kernels while
         # this one reads the data (see .precompile; Dask workers compile their own)
@@ -91,15 +92,17 @@ def run(args: argparse.Namespace) -> int:
 
         helper = precompile.start(params)
         if helper is not None:
-            precompile.compile_in_command(params)
+            ahead = precompile.compile_in_command(params, helper)
     try:
-        return _train(args, params)
+        return _train(args, params, ahead)
     finally:
         if helper is not None:
             helper.stop()
 
 
-def _train(args: argparse.Namespace, params) -> int:
+def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int:
+    """Read, train, save; ``compiled_ahead``: seconds this process spent compiling
+    kernels before reading (reported with the trainer's own compile time)."""
     from ..estimator import fit_model, resolve_label_range
     from ..model.writer import save_model
 
@@ -126,16 +129,18 @@ def _train(args: argparse.Namespace, params) -> int:
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
         f"trained {s['labels']} labels [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
-        f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats)}: {s['newton_iterations']} Newton iterations, "
+        f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
+        f"{s['newton_iterations']} Newton iterations, "
         f"{s['cg_steps']} CG steps, {model.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     _say_timeout(args, params, count - int(s["labels"]))
     return 0
 
 
-def _compiled(stats) -> str:
-    """' (+ N s compiling kernels, first run only)' when this run compiled numba's kernels."""
-    c = float(stats.meta.get("compile_seconds", 0.0)) if stats is not None else 0.0
+def _compiled(stats, ahead: float = 0.0) -> str:
+    """' (+ N s compiling kernels, first run only)' when this run compiled numba's kernels
+    (the trainer's compile and what was compiled ahead of reading; not the readers')."""
+    c = ahead + (float(stats.meta.get("compile_seconds", 0.0)) if stats is not None else 0.0)
     return f" (+ {c:.1f} s compiling kernels, first run only)" if c > 1.0 else ""
 
 
