@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import time
 
 from . import common
@@ -85,9 +86,10 @@ def run(args: argparse.Namespace) -> int:
 
     helper = None
     ahead = 0.0
-    if not (args.scheduler or args.dask_workers):
+    if not (args.scheduler or args.dask_workers) and os.path.isfile(args.train):
         # first run only: a second process compiles part of the training kernels while
-        # this one reads the data (see .precompile; Dask workers compile their own)
+        # this one reads the data (see .precompile; Dask workers compile their own; a
+        # missing data file is reported at once)
         from . import precompile
 
         helper = precompile.start(params)
