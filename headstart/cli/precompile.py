@@ -40,13 +40,14 @@ initialiser, sweep, weight collection) share no function with the two phases.
 Safety.  Nothing here is needed for correctness: the command never waits for the
 helper before training (if the helper is late, the command compiles a kernel itself,
 as it would without it), the helper only ever adds entries to numba's cache (written
-atomically by numba, keyed by the exact types), runs at a lower priority (``nice``)
-so that it only uses an otherwise idle core, prints nothing, and stops when the
+atomically by numba, keyed by the exact types), prints nothing, and stops when the
 command is done (it normally is long before; otherwise it is terminated, never in
 the middle of writing a cache file).  It starts only when it can help: a command that
 trains on this machine (not through Dask: workers compile in their own processes),
 numba's cache for train_chunk absent (a cold cache, detected by one ``stat``), the
 cache directory writable, two or more CPUs, and ``HEADSTART_PRECOMPILE`` not ``0``.
+It runs at the command's priority: it does the command's own work.  (``nice``d, it
+was starved by any other busy process and the command compiled everything itself.)
 """
 
 from __future__ import annotations
@@ -281,10 +282,6 @@ def _exit_safely() -> None:
 
 
 def _main() -> int:
-    try:
-        os.nice(10)     # use an idle core, never slow down the command or other work
-    except (OSError, AttributeError):
-        pass
     _exit_safely()
     from ..params import TrainParams
 
