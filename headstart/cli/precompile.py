@@ -27,7 +27,8 @@ compiling unused code.
 One function, one process.  Numba's cache keeps one index file per function, which a
 save reads, extends and rewrites without a lock: two processes saving *different*
 specialisations of the same function at the same moment can leave an index entry
-that points at the other one's machine code (numba issue 10128 is this race).  Saving
+that points at the other one's machine code (``IndexDataCacheFile.save``; numba issue
+10128 reports a race of this kind between processes).  Saving
 the *same* specialisation twice is harmless (the same entry, equivalent code).  So the
 helper compiles nothing that the command compiles at the same time for other types:
 the readers' and the packing kernels share no function with the training kernels,
