@@ -201,8 +201,8 @@ def compile_in_command(params, helper: Helper) -> float:
     then the helper may go on.  Returns the seconds it took.  Best effort: a failure
     here only means train_chunk compiles it later (and the helper stops)."""
     t0 = time.perf_counter()
-    log.info("compiling headstart's training kernels for this run's types (first run only; numba caches "
-             "them; a helper process compiles part of them meanwhile) ...")
+    log.info("first run: compiling headstart's kernels, part of them in a helper process (numba caches "
+             "them) ...")
     ok = True
     try:
         compile_phases(params, COMMAND_PHASES)
