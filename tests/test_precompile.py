@@ -19,7 +19,9 @@ from headstart.params import TrainParams
 REPO = Path(__file__).resolve().parents[1]
 
 # Runs the command in-process with a listener on numba's compile events and prints the
-# kernels this process compiled (not loaded from the cache), one per line.
+# kernels this process compiled (not loaded from the cache), one per line: only those
+# numba caches on disk (the race of precompile's 'One function, one process' is about
+# cache files; numba's overload implementations, the strategies' included, have none).
 _COMPILED_BY_COMMAND = r"""
 import sys
 from numba.core import event
@@ -27,7 +29,10 @@ from numba.core import event
 compiled = []
 class L(event.Listener):
     def on_start(self, ev):
-        f = getattr(ev.data["dispatcher"], "py_func", None)
+        d = ev.data["dispatcher"]
+        if type(getattr(d, "_cache", None)).__name__ in ("NullCache", "NoneType"):   # not cached on disk
+            return
+        f = d.py_func
         compiled.append(f"{f.__module__}.{f.__qualname__}")
     def on_end(self, ev):
         pass
@@ -67,18 +72,21 @@ seen = {}
 share = ["?"]
 class L(event.Listener):
     def on_start(self, ev):
-        f = getattr(ev.data["dispatcher"], "py_func", None)
+        d = ev.data["dispatcher"]
+        if type(getattr(d, "_cache", None)).__name__ in ("NullCache", "NoneType"):   # not cached on disk
+            return
+        f = d.py_func
         seen.setdefault(share[0], []).append(f"{f.__module__}.{f.__qualname__}")
     def on_end(self, ev):
         pass
 event.register("numba:compile", L())
 params = TrainParams.from_dict(json.loads(sys.stdin.read()))
 share[0] = "command"
-p.compile_phases(params, p.COMMAND_PHASES)
-share[0] = "reader+packing"
+p.compile_kernels(params, p.COMMAND_SHARE)
+share[0] = "helper before the go"
 p.compile_in_helper(params, lambda: False)
-share[0] = "helper phases"
-p.compile_phases(params, p.HELPER_PHASES)
+share[0] = "helper after the go"
+p.compile_kernels(params, p.HELPER_AFTER_GO)
 print(json.dumps(seen))
 """
 
@@ -89,8 +97,8 @@ def test_precompiled_kernels_are_exactly_the_specialisations_the_command_loads(t
     from the cache and compiles the rest: if the kernels' signatures change and the
     precompiled types do not follow, this fails.  And what the helper compiles while
     the command compiles shares no function with it (precompile's 'One function, one
-    process'): the readers' and packing kernels nothing with the training kernels, the
-    helper's solver phases nothing with the rest of train_chunk."""
+    process'): before the go nothing with the command's share, and nothing at all with
+    the rest of train_chunk."""
     cache = tmp_path / "cache"
     r = subprocess.run([sys.executable, "-c", _SHARES], input=TrainParams(normalize=True).to_json().encode(),
                        env=_env(cache), capture_output=True, timeout=600)
@@ -103,20 +111,24 @@ def test_precompiled_kernels_are_exactly_the_specialisations_the_command_loads(t
     assert lines[0] == "RC 0", out.stderr[-2000:]
     compiled = {x for x in lines[1:] if x}
     assert "headstart.training.kernel.train_chunk" in compiled          # the cache was cold for it
-    for name in ["headstart.solver.newton." + n for n in precompile.COMMAND_PHASES + precompile.HELPER_PHASES] + [
+    ahead = precompile.COMMAND_SHARE + precompile.HELPER_BEFORE_GO + precompile.HELPER_AFTER_GO
+    for name in [f"{k.__module__}.{k.__name__}" for k, _ in precompile._kernel_args(TrainParams()).values()] + [
             "headstart.io._kernels.parse_sparse", "headstart.io._kernels.count_bytes",
             "headstart.training.packed._encode", "headstart.training.packed._decode",
             "headstart.training.packed._pack_values", "headstart.training.packed._unpack_values"]:
         assert name not in compiled, f"{name} was compiled again: it was precompiled for other types"
+    assert set(precompile._kernel_args(TrainParams())) == set(ahead)    # every kernel has its turn
     ours = lambda names: {n for n in names if n.startswith("headstart.")}  # noqa: E731
-    assert not ours(shares["reader+packing"]) & ours(shares["command"] | shares["helper phases"] | compiled)
-    assert not ours(shares["helper phases"]) & ours(compiled)
+    # before the go the helper runs beside the command's share; after it, beside the
+    # rest of train_chunk, i.e. what the second command compiled
+    assert not ours(shares["helper before the go"]) & ours(shares["command"])
+    assert not ours(shares["helper before the go"] | shares["helper after the go"]) & ours(compiled)
     assert not _tmp_files(cache)
 
 
-def test_helper_compiles_no_solver_phase_without_the_go(tmp_path):
+def test_helper_compiles_nothing_after_the_go_without_it(tmp_path):
     """Told to stop (the command's own share failed) or left without a word (the
-    command died), the helper compiles the reader and packing kernels only."""
+    command died), the helper compiles only what it compiles before the go."""
     for tail in (precompile.STOP + "\n", ""):
         cache = tmp_path / f"cache{len(tail)}"
         proc = subprocess.run([sys.executable, "-m", "headstart.cli.precompile"],
@@ -125,7 +137,8 @@ def test_helper_compiles_no_solver_phase_without_the_go(tmp_path):
         assert proc.returncode == 0, proc.stderr.decode()[-2000:]
         saved = {p.name.split("-")[0] for p in cache.rglob("*.nbi")}      # e.g. "_kernels.parse_sparse"
         assert "_kernels.parse_sparse" in saved and "packed._encode" in saved, saved
-        assert not any(n.startswith(("newton.", "erm.")) for n in saved), saved
+        assert "newton.direction" in saved                                    # before the go
+        assert not {"newton.advance", "erm.project", "kernel.lanes_scores"} & saved, saved
 
 
 def test_command_with_helper_on_cold_cache_leaves_nothing_behind(tmp_path):

@@ -9,20 +9,22 @@ index file per function), and a later compilation of a caller looks each callee 
 the cache before compiling it: what the helper has saved, the command only loads.
 
 Who compiles what.  The three phases of the solver (:mod:`headstart.solver.newton`:
-``start``, ``direction``, ``advance``) are about half of train_chunk's compile time and
-can be compiled on their own, for exactly the types train_chunk calls them with (the
-run's loss and regulariser, a lane's view of the lane workspace, a label's row of the
-record arrays).  The command compiles ``start`` first, before reading; meanwhile the
-helper compiles the readers' kernels and the kernels that pack finished weights.  When
-the command is done with ``start`` it tells the helper to go on with ``direction`` and
-``advance``, and reads (its reader loaded from the cache) and compiles train_chunk,
-which finds the three phases ready: it reaches ``direction`` and ``advance`` after
-compiling the lane set-up and the initialiser, seconds after the helper saved them.
-(The helper cannot take ``start`` too: the command reaches it too soon.)  The timings
-are in docs/design.md, "The first run"; ``tests/test_precompile.py`` checks that these
-are the exact specialisations train_chunk loads, so a change of the kernels'
-signatures that this module does not follow fails there instead of silently
-compiling unused code.
+``start``, ``direction``, ``advance``) are about half of train_chunk's compile time,
+and they and the kernels of the pass over X (``lanes_scores``, ``_touch`` and the
+objective's ``project``, ``scores``, ``remainder``, ``unproject``) can be compiled on
+their own, for exactly the types train_chunk calls them with (the run's loss and
+regulariser, a lane's view of the lane workspace, a label's row of the record arrays,
+the float32 sweep buffer).  The command compiles ``start`` first, before reading;
+meanwhile the helper compiles the readers' kernels, ``direction`` and the kernels that
+pack finished weights.  When the command is done with ``start`` it tells the helper to
+go on with ``advance`` and the sweep's kernels, and reads (its reader loaded from the
+cache) and compiles train_chunk, which finds them ready: it reaches them after
+compiling numpy's allocation helpers, the lane set-up and the initialiser, seconds
+after the helper saved them.  (The helper cannot take ``start`` too: the command
+reaches it too soon.)  The timeline is in docs/design.md, "The first run";
+``tests/test_precompile.py`` checks that these are the exact specialisations
+train_chunk loads, so a change of the kernels' signatures that this module does not
+follow fails there instead of silently compiling unused code.
 
 One function, one process.  Numba's cache keeps one index file per function, which a
 save reads, extends and rewrites without a lock: two processes saving *different*
@@ -31,12 +33,13 @@ that points at the other one's machine code (``IndexDataCacheFile.save``; numba 
 10128 reports a race of this kind between processes).  Saving
 the *same* specialisation twice is harmless (the same entry, equivalent code).  So the
 helper compiles nothing that the command compiles at the same time for other types:
-the readers' and the packing kernels share no function with the training kernels,
-and the phases ``direction`` and ``advance`` share small objective functions with
-``start`` (``_active_set`` for instance, in another specialisation), hence the go
-signal: the helper compiles them only after the command has compiled and saved
-``start``, and not at all if that failed.  Train_chunk's other kernels (lane set-up,
-initialiser, sweep, weight collection) share no function with the two phases.
+before the go only what shares no function with ``start`` (the readers' and packing
+kernels share none with the training kernels; ``direction`` none with ``start``);
+``advance`` shares small objective functions with ``start`` (``_active_set``, in
+another specialisation), hence the go: the helper compiles it only after the command
+has compiled and saved ``start``, and nothing after a failure.  The rest of
+train_chunk (lane set-up, initialiser, weight collection) shares no function with what
+the helper compiles (checked by the tests).
 
 Safety.  Nothing here is needed for correctness: the command never waits for the
 helper before training (if the helper is late, the command compiles a kernel itself,
@@ -63,9 +66,11 @@ import time
 log = logging.getLogger("headstart.compile")
 
 ENV_SWITCH = "HEADSTART_PRECOMPILE"
-#: solver phases compiled by the command itself before reading, and by the helper
-COMMAND_PHASES = ("start",)
-HELPER_PHASES = ("direction", "advance")
+#: kernels compiled by the command before reading, and by the helper before and after
+#: the command's go (besides the readers' and the packing kernels)
+COMMAND_SHARE = ("start",)
+HELPER_BEFORE_GO = ("direction",)
+HELPER_AFTER_GO = ("advance", "project", "_touch", "lanes_scores", "scores", "remainder", "unproject")
 #: what the command tells the helper once its own share is compiled
 GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
@@ -159,40 +164,49 @@ def start(params) -> Helper | None:
     return helper
 
 
-def _solver_phase_args(params):
-    """The solver phases and the exact arguments train_chunk calls them with (on a tiny
-    problem): the run's Problem and Settings, a lane's view of the lane workspace as
-    :func:`headstart.training.kernel.lane` makes it (rows of the C-ordered lane arrays),
-    a label's records (rows of the Fortran-ordered record arrays), int64 / float64
-    scalars."""
+def _kernel_args(params):
+    """The kernels compiled ahead and the exact arguments train_chunk calls them with
+    (on a tiny problem): the run's Problem and Settings, a lane's view of the lane
+    workspace as :func:`headstart.training.kernel.lane` makes it (rows of the C-ordered
+    lane arrays), a label's records (rows of the Fortran-ordered record arrays), the
+    sweep buffer (``newton.DELTA_DTYPE``, features x lanes, C order) and a lane's column
+    of it, int64 / float64 scalars."""
     import numpy as np
     import scipy.sparse as sp
 
+    from ..objective import erm
     from ..solver import newton
-    from ..training import trainer
-    from ..training.kernel import LANES
+    from ..training import kernel, trainer
 
     X = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([0, 1, 1], dtype=np.int32),
                        np.array([0, 2, 3], dtype=np.int64)), shape=(2, 2))
     P, _ = trainer.prepare_problem(X, params)
     S = newton.settings(params)
-    WS, OS = trainer.make_workspace(2, 2, LANES)
+    WS, OS = trainer.make_workspace(2, 2, kernel.LANES)
     W = type(WS)(*(a[0] for a in WS))
     O = type(OS)(*(a[0] for a in OS))
     rf, ra, rs, rt, rc = trainer.make_records(2, 2)
+    V = np.zeros((W.w.size, kernel.LANES), dtype=newton.DELTA_DTYPE)
+    col = V[:, 0]
     f, i = 0.0, 0
     return {"start": (newton.start, (P, O, W, f, rf[0], ra[0])),
             "direction": (newton.direction, (P, S, O, W)),
-            "advance": (newton.advance, (P, S, O, W, i, f, f, f, i, f, f, rf[0], ra[0], rs[0], rc[0]))}
+            "advance": (newton.advance, (P, S, O, W, i, f, f, f, i, f, f, rf[0], ra[0], rs[0], rc[0])),
+            "project": (erm.project, (O, W.w, W.s, f, col)),
+            "_touch": (kernel._touch, (V, np.zeros(1))),
+            "lanes_scores": (kernel.lanes_scores, (P, V, OS.xs)),
+            "scores": (erm.scores, (P, np.ascontiguousarray(col), OS.xs[0])),
+            "remainder": (erm.remainder, (P, O, W.w, W.s, f, col, np.zeros(W.w.size))),
+            "unproject": (erm.unproject, (O, col))}
 
 
-def compile_phases(params, names) -> None:
-    """Compile (or load) the named solver phases for this run's types without running them."""
+def compile_kernels(params, names) -> None:
+    """Compile (or load) the named kernels for this run's types without running them."""
     import numba
 
-    phases = _solver_phase_args(params)
+    kernels = _kernel_args(params)
     for name in names:
-        kernel, args = phases[name]
+        kernel, args = kernels[name]
         kernel.compile(tuple(numba.typeof(a) for a in args))
 
 
@@ -205,9 +219,9 @@ def compile_in_command(params, helper: Helper) -> float:
              "them) ...")
     ok = True
     try:
-        compile_phases(params, COMMAND_PHASES)
+        compile_kernels(params, COMMAND_SHARE)
     except Exception as e:  # noqa: BLE001 - never fail a run over a head start
-        log.debug("compiling %s ahead failed: %s", COMMAND_PHASES, e)
+        log.debug("compiling %s ahead failed: %s", COMMAND_SHARE, e)
         ok = False
     helper.go(ok)
     return time.perf_counter() - t0
@@ -239,14 +253,14 @@ def _compile_packing() -> None:
 
 
 def compile_in_helper(params, wait_for_go=lambda: True) -> None:
-    """The helper's share: the readers' kernels (the command reads right after its own
-    share) and the packing kernels, which no training kernel calls; then, once the
-    command's share is done (``wait_for_go``), the solver phases the command reaches a
-    few seconds into compiling train_chunk."""
+    """The helper's share, each part in time for the command (module doc): before the
+    go, what shares no function with the command's ``start`` (the readers' kernels,
+    ``direction``, the packing kernels); after it, ``advance`` and the sweep's kernels."""
     _compile_reader()
+    compile_kernels(params, HELPER_BEFORE_GO)
     _compile_packing()
     if wait_for_go():
-        compile_phases(params, HELPER_PHASES)
+        compile_kernels(params, HELPER_AFTER_GO)
 
 
 def _exit_safely() -> None:
