@@ -15,12 +15,13 @@ objective's ``project``, ``scores``, ``remainder``, ``unproject``) can be compil
 their own, for exactly the types train_chunk calls them with (the run's loss and
 regulariser, a lane's view of the lane workspace, a label's row of the record arrays,
 the float32 sweep buffer).  The command compiles ``start`` first, before reading;
-meanwhile the helper compiles the readers' kernels, ``direction`` and the kernels that
-pack finished weights.  When the command is done with ``start`` it tells the helper to
-go on with ``advance`` and the sweep's kernels, and reads (its reader loaded from the
-cache) and compiles train_chunk, which finds them ready: it reaches them after
-compiling numpy's allocation helpers, the lane set-up and the initialiser, seconds
-after the helper saved them.  (The helper cannot take ``start`` too: the command
+meanwhile the helper compiles the readers' kernels, ``direction`` and ``project``.
+When the command is done with ``start`` it tells the helper to go on with ``advance``
+and the rest of the sweep's kernels (then the kernels that pack finished weights), and
+reads (its reader loaded from the cache) and compiles train_chunk, which finds them
+ready: it reaches them after compiling numpy's allocation helpers, the lane set-up and
+the initialiser, when the helper has saved them (measured margins: 0.5 to 2.7 s on an
+idle machine).  (The helper cannot take ``start`` too: the command
 reaches it too soon.)  The timeline is in docs/design.md, "The first run";
 ``tests/test_precompile.py`` checks that these are the exact specialisations
 train_chunk loads, so a change of the kernels' signatures that this module does not
@@ -34,7 +35,8 @@ that points at the other one's machine code (``IndexDataCacheFile.save``; numba 
 the *same* specialisation twice is harmless (the same entry, equivalent code).  So the
 helper compiles nothing that the command compiles at the same time for other types:
 before the go only what shares no function with ``start`` (the readers' and packing
-kernels share none with the training kernels; ``direction`` none with ``start``);
+kernels share none with the training kernels; ``direction`` and ``project`` none with
+``start``);
 ``advance`` shares small objective functions with ``start`` (``_active_set``, in
 another specialisation), hence the go: the helper compiles it only after the command
 has compiled and saved ``start``, and nothing after a failure.  The rest of
@@ -69,8 +71,8 @@ ENV_SWITCH = "HEADSTART_PRECOMPILE"
 #: kernels compiled by the command before reading, and by the helper before and after
 #: the command's go (besides the readers' and the packing kernels)
 COMMAND_SHARE = ("start",)
-HELPER_BEFORE_GO = ("direction",)
-HELPER_AFTER_GO = ("advance", "project", "_touch", "lanes_scores", "scores", "remainder", "unproject")
+HELPER_BEFORE_GO = ("direction", "project")
+HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject")
 #: what the command tells the helper once its own share is compiled
 GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
@@ -255,12 +257,13 @@ def _compile_packing() -> None:
 def compile_in_helper(params, wait_for_go=lambda: True) -> None:
     """The helper's share, each part in time for the command (module doc): before the
     go, what shares no function with the command's ``start`` (the readers' kernels,
-    ``direction``, the packing kernels); after it, ``advance`` and the sweep's kernels."""
+    ``direction``, ``project``); after it, ``advance`` and the sweep's kernels; the
+    packing kernels last (with or without the go: they share nothing)."""
     _compile_reader()
     compile_kernels(params, HELPER_BEFORE_GO)
-    _compile_packing()
     if wait_for_go():
         compile_kernels(params, HELPER_AFTER_GO)
+    _compile_packing()      # needed last: once training runs
 
 
 def _exit_safely() -> None:
