@@ -20,7 +20,7 @@ When the command is done with ``start`` it tells the helper to go on with ``adva
 and the rest of the sweep's kernels (then the kernels that pack finished weights), and
 reads (its reader loaded from the cache) and compiles train_chunk, which finds them
 ready: it reaches them after compiling numpy's allocation helpers, the lane set-up and
-the initialiser, when the helper has saved them (measured margins: 0.5 to 2.7 s on an
+the initialiser, when the helper has saved them (measured margins: 0.7 to 2.6 s on an
 idle machine).  (The helper cannot take ``start`` too: the command
 reaches it too soon.)  The timeline is in docs/design.md, "The first run";
 ``tests/test_precompile.py`` checks that these are the exact specialisations
