@@ -141,24 +141,21 @@ def test_helper_compiles_nothing_after_the_go_without_it(tmp_path):
 
 
 def test_command_with_helper_on_cold_cache_leaves_nothing_behind(tmp_path):
-    """The real first run: the command starts the helper, trains, stops it, and no
-    temporary file stays in the cache; the second run starts no helper and writes the
-    same model."""
-    cache = tmp_path / "cache"
+    """The real first run: the command starts the helper, trains, stops it, leaves no
+    temporary file in the cache, and writes byte for byte the model that a first run
+    without the helper writes."""
     data = _data(tmp_path)
-    r = subprocess.run([sys.executable, "-m", "headstart", "train", str(data), "-o", str(tmp_path / "m1"), "-vv"],
-                       env=_env(cache), capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert "pre-compiling helper ended" in r.stderr
-    # the second run finds the cache warm: no helper, the same model
-    r2 = subprocess.run([sys.executable, "-m", "headstart", "train", str(data), "-o", str(tmp_path / "m2"), "-vv"],
-                        env=_env(cache), capture_output=True, text=True, timeout=600)
-    assert r2.returncode == 0, r2.stderr[-2000:]
-    assert "pre-compiling helper" not in r2.stderr
-    for name in os.listdir(tmp_path / "m1"):
-        if name.endswith(".npz"):
-            assert (tmp_path / "m1" / name).read_bytes() == (tmp_path / "m2" / name).read_bytes(), name
-    assert not _tmp_files(cache)
+    runs = {}
+    for name, switch in (("with", "1"), ("without", "0")):
+        cache = tmp_path / f"cache-{name}"
+        r = subprocess.run([sys.executable, "-m", "headstart", "train", str(data), "-o", str(tmp_path / name), "-vv"],
+                           env=_env(cache, HEADSTART_PRECOMPILE=switch), capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert ("pre-compiling helper ended" in r.stderr) == (switch == "1")
+        assert not _tmp_files(cache)
+        runs[name] = {p.relative_to(tmp_path / name): p.read_bytes() for p in (tmp_path / name).rglob("*")
+                      if p.is_file()}
+    assert runs["with"] == runs["without"]
 
 
 def test_helper_stops_promptly_mid_compile_without_temporary_files(tmp_path):
