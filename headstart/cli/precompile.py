@@ -104,6 +104,7 @@ def cache_is_cold() -> bool:
 
 
 def wanted() -> bool:
+    """Whether a helper can help this run (see the module doc)."""
     if os.environ.get(ENV_SWITCH, "1").strip() == "0":
         return False
     return (os.cpu_count() or 1) >= 2 and cache_is_cold()
@@ -125,7 +126,7 @@ class Helper:
 
     def go(self, ok: bool) -> None:
         """The command's own share is compiled (``ok``) or failed: the helper may now
-        compile the solver phases (or must stop: see the module doc, 'One function,
+        compile the rest of its share (or must not: see the module doc, 'One function,
         one process')."""
         self._say(GO if ok else STOP)
         try:
