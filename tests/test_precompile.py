@@ -18,28 +18,33 @@ from headstart.params import TrainParams
 
 REPO = Path(__file__).resolve().parents[1]
 
-# Runs the command in-process with a listener on numba's compile events and prints the
-# kernels this process compiled (not loaded from the cache), one per line: only those
+# A listener on numba's compile events for the scripts below: records, under share[0],
+# the kernels the process compiles (not those loaded from the cache), and only those
 # numba caches on disk (the race of precompile's 'One function, one process' is about
 # cache files; numba's overload implementations, the strategies' included, have none).
-_COMPILED_BY_COMMAND = r"""
-import sys
+_RECORD_COMPILES = r"""
 from numba.core import event
 
-compiled = []
+seen = {}
+share = ["command"]
 class L(event.Listener):
     def on_start(self, ev):
         d = ev.data["dispatcher"]
         if type(getattr(d, "_cache", None)).__name__ in ("NullCache", "NoneType"):   # not cached on disk
             return
         f = d.py_func
-        compiled.append(f"{f.__module__}.{f.__qualname__}")
+        seen.setdefault(share[0], []).append(f"{f.__module__}.{f.__qualname__}")
     def on_end(self, ev):
         pass
 event.register("numba:compile", L())
+"""
+
+# Runs the command in-process and prints the kernels it compiled, one per line.
+_COMPILED_BY_COMMAND = _RECORD_COMPILES + r"""
+import sys
 from headstart.cli.main import main
 rc = main(sys.argv[1:])
-print("\n".join(["RC %d" % rc] + compiled))
+print("\n".join(["RC %d" % rc] + seen.get("command", [])))
 """
 
 
@@ -62,24 +67,11 @@ def _tmp_files(cache: Path) -> list[str]:
 
 # Compiles the command's and the helper's shares in the order the command would, and
 # prints, per share, the kernels compiled while it ran (one JSON object).
-_SHARES = r"""
+_SHARES = _RECORD_COMPILES + r"""
 import json, sys
-from numba.core import event
 from headstart.params import TrainParams
 from headstart.cli import precompile as p
 
-seen = {}
-share = ["?"]
-class L(event.Listener):
-    def on_start(self, ev):
-        d = ev.data["dispatcher"]
-        if type(getattr(d, "_cache", None)).__name__ in ("NullCache", "NoneType"):   # not cached on disk
-            return
-        f = d.py_func
-        seen.setdefault(share[0], []).append(f"{f.__module__}.{f.__qualname__}")
-    def on_end(self, ev):
-        pass
-event.register("numba:compile", L())
 params = TrainParams.from_dict(json.loads(sys.stdin.read()))
 share[0] = "command"
 p.compile_kernels(params, p.COMMAND_SHARE)

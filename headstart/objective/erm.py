@@ -96,6 +96,12 @@ def set_label(O, pos, cost_pos, cost_neg):
 @nb.njit(cache=True, nogil=True)
 def scores(P, w, out):
     """out = X w (+ bias * w[d]) over all instances: the one O(nnz) pass."""
+    _times(P, w, out, False)
+
+
+@nb.njit(cache=True, nogil=True)
+def _times(P, w, out, add):
+    """out = X w (+ bias * w[d]), or out += that with ``add``."""
     n = P.indptr.size - 1
     d = P.n_features
     wb = P.bias * w[d]
@@ -104,7 +110,10 @@ def scores(P, w, out):
         for k in range(P.indptr[i], P.indptr[i + 1]):
             # in float64 whatever w's type: the product of two float32 values is exact
             acc += np.float64(P.data[k]) * w[P.indices[k]]
-        out[i] = acc + wb
+        if add:
+            out[i] += acc + wb
+        else:
+            out[i] = acc + wb
 
 
 # --- value ----------------------------------------------------------------------------
@@ -494,15 +503,7 @@ def remainder(P, O, w, s, sigma, out, lo):
     for q in range(nF):
         j = F[q]
         lo[j] = (s[j] - sigma * w[j]) - out[j]    # exact: a float64 minus its float32 rounding
-    n = P.indptr.size - 1
-    d = P.n_features
-    wb = P.bias * lo[d]
-    xs = O.xs
-    for i in range(n):
-        acc = 0.0
-        for k in range(P.indptr[i], P.indptr[i + 1]):
-            acc += np.float64(P.data[k]) * lo[P.indices[k]]
-        xs[i] += acc + wb
+    _times(P, lo, O.xs, True)
     for q in range(nF):
         lo[F[q]] = 0.0
 
