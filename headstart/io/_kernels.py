@@ -19,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .._heapsort import heapsort
+
 # --- error codes returned by the parse kernels -------------------------------------------
 OK = 0
 E_LABEL_SYNTAX = 1      # label list is not comma-separated non-negative integers
@@ -221,45 +223,6 @@ def _parse_float(buf, p, end):
     if neg:
         v = -v
     return v, p, 0
-
-
-# --- sorting -------------------------------------------------------------------------------
-# One small function, compiled once per (key, value) dtype pair: the sift-down loop is
-# written out once inside it (a separate sift function was compiled again for every
-# literal argument it was called with), and callers pass no literal flag.  Keys are
-# unique unless the row is invalid.
-@njit(nogil=True, cache=True)
-def heapsort(keys, vals, lo, hi):
-    """Sort ``keys[lo:hi]`` in place; ``vals[lo:hi]`` moves along unless ``vals`` is empty
-    (callers sort keys alone by passing an empty slice of the value array)."""
-    with_vals = vals.shape[0] > 0
-    n = hi - lo
-    start = n // 2      # first build the heap (start counts down), then pop (end counts down)
-    end = n
-    while end > 1:
-        if start > 0:
-            start -= 1
-        else:
-            end -= 1
-            a = lo + end
-            keys[lo], keys[a] = keys[a], keys[lo]
-            if with_vals:
-                vals[lo], vals[a] = vals[a], vals[lo]
-        root = start
-        while True:
-            child = 2 * root + 1
-            if child >= end:
-                break
-            if child + 1 < end and keys[lo + child + 1] > keys[lo + child]:
-                child += 1
-            if keys[lo + root] >= keys[lo + child]:
-                break
-            a = lo + root
-            b = lo + child
-            keys[a], keys[b] = keys[b], keys[a]
-            if with_vals:
-                vals[a], vals[b] = vals[b], vals[a]
-            root = child
 
 
 # --- the sparse body parser ------------------------------------------------------------------

@@ -43,6 +43,7 @@ from collections import namedtuple
 import numba as nb
 import numpy as np
 
+from .._heapsort import heapsort_support
 from . import losses, regularizers
 
 # X in CSR (float32 data, int32 indices) plus what defines the objective: the loss and
@@ -345,7 +346,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                     F[nF] = j
                     nF += 1
         else:
-            F[:nF].sort()
+            heapsort_support(F, F[:0], 0, nF)
         wF2 = 0.0
         for q in range(nF):
             j = F[q]

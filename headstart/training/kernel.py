@@ -256,7 +256,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     buf_data = np.empty(1024, dtype=np.float32)
     intercept = np.zeros(nl, dtype=np.float32)
     stats = np.zeros((nl, 13))
-    nnz = 0
+    nnz = np.int64(0)   # not the literal 0: _finish would be compiled a second time for it
     next_k = 0
     started = -1   # labels handed out before the deadline; -1 while there is time
     while True:
