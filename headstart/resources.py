@@ -26,7 +26,7 @@ workspaces
     :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
     per lane w, s (float64) and the support and its marks (int32) of ``n_features + 1``,
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
-    lanes, the gradient and CG vectors (6 float64 of ``n_features + 1``) and the active
+    lanes, the gradient, CG vectors and Hessian diagonal (7 float64 of ``n_features + 1``) and the active
     set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
     start vectors (``lanes`` float64 vectors of ``n_features + 1``), the sweep buffer
     (``lanes`` float32 columns) and two float64 scratch vectors.

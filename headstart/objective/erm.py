@@ -51,10 +51,12 @@ from . import losses, regularizers
 Problem = namedtuple("Problem", ["indptr", "indices", "data", "n_features", "bias", "loss", "reg",
                                  "regularize_bias"])
 
-# The objective's per-label state.  ist (int64): NACT active instances, NF size of the
+# The objective's per-label state.  ``hdiag`` (float64, features + 1) is diag(H) on the
+# support, summed in the gradient's pass over the active rows (cached like gcoef/hcoef
+# until the direction is computed).  ist (int64): NACT active instances, NF size of the
 # support (bias index included), STAMP the current mark value.  fst (float64): WOUT2
 # ||w_O||^2 outside the support, COST_POS / COST_NEG the costs c_+ and c_-.
-State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "F", "mark", "ist", "fst"])
+State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "hdiag", "F", "mark", "ist", "fst"])
 NACT, NF, STAMP = 0, 1, 2
 WOUT2, COST_POS, COST_NEG = 0, 1, 2
 
@@ -78,7 +80,7 @@ def make_problem(X, bias: float, loss, reg, regularize_bias: bool) -> Problem:
 def make_state(n: int, n_features: int) -> State:
     nv = n_features + 1
     return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
-                 np.zeros(n), np.zeros(n), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
+                 np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
                  np.zeros(3, dtype=np.int64), np.zeros(3))
 
 
@@ -311,33 +313,43 @@ EXACT_WOUT_SHARE = 1e-6
 
 @nb.njit(cache=True, nogil=True)
 def _support_and_grad(P, O, w, g, stamp, wsq):
-    """Support F (ascending, then the bias index d), g on F, ||w_O||^2."""
+    """Support F (ascending, then the bias index d), g and diag(H) (O.hdiag) on F,
+    ||w_O||^2."""
     d = P.n_features
     F = O.F
     mark = O.mark
     act = O.act
+    hd = O.hdiag
     nact = O.ist[NACT]
     l2 = regularizers.is_l2(P.reg)
     nF = 0
     gb = 0.0
+    hb = 0.0
     if l2:
-        # One pass over the active rows finds the support and sums the loss part of the
-        # gradient: a feature's g starts at w_j when first met (the regulariser's part),
-        # then the rows add to it in order -- the same operations as listing F first and
-        # summing after, with one pass less over the active nonzeros (the pass that
-        # counts when many rows are active: zero starts, head labels, logistic loss).
+        # One pass over the active rows finds the support and sums the loss parts of the
+        # gradient and of the Hessian's diagonal (the preconditioner's, LIBLINEAR's
+        # get_diag_preconditioner): a feature's g starts at w_j and its diagonal at 1
+        # when first met (the regulariser's parts), then the rows add to them in order --
+        # the same operations as listing F first and summing after, with two passes
+        # less over the active nonzeros (the passes that count when many rows are
+        # active: zero starts, head labels, the logistic loss).
         for k in range(nact):
             i = act[k]
             c = O.gcoef[k]
+            h = O.hcoef[k]
             for p in range(P.indptr[i], P.indptr[i + 1]):
                 j = P.indices[p]
+                x = P.data[p]
                 if mark[j] != stamp:
                     mark[j] = stamp
                     F[nF] = j
                     nF += 1
                     g[j] = w[j]
-                g[j] += c * P.data[p]
+                    hd[j] = 1.0
+                g[j] += c * x
+                hd[j] += h * x * x
             gb += c
+            hb += h
         if nF * SWEEP_SHARE > d:
             # ascending order keeps the CG loops streaming through memory when F is large
             nF = 0
@@ -364,13 +376,19 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
             mark[j] = stamp
             F[j] = j
             g[j] = regularizers.d1(P.reg, w[j])
+            hd[j] = regularizers.d2(P.reg, w[j])
         nF = d
         for k in range(nact):
             i = act[k]
             c = O.gcoef[k]
+            h = O.hcoef[k]
             for p in range(P.indptr[i], P.indptr[i + 1]):
-                g[P.indices[p]] += c * P.data[p]
+                j = P.indices[p]
+                x = P.data[p]
+                g[j] += c * x
+                hd[j] += h * x * x
             gb += c
+            hb += h
         O.fst[WOUT2] = 0.0
     mark[d] = stamp
     F[nF] = d
@@ -378,9 +396,12 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     O.ist[NF] = nF
     if P.regularize_bias:
         g[d] = w[d] if l2 else regularizers.d1(P.reg, w[d])
+        hd[d] = 1.0 if l2 else regularizers.d2(P.reg, w[d])
     else:
         g[d] = 0.0
+        hd[d] = 0.0
     g[d] += gb * P.bias
+    hd[d] += hb * P.bias * P.bias
 
 
 # --- second-order information ---------------------------------------------------------
@@ -423,29 +444,13 @@ def hess_vec(P, O, w, v, out):
 @nb.njit(cache=True, nogil=True)
 def precond(P, O, w, M):
     """M[F] = diag(H)[F] = q(w) + sum_{i active} c_i phi''(m_i) x_i^2 (LIBLINEAR's
-    get_diag_preconditioner); returns diag(H) outside the support (1 with L2)."""
-    d = P.n_features
+    get_diag_preconditioner), as the gradient's pass summed it; returns diag(H) outside
+    the support (1 with L2; other regularisers have no outside)."""
     F = O.F
-    nF = O.ist[NF]
-    if regularizers.is_l2(P.reg):
-        for q in range(nF):
-            M[F[q]] = 1.0
-        M[d] = 1.0 if P.regularize_bias else 0.0
-    else:
-        for q in range(nF):
-            j = F[q]
-            M[j] = regularizers.d2(P.reg, w[j])
-        M[d] = regularizers.d2(P.reg, w[d]) if P.regularize_bias else 0.0
-    mb = 0.0
-    act = O.act
-    for k in range(O.ist[NACT]):
-        i = act[k]
-        c = O.hcoef[k]
-        for p in range(P.indptr[i], P.indptr[i + 1]):
-            x = P.data[p]
-            M[P.indices[p]] += c * x * x
-        mb += c
-    M[d] += mb * P.bias * P.bias
+    hd = O.hdiag
+    for q in range(O.ist[NF]):
+        j = F[q]
+        M[j] = hd[j]
     return 1.0
 
 

@@ -63,7 +63,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
     W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(), shared(),
                   np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
-              np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)),
+              np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
               own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.zeros((lanes, 3), dtype=np.int64), np.zeros((lanes, 3)))
     return W, O
 
@@ -72,7 +72,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
 def lane(WS, OS, b):
     """Lane b's view of the workspace and state (shared parts at index 0)."""
     W = Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.z[0], WS.Hd[0], WS.M[0], WS.delta[b])
-    O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], OS.F[b], OS.mark[b], OS.ist[b],
+    O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], OS.hdiag[0], OS.F[b], OS.mark[b], OS.ist[b],
               OS.fst[b])
     return W, O
 
