@@ -373,3 +373,20 @@ def test_timeout_then_resume_gives_the_full_model(tmp_path, bib, first):
     # a budget already spent before training starts: nothing is trained, nothing is lost
     r3 = train_shortlisted_dir(X, Y, p.replace(timeout=1e-9), first.shortlist, tmp_path / "none")
     assert r3.trained_labels == 0 and r3.missing == [(0, Y.shape[1])]
+
+
+# --------------------------------------------------------------------------- sub-problem details
+@pytest.mark.parametrize("init", ["aop", "multi-pos", "zero"])
+def test_a_label_without_rows_scores_below_the_others(bib, init):
+    """No positive and an empty shortlist: the label is trained against one featureless
+    negative (the bias alone) -- no crash for initialisers that divide by the number of
+    rows, and a negative score rather than an arbitrary one (aop: t, as before)."""
+    X, Y = bib
+    p = TrainParams(threads=1, init=init)
+    data = prepare_data(X, sp.hstack([Y, sp.csr_matrix((Y.shape[0], 1))], format="csr"), p)
+    S = sp.csc_matrix(data.Y.shape, dtype=np.float32)
+    W, b, st = train_shortlisted(data.X, data.Y, S, p, [data.Y.shape[1] - 1])
+    assert W.nnz == 0 and st["rows"][0] == 0 and st["status"][0] == 0
+    assert b[0] <= -1.0 + 1e-6
+    if init == "aop":
+        assert b[0] == pytest.approx(p.aop_t)

@@ -12,6 +12,12 @@ only orchestrates.
 Each label is computed by the same deterministic code whatever chunk or thread runs
 it, so the model does not depend on threads, chunking or shards.
 
+A label without a single row (no positive, an empty shortlist: a label that only the
+test data has) would have an objective without loss, solved by any bias.  It is given
+one negative row with no feature but the bias, so that it scores below the labels with
+evidence: with aop it starts, and stays, at the bias-only vector that scores the
+negatives t (-2), as a label without positives does in ``headstart train``.
+
 Feature scales.  ``fscale[j]`` multiplies weight j when it is mapped back: the
 dense + sparse mode trains on columns scaled by 1/sqrt(lambda) of their part
 (:mod:`.features`) and saves the weights of the original features.  Pruning
@@ -170,14 +176,24 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         rows = _grow(rows, cap)
         posl = _grow(posl, pos.size)
         m = merge_rows(pos, sl, rows, posl)
+        empty = m == 0
         tot = 0
         for r in range(m):
             tot += X_indptr[rows[r] + 1] - X_indptr[rows[r]]
-        sub_indptr = _grow(sub_indptr, m + 1)
+        sub_indptr = _grow(sub_indptr, m + 2)
         sub_indices = _grow(sub_indices, tot)
         sub_data = _grow(sub_data, tot)
         feats = _grow(feats, min(tot, d))
-        nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data)
+        if empty:
+            # no positive, nothing shortlisted: one negative row with no feature but the
+            # bias (see the module text)
+            m = 1
+            rows[0] = 0
+            sub_indptr[0] = 0
+            sub_indptr[1] = 0
+            nf = 0
+        else:
+            nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data)
         colsum = _grow(colsum, nf + 1)
         psum = _grow(psum, nf + 1)
         w0 = _grow(w0, nf + 1)
@@ -190,6 +206,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         cn = cost_scale * (cost_neg[lab] if cost_neg.size > 0 else 1.0)
         tol, gzero = core.setup(P, O, posl[: pos.size], cp, cn, epsilon, d1_zero, colsum, psum)
         start_vector(T, P, O, W.w, colsum, psum, posl[: pos.size], lab, feats[:nf], rows[:m], fscale)
+        if empty:
+            core.scores(P, W.w, O.wx)    # the row is no row of X: its score is the bias alone
         st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
         tau = 0.0
         if solve:
@@ -223,7 +241,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         row[10] = dist
         row[11] = core.now() - t0
         row[12] = nnz - start
-        row[13] = m
+        row[13] = 0 if empty else m
         row[14] = nf
     return out_indptr[: done + 1].copy(), out_indices[:nnz].copy(), out_data[:nnz].copy(), intercept[:done].copy(), \
         stats[:done].copy(), done
