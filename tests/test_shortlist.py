@@ -174,6 +174,32 @@ def test_exact_neighbours_match_brute_force(bib):
         assert got == pytest.approx({int(j): want[j] for j in top}, rel=1e-6)
 
 
+def test_exact_search_both_ways_of_scoring_match_brute_force():
+    """Queries with a common feature are scored densely (one scan over the rows), those
+    with rare features only through the rows they touch: both return numpy's top-k of
+    the inner products (rows with a nonzero product only), the same ids, same values."""
+    from headstart.shortlist.candidates import DENSE_SHARE, ExactIndex
+
+    rng = np.random.default_rng(5)
+    n, d, k = 400, 300, 6
+    M = sp.random(n, d, density=0.01, random_state=6, format="lil", dtype=np.float32)
+    M[: n // 2, 0] = rng.uniform(0.1, 1.0, (n // 2, 1)).astype(np.float32)   # a common feature
+    M = sp.csr_matrix(M)
+    M.sort_indices()
+    df = np.bincount(M.indices, minlength=d)
+    work = np.array([df[M.indices[M.indptr[r]:M.indptr[r + 1]]].sum() for r in range(n)])
+    assert (work * DENSE_SHARE > n).any() and (work * DENSE_SHARE <= n).any()
+    ids, sims = ExactIndex(M, threads=2).search(M, k, exclude_self=True)
+    D = (M @ M.T).toarray().astype(np.float64)
+    np.fill_diagonal(D, 0.0)
+    for r in range(n):
+        nz = np.flatnonzero(D[r])
+        want = nz[np.lexsort((nz, -D[r, nz]))][:k]
+        got = ids[r][ids[r] >= 0]
+        assert got.tolist() == want.tolist()
+        np.testing.assert_allclose(sims[r][: got.size], D[r, want], rtol=1e-6)
+
+
 def test_shortlist_inversion(first, bib):
     cand = first.train_candidates
     S = candidates_to_shortlist(cand, bib[1].shape[1])
