@@ -200,6 +200,28 @@ def test_exact_search_both_ways_of_scoring_match_brute_force():
         np.testing.assert_allclose(sims[r][: got.size], D[r, want], rtol=1e-6)
 
 
+def test_first_stage_without_filling(tmp_path, bib):
+    """fill=False: a row's candidates are exactly its neighbours' labels (at most K of
+    them); fill=True tops them up with the most frequent labels.  Saved and loaded."""
+    X, Y, _, _ = bib
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=40, neighbours=3, fill=False))
+    ids, _ = fs.index.search(fs.rows, 3, exclude_self=True)
+    cand, _ = fs.candidates(X, training=True)
+    Yr = sp.csr_matrix(Y)
+    short = 0
+    for r in range(0, X.shape[0], 7):
+        theirs = set(np.concatenate([Yr[i].indices for i in ids[r] if i >= 0]).tolist())
+        got = set(cand[r][cand[r] >= 0].tolist())
+        assert got <= theirs and (len(theirs) > 40 or got == theirs)
+        short += len(got) < 40
+    assert short > 0
+    full, _ = FirstStage.fit(X, Y, FirstStageParams(K=40, neighbours=3)).candidates(X, training=True)
+    assert (full >= 0).all() and (cand >= 0).sum() < full.size
+    fs.save(tmp_path / "fs")
+    again = FirstStage.load(tmp_path / "fs")
+    assert again.params.fill is False and np.array_equal(again.candidates(X[:20])[0], fs.candidates(X[:20])[0])
+
+
 def test_shortlist_inversion(first, bib):
     cand = first.train_candidates
     S = candidates_to_shortlist(cand, bib[1].shape[1])

@@ -16,7 +16,12 @@ Two ways to make candidates, both by cosine similarity of L2-normalised sparse r
     the neighbours' labels are the better shortlist, so they are the default.
 
 Slots that the neighbours' labels leave empty (an x whose neighbours have fewer than K
-labels together) are filled with the most frequent training labels, best first.
+labels together) are filled with the most frequent training labels, best first, unless
+``fill=False``: then such an x has fewer than K candidates.  Measured on debian-deps
+(K = 100, exact, all labels): without filling the training shortlist has 3.0M instead of
+3.9M pairs, shortlisted training took 9% less CPU time, the test recall was 68.05%
+instead of 68.73% and P@1/3/5 69.50 / 48.82 / 37.99 instead of 69.45 / 48.86 / 38.04 --
+the filled slots give the most frequent labels easy negatives and few test positives.
 
 Search back-ends (an open registry, :data:`BACKENDS`):
 
@@ -328,6 +333,7 @@ class FirstStageParams:
     K: int = 100                   # candidate labels per instance
     neighbours: int = 30           # k nearest training instances (method neighbours)
     backend: str = "exact"         # a key of BACKENDS
+    fill: bool = True              # fill empty candidate slots with the most frequent labels (neighbours)
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -338,10 +344,12 @@ class FirstStageParams:
                 raise ParameterError(f"parameter {name} must be an integer >= 1, got {v!r}")
         if self.backend not in BACKENDS:
             raise ParameterError(f"parameter backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if not isinstance(self.fill, (bool, np.bool_)):
+            raise ParameterError(f"parameter fill must be true or false, got {self.fill!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "K": int(self.K), "neighbours": int(self.neighbours),
-                "backend": self.backend}
+                "backend": self.backend, "fill": bool(self.fill)}
 
 
 @dataclass
@@ -402,8 +410,9 @@ class FirstStage:
             labels = np.full((Q.shape[0], K), -1, dtype=np.int64)
             scores = np.full((Q.shape[0], K), -np.inf)
             yi = (self.Y.indptr.astype(np.int64), self.Y.indices.astype(np.int64))
+            prior = self.prior if self.params.fill else self.prior[:0]
             _blocks(Q.shape[0], _threads(self.threads),
-                    lambda a, b: labels_from_neighbours(a, b, nb_ids, nb_sims, *yi, self.n_labels, K, self.prior,
+                    lambda a, b: labels_from_neighbours(a, b, nb_ids, nb_sims, *yi, self.n_labels, K, prior,
                                                         labels, scores))
         self.info["search_seconds"] = self.info.get("search_seconds", 0.0) + time.perf_counter() - t0
         return labels, scores
@@ -440,7 +449,8 @@ class FirstStage:
         if not isinstance(meta, dict) or meta.get("format") != "headstart-first-stage" or meta.get("version") != 1:
             raise ModelFormatError(f"{path / 'first_stage.json'}: not a headstart first stage (version 1)")
         try:
-            params = FirstStageParams(meta["method"], meta["K"], meta["neighbours"], backend or meta["backend"])
+            params = FirstStageParams(meta["method"], meta["K"], meta["neighbours"], backend or meta["backend"],
+                                      meta.get("fill", True))
             with z:
                 shape = tuple(int(v) for v in z["rows_shape"])
                 rows = sp.csr_matrix((z["rows_data"], z["rows_indices"], z["rows_indptr"]), shape=shape)
