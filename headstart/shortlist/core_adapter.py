@@ -171,21 +171,24 @@ def scores(P, w, out):
 
 
 @nb.njit(cache=True, nogil=True)
-def setup(P, O, pos, cost_pos, cost_neg, epsilon, d1_zero, colsum, psum):
+def setup(P, O, pos, cost_pos, cost_neg, epsilon, d1_zero, colsum, psum, have_colsum):
     """Labels (+1 on the local rows ``pos``), costs c_+ / c_- (C included) and stopping
     tolerance of a sub-problem, as the core's setup_label does for a full one.  Leaves
     the column sums of the sub-problem and of its positives (bias coordinate last) in
-    ``colsum`` / ``psum`` (scratch of at least d + 1).  Returns (tol, ||grad f(0)||)."""
+    ``colsum`` / ``psum`` (scratch of at least d + 1; with ``have_colsum`` colsum[:d]
+    already holds the column sums).  Returns (tol, ||grad f(0)||)."""
     m = P.indptr.size - 1
     nv = P.n_features + 1
     npos = pos.size
     _erm.set_label(O, pos, cost_pos, cost_neg)
     for j in range(nv):
-        colsum[j] = 0.0
         psum[j] = 0.0
-    for i in range(m):
-        for p in range(P.indptr[i], P.indptr[i + 1]):
-            colsum[P.indices[p]] += np.float64(P.data[p])
+    if not have_colsum:
+        for j in range(nv):
+            colsum[j] = 0.0
+        for i in range(m):
+            for p in range(P.indptr[i], P.indptr[i + 1]):
+                colsum[P.indices[p]] += np.float64(P.data[p])
     colsum[nv - 1] = P.bias * m
     for i in pos:
         for p in range(P.indptr[i], P.indptr[i + 1]):

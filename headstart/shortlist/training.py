@@ -89,14 +89,16 @@ SWEEP_SHARE = 64
 
 
 @nb.njit(cache=True, nogil=True)
-def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data):
+def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data, colsum):
     """CSR of X[rows[:m]] restricted to the columns it uses, renumbered in ascending order.
 
     One gather of the rows (global column ids are written first and renumbered in place:
     the rows sit at random places in X, the copy is sequential).  ``colmap`` (size d)
     must be -1 everywhere on entry and is left so; ``feats`` receives the global id of
-    every local column.  Output buffers must hold m + 1 / nnz entries.  Returns the
-    number of local columns."""
+    every local column.  Output buffers must hold m + 1 / nnz entries.  The renumbering
+    pass also sums the columns into ``colsum`` (float64, in the order of the rows, as
+    :func:`.core_adapter.setup` would: the same bits, one pass over the rows fewer).
+    Returns the number of local columns."""
     d = colmap.size
     nf = 0
     sub_indptr[0] = 0
@@ -123,8 +125,11 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
         feats[:nf].sort()
     for q in range(nf):
         colmap[feats[q]] = q
+        colsum[q] = 0.0
     for p in range(t):
-        sub_indices[p] = colmap[sub_indices[p]]
+        c = colmap[sub_indices[p]]
+        sub_indices[p] = c
+        colsum[c] += np.float64(sub_data[p])
     for q in range(nf):
         colmap[feats[q]] = -1
     return nf
@@ -184,6 +189,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         sub_indices = _grow(sub_indices, tot)
         sub_data = _grow(sub_data, tot)
         feats = _grow(feats, min(tot, d))
+        colsum = _grow(colsum, min(tot, d) + 1)
         if empty:
             # no positive, nothing shortlisted: one negative row with no feature but the
             # bias (see the module text)
@@ -193,7 +199,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
             sub_indptr[1] = 0
             nf = 0
         else:
-            nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data)
+            nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data,
+                         colsum)
         colsum = _grow(colsum, nf + 1)
         psum = _grow(psum, nf + 1)
         w0 = _grow(w0, nf + 1)
@@ -204,7 +211,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         W, O = core.workspace_view(B, m, nf)
         cp = cost_scale * (cost_pos[lab] if cost_pos.size > 0 else 1.0)
         cn = cost_scale * (cost_neg[lab] if cost_neg.size > 0 else 1.0)
-        tol, gzero = core.setup(P, O, posl[: pos.size], cp, cn, epsilon, d1_zero, colsum, psum)
+        tol, gzero = core.setup(P, O, posl[: pos.size], cp, cn, epsilon, d1_zero, colsum, psum, not empty)
         start_vector(T, P, O, W.w, colsum, psum, posl[: pos.size], lab, feats[:nf], rows[:m], fscale)
         if empty:
             core.scores(P, W.w, O.wx)    # the row is no row of X: its score is the bias alone
