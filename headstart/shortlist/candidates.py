@@ -262,7 +262,8 @@ class ExactIndex:
         self.n = rows.shape[0]
         T = sp.csc_matrix(rows)
         T.sort_indices()
-        self._t = (T.indptr.astype(np.int64), T.indices.astype(np.int64), T.data.astype(np.float32))
+        # int32 row ids: the posting lists are streamed once per query that has the feature
+        self._t = (T.indptr.astype(np.int64), T.indices.astype(np.int32), T.data.astype(np.float32))
         self.threads = _threads(threads)
 
     def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False):
