@@ -390,3 +390,20 @@ def test_a_label_without_rows_scores_below_the_others(bib, init):
     assert b[0] <= -1.0 + 1e-6
     if init == "aop":
         assert b[0] == pytest.approx(p.aop_t)
+
+
+def test_cli_weighting_and_time_budget(tmp_path, bibtex_dir, capsys):
+    """shortlist-train takes --weighting / --propensity-* and --timeout like 'headstart
+    train': the costs are in the model's parameters; a spent budget saves nothing, says
+    how to resume, and --resume finishes the model."""
+    train = str(bibtex_dir / "train.txt.gz")
+    sl = str(tmp_path / "sl.txt")
+    assert main(["shortlist", train, "-o", sl, "-K", "5", "-q"]) == 0
+    base = ["shortlist-train", train, "--shortlist", sl, "--threads", "2", "--weighting", "p2mp",
+            "--propensity-a", "0.6", "-o", str(tmp_path / "m")]
+    capsys.readouterr()
+    assert main(base + ["--timeout", "1e-9", "--shard-size", "40"]) == 0
+    assert "time budget of 1e-09 s reached: 159 label(s) not started" in capsys.readouterr().out
+    assert main(base + ["--resume", "-q"]) == 0
+    m = load_model(tmp_path / "m")
+    assert m.params.weighting == "p2mp" and m.params.propensity_a == 0.6 and m.num_labels == 159
