@@ -174,6 +174,54 @@ def test_exact_neighbours_match_brute_force(bib):
         assert got == pytest.approx({int(j): want[j] for j in top}, rel=1e-6)
 
 
+def test_exact_search_both_ways_of_scoring_match_brute_force():
+    """Queries with a common feature are scored densely (one scan over the rows), those
+    with rare features only through the rows they touch: both return numpy's top-k of
+    the inner products (rows with a nonzero product only), the same ids, same values."""
+    from headstart.shortlist.candidates import DENSE_SHARE, ExactIndex
+
+    rng = np.random.default_rng(5)
+    n, d, k = 400, 300, 6
+    M = sp.random(n, d, density=0.01, random_state=6, format="lil", dtype=np.float32)
+    M[: n // 2, 0] = rng.uniform(0.1, 1.0, (n // 2, 1)).astype(np.float32)   # a common feature
+    M = sp.csr_matrix(M)
+    M.sort_indices()
+    df = np.bincount(M.indices, minlength=d)
+    work = np.array([df[M.indices[M.indptr[r]:M.indptr[r + 1]]].sum() for r in range(n)])
+    assert (work * DENSE_SHARE > n).any() and (work * DENSE_SHARE <= n).any()
+    ids, sims = ExactIndex(M, threads=2).search(M, k, exclude_self=True)
+    D = (M @ M.T).toarray().astype(np.float64)
+    np.fill_diagonal(D, 0.0)
+    for r in range(n):
+        nz = np.flatnonzero(D[r])
+        want = nz[np.lexsort((nz, -D[r, nz]))][:k]
+        got = ids[r][ids[r] >= 0]
+        assert got.tolist() == want.tolist()
+        np.testing.assert_allclose(sims[r][: got.size], D[r, want], rtol=1e-6)
+
+
+def test_first_stage_without_filling(tmp_path, bib):
+    """fill=False: a row's candidates are exactly its neighbours' labels (at most K of
+    them); fill=True tops them up with the most frequent labels.  Saved and loaded."""
+    X, Y, _, _ = bib
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=40, neighbours=3, fill=False))
+    ids, _ = fs.index.search(fs.rows, 3, exclude_self=True)
+    cand, _ = fs.candidates(X, training=True)
+    Yr = sp.csr_matrix(Y)
+    short = 0
+    for r in range(0, X.shape[0], 7):
+        theirs = set(np.concatenate([Yr[i].indices for i in ids[r] if i >= 0]).tolist())
+        got = set(cand[r][cand[r] >= 0].tolist())
+        assert got <= theirs and (len(theirs) > 40 or got == theirs)
+        short += len(got) < 40
+    assert short > 0
+    full, _ = FirstStage.fit(X, Y, FirstStageParams(K=40, neighbours=3)).candidates(X, training=True)
+    assert (full >= 0).all() and (cand >= 0).sum() < full.size
+    fs.save(tmp_path / "fs")
+    again = FirstStage.load(tmp_path / "fs")
+    assert again.params.fill is False and np.array_equal(again.candidates(X[:20])[0], fs.candidates(X[:20])[0])
+
+
 def test_shortlist_inversion(first, bib):
     cand = first.train_candidates
     S = candidates_to_shortlist(cand, bib[1].shape[1])

@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--backend", choices=sorted(BACKENDS), default="exact",
                    help="exact: brute force over an inverted index; pynndescent: approximate "
                         "(pip install 'headstart[ann]') (default: exact)")
+    g.add_argument("--no-fill", dest="fill", action="store_false",
+                   help="method neighbours: leave the slots the neighbours' labels do not fill empty instead of "
+                        "filling them with the most frequent labels (fewer pairs, cheaper training)")
     g.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
     g.add_argument("--test", metavar="DATA", help="also report the recall of the candidates of this data")
     g.add_argument("--save-first-stage", metavar="DIR",
@@ -48,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     from ..shortlist import FirstStageParams, build_shortlist, recall, write_shortlist
 
     common.check_output_file(args.output, "shortlist file")
-    fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend)
+    fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
+                           fill=args.fill)
     X, Y = common.read_dataset(args.train, args)
     Xt = Yt = None
     if args.test:

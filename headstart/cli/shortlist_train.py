@@ -31,6 +31,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="L2 scale of the dense weights, with --dense (default: 1)")
     g.add_argument("--normalize-sparse", action="store_true", help="with --dense: L2-normalise the sparse part")
     g.add_argument("--normalize-dense", action="store_true", help="with --dense: L2-normalise the dense part")
+    g.add_argument("--init-sparse", metavar="INIT", default=None,
+                   help="with --dense: start the sparse part with this initialiser (e.g. aop, DiSMEC++'s msi); "
+                        "a start per part replaces --init, a part without one starts from zero")
+    g.add_argument("--init-dense", metavar="INIT", default=None,
+                   help="with --dense: start the dense part with this initialiser, or 'file' (--init-dense-weights)")
+    g.add_argument("--init-dense-weights", metavar="W.npy", default=None,
+                   help="with --dense: start the dense part from these weights (.npy, labels x dense features, "
+                        "in the model's feature space; implies --init-dense file)")
+    g.add_argument("--init-dense-bias", metavar="B.npy", default=None,
+                   help="with --init-dense-weights: start intercepts (.npy, one per label)")
     r = p.add_argument_group("labels, output, resumable and distributed training")
     r.add_argument("--first-label", type=common._number(int), default=0, metavar="A")
     r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N")
@@ -58,8 +68,10 @@ def run(args: argparse.Namespace) -> int:
     if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
         err(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
     if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_reg != 1.0
-                               or args.sparse_reg != 1.0):
-        err("--sparse-reg/--dense-reg/--normalize-sparse/--normalize-dense need --dense X.npy")
+                               or args.sparse_reg != 1.0 or args.init_sparse or args.init_dense
+                               or args.init_dense_weights or args.init_dense_bias):
+        err("--sparse-reg/--dense-reg/--normalize-sparse/--normalize-dense/--init-sparse/--init-dense/"
+            "--init-dense-weights/--init-dense-bias need --dense X.npy")
     common.check_output_dir(args.output)
     if args.stats:
         common.check_output_file(args.stats, "statistics file")
@@ -73,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         dense = read_dense_features(args.dense)
         if dense.shape[0] != X.shape[0]:
             raise ParameterError(f"{args.dense}: {dense.shape[0]} rows, the training data has {X.shape[0]}")
-        dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense)
+        dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense,
+                               args.init_sparse, args.init_dense, args.init_dense_weights, args.init_dense_bias)
     first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
         r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp, first_label=first,
@@ -86,4 +99,8 @@ def run(args: argparse.Namespace) -> int:
     common.say(args, f"trained {r.trained_labels} labels of [{first}, {first + count}) on their shortlists "
                      f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s: {s['newton_iterations']} Newton "
                      f"iterations, {r.nnz} nonzero weights -> {args.output}")
+    missing = int(sum(b - a for a, b in r.missing))
+    if params.timeout > 0 and missing > 0:
+        common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "
+                         f"continue with: headstart shortlist-train ... -o {args.output} --resume")
     return 0

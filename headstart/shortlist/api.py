@@ -31,7 +31,8 @@ from .candidates import FirstStage
 from .features import MANIFEST_KEY as DENSE_KEY
 from .features import DenseSparseParams, combine, prediction_features
 from .predict import predict_candidates
-from .training import check_init, train_shortlisted
+from .starts import FILE, read_dense_start, read_dense_start_bias
+from .training import RunInputs, prepare_inputs, train_shortlisted
 
 SHORTLIST_KEY = "shortlist"
 
@@ -68,13 +69,15 @@ class ShortlistedData:
     shortlist: sp.csc_matrix
     fscale: np.ndarray            # weight of an original feature = trained weight * fscale
     extensions: dict[str, Any]
+    inputs: RunInputs             # starts and per-label costs
 
 
 def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dense: Any = None,
                         dense_params: DenseSparseParams | None = None, first_label: int = 0,
                         num_labels: int | None = None, source: str = "given") -> ShortlistedData:
-    """Validate and preprocess (the public boundary of shortlisted training)."""
-    check_init(params)
+    """Validate and preprocess (the public boundary of shortlisted training): the data,
+    the shortlist, the dense part, the starts (plans prepared, start files read) and the
+    per-label costs, so that nothing is written before every input has been checked."""
     if dense is not None:
         if params.tfidf or params.normalize:
             raise ParameterError("with dense features, normalise each part with DenseSparseParams("
@@ -87,12 +90,22 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     ext: dict[str, Any] = {SHORTLIST_KEY: {"source": str(source), "nnz": int(S.nnz),
                                            "sha256": shortlist_fingerprint(S)}}
     fscale = np.ones(data.n_features)
+    start_kw: dict[str, Any] = {}
     if dense is not None:
         dp = dense_params or DenseSparseParams()
+        n_sparse = data.n_features
         Xc, fscale = combine(data.X, dense, dp)
-        ext[DENSE_KEY] = dp.manifest(data.n_features, Xc.shape[1] - data.n_features)
+        n_dense = Xc.shape[1] - n_sparse
+        if dp.per_part:
+            start_kw = dict(n_sparse=n_sparse, sparse_init=dp.sparse_init, dense_init=dp.dense_init)
+            if dp.dense_init == FILE:
+                start_kw["dense_weights"] = read_dense_start(dp.dense_init_file, data.label_space, n_dense)
+                if dp.dense_init_bias_file is not None:
+                    start_kw["dense_intercept"] = read_dense_start_bias(dp.dense_init_bias_file, data.label_space)
+        ext[DENSE_KEY] = dp.manifest(n_sparse, n_dense)
         data = dataclasses.replace(data, X=Xc, preprocessing=Preprocessing())
-    return ShortlistedData(data, S, fscale, ext)
+    inputs = prepare_inputs(data.X, data.Y, params, **start_kw)
+    return ShortlistedData(data, S, fscale, ext, inputs)
 
 
 def fit_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dense: Any = None,
@@ -107,29 +120,65 @@ def fit_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dens
                              first_label=first_label, num_labels=num_labels, source=source)
     d = sd.data
     W, b, stats = train_shortlisted(d.X, d.Y, sd.shortlist, params, np.arange(d.first_label, d.stop),
-                                    fscale=sd.fscale, progress=progress)
+                                    fscale=sd.fscale, progress=progress, inputs=sd.inputs)
+    W, b, missing = _place_rows(W, b, np.asarray(stats["label"]), d.first_label, d.num_labels)
     model = OvAModel(weights=W, intercept=b, n_features=d.n_features, label_space=d.label_space,
                      first_label=d.first_label, params=params, preprocessing=d.preprocessing,
-                     label_counts=d.label_counts, n_train=d.n_train, extensions=sd.extensions)
+                     label_counts=d.label_counts, n_train=d.n_train, missing_ranges=missing,
+                     extensions=sd.extensions)
     return model, stats
+
+
+def _place_rows(W: sp.csr_matrix, b: np.ndarray, labels: np.ndarray, first: int, count: int):
+    """Rows of the labels trained (all of them unless a timeout stopped the run) placed
+    in the label range; the untrained labels as missing ranges (empty rows)."""
+    if labels.size == count:
+        return W, b, []
+    pos = labels - first
+    rows = np.zeros(count + 1, dtype=np.int64)
+    lens = np.diff(W.indptr)
+    full_len = np.zeros(count, dtype=np.int64)
+    full_len[pos] = lens
+    rows[1:] = np.cumsum(full_len)
+    Wf = sp.csr_matrix((W.data, W.indices, rows), shape=(count, W.shape[1]))
+    bf = np.zeros(count, dtype=np.float32)
+    bf[pos] = b
+    have = np.zeros(count, dtype=bool)
+    have[pos] = True
+    missing, i = [], 0
+    while i < count:
+        if not have[i]:
+            j = i
+            while j < count and not have[j]:
+                j += 1
+            missing.append((first + i, first + j))
+            i = j
+        else:
+            i += 1
+    return Wf, bf, missing
 
 
 # --------------------------------------------------------------------------- sharded / Dask
 class ShortlistArrays:
-    """What a Dask worker needs: X (training columns), Y (CSC), the shortlist, fscale;
-    aligned when unpickled (see headstart.distributed.dask_backend.aligned)."""
+    """What a Dask worker needs: X (training columns), Y (CSC), the shortlist, fscale and
+    the run's inputs (starts, costs); aligned when unpickled (see
+    headstart.distributed.dask_backend.aligned)."""
 
-    def __init__(self, X, Y, shortlist, fscale):
-        self.X, self.Y, self.shortlist, self.fscale = X, Y, shortlist, fscale
+    def __init__(self, X, Y, shortlist, fscale, inputs):
+        self.X, self.Y, self.shortlist, self.fscale, self.inputs = X, Y, shortlist, fscale, inputs
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"X": self.X, "Y": self.Y, "shortlist": self.shortlist, "fscale": self.fscale}
+        return {"X": self.X, "Y": self.Y, "shortlist": self.shortlist, "fscale": self.fscale,
+                "inputs": self.inputs}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         from ..distributed.dask_backend import aligned
+        from .starts import aligned_starts
 
         self.X, self.Y = aligned(state["X"]), aligned(state["Y"])
         self.shortlist, self.fscale = aligned(state["shortlist"]), aligned(state["fscale"])
+        i = state["inputs"]
+        self.inputs = RunInputs(aligned_starts(i.starts), aligned(i.cost_pos), aligned(i.cost_neg))
 
 
 def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first: int, stop: int,
@@ -140,8 +189,15 @@ def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first:
     t = int(threads) if threads else _worker_threads()
     t0 = time.perf_counter()
     W, b, stats = train_shortlisted(arrays.X, arrays.Y, arrays.shortlist, params.replace(threads=t),
-                                    np.arange(first, stop, dtype=np.int64), fscale=arrays.fscale)
+                                    np.arange(first, stop, dtype=np.int64), fscale=arrays.fscale,
+                                    inputs=arrays.inputs)
     stats.meta.update({"task_seconds": time.perf_counter() - t0, "task_threads": t})
+    labels = np.asarray(stats["label"], dtype=np.int64)
+    off = np.flatnonzero(labels != first + np.arange(labels.size))
+    k = int(off[0]) if off.size else labels.size
+    if k < labels.size:
+        # a timeout stopped the task: the caller takes rows as the labels first, first + 1, ...
+        W, b, stats = W[:k], b[:k], stats.take(np.arange(k))
     return first, W, b, stats
 
 
@@ -164,13 +220,13 @@ def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, m
     if scheduler or dask_workers or client is not None:
         from ..distributed.dask_backend import train_dask
 
-        payload = ShortlistArrays(sd.data.X, sd.data.Y, sd.shortlist, sd.fscale)
+        payload = ShortlistArrays(sd.data.X, sd.data.Y, sd.shortlist, sd.fscale, sd.inputs)
         return train_dask(X, Y, params, model_dir, client=client, scheduler=scheduler, n_workers=dask_workers,
                           task_fn=train_shortlisted_range, payload=payload, **common)
 
     def train_fn(Xp, Yp, p, labels, *, chunk_size=None, sink=None, collect=True):
         return train_shortlisted(Xp, Yp, sd.shortlist, p, labels, fscale=sd.fscale, chunk_size=chunk_size,
-                                 sink=sink, collect=collect)
+                                 sink=sink, collect=collect, inputs=sd.inputs)
 
     return train_sharded(X, Y, params, model_dir, train_fn=train_fn, **common)
 

@@ -5,16 +5,20 @@ change.  Shortlisted training uses it as a black box that solves *one* binary pr
 given as a CSR matrix, and everything it needs from the core goes through the few
 functions below, so that adapting to a new core means editing this file only:
 
-* :func:`solver_settings`, :func:`objective_parts`: the solver settings, the loss and
-  regulariser tuples, the cost scale, phi'(0) and the post-processing plan from
-  :class:`~headstart.params.TrainParams` (refusing what shortlisted training does not
-  offer: per-label weighting, a timeout);
+* :func:`solver_settings`, :func:`objective_parts`, :func:`label_costs`: the solver
+  settings, the loss and regulariser tuples, the cost scale, phi'(0), the
+  post-processing plan and the per-label costs (``weighting``) from
+  :class:`~headstart.params.TrainParams`;
 * :func:`new_buffers` / :func:`workspace_view`: the solver workspace and objective
   state as views of per-thread buffers that grow to the largest sub-problem met (one
   allocation per thread and chunk, not per label);
-* :func:`solve`: y, stopping tolerance and start vector of one sub-problem (mirroring
-  :func:`headstart.training.kernel.setup_label`), then the core's Newton solver
-  (:func:`headstart.solver.newton.newton`).
+* :func:`setup` (labels, costs and stopping tolerance of one sub-problem, as the
+  core's :func:`headstart.training.kernel.setup_label`) and :func:`solve` (the core's
+  Newton solver, :func:`headstart.solver.newton.newton`);
+* starts: :func:`prepare_plan` runs an initialiser of the registry
+  (:mod:`headstart.init`) on the whole data once, :func:`local_plan` restricts its plan
+  to a sub-problem, and the registry's own per-label code
+  (:func:`headstart.init.initial_weights`) computes the start there.
 
 Stopping rule.  LIBLINEAR's ``eps * max(min(#pos, #neg), 1) / n * ||grad f(0)||`` is
 applied to the sub-problem with n = its number of rows and #neg its shortlisted
@@ -24,26 +28,49 @@ problem, and dividing by the same n cancels it; taking the full data set's n wit
 sub-problem's gradient would ask for a tolerance n / |S| times smaller (hundreds of
 times for a tail label) than the full problem asks of the same label.  With a
 shortlist that holds every instance the two rules coincide.
+
+Starts on a sub-problem.  An initialiser's ``prepare`` builds a *plan* from the whole
+data (:class:`headstart.init.TrainingContext`); its per-label code then reads the plan
+in the numbering of the problem it is given.  A sub-problem has its own rows and its
+own columns (renumbered), so a plan holding arrays must be restricted to it first:
+:func:`local_plan` (plan, R) -> plan, R a :class:`SubProblem`.  Plans holding scalars
+only (zero, bias, and any new initialiser of that kind) need no restriction and are
+used as they are; the core's plans with arrays are restricted here (aop and multi-pos:
+the mean instance of the sub-problem; mean and ovap: their shared vector and its scores
+gathered; pretrained: the label's row mapped to the local columns).  A new initialiser
+whose plan holds arrays needs a restriction too, written here -- until the core
+declares :func:`local_plan` next to ``initial_weights`` in ``init/base.py`` so that
+each initialiser can implement it in its own file (docs/shortlist.md, "Starts").
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
+from numba.core import types as _nbtypes
+from numba.extending import overload as _overload
 
 from ..errors import ParameterError
-from ..init import aop as _aop
+from ..init import REGISTRY as INIT_REGISTRY
+from ..init import TrainingContext as _TrainingContext
+from ..init import initial_weights
+from ..init.aop import AopPlan as _AopPlan
+from ..init.multi_pos import MultiPosPlan as _MultiPosPlan
+from ..init.pretrained import PretrainedPlan as _PretrainedPlan
+from ..init.shared import SharedPlan as _SharedPlan
+from ..init.zero import ZeroPlan
 from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
+from ..objective._typed import generic as _generic
+from ..objective._typed import implement as _implement
 from ..postproc.base import threshold as _threshold
 from ..training.trainer import run_in_threads  # noqa: F401  (the trainer's thread pool, re-exported)
 from ..solver import newton as _nt
 
-#: initialisations a sub-problem can start from (codes used inside the kernels)
-INITS = {"aop": 0, "zero": 1, "bias": 2}
 STATUS_NAMES = _nt.STATUS_NAMES
 CONVERGED = _nt.CONVERGED
 # marks are int32 stamps: the buffers are cleared and the stamp restarted well before
@@ -60,12 +87,6 @@ def objective_parts(params, dense: bool = False):
     plan) of the kernels, after refusing what shortlisted training does not offer."""
     from .. import postproc
 
-    if params.weighting != "none":
-        raise ParameterError(f"parameter weighting must be 'none' for shortlisted training (the per-label costs "
-                             f"are defined on the full data), got {params.weighting!r}")
-    if params.timeout > 0:
-        raise ParameterError("parameter timeout is not offered for shortlisted training (use sharded training "
-                             "and resume instead)")
     if dense and params.regularizer != "l2":
         raise ParameterError(f"dense + sparse features need regularizer 'l2' (the separate scales are "
                              f"column rescalings, exact for L2 only), got {params.regularizer!r}")
@@ -76,6 +97,17 @@ def objective_parts(params, dense: bool = False):
     reg = _regularizers.make(params)
     d1 = float(_losses.get(params.loss).d1_at_zero(params))
     return loss, reg, float(params.C) / float(params.reg_scale), d1, postproc.make(params)
+
+
+def label_costs(params, label_counts: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-label (c_+, c_-) before C, as the core trainer computes them from the *whole*
+    data's label counts and size (so a shortlisted label has the costs of the full
+    problem); two empty arrays for ``weighting='none'`` (every cost 1)."""
+    if params.weighting == "none":
+        return np.zeros(0), np.zeros(0)
+    from ..objective import weighting as _weighting
+
+    return _weighting.label_costs(params, label_counts, n)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -90,7 +122,7 @@ def new_buffers(m, d):
     (same shapes and dtypes as newton.make_workspace / erm.make_state)."""
     nv = d + 1
     W = _nt.Workspace(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv),
-                      np.zeros(nv), np.zeros(nv), np.zeros(nv, dtype=np.float32))
+                      np.zeros(nv), np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
                    np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.MARK_DTYPE),
                    np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(3, dtype=np.int64), np.zeros(3))
@@ -125,58 +157,62 @@ def threshold(post, P, V, f):
 
 
 @nb.njit(cache=True, nogil=True)
-def solve(P, V, S, pos, init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_scale, colsum, psum, w0):
-    """Train one sub-problem: labels from ``pos`` (local row ids of the positives),
-    start, tolerance, Newton (as the core's setup_label + newton).  ``colsum``/``psum``/
-    ``w0`` are scratch of at least d + 1.
+def round_start(w):
+    """Round a start vector whose scores are still to be computed as the core trainer
+    does (its sweep buffer is float32), so that a shortlist of every instance gives the
+    full model."""
+    _erm.round_start(w)
 
-    Returns (status, iterations, cg steps, f_init, f_final, ||g_init||, ||g_final||,
-    ||grad f(0)||, tolerance, ||w - w0||); the weights are in V[0].w (bias weight last).
-    """
-    W, O = V
-    m = O.wx.size
-    nv = W.w.size
+
+@nb.njit(cache=True, nogil=True)
+def scores(P, w, out):
+    """out = X w (+ bias * w[d]): the core's one pass over the rows."""
+    _erm.scores(P, w, out)
+
+
+@nb.njit(cache=True, nogil=True)
+def setup(P, O, pos, cost_pos, cost_neg, epsilon, d1_zero, colsum, psum, have_colsum):
+    """Labels (+1 on the local rows ``pos``), costs c_+ / c_- (C included) and stopping
+    tolerance of a sub-problem, as the core's setup_label does for a full one.  Leaves
+    the column sums of the sub-problem and of its positives (bias coordinate last) in
+    ``colsum`` / ``psum`` (scratch of at least d + 1; with ``have_colsum`` colsum[:d]
+    already holds the column sums).  Returns (tol, ||grad f(0)||)."""
+    m = P.indptr.size - 1
+    nv = P.n_features + 1
     npos = pos.size
-    _erm.set_label(O, pos, cost_scale, cost_scale)
-    # column sums of the sub-problem and of its positives (bias coordinate last)
+    _erm.set_label(O, pos, cost_pos, cost_neg)
     for j in range(nv):
-        colsum[j] = 0.0
         psum[j] = 0.0
-    for i in range(m):
-        for p in range(P.indptr[i], P.indptr[i + 1]):
-            colsum[P.indices[p]] += np.float64(P.data[p])
+    if not have_colsum:
+        for j in range(nv):
+            colsum[j] = 0.0
+        for i in range(m):
+            for p in range(P.indptr[i], P.indptr[i + 1]):
+                colsum[P.indices[p]] += np.float64(P.data[p])
     colsum[nv - 1] = P.bias * m
     for i in pos:
         for p in range(P.indptr[i], P.indptr[i + 1]):
             psum[P.indices[p]] += P.data[p]
     psum[nv - 1] = P.bias * npos
-    # grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) c (2 psum - colsum)
+    # grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) (c+ psum - c- (colsum - psum))
     g0 = 0.0
     for j in range(nv):
-        v = cost_scale * (2.0 * psum[j] - colsum[j])
+        v = cost_pos * psum[j] - cost_neg * (colsum[j] - psum[j])
         g0 += v * v
     gnorm0 = abs(d1_zero) * math.sqrt(g0)
     tol = epsilon * max(min(npos, m - npos), 1) / max(m, 1) * gnorm0
-    need = False
-    if init == 0:
-        if npos == 0:
-            _aop.no_positive_start(P, O, W.w, aop_t)
-        else:
-            # aop over the sub-problem: its mean instance, its positives
-            for j in range(nv):
-                colsum[j] /= max(m, 1)
-            _aop.mean_separating(P, W.w, m, psum[:nv], npos, colsum[:nv], aop_s, aop_t)
-            need = True
-    elif init == 1:
-        W.w[:] = 0.0
-        O.wx[:] = 0.0
-    else:
-        W.w[:] = 0.0
-        W.w[nv - 1] = init_value
-        O.wx[:] = init_value * P.bias
-    if need:
-        _erm.round_start(W.w)   # as the full trainer does (its sweep buffer is float32)
-        _erm.scores(P, W.w, O.wx)
+    return tol, gnorm0
+
+
+@nb.njit(cache=True, nogil=True)
+def solve(P, V, S, tol, w0):
+    """The core's Newton solver from the start in V[0].w (with V[1].wx = X w current);
+    ``w0`` (scratch of at least d + 1) gets a copy of the start.
+
+    Returns (status, iterations, cg steps, f_init, f_final, ||g_init||, ||g_final||,
+    ||w - w0||); the weights are in V[0].w (bias weight last)."""
+    W, O = V
+    nv = W.w.size
     for j in range(nv):
         w0[j] = W.w[j]
     empty = np.zeros(0)
@@ -185,9 +221,134 @@ def solve(P, V, S, pos, init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_s
     dist = 0.0
     for j in range(nv):
         dist += (W.w[j] - w0[j]) ** 2
-    return st, it, cg, f0, f1, g_init, g_final, gnorm0, tol, math.sqrt(dist)
+    return st, it, cg, f0, f1, g_init, g_final, math.sqrt(dist)
 
 
+# --- starts: the registry's initialisers on sub-problems ---------------------------------
+class SubProblem(NamedTuple):
+    """What a plan needs to be restricted to one sub-problem (see :func:`local_plan`)."""
+
+    feats: np.ndarray    # int32: the plan's feature id of every local column (ascending)
+    rows: np.ndarray     # int64: the data set's row id of every local row (ascending)
+    xmean: np.ndarray    # float64: mean of the sub-problem's rows, bias coordinate last
+    scale: np.ndarray    # float64: per local column, original weight = training weight * scale
+    label: int           # the label (global id) whose problem this is
+
+
+local_plan = _generic("local_plan", """(plan, R) -> plan.
+
+The plan an initialiser prepared on the whole data, restricted to the sub-problem R
+(:class:`SubProblem`): in R's local feature and row numbering, computed from R's rows
+where the initialiser computes from the data (the mean instance).""")
+
+_RESTRICTED: set[type] = set()
+
+
+def _restriction(cls, impl) -> None:
+    _implement(local_plan, cls, impl)
+    _RESTRICTED.add(cls)
+
+
+def _scalars_only(ty) -> bool:
+    return (isinstance(ty, _nbtypes.BaseNamedTuple) and ty.instance_class not in _RESTRICTED
+            and all(isinstance(t, (_nbtypes.Number, _nbtypes.Boolean)) for t in ty.types))
+
+
+@_overload(local_plan, prefer_literal=False)
+def _local_plan_of_scalars(plan, R):
+    # a plan of scalars only has no rows or columns to renumber: it is its own restriction
+    if _scalars_only(plan):
+        return lambda plan, R: plan
+    return None
+
+
+def plan_supported(plan) -> bool:
+    """Whether :func:`local_plan` can restrict ``plan`` (Python side, before compiling)."""
+    if type(plan) in _RESTRICTED:
+        return True
+    return all(isinstance(v, (bool, int, float, np.number, np.bool_)) for v in plan)
+
+
+def _aop_local(plan, R):
+    return _AopPlan(R.xmean, plan.s, plan.t)
+
+
+def _multi_pos_local(plan, R):
+    return _MultiPosPlan(R.xmean, plan.s, plan.t, plan.max_pos, plan.ridge)
+
+
+def _shared_local(plan, R):
+    # the shared vector was computed on the training columns: gathered, not rescaled;
+    # a sub-problem's rows are whole rows of X, so their scores are the shared ones
+    nf = R.feats.size
+    w = np.empty(nf + 1)
+    for q in range(nf):
+        w[q] = plan.w[R.feats[q]]
+    w[nf] = plan.w[plan.w.size - 1]
+    wx = np.empty(R.rows.size)
+    for r in range(R.rows.size):
+        wx[r] = plan.wx[R.rows[r]]
+    return _SharedPlan(w, wx)
+
+
+def _pretrained_local(plan, R):
+    # The label's saved row (original feature space, ascending ids) merged with the local
+    # columns and brought to the training scale; weights of features that no row of the
+    # sub-problem has are dropped (there they only add regularisation: the solution has
+    # them at 0).  A one-row plan whose first label is the label, so that the registry's
+    # per-label code finds it; a label the saved model lacks gets an empty one (zero start).
+    nf = R.feats.size
+    indices = np.empty(nf, dtype=np.int32)
+    data = np.empty(nf)
+    intercept = np.zeros(1)
+    r = R.label - plan.first
+    k = 0
+    count = 0
+    if 0 <= r < plan.count:
+        count = 1
+        intercept[0] = plan.intercept[r]
+        q = 0
+        for p in range(plan.indptr[r], plan.indptr[r + 1]):
+            j = plan.indices[p]
+            while q < nf and R.feats[q] < j:
+                q += 1
+            if q == nf:
+                break
+            if R.feats[q] == j:
+                indices[k] = q
+                data[k] = plan.data[p] / R.scale[q]
+                k += 1
+    indptr = np.zeros(2, dtype=np.int64)
+    indptr[1] = k
+    return _PretrainedPlan(indptr, indices[:k], data[:k], intercept, R.label, count)
+
+
+_restriction(_AopPlan, _aop_local)
+_restriction(_MultiPosPlan, _multi_pos_local)
+_restriction(_SharedPlan, _shared_local)
+_restriction(_PretrainedPlan, _pretrained_local)
+
+
+def pretrained_plan(indptr, indices, data, intercept, first: int, count: int):
+    """The registry's ``pretrained`` plan from given rows (ascending feature ids) and bias
+    weights: labels [first, first + count)."""
+    return _PretrainedPlan(indptr, indices, data, intercept, int(first), int(count))
+
+
+def prepare_plan(name: str, params, X, Y, threads: int = 1):
+    """The plan of the registry's initialiser ``name`` prepared on the whole training
+    columns X (canonical float32 CSR) and labels Y (CSC), as the core trainer prepares it
+    (without its feature renumbering); refused if :func:`local_plan` cannot restrict it."""
+    from ..training.trainer import prepare_problem
+
+    P, colsum = prepare_problem(X, params)
+    ctx = _TrainingContext(P, X, Y, params, colsum, max(int(threads), 1), None)
+    plan = INIT_REGISTRY[name].make(params).prepare(ctx)
+    if not plan_supported(plan):
+        raise ParameterError(f"initialiser {name!r} cannot start shortlisted training: its plan "
+                             f"{type(plan).__name__} holds arrays and has no sub-problem restriction "
+                             f"(headstart.shortlist.core_adapter.local_plan)")
+    return plan
 # --- the core's bookkeeping types, re-exported (one place to adapt) ---------------------
 def _bookkeeping():
     from ..training import stats as _stats

@@ -14,8 +14,9 @@ pruning and saving: the saved model lives in the original feature space and pred
 with ``[x_s | x_d] . w``.  (tests/test_shortlist.py checks the equivalence against a
 direct minimisation with scipy.optimize.)  The bias is not rescaled.
 
-aop runs on the combined (scaled) columns: one start vector for both parts, computed
-from the means of the sub-problem's rows there.
+Starts: ``TrainParams.init`` on the combined (scaled) columns -- one start vector for
+both parts, computed from the sub-problem's rows there -- or one start per part
+(``sparse_init`` / ``dense_init``, dense weights from a file; see :mod:`.starts`).
 
 Preprocessing: the sparse part may be L2-normalised row by row, the dense part too,
 each on its own (``normalize_sparse`` / ``normalize_dense``), before scaling; tf-idf is
@@ -26,6 +27,7 @@ not offered with a dense part (give tf-idf values).  The same is applied at pred
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,14 +41,28 @@ MANIFEST_KEY = "dense"
 
 @dataclass(frozen=True)
 class DenseSparseParams:
-    """How the two parts are combined (saved in the manifest's ``dense`` field)."""
+    """How the two parts are combined and started (saved in the manifest's ``dense`` field).
+
+    Starts per part (DiSMEC++'s cascade): ``sparse_init`` / ``dense_init`` name a
+    registered initialiser run on that part's columns alone (``aop`` is DiSMEC++'s
+    msi), or for the dense part ``file``: the weights in ``dense_init_file`` (a .npy
+    matrix, labels x dense features, in the model's feature space) with the intercepts
+    in ``dense_init_bias_file`` (optional .npy vector).  Giving either part a start
+    replaces ``TrainParams.init``; a part without one starts from zero
+    (:mod:`.starts`)."""
 
     sparse_reg: float = 1.0         # lambda_s: L2 scale of the sparse weights
     dense_reg: float = 1.0          # lambda_d: L2 scale of the dense weights
     normalize_sparse: bool = False  # L2-normalise the sparse part of every row
     normalize_dense: bool = False   # L2-normalise the dense part of every row
+    sparse_init: str | None = None  # start of the sparse part (an initialiser's name)
+    dense_init: str | None = None   # start of the dense part (an initialiser's name, or 'file')
+    dense_init_file: str | None = None       # dense_init='file': start weights (.npy, labels x dense)
+    dense_init_bias_file: str | None = None  # dense_init='file': start intercepts (.npy, one per label)
 
     def __post_init__(self) -> None:
+        from .starts import FILE, check_part_init
+
         for name in ("sparse_reg", "dense_reg"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
@@ -54,17 +70,47 @@ class DenseSparseParams:
         for name in ("normalize_sparse", "normalize_dense"):
             if not isinstance(getattr(self, name), bool):
                 raise ParameterError(f"parameter {name} must be true or false, got {getattr(self, name)!r}")
+        for name in ("dense_init_file", "dense_init_bias_file"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, (str, os.PathLike)) or os.fspath(v) == ""):
+                raise ParameterError(f"parameter {name} must be a file name, got {v!r}")
+            if v is not None:
+                object.__setattr__(self, name, os.fspath(v))
+        if self.dense_init_file is not None and self.dense_init is None:
+            object.__setattr__(self, "dense_init", FILE)   # the file says what the start is
+        check_part_init(self.sparse_init, "sparse_init", False)
+        check_part_init(self.dense_init, "dense_init", True)
+        if (self.dense_init == FILE) != (self.dense_init_file is not None):
+            raise ParameterError("parameter dense_init_file must be given exactly when dense_init='file' "
+                                 f"(dense_init={self.dense_init!r}, dense_init_file={self.dense_init_file!r})")
+        if self.dense_init_bias_file is not None and self.dense_init != FILE:
+            raise ParameterError("parameter dense_init_bias_file needs dense_init='file' (dense_init_file)")
+
+    @property
+    def per_part(self) -> bool:
+        return self.sparse_init is not None or self.dense_init is not None
 
     def manifest(self, n_sparse: int, n_dense: int) -> dict[str, Any]:
-        return {"n_sparse": int(n_sparse), "n_dense": int(n_dense), "sparse_reg": float(self.sparse_reg),
-                "dense_reg": float(self.dense_reg), "normalize_sparse": self.normalize_sparse,
-                "normalize_dense": self.normalize_dense}
+        from .starts import part_manifest
+
+        m = {"n_sparse": int(n_sparse), "n_dense": int(n_dense), "sparse_reg": float(self.sparse_reg),
+             "dense_reg": float(self.dense_reg), "normalize_sparse": self.normalize_sparse,
+             "normalize_dense": self.normalize_dense}
+        starts = part_manifest(self.sparse_init, self.dense_init, self.dense_init_file, self.dense_init_bias_file)
+        if starts is not None:
+            m["starts"] = starts
+        return m
 
     @classmethod
     def from_manifest(cls, m: Any, where: str = "manifest") -> tuple["DenseSparseParams", int, int]:
+        """The part scales and normalisations of a saved model (what prediction needs;
+        the per-part starts, if recorded, are kept in the manifest only)."""
         keys = {"n_sparse", "n_dense", "sparse_reg", "dense_reg", "normalize_sparse", "normalize_dense"}
-        if not isinstance(m, dict) or set(m) != keys:
-            raise ModelFormatError(f"{where}: field 'dense' must have exactly the fields {', '.join(sorted(keys))}")
+        if not isinstance(m, dict) or not keys <= set(m) or not set(m) <= keys | {"starts"}:
+            raise ModelFormatError(f"{where}: field 'dense' must have the fields {', '.join(sorted(keys))} "
+                                   "(and optionally 'starts')")
+        if "starts" in m and not isinstance(m["starts"], dict):
+            raise ModelFormatError(f"{where}: dense.starts must be an object, got {m['starts']!r}")
         for k in ("n_sparse", "n_dense"):
             if not isinstance(m[k], int) or isinstance(m[k], bool) or m[k] < 0:
                 raise ModelFormatError(f"{where}: dense.{k} must be an integer >= 0, got {m[k]!r}")

@@ -12,6 +12,12 @@ only orchestrates.
 Each label is computed by the same deterministic code whatever chunk or thread runs
 it, so the model does not depend on threads, chunking or shards.
 
+A label without a single row (no positive, an empty shortlist: a label that only the
+test data has) would have an objective without loss, solved by any bias.  It is given
+one negative row with no feature but the bias, so that it scores below the labels with
+evidence: with aop it starts, and stays, at the bias-only vector that scores the
+negatives t (-2), as a label without positives does in ``headstart train``.
+
 Feature scales.  ``fscale[j]`` multiplies weight j when it is mapped back: the
 dense + sparse mode trains on columns scaled by 1/sqrt(lambda) of their part
 (:mod:`.features`) and saves the weights of the original features.  Pruning
@@ -23,15 +29,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ParameterError
 from ..params import TrainParams
 from . import core_adapter as core
+from .starts import Starts, prepare_starts, start_vector
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +89,16 @@ SWEEP_SHARE = 64
 
 
 @nb.njit(cache=True, nogil=True)
-def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data):
+def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data, colsum):
     """CSR of X[rows[:m]] restricted to the columns it uses, renumbered in ascending order.
 
     One gather of the rows (global column ids are written first and renumbered in place:
     the rows sit at random places in X, the copy is sequential).  ``colmap`` (size d)
     must be -1 everywhere on entry and is left so; ``feats`` receives the global id of
-    every local column.  Output buffers must hold m + 1 / nnz entries.  Returns the
-    number of local columns."""
+    every local column.  Output buffers must hold m + 1 / nnz entries.  The renumbering
+    pass also sums the columns into ``colsum`` (float64, in the order of the rows, as
+    :func:`.core_adapter.setup` would: the same bits, one pass over the rows fewer).
+    Returns the number of local columns."""
     d = colmap.size
     nf = 0
     sub_indptr[0] = 0
@@ -116,8 +125,11 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
         feats[:nf].sort()
     for q in range(nf):
         colmap[feats[q]] = q
+        colsum[q] = 0.0
     for p in range(t):
-        sub_indices[p] = colmap[sub_indices[p]]
+        c = colmap[sub_indices[p]]
+        sub_indices[p] = c
+        colsum[c] += np.float64(sub_data[p])
     for q in range(nf):
         colmap[feats[q]] = -1
     return nf
@@ -125,14 +137,18 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
 
 @nb.njit(cache=True, nogil=True)
 def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
-                bias, loss, reg, regularize_bias, S, init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_scale,
-                post):
+                bias, loss, reg, regularize_bias, S, T, epsilon, d1_zero, cost_scale, cost_pos, cost_neg, deadline,
+                post, solve):
     """Train ``labels`` on their sub-problems.
 
-    Returns (indptr, indices, data, intercept, stats) of the weights kept by the
+    Returns (indptr, indices, data, intercept, stats, done) of the weights kept by the
     post-processing ``post`` (its threshold applied to the original-space weights), over
     the global features, rows in the order of ``labels``; stats columns as
     :func:`stat_fields` (objective values of f / reg_scale, as the core's kernels).
+    ``T``: the starts (:class:`.starts.Starts`); ``cost_pos`` / ``cost_neg``: per-label
+    costs before C (empty: all 1).  With ``deadline`` > 0 (a perf_counter time) no label
+    starts after it: only labels[:done] are trained.  With ``solve`` False the start
+    vectors are returned instead (original space, not pruned).
     """
     nl = labels.size
     colmap = np.full(d, -1, dtype=np.int32)
@@ -152,8 +168,12 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
     intercept = np.zeros(nl, dtype=np.float32)
     stats = np.zeros((nl, 15))
     nnz = 0
+    done = nl
     for k in range(nl):
         t0 = core.now()
+        if deadline > 0.0 and t0 > deadline:
+            done = k
+            break
         lab = labels[k]
         pos = y_indices[y_indptr[lab]: y_indptr[lab + 1]]
         sl = s_indices[s_indptr[lab]: s_indptr[lab + 1]]
@@ -161,14 +181,26 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         rows = _grow(rows, cap)
         posl = _grow(posl, pos.size)
         m = merge_rows(pos, sl, rows, posl)
+        empty = m == 0
         tot = 0
         for r in range(m):
             tot += X_indptr[rows[r] + 1] - X_indptr[rows[r]]
-        sub_indptr = _grow(sub_indptr, m + 1)
+        sub_indptr = _grow(sub_indptr, m + 2)
         sub_indices = _grow(sub_indices, tot)
         sub_data = _grow(sub_data, tot)
         feats = _grow(feats, min(tot, d))
-        nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data)
+        colsum = _grow(colsum, min(tot, d) + 1)
+        if empty:
+            # no positive, nothing shortlisted: one negative row with no feature but the
+            # bias (see the module text)
+            m = 1
+            rows[0] = 0
+            sub_indptr[0] = 0
+            sub_indptr[1] = 0
+            nf = 0
+        else:
+            nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data,
+                         colsum)
         colsum = _grow(colsum, nf + 1)
         psum = _grow(psum, nf + 1)
         w0 = _grow(w0, nf + 1)
@@ -176,12 +208,19 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
             B = core.new_buffers(max(m, 2 * B[1].wx.size), max(nf, 2 * (B[0].w.size - 1)))
         P = core.make_problem(sub_indptr[: m + 1], sub_indices[:tot], sub_data[:tot], nf, bias, loss, reg,
                               regularize_bias)
-        V = core.workspace_view(B, m, nf)
-        st, it, cg, f0, f1, g_init, g_final, gzero, tol, dist = core.solve(
-            P, V, S, posl[: pos.size], init, init_value, aop_s, aop_t, epsilon, d1_zero, cost_scale, colsum, psum,
-            w0)
-        w = V[0].w
-        tau = core.threshold(post, P, V, f1)
+        W, O = core.workspace_view(B, m, nf)
+        cp = cost_scale * (cost_pos[lab] if cost_pos.size > 0 else 1.0)
+        cn = cost_scale * (cost_neg[lab] if cost_neg.size > 0 else 1.0)
+        tol, gzero = core.setup(P, O, posl[: pos.size], cp, cn, epsilon, d1_zero, colsum, psum, not empty)
+        start_vector(T, P, O, W.w, colsum, psum, posl[: pos.size], lab, feats[:nf], rows[:m], fscale)
+        if empty:
+            core.scores(P, W.w, O.wx)    # the row is no row of X: its score is the bias alone
+        st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        tau = 0.0
+        if solve:
+            st, it, cg, f0, f1, g_init, g_final, dist = core.solve(P, (W, O), S, tol, w0)
+            tau = core.threshold(post, P, (W, O), f1)
+        w = W.w
         # weights back to the global features (feats ascending), pruned in that space
         out_indices = _grow(out_indices, nnz + nf)
         out_data = _grow(out_data, nnz + nf)
@@ -209,20 +248,13 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         row[10] = dist
         row[11] = core.now() - t0
         row[12] = nnz - start
-        row[13] = m
+        row[13] = 0 if empty else m
         row[14] = nf
-    return out_indptr, out_indices[:nnz].copy(), out_data[:nnz].copy(), intercept, stats
+    return out_indptr[: done + 1].copy(), out_indices[:nnz].copy(), out_data[:nnz].copy(), intercept[:done].copy(), \
+        stats[:done].copy(), done
 
 
 # --------------------------------------------------------------------------- orchestration
-def check_init(params: TrainParams) -> int:
-    if params.init not in core.INITS:
-        raise ParameterError(f"parameter init must be one of {', '.join(core.INITS)} for shortlisted training "
-                             f"(the sub-problems have no shared all-negative start or saved model), "
-                             f"got {params.init!r}")
-    return core.INITS[params.init]
-
-
 def default_chunk_size(n_labels: int, threads: int) -> int:
     """Labels per compiled call: at least 4 chunks per thread to balance them (a
     label's cost follows its shortlist, which varies a lot), at most 2048."""
@@ -243,22 +275,48 @@ def guided_chunks(labels: np.ndarray, chunk_size: int, threads: int) -> list[np.
     return out
 
 
+@dataclass
+class RunInputs:
+    """What every range of a run shares, prepared once at the boundary: the starts
+    (plans of the registry's initialisers) and the per-label costs."""
+
+    starts: Starts
+    cost_pos: np.ndarray      # per label of the label space, before C (empty: all 1)
+    cost_neg: np.ndarray
+
+
+def prepare_inputs(X: sp.csr_matrix, Y: sp.csc_matrix, params: TrainParams, *, starts: Starts | None = None,
+                   **start_kw) -> RunInputs:
+    """Starts (``params.init`` or per-part, see :func:`.starts.prepare_starts`) and costs
+    (``params.weighting``, from the whole data's label counts, as the core trainer)."""
+    if starts is None:
+        starts = prepare_starts(X, Y, params, threads=params.effective_threads(), **start_kw)
+    cp, cn = core.label_costs(params, np.diff(Y.indptr), X.shape[0])
+    return RunInputs(starts, np.ascontiguousarray(cp, dtype=np.float64), np.ascontiguousarray(cn, dtype=np.float64))
+
+
 def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matrix, params: TrainParams,
                       labels: np.ndarray, *, fscale: np.ndarray | None = None, chunk_size: int | None = None,
                       progress: Callable[[int], None] | None = None, sink: Callable | None = None,
-                      collect: bool = True):
+                      collect: bool = True, inputs: RunInputs | None = None, solve: bool = True):
     """Train ``labels`` (ascending ids) of (X, Y), each on its positives plus its column
     of ``shortlist`` (instances x labels, CSC with sorted indices).
 
     X: canonical float32 CSR (already preprocessed, dense part scaled); Y: CSC 0/1 with
     sorted indices.  Returns (weights CSR (len(labels) x d), intercept, stats) like
     :func:`headstart.training.trainer.train_labels`; ``sink`` gets every finished chunk
-    (a ChunkResult), ``progress(n)`` the count of labels done.
+    (a ChunkResult), ``progress(n)`` the count of labels done.  ``inputs``: the starts
+    and costs (:func:`prepare_inputs`; prepared here from ``params`` when not given).
+    With ``params.timeout`` no label starts after that many seconds: the labels trained
+    are those the statistics list (the weights have their rows only).  ``solve=False``
+    returns the start vectors instead (original feature space, not pruned).
     """
     t_start = time.perf_counter()
-    init = check_init(params)
-    loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=fscale is not None and
-                                                                bool(np.any(np.asarray(fscale) != 1.0)))
+    deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
+    dense = fscale is not None and bool(np.any(np.asarray(fscale) != 1.0))
+    loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=dense)
+    if inputs is None:
+        inputs = prepare_inputs(X, Y, params)
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
     if fscale is None:
@@ -269,9 +327,9 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
           X.data.astype(np.float32, copy=False))
     yi = (Y.indptr.astype(np.int64, copy=False), Y.indices.astype(np.int64, copy=False))
     si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
-    scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, np.int64(init),
-               np.float64(params.bias_init), np.float64(params.aop_s), np.float64(params.aop_t),
-               np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), post)
+    scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, inputs.starts,
+               np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), inputs.cost_pos,
+               inputs.cost_neg, np.float64(deadline), post, bool(solve))
     fields = stat_fields()
     threads = params.effective_threads()
     if chunk_size is None:
@@ -284,8 +342,14 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     failed = threading.Event()
 
     def run(chunk: np.ndarray) -> None:
-        indptr, indices, data, intercept, table = train_chunk(*Xi, np.int64(d), *yi, *si, chunk, fscale,
-                                                              *scalars)
+        if deadline and time.perf_counter() > deadline:
+            return
+        indptr, indices, data, intercept, table, done = train_chunk(*Xi, np.int64(d), *yi, *si, chunk, fscale,
+                                                                    *scalars)
+        if done < chunk.size:
+            chunk = chunk[:done]      # the time budget ran out inside this chunk
+            if done == 0:
+                return
         W = sp.csr_matrix((data, indices, indptr), shape=(chunk.size, d))
         if params.reg_scale != 1.0:
             # the kernels minimise f / reg_scale (as the core trainer reports it)
@@ -323,8 +387,9 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         weights = sp.csr_matrix((0, d), dtype=np.float32)
         intercept = np.zeros(0, dtype=np.float32)
     stats = core.concat_stats([r[3] for r in results]) if results else core.training_stats(
-        labels, np.zeros((0, len(fields))), fields)
-    stats.meta.update({"init": params.init, "wall_seconds": time.perf_counter() - t_start, "threads": threads,
-                       "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
-    core.report_problems(stats)
+        np.zeros(0, dtype=np.int64), np.zeros((0, len(fields))), fields)
+    stats.meta.update({"init": inputs.starts.name, "wall_seconds": time.perf_counter() - t_start,
+                       "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
+    if solve:
+        core.report_problems(stats)
     return weights, intercept, stats
