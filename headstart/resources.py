@@ -26,10 +26,12 @@ workspaces
     :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
     per lane w, s (float64) and the support and its marks (int32) of ``n_features + 1``,
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
-    lanes, the gradient, CG vectors and Hessian diagonal (7 float64 of ``n_features + 1``) and the active
+    lanes, the gradient, CG vectors and Hessian diagonal (6 float64 of ``n_features + 1``) and the active
     set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
     start vectors (``lanes`` float64 vectors of ``n_features + 1``), the sweep buffer
-    (``lanes`` float32 columns) and two float64 scratch vectors.
+    (``lanes`` float32 columns), two float64 scratch vectors and, with 16 lanes, the
+    direction group's buffers (7 float64 vectors of ``n_features + 1`` per member of
+    :data:`headstart.objective.erm.GROUP`, 5 bytes per instance).
     An upper bound: the workspaces live in mappings of their own
     (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the
     active-set arrays) never become resident.
@@ -229,9 +231,14 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
     # + the kernel's start vectors (float64, one per lane), its float32 sweep buffer (one
-    # column per lane), the positives' sum and the exact-remainder scratch (float64)
+    # column per lane), the positives' sum and the exact-remainder scratch (float64), and
+    # with 16 lanes the direction group's seven float64 vectors per member (gradient,
+    # preconditioner, residual, direction and product, each also interleaved) and its row union (int32) and marks
+    from .objective.erm import GROUP
+    from .training.kernel import LANES
+    group = 7 * GROUP * nv * _F64 + 5 * n if lanes == LANES else 0
     per_thread_ws = (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
-                     + (2 + lanes) * nv * _F64 + lanes * nv * 4)
+                     + (2 + lanes) * nv * _F64 + lanes * nv * 4 + group)
     parts["workspaces"] = used * per_thread_ws
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ

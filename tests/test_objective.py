@@ -441,3 +441,47 @@ def test_outside_norm_is_exact_when_the_support_holds_almost_all_of_w():
     exact = float(w[outside] @ w[outside])
     assert exact > 0
     assert O.fst[erm.WOUT2] == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss,kind,rb,bias", CASES)
+def test_group_hessian_products_are_each_problems_own(loss, kind, rb, bias):
+    """erm.hess_rows_group (+ hess_reg) gives GROUP problems -- different labels, points
+    and active sets, one of them not taking part, one slot empty -- exactly what
+    hess_vec gives each alone, bit for bit, over the union of their active rows."""
+    X = make_X(kind, n=60, seed=8)
+    n, d = X.shape
+    nv = d + 1
+    G = erm.GROUP
+    rng = np.random.default_rng(9)
+    lanes = 3                                    # slot 3 stays empty
+    C = np.full((lanes, n), np.nan)              # the coefficient rows (the lanes' xs)
+    mask = np.zeros(n, dtype=np.int8)
+    D = np.full((nv, G), np.nan)                 # garbage off the supports must not matter
+    HD = np.full((nv, G), np.nan)
+    want = []
+    states = []
+    for t in range(lanes):
+        y = labels_for(n, seed=20 + t)
+        K = Kernels(X, y, bias, 0.9 + 0.1 * t, loss, rb)
+        w = rng.normal(0.0, 0.3, nv)
+        g, act, gcoef, hcoef, O = K.grad(w)
+        assert 0 < act.size
+        erm.group_coefficients(O, C[t], mask)
+        v = rng.normal(size=nv)
+        F = O.F[:O.ist[erm.NF]]
+        D[F, t] = v[F]
+        alone = np.full(nv, np.nan)
+        erm.hess_vec(K.P, O, w, v, alone)
+        want.append(alone[F])
+        erm.hess_reg(K.P, O, w, D[:, t], HD[:, t])
+        states.append(F)
+    U = np.zeros(n, dtype=np.int32)
+    nU = erm.group_rows(mask, U)
+    assert not mask.any() and np.all(np.diff(U[:nU]) > 0)
+    members = np.array([0, 1, 2, 0], dtype=np.int64)
+    run = np.array([True, False, True, False])
+    before = HD[:, 1].copy()
+    erm.hess_rows_group(K.P, U, nU, C, members, run, D, HD)
+    for t in (0, 2):
+        np.testing.assert_array_equal(HD[states[t], t], want[t])
+    np.testing.assert_array_equal(HD[:, 1], before)     # a problem not taking part is left alone

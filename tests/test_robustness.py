@@ -283,13 +283,16 @@ def test_training_estimate_follows_the_trainer():
     assert e.total == sum(e.parts.values()) > 0
     # the lane workspaces: what make_lane_workspace allocates for the lanes of a thread,
     # per thread, + the start vectors (lanes float64 vectors of d + 1), the float32 sweep
-    # buffer (lanes columns) and two float64 scratch vectors
-    from headstart.training.kernel import make_lane_workspace
+    # buffer (lanes columns), two float64 scratch vectors and, with 16 lanes, the
+    # direction group (seven float64 vectors of d + 1 per member, 5 bytes per instance)
+    from headstart.objective.erm import GROUP
+    from headstart.training.kernel import LANES, make_lane_workspace
 
     L = e.details["lanes"]
     ws, state = make_lane_workspace(1000, 500, L)
     lanes = sum(a.nbytes for a in (*ws, *state))
-    assert e.parts["workspaces"] == e.details["threads"] * (lanes + (2 + L) * 501 * 8 + L * 501 * 4)
+    group = 7 * GROUP * 501 * 8 + 5 * 1000 if L == LANES else 0
+    assert e.parts["workspaces"] == e.details["threads"] * (lanes + (2 + L) * 501 * 8 + L * 501 * 4 + group)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]

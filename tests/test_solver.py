@@ -68,8 +68,8 @@ def run_pcg(P, O, w, g, M, eps_cg, m_out=1.0):
     support), the residual r (None unless the support is every coordinate) and the
     number of CG steps."""
     nv = g.size
-    s, r, d, z, Hd = (np.zeros(nv) for _ in range(5))
-    it, sigma = pcg(P, O, w, g, M, s, r, d, z, Hd, eps_cg, m_out)
+    s, r, d, Hd = (np.zeros(nv) for _ in range(4))
+    it, sigma = pcg(P, O, w, g, M, s, r, d, Hd, eps_cg, m_out)
     F = O.F[:O.ist[erm.NF]]
     out = np.ones(nv, dtype=bool)
     out[F] = False

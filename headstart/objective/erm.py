@@ -410,20 +410,8 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
 def hess_vec(P, O, w, v, out):
     """out[F] = (H v)[F] = q(w) v + sum_{i active} c_i phi''(m_i) (x_i . v) x_i on the
     support (outside it, with L2, H = I: handled by the solver)."""
-    d = P.n_features
-    F = O.F
-    nF = O.ist[NF]
-    if regularizers.is_l2(P.reg):
-        for q in range(nF):
-            j = F[q]
-            out[j] = v[j]
-        out[d] = v[d] if P.regularize_bias else 0.0
-    else:
-        for q in range(nF):
-            j = F[q]
-            out[j] = regularizers.d2(P.reg, w[j]) * v[j]
-        out[d] = regularizers.d2(P.reg, w[d]) * v[d] if P.regularize_bias else 0.0
-    vb = P.bias * v[d]
+    hess_reg(P, O, w, v, out)
+    vb = P.bias * v[P.n_features]
     ob = 0.0
     act = O.act
     for k in range(O.ist[NACT]):
@@ -438,7 +426,130 @@ def hess_vec(P, O, w, v, out):
             for p in range(lo, hi):
                 out[P.indices[p]] += c * P.data[p]
             ob += c
-    out[d] += ob * P.bias
+    out[P.n_features] += ob * P.bias
+
+
+@nb.njit(cache=True, nogil=True)
+def hess_reg(P, O, w, v, out):
+    """out[F] = q(w) v on the support: the regulariser's part of H v, where the rows'
+    part then adds up."""
+    d = P.n_features
+    F = O.F
+    nF = O.ist[NF]
+    if regularizers.is_l2(P.reg):
+        for q in range(nF):
+            j = F[q]
+            out[j] = v[j]
+        out[d] = v[d] if P.regularize_bias else 0.0
+    else:
+        for q in range(nF):
+            j = F[q]
+            out[j] = regularizers.d2(P.reg, w[j]) * v[j]
+        out[d] = regularizers.d2(P.reg, w[d]) * v[d] if P.regularize_bias else 0.0
+
+
+# --- Hessian products of a group of problems in one pass --------------------------------
+#
+# When many rows are active (zero starts, head labels, the logistic loss: every row),
+# H v costs two passes over the active rows' nonzeros, and is bound by instructions, not
+# memory (measured on an Amazon-670K-shaped set: 2.3 ns per nonzero with all rows
+# active, 1.6 ns even when v fits in L1).  GROUP problems at once load each nonzero
+# once and do their multiply-adds side by side in vector registers, over the union of
+# their active rows; each problem's own rows give exactly its own sums (same
+# operations, same order), the others' rows add exact zeros.
+
+GROUP = 4   # problems per group product; hess_rows_group is written out for this many
+
+
+@nb.njit(cache=True, nogil=True)
+def group_coefficients(O, coef, mask):
+    """After this problem's gradient: coef[i] = its Hessian coefficient c_i phi''(m_i) for
+    active rows, 0 elsewhere (``coef`` is a length-n buffer the problem does not need
+    while its direction is computed: its xs), and mark its active rows in ``mask``."""
+    coef[:] = 0.0
+    act = O.act
+    for k in range(O.ist[NACT]):
+        i = act[k]
+        coef[i] = O.hcoef[k]
+        mask[i] = 1
+
+
+@nb.njit(cache=True, nogil=True)
+def group_rows(mask, U):
+    """The union of the marked rows, ascending, into U (and the marks cleared): returns
+    its size."""
+    nU = 0
+    for i in range(mask.size):
+        if mask[i] != 0:
+            U[nU] = i
+            nU += 1
+            mask[i] = 0
+    return nU
+
+
+@nb.njit(cache=True, nogil=True)
+def hess_rows_group(P, U, nU, C, m, run, D, HD):
+    """The rows' part of H_t D[:, t] added to HD[:, t] for the GROUP problems t, over the
+    union U[:nU] of their active rows: C[m[t]] holds problem t's coefficients (0 off
+    its active set), ``run[t]`` says whether problem t takes part (a problem whose CG
+    has stopped does not).  D and HD are (features + 1, GROUP), C order, so the values
+    a nonzero needs are adjacent.  Each problem gets the sums of :func:`hess_vec` bit
+    for bit (the regulariser's part comes from :func:`hess_reg`)."""
+    d = P.n_features
+    bias = P.bias
+    C0 = C[m[0]]
+    C1 = C[m[1]]
+    C2 = C[m[2]]
+    C3 = C[m[3]]
+    vb0 = bias * D[d, 0]
+    vb1 = bias * D[d, 1]
+    vb2 = bias * D[d, 2]
+    vb3 = bias * D[d, 3]
+    ob0 = 0.0
+    ob1 = 0.0
+    ob2 = 0.0
+    ob3 = 0.0
+    for u in range(nU):
+        i = U[u]
+        h0 = C0[i] if run[0] else 0.0
+        h1 = C1[i] if run[1] else 0.0
+        h2 = C2[i] if run[2] else 0.0
+        h3 = C3[i] if run[3] else 0.0
+        lo = P.indptr[i]
+        hi = P.indptr[i + 1]
+        a0 = vb0
+        a1 = vb1
+        a2 = vb2
+        a3 = vb3
+        for p in range(lo, hi):
+            x = np.float64(P.data[p])
+            row = D[P.indices[p]]
+            a0 += x * row[0]
+            a1 += x * row[1]
+            a2 += x * row[2]
+            a3 += x * row[3]
+        # a problem whose row this is not (h = 0) adds exact zeros (its sums are the
+        # same as when it skips the row, as hess_vec does)
+        c0 = h0 * a0 if h0 != 0.0 else 0.0
+        c1 = h1 * a1 if h1 != 0.0 else 0.0
+        c2 = h2 * a2 if h2 != 0.0 else 0.0
+        c3 = h3 * a3 if h3 != 0.0 else 0.0
+        if c0 != 0.0 or c1 != 0.0 or c2 != 0.0 or c3 != 0.0:
+            for p in range(lo, hi):
+                x = np.float64(P.data[p])
+                row = HD[P.indices[p]]
+                row[0] += c0 * x
+                row[1] += c1 * x
+                row[2] += c2 * x
+                row[3] += c3 * x
+            ob0 += c0
+            ob1 += c1
+            ob2 += c2
+            ob3 += c3
+    HD[d, 0] += ob0 * bias
+    HD[d, 1] += ob1 * bias
+    HD[d, 2] += ob2 * bias
+    HD[d, 3] += ob3 * bias
 
 
 @nb.njit(cache=True, nogil=True)

@@ -122,7 +122,7 @@ def new_buffers(m, d):
     (same shapes and dtypes as newton.make_workspace / erm.make_state)."""
     nv = d + 1
     W = _nt.Workspace(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv),
-                      np.zeros(nv), np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
+                      np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
                    np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.MARK_DTYPE),
                    np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(3, dtype=np.int64), np.zeros(3))
@@ -137,7 +137,7 @@ def workspace_view(B, m, d):
         O.mark[:] = 0
         O.ist[_erm.STAMP] = 0
     nv = d + 1
-    Wv = _nt.Workspace(W.w[:nv], W.g[:nv], W.s[:nv], W.r[:nv], W.d[:nv], W.z[:nv], W.Hd[:nv], W.M[:nv],
+    Wv = _nt.Workspace(W.w[:nv], W.g[:nv], W.s[:nv], W.r[:nv], W.d[:nv], W.Hd[:nv], W.M[:nv],
                        W.delta[:nv])
     Ov = _erm.State(O.y[:m], O.wx[:m], O.xs[:m], O.act[:m], O.gcoef[:m], O.hcoef[:m], O.hdiag[:nv], O.F[:nv], O.mark[:nv],
                     O.ist, O.fst)

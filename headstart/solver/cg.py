@@ -14,6 +14,14 @@ rho for r, zeta for z, delta for the direction), its inner products as
 scalar * scalar * ||w_O||^2.  This is the same iteration as CG on all coordinates in
 exact arithmetic, but each step costs O(|F| + nnz of the active rows) instead of
 O(features) -- for tail labels with a good start, |F| is a few percent of the features.
+
+Phases.  An iteration is split around its Hessian product -- :func:`pcg_begin`, then
+per iteration the product H d and :func:`pcg_step` -- so that a scheduler can compute
+the products of several problems in one pass over their active rows
+(:func:`headstart.objective.erm.hess_rows_group`); :func:`pcg` strings the phases
+together for one problem.  The scalars carried from phase to phase live in a small
+float64 array (indices below).  The preconditioned residual z = r / M is recomputed
+where it is used rather than stored: the same bits, one vector less per problem.
 """
 
 from __future__ import annotations
@@ -21,18 +29,18 @@ from __future__ import annotations
 import math
 
 import numba as nb
+import numpy as np
 
 from ..objective import erm
 
+# the CG scalars between phases (a float64 array of CG_SCALARS)
+ZTR, SIGMA, RHO, DELTA, CGTOL, QVAL, ITER, MOUT = range(8)
+CG_SCALARS = 8
+
 
 @nb.njit(cache=True, nogil=True)
-def pcg(P, O, w, g, M, s, r, dv, z, Hd, eps_cg, m_out):
-    """Approximately solve H s = -g, H the objective's Hessian at w (after its gradient).
-
-    Writes s[F] (and uses r, dv, z, Hd on F as scratch), F the objective's support;
-    returns (cg_iter, sigma) with s_O = sigma * w_O outside the support, where the
-    objective is ||w||^2 / 2 (g = w, H = I, preconditioner ``m_out``).
-    """
+def pcg_begin(O, g, M, s, r, dv, eps_cg, m_out, cs):
+    """s = 0, r = -g, d = M^-1 r on the support (the scalars outside it into ``cs``)."""
     F = O.F
     nF = O.ist[erm.NF]
     wout2 = O.fst[erm.WOUT2]
@@ -41,60 +49,90 @@ def pcg(P, O, w, g, M, s, r, dv, z, Hd, eps_cg, m_out):
         j = F[q]
         s[j] = 0.0
         r[j] = -g[j]
-        z[j] = r[j] / M[j]
-        dv[j] = z[j]
-        zTr += z[j] * r[j]
-    sigma = 0.0
+        z = r[j] / M[j]
+        dv[j] = z
+        zTr += z * r[j]
     rho = -1.0           # r_O = -g_O = -w_O
     zeta = rho / m_out
-    delta = zeta
     zTr += zeta * rho * wout2
-    cgtol = min(eps_cg, math.sqrt(math.sqrt(zTr)))
-    Q = 0.0
-    cg_iter = 0
-    max_cg_iter = max(M.size, 5)
-    while cg_iter < max_cg_iter:
-        cg_iter += 1
+    cs[ZTR] = zTr
+    cs[SIGMA] = 0.0
+    cs[RHO] = rho
+    cs[DELTA] = zeta
+    cs[CGTOL] = min(eps_cg, math.sqrt(math.sqrt(zTr)))
+    cs[QVAL] = 0.0
+    cs[ITER] = 0.0
+    cs[MOUT] = m_out
+
+
+@nb.njit(cache=True, nogil=True)
+def pcg_step(O, g, M, s, r, dv, Hd, cs):
+    """One CG iteration, given Hd = H d on the support: updates s, r, d; returns True when
+    CG stops (Q's decrease rule, numerical trouble, or max(features, 5) iterations)."""
+    F = O.F
+    nF = O.ist[erm.NF]
+    wout2 = O.fst[erm.WOUT2]
+    cg_iter = cs[ITER] + 1.0
+    cs[ITER] = cg_iter
+    zTr = cs[ZTR]
+    delta = cs[DELTA]
+    dHd = delta * delta * wout2   # (H d)_O = d_O
+    for q in range(nF):
+        j = F[q]
+        dHd += dv[j] * Hd[j]
+    if dHd <= 1.0e-16:  # avoid 0/0 in alpha (LIBLINEAR)
+        return True
+    alpha = zTr / dHd
+    sr = 0.0
+    sg = 0.0
+    for q in range(nF):
+        j = F[q]
+        s[j] += alpha * dv[j]
+        r[j] -= alpha * Hd[j]
+        sr += s[j] * r[j]
+        sg += s[j] * g[j]
+    sigma = cs[SIGMA] + alpha * delta
+    rho = cs[RHO] - alpha * delta
+    cs[SIGMA] = sigma
+    cs[RHO] = rho
+    sr += sigma * rho * wout2
+    sg += sigma * wout2
+    # Q(s) = g.s + 0.5 s.H.s = -0.5 (s.r - s.g) since r = -g - H s
+    newQ = -0.5 * (sr - sg)
+    Qdiff = newQ - cs[QVAL]
+    if newQ <= 0.0 and Qdiff <= 0.0:
+        if cg_iter * Qdiff >= cs[CGTOL] * newQ:
+            return True
+    else:
+        return True  # quadratic model positive or increasing: numerical trouble, stop
+    cs[QVAL] = newQ
+    znewTrnew = 0.0
+    for q in range(nF):
+        j = F[q]
+        znewTrnew += (r[j] / M[j]) * r[j]
+    zeta = rho / cs[MOUT]
+    znewTrnew += zeta * rho * wout2
+    beta = znewTrnew / zTr
+    for q in range(nF):
+        j = F[q]
+        dv[j] = r[j] / M[j] + beta * dv[j]
+    cs[DELTA] = zeta + beta * delta
+    cs[ZTR] = znewTrnew
+    return cg_iter >= max(M.size, 5)
+
+
+@nb.njit(cache=True, nogil=True)
+def pcg(P, O, w, g, M, s, r, dv, Hd, eps_cg, m_out):
+    """Approximately solve H s = -g, H the objective's Hessian at w (after its gradient).
+
+    Writes s[F] (and uses r, dv, Hd on F as scratch), F the objective's support;
+    returns (cg_iter, sigma) with s_O = sigma * w_O outside the support, where the
+    objective is ||w||^2 / 2 (g = w, H = I, preconditioner ``m_out``).
+    """
+    cs = np.empty(CG_SCALARS)
+    pcg_begin(O, g, M, s, r, dv, eps_cg, m_out, cs)
+    while True:
         erm.hess_vec(P, O, w, dv, Hd)
-        dHd = delta * delta * wout2   # (H d)_O = d_O
-        for q in range(nF):
-            j = F[q]
-            dHd += dv[j] * Hd[j]
-        if dHd <= 1.0e-16:  # avoid 0/0 in alpha (LIBLINEAR)
+        if pcg_step(O, g, M, s, r, dv, Hd, cs):
             break
-        alpha = zTr / dHd
-        sr = 0.0
-        sg = 0.0
-        for q in range(nF):
-            j = F[q]
-            s[j] += alpha * dv[j]
-            r[j] -= alpha * Hd[j]
-            sr += s[j] * r[j]
-            sg += s[j] * g[j]
-        sigma += alpha * delta
-        rho -= alpha * delta
-        sr += sigma * rho * wout2
-        sg += sigma * wout2
-        # Q(s) = g.s + 0.5 s.H.s = -0.5 (s.r - s.g) since r = -g - H s
-        newQ = -0.5 * (sr - sg)
-        Qdiff = newQ - Q
-        if newQ <= 0.0 and Qdiff <= 0.0:
-            if cg_iter * Qdiff >= cgtol * newQ:
-                break
-        else:
-            break  # quadratic model positive or increasing: numerical trouble, stop
-        Q = newQ
-        znewTrnew = 0.0
-        for q in range(nF):
-            j = F[q]
-            z[j] = r[j] / M[j]
-            znewTrnew += z[j] * r[j]
-        zeta = rho / m_out
-        znewTrnew += zeta * rho * wout2
-        beta = znewTrnew / zTr
-        for q in range(nF):
-            j = F[q]
-            dv[j] = z[j] + beta * dv[j]
-        delta = zeta + beta * delta
-        zTr = znewTrnew
-    return cg_iter, sigma
+    return np.int64(cs[ITER]), cs[SIGMA]

@@ -38,11 +38,11 @@ NUMERICAL = 4        # non-finite objective
 STATUS_NAMES = ("converged", "max_iter", "line_search_failed", "no_progress", "numerical")
 
 # The solver's own vectors, reused for every label trained in them: w, the gradient g,
-# the direction s and PCG's r, d, z, Hd, M.  ``delta`` is the projected direction the
+# the direction s and PCG's r, d, Hd, M.  ``delta`` is the projected direction the
 # pass over X reads (:func:`headstart.objective.erm.project`); the lane scheduler keeps
 # it in its shared sweep buffer instead and gives lanes a 1-element one.  Everything
 # the objective caches lives in its own :data:`headstart.objective.erm.State`.
-Workspace = namedtuple("Workspace", ["w", "g", "s", "r", "d", "z", "Hd", "M", "delta"])
+Workspace = namedtuple("Workspace", ["w", "g", "s", "r", "d", "Hd", "M", "delta"])
 
 # Settings of the solver (from TrainParams).
 Settings = namedtuple("Settings", ["max_iter", "eps_cg", "pcg_alpha", "ls_eta", "ls_max_steps"])
@@ -55,7 +55,7 @@ DELTA_DTYPE = np.float32
 
 def make_workspace(n_features: int) -> Workspace:
     nv = n_features + 1
-    return Workspace(*(np.zeros(nv) for _ in range(8)), np.zeros(nv, dtype=DELTA_DTYPE))
+    return Workspace(*(np.zeros(nv) for _ in range(7)), np.zeros(nv, dtype=DELTA_DTYPE))
 
 
 def settings(params) -> Settings:
@@ -92,20 +92,33 @@ def start(P, O, W, tol, rec_f, rec_act):
 def direction(P, S, O, W):
     """Newton direction into W.s by PCG on the objective's support; returns
     (CG steps, g.s, sigma) with s = sigma * w outside the support."""
-    F = O.F
-    nF = O.ist[erm.NF]
-    m_out = erm.precond(P, O, W.w, W.M)
-    for q in range(nF):
-        j = F[q]
-        W.M[j] = (1.0 - S.pcg_alpha) + S.pcg_alpha * W.M[j]
-    m_out = (1.0 - S.pcg_alpha) + S.pcg_alpha * m_out
-    cg_iter, sigma = pcg(P, O, W.w, W.g, W.M, W.s, W.r, W.d, W.z, W.Hd, S.eps_cg, m_out)
+    m_out = preconditioner(P, S, O, W.w, W.M)
+    cg_iter, sigma = pcg(P, O, W.w, W.g, W.M, W.s, W.r, W.d, W.Hd, S.eps_cg, m_out)
     # s stays in split form: W.s on the support, sigma * w elsewhere (never written out)
-    gTs = sigma * O.fst[erm.WOUT2]  # g_O . s_O
-    for q in range(nF):
+    return cg_iter, slope(O, W.g, W.s, sigma), sigma
+
+
+@nb.njit(cache=True, nogil=True)
+def preconditioner(P, S, O, w, M):
+    """M = (1 - alpha) + alpha * diag(H) on the support (LIBLINEAR's mixed diagonal
+    preconditioner); returns its value outside the support."""
+    F = O.F
+    m_out = erm.precond(P, O, w, M)
+    for q in range(O.ist[erm.NF]):
         j = F[q]
-        gTs += W.g[j] * W.s[j]
-    return cg_iter, gTs, sigma
+        M[j] = (1.0 - S.pcg_alpha) + S.pcg_alpha * M[j]
+    return (1.0 - S.pcg_alpha) + S.pcg_alpha * m_out
+
+
+@nb.njit(cache=True, nogil=True)
+def slope(O, g, s, sigma):
+    """g.s for s in split form (s on the support, sigma * w outside, where g = w)."""
+    F = O.F
+    gTs = sigma * O.fst[erm.WOUT2]  # g_O . s_O
+    for q in range(O.ist[erm.NF]):
+        j = F[q]
+        gTs += g[j] * s[j]
+    return gTs
 
 
 @nb.njit(cache=True, nogil=True)

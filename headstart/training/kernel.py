@@ -33,6 +33,7 @@ from .. import postproc
 from ..init.base import initial_weights
 from ..objective import erm
 from ..objective.erm import State
+from ..solver import cg
 from ..solver import newton as nt
 from ..solver.newton import Workspace
 
@@ -60,7 +61,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
     nv = n_features + 1
     own = lambda dtype=np.float64: np.zeros((lanes, nv), dtype=dtype)  # noqa: E731
     shared = lambda: np.zeros((1, nv))  # noqa: E731
-    W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(), shared(),
+    W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(),
                   np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
@@ -71,10 +72,90 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
 @nb.njit(cache=True, nogil=True)
 def lane(WS, OS, b):
     """Lane b's view of the workspace and state (shared parts at index 0)."""
-    W = Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.z[0], WS.Hd[0], WS.M[0], WS.delta[b])
+    W = Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.Hd[0], WS.M[0], WS.delta[b])
     O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], OS.hdiag[0], OS.F[b], OS.mark[b], OS.ist[b],
               OS.fst[b])
     return W, O
+
+
+# A lane whose last gradient had at least 1/DENSE_SHARE of the instances active computes
+# its Newton direction in a group of erm.GROUP lanes, whose Hessian products share one
+# pass over the union of their active rows (erm.hess_rows_group).  Below that the rows
+# are few and mostly a lane's own: each lane computes its products alone.
+DENSE_SHARE = 16
+
+
+@nb.njit(cache=True, nogil=True)
+def group_lane(WS, OS, b, GG, GM, GR, t):
+    """Lane b's view with the gradient, preconditioner (also the objective's Hessian
+    diagonal) and CG residual in group slot t: a group's lanes keep them from their
+    gradients until their common direction computation."""
+    W = Workspace(WS.w[b], GG[t], WS.s[b], GR[t], WS.d[0], WS.Hd[0], GM[t], WS.delta[b])
+    O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], GM[t], OS.F[b], OS.mark[b],
+              OS.ist[b], OS.fst[b])
+    return W, O
+
+
+@nb.njit(cache=True, nogil=True)
+def group_directions(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig):
+    """Newton directions of the nm lanes ``members[:nm]`` (group slots 0..nm-1), by PCG
+    in lock step: each CG iteration computes the Hessian products of the lanes still
+    iterating in one pass (erm.hess_rows_group), the rest is each lane's own PCG
+    (solver.cg's phases), so every lane gets the direction it would get alone, bit for
+    bit.  Their coefficients are in their xs rows and their active rows in ``mask``
+    (erm.group_coefficients).
+
+    A lane's CG vectors are its own contiguous rows (GD, GH: the same kernels and types
+    as a lone direction, hence no second specialisation of them -- see cli/precompile.py,
+    "One function, one process"); only the pass over the rows reads and writes the
+    interleaved D, HD, with a copy on the support on the way in and out."""
+    nU = erm.group_rows(mask, U)
+    for t in range(erm.GROUP):
+        run[t] = False
+    for t in range(nm):
+        W, O = group_lane(WS, OS, members[t], GG, GM, GR, t)
+        m_out = nt.preconditioner(P, S, O, W.w, W.M)
+        cg.pcg_begin(O, W.g, W.M, W.s, W.r, GD[t], S.eps_cg, m_out, cs[t])
+        run[t] = True
+    busy = nm
+    while busy > 0:
+        for t in range(nm):
+            if run[t]:
+                W, O = group_lane(WS, OS, members[t], GG, GM, GR, t)
+                erm.hess_reg(P, O, W.w, GD[t], GH[t])
+                _to_column(O, GD[t], D, t)
+                _to_column(O, GH[t], HD, t)
+        erm.hess_rows_group(P, U, nU, OS.xs, members, run, D, HD)
+        for t in range(nm):
+            if run[t]:
+                W, O = group_lane(WS, OS, members[t], GG, GM, GR, t)
+                _from_column(O, HD, t, GH[t])
+                if cg.pcg_step(O, W.g, W.M, W.s, W.r, GD[t], GH[t], cs[t]):
+                    run[t] = False
+                    busy -= 1
+    for t in range(nm):
+        b = members[t]
+        W, O = group_lane(WS, OS, b, GG, GM, GR, t)
+        cgi[b] = np.int64(cs[t, cg.ITER])
+        sig[b] = cs[t, cg.SIGMA]
+        gTs[b] = nt.slope(O, W.g, W.s, sig[b])
+
+
+@nb.njit(cache=True, nogil=True)
+def _to_column(O, v, A, t):
+    """A[F, t] = v[F] on the lane's support F (the bias index included)."""
+    F = O.F
+    for q in range(O.ist[erm.NF]):
+        j = F[q]
+        A[j, t] = v[j]
+
+
+@nb.njit(cache=True, nogil=True)
+def _from_column(O, A, t, v):
+    F = O.F
+    for q in range(O.ist[erm.NF]):
+        j = F[q]
+        v[j] = A[j, t]
 
 
 @nb.njit(cache=True, nogil=True)
@@ -249,6 +330,25 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     tol = np.zeros(L)
     t_iter = np.zeros(L)     # seconds spent on the current iteration so far
     t_label = np.zeros(L)    # seconds spent on the label so far
+    # lanes computing their directions in a group (16-lane mode; see DENSE_SHARE)
+    n = OS.wx.shape[1]
+    grouping = L == LANES
+    G = erm.GROUP
+    gv = nv if grouping else 1
+    gr = n if grouping else 1
+    GG = np.zeros((G, gv))
+    GM = np.zeros((G, gv))
+    GR = np.zeros((G, gv))
+    GD = np.zeros((G, gv))
+    GH = np.zeros((G, gv))
+    D = np.zeros((gv, G))
+    HD = np.zeros((gv, G))
+    U = np.zeros(gr, dtype=np.int32)
+    mask = np.zeros(gr, dtype=np.int8)
+    members = np.zeros(G, dtype=np.int64)
+    cs = np.zeros((G, cg.CG_SCALARS))
+    run = np.zeros(G, dtype=np.bool_)
+    nm = 0
     # outputs
     starts = np.zeros(nl, dtype=np.int64)
     counts = np.zeros(nl, dtype=np.int64)
@@ -262,7 +362,13 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     while True:
         # --- refill idle lanes and run every phase that needs no pass over X --------
         for b in range(L):
-            W, O = lane(WS, OS, b)
+            if phase[b] == NEED_STEP:
+                continue
+            ts = nm if grouping and nm < G else -1   # the group slot lane b may join
+            if ts >= 0:
+                W, O = group_lane(WS, OS, b, GG, GM, GR, ts)
+            else:
+                W, O = lane(WS, OS, b)
             while phase[b] != NEED_STEP:
                 t0 = nt.now() if timing else 0.0
                 if phase[b] == IDLE:
@@ -299,11 +405,18 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                 status, fv[b], gn[b] = nt.start(P, O, W, tol[b], rec_f[k], rec_act[k])
                 stats[k, 4] = fv[b]
                 stats[k, 6] = gn[b]
+                joined = False
                 if status == nt.RUNNING:
                     it[b] = 1
-                    cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
-                    cgt[b] += cgi[b]
-                    exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
+                    if ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                        erm.group_coefficients(O, OS.xs[b], mask)
+                        members[nm] = b
+                        nm += 1
+                        joined = True
+                    else:
+                        cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
+                        cgt[b] += cgi[b]
+                        exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
                 dt = (nt.now() - t0) if timing else 0.0
                 if status == nt.RUNNING:
                     # the start's time is iteration 0's, the direction's belongs to iteration 1
@@ -322,6 +435,14 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                                                          t_label[b], stats, intercept, starts, counts, nnz,
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
+                if joined and nm == G:
+                    _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+                               cgt, exact, V, t_iter, timing)
+                    nm = 0
+        if nm > 0:
+            _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+                       cgt, exact, V, t_iter, timing)
+            nm = 0
         busy = 0
         for b in range(L):
             if phase[b] != IDLE:
@@ -346,7 +467,13 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
         for b in range(L):
             if phase[b] != NEED_STEP:
                 continue
-            W, O = lane(WS, OS, b)
+            # a lane whose last gradient was dense may join the group (its gradient then
+            # goes straight into the group's slot)
+            ts = nm if grouping and nm < G and OS.ist[b, erm.NACT] * DENSE_SHARE >= n else -1
+            if ts >= 0:
+                W, O = group_lane(WS, OS, b, GG, GM, GR, ts)
+            else:
+                W, O = lane(WS, OS, b)
             k = slot[b]
             t0 = nt.now() if timing else 0.0
             if exact[b]:
@@ -362,10 +489,20 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                 t_iter[b] = 0.0
                 t0 = nt.now() if timing else 0.0
                 it[b] += 1
-                cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
-                cgt[b] += cgi[b]
-                exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
-                t_iter[b] += (nt.now() - t0) if timing else 0.0
+                if ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                    erm.group_coefficients(O, OS.xs[b], mask)
+                    members[nm] = b
+                    nm += 1
+                    t_iter[b] += (nt.now() - t0) if timing else 0.0
+                    if nm == G:
+                        _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+                                   cgt, exact, V, t_iter, timing)
+                        nm = 0
+                else:
+                    cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
+                    cgt[b] += cgi[b]
+                    exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
+                    t_iter[b] += (nt.now() - t0) if timing else 0.0
             else:
                 t_iter[b] += (nt.now() - t0) if timing else 0.0
                 if it[b] < rec_time.shape[1]:
@@ -375,6 +512,10 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                                                      t_label[b], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
                 phase[b] = IDLE
+        if nm > 0:
+            _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+                       cgt, exact, V, t_iter, timing)
+            nm = 0
     if started < 0:
         started = nl
     # gather the rows into label order
@@ -388,6 +529,24 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
         _copy_range(out_indices, a, buf_indices, starts[k], counts[k])
         _copy_range(out_data, a, buf_data, starts[k], counts[k])
     return out_indptr, out_indices, out_data, intercept[:started], stats[:started], started
+
+
+@nb.njit(cache=True, nogil=True)
+def _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig, cgt, exact, V,
+               t_iter, timing):
+    """The group's directions (:func:`group_directions`), then each member's projected
+    direction for the sweep; the group's time is shared out among its members."""
+    t0 = nt.now() if timing else 0.0
+    group_directions(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig)
+    for t in range(nm):
+        b = members[t]
+        W, O = group_lane(WS, OS, b, GG, GM, GR, t)
+        cgt[b] += cgi[b]
+        exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
+    if timing:
+        share = (nt.now() - t0) / nm
+        for t in range(nm):
+            t_iter[members[t]] += share
 
 
 @nb.njit(cache=True, nogil=True)
