@@ -385,61 +385,83 @@ def test_support_forms_agree_with_dense_forms(loss, rb):
     """The kernels restricted to the support F of the active rows: F is the sorted set of
     features of the active rows plus the bias index, the values on F are those of the full
     gradient / Hessian product / diagonal, and ||w_O||^2 is the norm of w outside F.  The
-    marks need no clearing between calls."""
+    marks need no clearing between calls.  A dense active set (at least 1/erm.DENSE_SHARE
+    of the rows) has every feature as its support; a label with three positives and a
+    start far below zero gives the sparse kind (for the losses that mine)."""
     n, d = 60, 200
     rng = np.random.default_rng(2)
     X = check_features(sp.random(n, d, density=0.02, random_state=2, format="csr",
                                  data_rvs=lambda k: rng.uniform(0.2, 1.5, k)))
-    y = labels_for(n, seed=3)
-    K = Kernels(X, y, 0.5, 1.2, loss, rb)
     Xa = ref.augmented(X, 0.5)
-    w = point(K, Xa, loss, 5, scale=1.0)
-    O = K.state(w)
-    H = K.ref_H(Xa, w)
-    for _ in range(3):
-        g = np.full(d + 1, np.nan)
-        gnorm = erm.gradient(K.P, O, w, g)
-        nF = O.ist[erm.NF]
-        F = O.F[:nF].astype(np.int64)
-        rows = O.act[:O.ist[erm.NACT]]
-        np.testing.assert_array_equal(F, np.union1d(np.unique(X[rows].indices), [d]))
-        outside = np.setdiff1d(np.arange(d), F)
-        assert O.fst[erm.WOUT2] == pytest.approx(float(w[outside] @ w[outside]), rel=1e-12)
-        g_ref = K.ref_g(Xa, w)
-        np.testing.assert_allclose(g[F], g_ref[F], rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(g_ref[outside], w[outside], rtol=1e-12)   # bare regulariser there
-        assert gnorm == pytest.approx(np.linalg.norm(g_ref), rel=1e-10)
-        v = rng.normal(size=d + 1)
-        out = np.full(d + 1, np.nan)
-        erm.hess_vec(K.P, O, w, v, out)
-        np.testing.assert_allclose(out[F], (H @ v)[F], rtol=1e-10, atol=1e-10)
-        M = np.full(d + 1, np.nan)
-        assert erm.precond(K.P, O, w, M) == 1.0
-        np.testing.assert_allclose(M[F], np.diag(H)[F], rtol=1e-12)
+    y_few = -np.ones(n)
+    y_few[[4, 9, 30]] = 1.0
+    w_few = rng.normal(0.0, 0.01, d + 1)
+    w_few[d] = -6.0                 # scores about -3: only the positives are active
+    kinds = set()
+    for y, w in ((labels_for(n, seed=3), None), (y_few, w_few)):
+        K = Kernels(X, y, 0.5, 1.2, loss, rb)
+        if w is None:
+            w = point(K, Xa, loss, 5, scale=1.0)
+        O = K.state(w)
+        H = K.ref_H(Xa, w)
+        for _ in range(3):
+            g = np.full(d + 1, np.nan)
+            gnorm = erm.gradient(K.P, O, w, g)
+            nF = O.ist[erm.NF]
+            F = O.F[:nF].astype(np.int64)
+            rows = O.act[:O.ist[erm.NACT]]
+            dense = rows.size * erm.DENSE_SHARE >= n
+            kinds.add(dense)
+            if dense:
+                np.testing.assert_array_equal(F, np.arange(d + 1))
+            else:
+                np.testing.assert_array_equal(F, np.union1d(np.unique(X[rows].indices), [d]))
+            outside = np.setdiff1d(np.arange(d), F)
+            assert O.fst[erm.WOUT2] == pytest.approx(float(w[outside] @ w[outside]), rel=1e-12)
+            g_ref = K.ref_g(Xa, w)
+            np.testing.assert_allclose(g[F], g_ref[F], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(g_ref[outside], w[outside], rtol=1e-12)   # bare regulariser there
+            assert gnorm == pytest.approx(np.linalg.norm(g_ref), rel=1e-10)
+            v = rng.normal(size=d + 1)
+            out = np.full(d + 1, np.nan)
+            erm.hess_vec(K.P, O, w, v, out)
+            np.testing.assert_allclose(out[F], (H @ v)[F], rtol=1e-10, atol=1e-10)
+            M = np.full(d + 1, np.nan)
+            assert erm.precond(K.P, O, w, M) == 1.0
+            np.testing.assert_allclose(M[F], np.diag(H)[F], rtol=1e-12)
+    if loss != "logistic":
+        assert kinds == {False, True}
 
 
 def test_outside_norm_is_exact_when_the_support_holds_almost_all_of_w():
     """||w_O||^2 = ||w||^2 - ||w_F||^2 loses every digit when w lives on F: it is then summed
-    directly, so ||grad f|| can go below 1e-8 ||w|| (strict tolerances, as in LIBLINEAR)."""
-    n, d = 30, 50
+    directly, so ||grad f|| can go below 1e-8 ||w|| (strict tolerances, as in LIBLINEAR).
+    (One active row of 40 -- a sparse active set, so there is an outside.)"""
+    n, d = 40, 50
     rng = np.random.default_rng(9)
-    X = check_features(sp.random(n, d, density=0.05, random_state=9, format="csr"))
-    y = labels_for(n, seed=2)
+    A = np.zeros((n, d), dtype=np.float32)
+    A[0, :5] = rng.uniform(0.5, 1.0, 5)                      # the positive: features 0..4 alone
+    A[1:, 5:] = rng.uniform(0.5, 1.0, (n - 1, d - 5)) * (rng.random((n - 1, d - 5)) < 0.1)
+    X = check_features(sp.csr_matrix(A))
+    y = -np.ones(n)
+    y[0] = 1.0
     K = Kernels(X, y, 1.0, 1.0, "squared-hinge", False)
-    w = np.zeros(d + 1)
-    w[:] = 1e-3 * rng.normal(size=d + 1)
+    w = 1e-3 * rng.normal(size=d + 1)
+    w[:5] = -np.abs(w[:5])       # row 0 stays active when they grow
+    w[d] = -3.0                  # the negatives far below -1: inactive
     O = K.state(w)
     g = np.empty(d + 1)
     erm.gradient(K.P, O, w, g)
+    assert O.ist[erm.NACT] == 1
     F = O.F[:O.ist[erm.NF]]
-    outside = np.setdiff1d(np.arange(d), F)
     w[F[:-1]] *= 1e6          # nearly all of ||w|| on F now; outside untouched
     erm.scores(K.P, w, O.wx)
     erm.gradient(K.P, O, w, g)
+    assert O.ist[erm.NACT] == 1
     F = O.F[:O.ist[erm.NF]]
     outside = np.setdiff1d(np.arange(d), F)
     exact = float(w[outside] @ w[outside])
-    assert exact > 0
+    assert exact > 0 and exact < erm.EXACT_WOUT_SHARE * float(w @ w)   # the exact branch
     assert O.fst[erm.WOUT2] == pytest.approx(exact, rel=1e-12)
 
 

@@ -199,11 +199,13 @@ def test_pcg_on_support_matches_liblinear_port(rb, seed):
     rng = np.random.default_rng(seed)
     X = check_features(sp.random(n, d, density=0.01, random_state=seed, format="csr",
                                  data_rvs=lambda k: rng.uniform(0.2, 1.5, k)))
-    y = np.where(rng.random(n) < 0.3, 1.0, -1.0)
+    y = -np.ones(n)
+    y[rng.choice(n, 5, replace=False)] = 1.0
     C, bias = 1.5, 1.0
     w = rng.normal(0.0, 0.5, d + 1)                 # nonzero outside the support too
+    w[d] = -5.0       # the negatives inactive: a sparse active set (see erm.DENSE_SHARE)
     P, O, w, g = newton_state(X, y, w, bias, C, "squared-hinge", rb)
-    assert 0 < O.ist[erm.NACT] < n and O.ist[erm.NF] < d + 1
+    assert 0 < O.ist[erm.NACT] * erm.DENSE_SHARE < n and O.ist[erm.NF] < d + 1
     M = np.ones(d + 1)
     erm.precond(P, O, w, M)
     F = O.F[:O.ist[erm.NF]]

@@ -301,6 +301,10 @@ def _sumsq(w, d):
     return (a0 + a1) + (a2 + a3)
 
 
+# An active set of at least 1/DENSE_SHARE of the instances is *dense*: its support is
+# taken to be every feature (see _support_and_grad), and the scheduler computes its
+# direction in a group (headstart.training.kernel.group_directions).
+DENSE_SHARE = 16
 # Above 1/SWEEP_SHARE of the features a support is listed by one ordered sweep over the
 # marks; below it the features met in the active rows are sorted instead (tail labels
 # with a good start: a few hundred features, so no O(features) pass at all).
@@ -325,7 +329,29 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     nF = 0
     gb = 0.0
     hb = 0.0
-    if l2:
+    if l2 and nact * DENSE_SHARE >= O.wx.size:
+        # A dense active set touches (nearly) every feature: the support is all of them,
+        # listed without marking (the solver then iterates on every coordinate, the same
+        # iteration in exact arithmetic), and the pass over the rows only sums.
+        for j in range(d):
+            mark[j] = stamp
+            F[j] = j
+            g[j] = w[j]
+            hd[j] = 1.0
+        nF = d
+        for k in range(nact):
+            i = act[k]
+            c = O.gcoef[k]
+            h = O.hcoef[k]
+            for p in range(P.indptr[i], P.indptr[i + 1]):
+                j = P.indices[p]
+                x = P.data[p]
+                g[j] += c * x
+                hd[j] += h * x * x
+            gb += c
+            hb += h
+        O.fst[WOUT2] = 0.0
+    elif l2:
         # One pass over the active rows finds the support and sums the loss parts of the
         # gradient and of the Hessian's diagonal (the preconditioner's, LIBLINEAR's
         # get_diag_preconditioner): a feature's g starts at w_j and its diagonal at 1

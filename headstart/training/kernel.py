@@ -78,11 +78,12 @@ def lane(WS, OS, b):
     return W, O
 
 
-# A lane whose last gradient had at least 1/DENSE_SHARE of the instances active computes
-# its Newton direction in a group of erm.GROUP lanes, whose Hessian products share one
-# pass over the union of their active rows (erm.hess_rows_group).  Below that the rows
-# are few and mostly a lane's own: each lane computes its products alone.
-DENSE_SHARE = 16
+# A lane whose last gradient was dense (at least 1/erm.DENSE_SHARE of the instances
+# active) computes its Newton direction in a group of erm.GROUP lanes, whose Hessian
+# products share one pass over the union of their active rows (erm.hess_rows_group).
+# Below that the rows are few and mostly a lane's own: each lane computes its products
+# alone.
+DENSE_SHARE = erm.DENSE_SHARE
 
 
 @nb.njit(cache=True, nogil=True)
