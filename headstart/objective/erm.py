@@ -329,15 +329,17 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     nF = 0
     gb = 0.0
     hb = 0.0
-    if l2 and nact * DENSE_SHARE >= O.wx.size:
-        # A dense active set touches (nearly) every feature: the support is all of them,
-        # listed without marking (the solver then iterates on every coordinate, the same
-        # iteration in exact arithmetic), and the pass over the rows only sums.
+    if not l2 or nact * DENSE_SHARE >= O.wx.size:
+        # The support is every feature: other regularisers have no quadratic block
+        # outside the active rows' features, and a dense active set (L2) touches nearly
+        # all of them anyway -- listed without marking (the solver then iterates on every
+        # coordinate, the same iteration in exact arithmetic), and the pass over the
+        # rows only sums.
         for j in range(d):
             mark[j] = stamp
             F[j] = j
-            g[j] = w[j]
-            hd[j] = 1.0
+            g[j] = w[j] if l2 else regularizers.d1(P.reg, w[j])
+            hd[j] = 1.0 if l2 else regularizers.d2(P.reg, w[j])
         nF = d
         for k in range(nact):
             i = act[k]
@@ -351,7 +353,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
             gb += c
             hb += h
         O.fst[WOUT2] = 0.0
-    elif l2:
+    else:
         # One pass over the active rows finds the support and sums the loss parts of the
         # gradient and of the Hessian's diagonal (the preconditioner's, LIBLINEAR's
         # get_diag_preconditioner): a feature's g starts at w_j and its diagonal at 1
@@ -396,26 +398,6 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                 if mark[j] != stamp:
                     wout2 += w[j] * w[j]
         O.fst[WOUT2] = wout2
-    else:
-        # no quadratic block outside the active rows' features: the support is everything
-        for j in range(d):
-            mark[j] = stamp
-            F[j] = j
-            g[j] = regularizers.d1(P.reg, w[j])
-            hd[j] = regularizers.d2(P.reg, w[j])
-        nF = d
-        for k in range(nact):
-            i = act[k]
-            c = O.gcoef[k]
-            h = O.hcoef[k]
-            for p in range(P.indptr[i], P.indptr[i + 1]):
-                j = P.indices[p]
-                x = P.data[p]
-                g[j] += c * x
-                hd[j] += h * x * x
-            gb += c
-            hb += h
-        O.fst[WOUT2] = 0.0
     mark[d] = stamp
     F[nF] = d
     nF += 1

@@ -17,6 +17,11 @@ and the new active set are one fused pass (:func:`headstart.objective.erm.update
 Measured on debian-deps (labels 0:1000, one thread): the sweep takes ~45% of the
 time, line search + step + gradient ~25%, CG ~25%.
 
+Where many rows are active (zero starts, head labels, the logistic loss) the Hessian
+products dominate instead; lanes in that state compute their directions four at a
+time in lock step, the products in one pass over their active rows
+(:func:`group_directions`; docs/design.md, "Memory and speed at the field's scale").
+
 Each label's arithmetic is exactly what it would be alone (same operations in the
 same order; lanes never mix), so results do not depend on lane assignment, chunking
 or threads.  Everything runs in numba without the GIL: Python only hands out chunks.
