@@ -16,7 +16,8 @@ their own, for exactly the types train_chunk calls them with (the run's loss and
 regulariser, a lane's view of the lane workspace, a label's row of the record arrays,
 the float32 sweep buffer).  The command compiles ``start`` first, before reading;
 meanwhile the helper compiles the readers' kernels, ``direction`` and ``project``.
-When the command is done with ``start`` it tells the helper to go on with ``advance``
+When the command is done with ``start`` it tells the helper to go on with ``advance``,
+the direction groups' ``_run_group``
 and the rest of the sweep's kernels (then the kernels that pack finished weights), and
 reads (its reader loaded from the cache) and compiles train_chunk, which finds them
 ready: it reaches them after compiling numpy's allocation helpers, the lane set-up and
@@ -72,7 +73,7 @@ ENV_SWITCH = "HEADSTART_PRECOMPILE"
 #: the command's go (besides the readers' and the packing kernels)
 COMMAND_SHARE = ("start",)
 HELPER_BEFORE_GO = ("direction", "project")
-HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject")
+HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject", "_run_group")
 #: what the command tells the helper once its own share is compiled
 GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
@@ -178,7 +179,7 @@ def _kernel_args(params):
     import scipy.sparse as sp
 
     from ..objective import erm
-    from ..solver import newton
+    from ..solver import cg, newton
     from ..training import kernel, trainer
 
     X = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([0, 1, 1], dtype=np.int32),
@@ -192,6 +193,13 @@ def _kernel_args(params):
     V = np.zeros((W.w.size, kernel.LANES), dtype=newton.DELTA_DTYPE)
     col = V[:, 0]
     f, i = 0.0, 0
+    G, nv, n = erm.GROUP, W.w.size, O.wx.size
+    rows = lambda dtype=np.float64: np.zeros((G, nv), dtype=dtype)  # noqa: E731
+    lanes = lambda dtype: np.zeros(kernel.LANES, dtype=dtype)  # noqa: E731
+    group = (P, S, WS, OS, rows(), rows(), rows(), rows(), rows(), np.zeros((nv, G)), np.zeros((nv, G)),
+             np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), np.zeros(G, dtype=np.int64), i,
+             np.zeros((G, cg.CG_SCALARS)), np.zeros(G, dtype=np.bool_), lanes(np.int64), lanes(np.float64),
+             lanes(np.float64), lanes(np.int64), lanes(np.bool_), V, lanes(np.float64), False)
     return {"start": (newton.start, (P, O, W, f, rf[0], ra[0])),
             "direction": (newton.direction, (P, S, O, W)),
             "advance": (newton.advance, (P, S, O, W, i, f, f, f, i, f, f, rf[0], ra[0], rs[0], rc[0])),
@@ -200,7 +208,8 @@ def _kernel_args(params):
             "lanes_scores": (kernel.lanes_scores, (P, V, OS.xs)),
             "scores": (erm.scores, (P, np.ascontiguousarray(col), OS.xs[0])),
             "remainder": (erm.remainder, (P, O, W.w, W.s, f, col, np.zeros(W.w.size))),
-            "unproject": (erm.unproject, (O, col))}
+            "unproject": (erm.unproject, (O, col)),
+            "_run_group": (kernel._run_group, group)}
 
 
 def compile_kernels(params, names) -> None:

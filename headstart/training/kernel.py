@@ -354,7 +354,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     members = np.zeros(G, dtype=np.int64)
     cs = np.zeros((G, cg.CG_SCALARS))
     run = np.zeros(G, dtype=np.bool_)
-    nm = 0
+    nm = np.int64(0)
     # outputs
     starts = np.zeros(nl, dtype=np.int64)
     counts = np.zeros(nl, dtype=np.int64)
@@ -444,11 +444,11 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                 if joined and nm == G:
                     _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
                                cgt, exact, V, t_iter, timing)
-                    nm = 0
+                    nm = np.int64(0)
         if nm > 0:
             _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
-            nm = 0
+            nm = np.int64(0)
         busy = 0
         for b in range(L):
             if phase[b] != IDLE:
@@ -503,7 +503,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                     if nm == G:
                         _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
                                    cgt, exact, V, t_iter, timing)
-                        nm = 0
+                        nm = np.int64(0)
                 else:
                     cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
                     cgt[b] += cgi[b]
@@ -521,7 +521,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
         if nm > 0:
             _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
-            nm = 0
+            nm = np.int64(0)
     if started < 0:
         started = nl
     # gather the rows into label order
