@@ -15,9 +15,10 @@ objective's ``project``, ``scores``, ``remainder``, ``unproject``) can be compil
 their own, for exactly the types train_chunk calls them with (the run's loss and
 regulariser, a lane's view of the lane workspace, a label's row of the record arrays,
 the float32 sweep buffer).  The command compiles ``start`` first, before reading;
-meanwhile the helper compiles the readers' kernels, ``direction`` and ``project``.
-When the command is done with ``start`` it tells the helper to go on with ``advance``,
-the direction groups' ``_run_group``
+meanwhile the helper compiles the readers' kernels, ``direction``, ``project`` and
+the direction groups' ``_run_group`` (which shares its solver kernels, in the same
+types, with ``direction``).
+When the command is done with ``start`` it tells the helper to go on with ``advance``
 and the rest of the sweep's kernels (then the kernels that pack finished weights), and
 reads (its reader loaded from the cache) and compiles train_chunk, which finds them
 ready: it reaches them after compiling numpy's allocation helpers, the lane set-up and
@@ -72,8 +73,8 @@ ENV_SWITCH = "HEADSTART_PRECOMPILE"
 #: kernels compiled by the command before reading, and by the helper before and after
 #: the command's go (besides the readers' and the packing kernels)
 COMMAND_SHARE = ("start",)
-HELPER_BEFORE_GO = ("direction", "project")
-HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject", "_run_group")
+HELPER_BEFORE_GO = ("direction", "project", "_run_group")
+HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject")
 #: what the command tells the helper once its own share is compiled
 GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
@@ -179,7 +180,7 @@ def _kernel_args(params):
     import scipy.sparse as sp
 
     from ..objective import erm
-    from ..solver import cg, newton
+    from ..solver import newton
     from ..training import kernel, trainer
 
     X = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([0, 1, 1], dtype=np.int32),
@@ -193,12 +194,8 @@ def _kernel_args(params):
     V = np.zeros((W.w.size, kernel.LANES), dtype=newton.DELTA_DTYPE)
     col = V[:, 0]
     f, i = 0.0, 0
-    G, nv, n = erm.GROUP, W.w.size, O.wx.size
-    rows = lambda dtype=np.float64: np.zeros((G, nv), dtype=dtype)  # noqa: E731
     lanes = lambda dtype: np.zeros(kernel.LANES, dtype=dtype)  # noqa: E731
-    group = (P, S, WS, OS, rows(), rows(), rows(), rows(), rows(), np.zeros((nv, G)), np.zeros((nv, G)),
-             np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8), np.zeros(G, dtype=np.int64), i,
-             np.zeros((G, cg.CG_SCALARS)), np.zeros(G, dtype=np.bool_), lanes(np.int64), lanes(np.float64),
+    group = (P, S, WS, OS, kernel.make_group(2, 2, kernel.LANES), i, lanes(np.int64), lanes(np.float64),
              lanes(np.float64), lanes(np.int64), lanes(np.bool_), V, lanes(np.float64), False)
     return {"start": (newton.start, (P, O, W, f, rf[0], ra[0])),
             "direction": (newton.direction, (P, S, O, W)),

@@ -30,6 +30,7 @@ or threads.  Everything runs in numba without the GIL: Python only hands out chu
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 import numba as nb
 import numpy as np
@@ -91,6 +92,25 @@ def lane(WS, OS, b):
 DENSE_SHARE = erm.DENSE_SHARE
 
 
+# A thread's direction-group buffers: per slot (GROUP rows) the gradient GG, the
+# preconditioner GM (also the Hessian diagonal), the residual GR, the direction GD and
+# its product GH; the interleaved D and HD (features + 1, GROUP) the rows' pass reads and
+# writes; the row union U and its marks; the slots' lanes, CG scalars and run flags.
+Group = namedtuple("Group", ["GG", "GM", "GR", "GD", "GH", "D", "HD", "U", "mask", "members", "cs", "run"])
+
+
+def make_group(n: int, n_features: int, lanes: int) -> Group:
+    """The group buffers of a thread (allocated here, not in the kernel: numba's array
+    constructors would be compiled in every first run); 1-element ones without 16 lanes
+    (no groups then).  Pages are touched only when lanes turn dense."""
+    G = erm.GROUP
+    nv = n_features + 1 if lanes == LANES else 1
+    m = n if lanes == LANES else 1
+    return Group(*(np.zeros((G, nv)) for _ in range(5)), np.zeros((nv, G)), np.zeros((nv, G)),
+                 np.zeros(m, dtype=np.int32), np.zeros(m, dtype=np.int8), np.zeros(G, dtype=np.int64),
+                 np.zeros((G, cg.CG_SCALARS)), np.zeros(G, dtype=np.bool_))
+
+
 @nb.njit(cache=True, nogil=True)
 def group_lane(WS, OS, b, GG, GM, GR, t):
     """Lane b's view with the gradient, preconditioner (also the objective's Hessian
@@ -103,7 +123,7 @@ def group_lane(WS, OS, b, GG, GM, GR, t):
 
 
 @nb.njit(cache=True, nogil=True)
-def group_directions(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig):
+def group_directions(P, S, WS, OS, B, nm, cgi, gTs, sig):
     """Newton directions of the nm lanes ``members[:nm]`` (group slots 0..nm-1), by PCG
     in lock step: each CG iteration computes the Hessian products of the lanes still
     iterating in one pass (erm.hess_rows_group), the rest is each lane's own PCG
@@ -115,6 +135,7 @@ def group_directions(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, 
     as a lone direction, hence no second specialisation of them -- see cli/precompile.py,
     "One function, one process"); only the pass over the rows reads and writes the
     interleaved D, HD, with a copy on the support on the way in and out."""
+    GG, GM, GR, GD, GH, D, HD, U, mask, members, cs, run = B
     nU = erm.group_rows(mask, U)
     for t in range(erm.GROUP):
         run[t] = False
@@ -303,7 +324,7 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
 
 
 @nb.njit(cache=True, nogil=True)
-def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
+def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
                 cost_pos, cost_neg, deadline, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     """Train ``labels`` with the lane workspace (WS, OS) (arrays with a leading lane axis).
 
@@ -340,20 +361,9 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
     n = OS.wx.shape[1]
     grouping = L == LANES
     G = erm.GROUP
-    gv = nv if grouping else 1
-    gr = n if grouping else 1
-    GG = np.zeros((G, gv))
-    GM = np.zeros((G, gv))
-    GR = np.zeros((G, gv))
-    GD = np.zeros((G, gv))
-    GH = np.zeros((G, gv))
-    D = np.zeros((gv, G))
-    HD = np.zeros((gv, G))
-    U = np.zeros(gr, dtype=np.int32)
-    mask = np.zeros(gr, dtype=np.int8)
-    members = np.zeros(G, dtype=np.int64)
-    cs = np.zeros((G, cg.CG_SCALARS))
-    run = np.zeros(G, dtype=np.bool_)
+    members = B.members
+    mask = B.mask
+    GG, GM, GR = B.GG, B.GM, B.GR
     nm = np.int64(0)
     # outputs
     starts = np.zeros(nl, dtype=np.int64)
@@ -442,11 +452,11 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
                 if joined and nm == G:
-                    _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+                    _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                                cgt, exact, V, t_iter, timing)
                     nm = np.int64(0)
         if nm > 0:
-            _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+            _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
             nm = np.int64(0)
         busy = 0
@@ -501,7 +511,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                     nm += 1
                     t_iter[b] += (nt.now() - t0) if timing else 0.0
                     if nm == G:
-                        _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+                        _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                                    cgt, exact, V, t_iter, timing)
                         nm = np.int64(0)
                 else:
@@ -519,7 +529,7 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
                                                      buf_indices, buf_data)
                 phase[b] = IDLE
         if nm > 0:
-            _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig,
+            _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
             nm = np.int64(0)
     if started < 0:
@@ -538,21 +548,20 @@ def train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, e
 
 
 @nb.njit(cache=True, nogil=True)
-def _run_group(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig, cgt, exact, V,
-               t_iter, timing):
+def _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig, cgt, exact, V, t_iter, timing):
     """The group's directions (:func:`group_directions`), then each member's projected
     direction for the sweep; the group's time is shared out among its members."""
     t0 = nt.now() if timing else 0.0
-    group_directions(P, S, WS, OS, GG, GM, GR, GD, GH, D, HD, U, mask, members, nm, cs, run, cgi, gTs, sig)
+    group_directions(P, S, WS, OS, B, nm, cgi, gTs, sig)
     for t in range(nm):
-        b = members[t]
-        W, O = group_lane(WS, OS, b, GG, GM, GR, t)
+        b = B.members[t]
+        W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, t)
         cgt[b] += cgi[b]
         exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
     if timing:
         share = (nt.now() - t0) / nm
         for t in range(nm):
-            t_iter[members[t]] += share
+            t_iter[B.members[t]] += share
 
 
 @nb.njit(cache=True, nogil=True)

@@ -27,7 +27,7 @@ from ..objective import losses, regularizers, weighting
 from ..objective.erm import make_problem
 from ..params import TrainParams
 from ..solver.newton import STATUS_NAMES, settings
-from .kernel import LANES, make_lane_workspace, train_chunk
+from .kernel import LANES, make_group, make_lane_workspace, train_chunk
 from . import pages
 from .locality import FeatureOrder, renumber
 from .packed import PackedRows
@@ -201,9 +201,9 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         rf, ra, rs, rt, rc = rec
         if deadline and time.perf_counter() > deadline:
             return
-        WSo, OSo = WS
+        WSo, OSo, B = WS
         indptr, indices, data, intercept, table, started = train_chunk(
-            P, S, WSo, OSo, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, cost_scale,
+            P, S, WSo, OSo, B, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, cost_scale,
             cost_pos, cost_neg, deadline, rf, ra, rs, rc, rt, timing)
         if started < chunk.size:
             chunk = chunk[:started]      # the time budget ran out inside this chunk
@@ -239,7 +239,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                 if i is None:
                     break
                 if WS is None:
-                    WS = make_workspace(n, d, lanes)
+                    WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes))
                     rec = make_records(chunk_size, cap)
                 run_chunk(chunks[i], WS, rec)
         except BaseException:
@@ -291,8 +291,9 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
     rec = make_records(2, 2)    # (not 1 x 1: numba would type that as C order, not F)
     rf, ra, rs, rt, rc = rec
-    train_chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, np.zeros(0, dtype=np.int64), params.epsilon,
-                d1_zero, cost_scale, cost_pos, cost_neg, 0.0, rf, ra, rs, rc, rt, timing)
+    train_chunk(P, S, WS, OS, make_group(1, 1, lanes), plan, post, colsum, y_indptr, y_indices,
+                np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0, rf, ra, rs,
+                rc, rt, timing)
     note.cancel()
     seconds = time.perf_counter() - t0
     if seconds > 1.0:
