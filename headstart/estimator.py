@@ -107,13 +107,34 @@ def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: in
     data = prepare_data(X, Y, params, first_label, num_labels)
     out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
                        sink=sink, collect=collect, inplace=data.owned or own_data)
-    if out is None:
-        return None, None
     weights, intercept, stats = out
+    if weights is None:
+        return None, stats
     model = OvAModel(weights=weights, intercept=intercept, n_features=data.n_features,
                      label_space=data.label_space, first_label=data.first_label, params=params,
                      preprocessing=data.preprocessing, label_counts=data.label_counts, n_train=data.n_train)
     return model, stats
+
+
+def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, num_labels: int | None = None,
+                     progress: Callable[[int], None] | None = None, own_data: bool = False,
+                     trajectories: bool = True) -> tuple[TrainingStats, int]:
+    """:func:`fit_model`, the model written to the directory ``path`` (one shard, atomically)
+    while it is trained: finished chunks go to a spool file instead of memory (see
+    :mod:`headstart.model.spool`).  Returns the statistics (without the per-iteration
+    trajectories unless ``trajectories``) and the number of weights."""
+    from .model.spool import spooled_model
+    from .training.trainer import report_problems
+
+    data = prepare_data(X, Y, params, first_label, num_labels)
+    with spooled_model(path) as spool:
+        _, _, stats = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop),
+                                   progress=progress, sink=spool.add, collect=False,
+                                   inplace=data.owned or own_data, trajectories=trajectories)
+        spool.finish(data.n_features, data.label_space, data.n_train, params, data.preprocessing,
+                     data.label_counts)
+    report_problems(stats)
+    return stats, spool.nnz
 
 
 _D = TrainParams()   # the defaults (repr shows only what differs)

@@ -28,8 +28,9 @@ workspaces
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
     lanes, the gradient, CG vectors and Hessian diagonal (6 float64 of ``n_features + 1``) and the active
     set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
-    start vectors (``lanes`` float64 vectors of ``n_features + 1``), the sweep buffer
-    (``lanes`` float32 columns), two float64 scratch vectors and, with 16 lanes, the
+    sweep buffer (``lanes`` float32 columns), three float64 scratch vectors of
+    ``n_features + 1`` (a finished label's recomputed start vector, the positives' sum,
+    the exact remainder) and, with 16 lanes, the
     direction group's buffers (7 float64 vectors of ``n_features + 1`` per member of
     :data:`headstart.objective.erm.GROUP`, 5 bytes per instance).
     An upper bound: the workspaces live in mappings of their own
@@ -60,8 +61,9 @@ weights
     ``--resume``) writes the weights as they finish and keeps none.
 statistics
     per label 14 scalars and 5 per-iteration trajectories (assumed
-    ``expected_iterations`` long), twice while they are concatenated (after training,
-    when the workspaces are gone).
+    ``expected_iterations`` long; none with ``trajectories=False``, as the command line
+    trains unless its ``--stats`` file holds them), twice while they are concatenated
+    (after training, when the workspaces are gone).
 
 Not counted: the interpreter, numpy/scipy/numba themselves and compiled code (about
 200 MB, already in use when the check runs) and the reading of the data file (done, and
@@ -182,7 +184,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              label_nnz: int | None = None, label_space: int | None = None,
                              features_used: int | None = None, chunk_size: int | None = None,
                              lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
-                             preprocess: bool = False, collect: bool = True, dense_input: bool = False,
+                             preprocess: bool = False, collect: bool = True, trajectories: bool = True,
+                             dense_input: bool = False,
                              locality: bool = True,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS) -> MemoryEstimate:
@@ -230,22 +233,23 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # column sums + what the initialiser's prepare() keeps (declared with the strategy)
     parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    # + the kernel's start vectors (float64, one per lane), its float32 sweep buffer (one
-    # column per lane), the positives' sum and the exact-remainder scratch (float64), and
+    # + the kernel's float32 sweep buffer (one column per lane), the recomputed start
+    # vector, the positives' sum and the exact-remainder scratch (float64), and
     # with 16 lanes the direction group's seven float64 vectors per member (gradient,
     # preconditioner, residual, direction and product, each also interleaved) and its row union (int32) and marks
     from .objective.erm import GROUP
     from .training.kernel import LANES
     group = 7 * GROUP * nv * _F64 + 5 * n if lanes == LANES else 0
     per_thread_ws = (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
-                     + (2 + lanes) * nv * _F64 + lanes * nv * 4 + group)
+                     + 3 * nv * _F64 + lanes * nv * 4 + group)
     parts["workspaces"] = used * per_thread_ws
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
     parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * d * _NNZ))
     parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
     # trajectories are flat arrays per chunk (no array object per label and quantity)
-    parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + _ITER_RECORDS * (expected_iterations + 1) * _F64)
+    per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories else 0
+    parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + per_label_trajectory)
     notes = (f"{used} thread(s) x {lanes} lane(s), chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
              else "weights written as they finish (sharded)")
@@ -255,7 +259,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
 def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,
                         collect: bool = True, chunk_size: int | None = None,
-                        weight_density: float | None = None, own_data: bool = False) -> MemoryEstimate:
+                        weight_density: float | None = None, own_data: bool = False,
+                        trajectories: bool = True) -> MemoryEstimate:
     """:func:`estimate_training_memory` for in-memory data and a :class:`TrainParams`.
 
     ``weight_density`` defaults to 1 when ``params.prune == 0`` (every feature that
@@ -296,7 +301,7 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
     return estimate_training_memory(
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
-        init=params.init, preprocess=preprocess, collect=collect,
+        init=params.init, preprocess=preprocess, collect=collect, trajectories=trajectories,
         dense_input=dense_input, weight_density=weight_density,
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
         locality=not (preprocess or own_data))

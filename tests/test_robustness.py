@@ -282,9 +282,10 @@ def test_training_estimate_follows_the_trainer():
     assert e.details["lanes"] == choose_lanes(1000, 500, e.details["threads"])
     assert e.total == sum(e.parts.values()) > 0
     # the lane workspaces: what make_lane_workspace allocates for the lanes of a thread,
-    # per thread, + the start vectors (lanes float64 vectors of d + 1), the float32 sweep
-    # buffer (lanes columns), two float64 scratch vectors and, with 16 lanes, the
-    # direction group (seven float64 vectors of d + 1 per member, 5 bytes per instance)
+    # per thread, + the float32 sweep buffer (lanes columns), three float64 scratch vectors
+    # of d + 1 (the recomputed start, the positives' sum, the exact remainder) and, with 16
+    # lanes, the direction group (seven float64 vectors of d + 1 per member, 5 bytes per
+    # instance)
     from headstart.objective.erm import GROUP
     from headstart.training.kernel import LANES, make_lane_workspace
 
@@ -292,12 +293,15 @@ def test_training_estimate_follows_the_trainer():
     ws, state = make_lane_workspace(1000, 500, L)
     lanes = sum(a.nbytes for a in (*ws, *state))
     group = 7 * GROUP * 501 * 8 + 5 * 1000 if L == LANES else 0
-    assert e.parts["workspaces"] == e.details["threads"] * (lanes + (2 + L) * 501 * 8 + L * 501 * 4 + group)
+    assert e.parts["workspaces"] == e.details["threads"] * (lanes + 3 * 501 * 8 + L * 501 * 4 + group)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]
     sharded = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False)
     assert sharded.parts["weights"] == 0 and sharded.total < e.total
+    bare = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False,
+                                              trajectories=False)
+    assert bare.parts["statistics"] == 2 * 64 * 14 * 8 < sharded.parts["statistics"]
     # a problem whose 8 lanes exceed 2 GiB falls back to one lane per thread, as the trainer does
     wide = resources.estimate_training_memory(10, 50_000_000, 10, 1, 1)
     assert wide.details["lanes"] == 1 and "workspaces" in wide.describe()

@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int:
     """Read, train, save; ``compiled_ahead``: seconds this process spent compiling
     kernels before reading (reported with the trainer's own compile time)."""
-    from ..estimator import fit_model, resolve_label_range
-    from ..model.writer import save_model
+    from ..estimator import fit_to_directory, resolve_label_range
 
     t0 = time.perf_counter()
     X, Y = common.read_dataset(args.train, args)
@@ -120,10 +119,11 @@ def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int
     if args.resume or args.shard_size or args.scheduler or args.dask_workers:
         return _run_sharded(args, params, X, Y, first, count)
     with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
-        # the data was read for this run: training renumbers it in place (no copy of X)
-        model, stats = fit_model(X, Y, params, first_label=first, num_labels=count, progress=bar.advance,
-                                 own_data=True)
-    save_model(model, args.output, shard_size=args.shard_size)
+        # the data was read for this run: training renumbers it in place (no copy of X);
+        # finished weights go to disk as they come (never all in memory)
+        stats, nnz = fit_to_directory(X, Y, params, args.output, first_label=first, num_labels=count,
+                                      progress=bar.advance, own_data=True,
+                                      trajectories=_keeps_trajectories(args))
     if args.stats:
         stats.write(args.stats)
 
@@ -133,10 +133,16 @@ def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int
         f"trained {s['labels']} labels [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
         f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
         f"{s['newton_iterations']} Newton iterations, "
-        f"{s['cg_steps']} CG steps, {model.nnz} nonzero weights"
+        f"{s['cg_steps']} CG steps, {nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     _say_timeout(args, params, count - int(s["labels"]))
     return 0
+
+
+def _keeps_trajectories(args: argparse.Namespace) -> bool:
+    """Only a JSON statistics file holds the per-iteration trajectories; without one the
+    run keeps the per-label scalars only (the summary needs no more)."""
+    return bool(args.stats) and not args.stats.endswith(".csv")
 
 
 def _compiled(stats, ahead: float = 0.0) -> str:
@@ -184,8 +190,9 @@ def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
     from .. import resources
 
     sharded = bool(args.resume or args.shard_size)
-    est = resources.training_memory_for(X, Y, params, count, collect=not sharded, chunk_size=args.shard_size,
-                                        own_data=True)
+    # the weights are never collected: written shard by shard, or spooled (model.spool)
+    est = resources.training_memory_for(X, Y, params, count, collect=False, chunk_size=args.shard_size,
+                                        own_data=True, trajectories=sharded or _keeps_trajectories(args))
     need = est.without("data")  # the data is in memory already
     log.info("estimated memory need %s beyond the data (%s; %s)", resources.format_bytes(need), est.describe(),
              "; ".join(est.notes))

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -32,11 +33,39 @@ def sha256_file(path: Path) -> str:
 
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> str:
     """Write an uncompressed npz atomically and return the sha256 of the written bytes."""
+    return write_npz_stream(path, [(k, a.dtype, a.shape, (a,)) for k, a in arrays.items()])
+
+
+def write_npz_stream(path: Path, members: Iterable[tuple[str, Any, tuple, Iterable[Any]]]) -> str:
+    """Write an uncompressed npz atomically from members given piece by piece; return
+    the sha256 of the written bytes.
+
+    A member is ``(name, dtype, shape, pieces)``: the pieces (arrays or bytes) are its
+    values in C order and must add up to exactly ``shape``'s size, so a member can be
+    copied from a file in blocks without ever being in memory whole (the spooled model
+    writer, :mod:`.spool`).  The layout is numpy's own: a ``name.npy`` file per member
+    in a stored (uncompressed) zip with zip64 entries, as ``np.savez`` writes it."""
     path = Path(path)
-    with atomic_write(path, "wb") as fh:
-        np.savez(fh, **arrays)
-    # hashed after the rename (re-read from the page cache): np.savez seeks back while
-    # writing, so the bytes cannot be hashed on the way out; only this writer touches it
+    with atomic_write(path, "wb") as fh, zipfile.ZipFile(fh, mode="w", compression=zipfile.ZIP_STORED,
+                                                        allowZip64=True) as zf:
+        for name, dtype, shape, pieces in members:
+            dtype = np.dtype(dtype)
+            shape = tuple(int(s) for s in shape)
+            expected = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+            with zf.open(name + ".npy", "w", force_zip64=True) as out:
+                np.lib.format.write_array_header_1_0(out, {"descr": np.lib.format.dtype_to_descr(dtype),
+                                                           "fortran_order": False, "shape": shape})
+                written = 0
+                for piece in pieces:
+                    if isinstance(piece, np.ndarray):
+                        piece = np.ascontiguousarray(piece, dtype=dtype).reshape(-1).view(np.uint8)
+                    out.write(piece)
+                    written += len(piece)
+                if written != expected:
+                    raise ValueError(f"{path}: member {name!r} got {written} bytes, its shape {shape} "
+                                     f"of {dtype} needs {expected}")
+    # hashed after the rename (re-read from the page cache): zipfile seeks back to
+    # complete each member's header, so the bytes cannot be hashed on the way out
     return sha256_file(path)
 
 

@@ -338,7 +338,10 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     nv = WS.w.shape[1]
     nl = labels.size
     psum = np.zeros(nv)
-    w0 = np.zeros((L, nv))
+    # the start vector of a finished label, recomputed for its distance statistic (see
+    # start_vector): keeping every lane's start for the whole solve cost 8 bytes per
+    # feature and lane, 2 x 17 MB on the Amazon-670K shape with 2 threads
+    w0 = np.zeros(nv)
     V = np.zeros((nv, L), dtype=nt.DELTA_DTYPE)   # float32: see erm.project
     XV = OS.xs  # the sweep writes each lane's X-product straight into its xs
     touched = np.zeros(1)
@@ -400,7 +403,6 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                     pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
                     tol[b], g0, need = setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero,
                                                    cost_scale, cost_pos, cost_neg)
-                    _copy(w0[b], W.w, nv)
                     stats[k, 0] = pos.size
                     stats[k, 8] = g0
                     stats[k, 9] = tol[b]
@@ -447,7 +449,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                     if rec_time.shape[1] > 0:
                         rec_time[k, 0] = t_iter[b]
                     t_label[b] += t_iter[b]
-                    nnz, buf_indices, buf_data = _finish(P, O, W, post, w0[b], k, status, it[b], cgt[b], fv[b], gn[b],
+                    nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices, labels[k],
+                                                         w0, k, status, it[b], cgt[b], fv[b], gn[b],
                                                          t_label[b], stats, intercept, starts, counts, nnz,
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
@@ -524,7 +527,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 if it[b] < rec_time.shape[1]:
                     rec_time[k, it[b]] = t_iter[b]
                 t_label[b] += t_iter[b]
-                nnz, buf_indices, buf_data = _finish(P, O, W, post, w0[b], k, status, it[b], cgt[b], fv[b], gn[b],
+                nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices, labels[k],
+                                                     w0, k, status, it[b], cgt[b], fv[b], gn[b],
                                                      t_label[b], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
                 phase[b] = IDLE
@@ -565,16 +569,25 @@ def _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig, cgt, exact, V, t_iter, timing
 
 
 @nb.njit(cache=True, nogil=True)
-def _finish(P, O, W, post, w0, k, status, iters, cg_total, f, gnorm, seconds, stats, intercept, starts, counts,
-            nnz, buf_indices, buf_data):
+def start_vector(P, O, plan, psum, pos, j, out):
+    """Label j's start vector again, into ``out``: the computation of :func:`setup_label`
+    (positives' sum, the initialiser, the float32 rounding of a start whose X w0 the
+    sweep computed), so ``out`` is bit for bit the start the solver used.  Starts that
+    set their scores themselves overwrite O.wx: call it when the label is done."""
+    positives_sum(P, pos, psum)
+    if initial_weights(plan, P, O, out, psum, pos, j):
+        erm.round_start(out)
+
+
+@nb.njit(cache=True, nogil=True)
+def _finish(P, O, W, post, plan, psum, y_indptr, y_indices, j, w0, k, status, iters, cg_total, f, gnorm, seconds,
+            stats, intercept, starts, counts, nnz, buf_indices, buf_data):
     """Record the label's statistics and append the weights the post-processing keeps
-    (|w| >= its threshold; the bias weight is always kept)."""
+    (|w| >= its threshold; the bias weight is always kept).  ``w0`` is scratch for the
+    start vector, recomputed (after the post-processing, which may still read the
+    label's state) for the distance ||w - w0||."""
     nv = W.w.size
     d = nv - 1
-    dist = 0.0
-    for q in range(nv):
-        diff = W.w[q] - w0[q]
-        dist += diff * diff
     tau = postproc.threshold(post, P, O, W, f)
     buf_indices = _grow(buf_indices, nnz + d)
     buf_data = _grow(buf_data, nnz + d)
@@ -588,6 +601,11 @@ def _finish(P, O, W, post, w0, k, status, iters, cg_total, f, gnorm, seconds, st
     starts[k] = start
     counts[k] = nnz - start
     intercept[k] = W.w[d] * P.bias
+    start_vector(P, O, plan, psum, y_indices[y_indptr[j]: y_indptr[j + 1]], j, w0)
+    dist = 0.0
+    for q in range(nv):
+        diff = W.w[q] - w0[q]
+        dist += diff * diff
     st = stats[k]
     st[1] = status
     st[2] = iters

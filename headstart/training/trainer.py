@@ -118,16 +118,20 @@ def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1) -> list[
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
-                 collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False):
+                 collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False,
+                 trajectories: bool = True):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
-    of ``labels`` sorted ascending.  With ``collect=False`` only the sink sees results.
+    of ``labels`` sorted ascending.  With ``collect=False`` only the sink sees the
+    weights: (None, None, TrainingStats) (statistics of the labels trained, ascending).
     With ``locality`` the kernels run on X with features renumbered by frequency (see
     :mod:`.locality`); results are mapped back.  The renumbered X is a copy, unless
     ``inplace``: then the caller's X is renumbered in place for the time of training and
     restored bit for bit afterwards (also on errors) -- one copy of X less, for callers
     that own X and do not read it meanwhile (the command line, preprocessed data).
+    Without ``trajectories`` the statistics keep the per-label scalars only (see
+    :meth:`TrainingStats.without_trajectories`).
 
     Memory (issue 4: peak at most 1.5 x (data + model)): the big buffers -- the
     renumbered X, the lane workspaces, the records, every chunk's weights -- live in
@@ -137,7 +141,8 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     """
     t_start = time.perf_counter()
     order = FeatureOrder.by_frequency(X) if locality else None
-    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes)
+    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
+              trajectories=trajectories)
     if order is None:
         return _train(X, Y, params, labels, None, t_start, **kw)
     if not inplace:
@@ -149,7 +154,8 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
         order.restore_inplace(X)
 
 
-def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes):
+def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes,
+           trajectories):
     """train_labels on X in the kernels' feature order (``order`` maps it back)."""
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
@@ -190,6 +196,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                                       cost_pos, cost_neg, lanes, cap, timing)
     t_train = time.perf_counter()
     results: list[ChunkResult] = []
+    stats_parts: list[TrainingStats] = []
     lock = threading.Lock()
     trim = TRIM_MALLOC
     if trim:
@@ -210,6 +217,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
             if started == 0:
                 return
         stats = chunk_stats(chunk, table, rec, cap, params.reg_scale)
+        if not trajectories:
+            stats = stats.without_trajectories()
         W = chunk_weights(indptr, indices, data, d, order)
         del indptr, indices, data
         if sink is not None:
@@ -219,6 +228,9 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
             kept = ChunkResult(chunk, PackedRows.pack(W), intercept, stats)
             with lock:
                 results.append(kept)
+        else:
+            with lock:
+                stats_parts.append(stats)
         del W
         if trim:
             pages.release_free_memory()
@@ -250,17 +262,22 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     # the renumbered X and the init's plan are not needed for the assembly
     del P, X, plan, colsum, y_indices, y_indptr
 
-    if not collect:
-        return None
-    results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-    weights, intercept = stack_rows(results, d)
-    stats = TrainingStats.concat([r.stats for r in results])
-    results.clear()
+    if collect:
+        results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
+        weights, intercept = stack_rows(results, d)
+        stats_parts = [r.stats for r in results]
+        results.clear()
+    else:
+        weights = intercept = None
+    stats = TrainingStats.concat(stats_parts)
+    del stats_parts
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": lanes})
-    report_problems(stats)
+    if collect:
+        # (a sink's owner reports what it saved: sharded training, the spooled writer)
+        report_problems(stats)
     return weights, intercept, stats
 
 
