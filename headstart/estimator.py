@@ -110,10 +110,37 @@ def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: in
     weights, intercept, stats = out
     if weights is None:
         return None, stats
+    weights, intercept, missing = place_rows(weights, intercept, stats["label"], data.first_label)
     model = OvAModel(weights=weights, intercept=intercept, n_features=data.n_features,
                      label_space=data.label_space, first_label=data.first_label, params=params,
-                     preprocessing=data.preprocessing, label_counts=data.label_counts, n_train=data.n_train)
+                     preprocessing=data.preprocessing, label_counts=data.label_counts, n_train=data.n_train,
+                     missing_ranges=missing)
     return model, stats
+
+
+def place_rows(weights: sp.csr_matrix, intercept: np.ndarray, trained: np.ndarray, first: int
+               ) -> tuple[sp.csr_matrix, np.ndarray, list[tuple[int, int]]]:
+    """The rows of the ``trained`` labels (ascending) put at their places in a model that
+    starts at label ``first``: with a time budget (``timeout``) and several threads the
+    trained labels need not be a prefix of the range (each thread's chunk stops where the
+    budget ran out), so the rows span [first, last trained + 1), labels in between that
+    were not trained get empty rows and are returned as missing ranges (a model with
+    gaps, as :func:`headstart.model.reader.load_model` gives with ``allow_gaps``)."""
+    trained = np.asarray(trained, dtype=np.int64)
+    if trained.size == 0 or (trained[0] == first and trained[-1] - first + 1 == trained.size):
+        return weights, intercept, []
+    span = int(trained[-1] - first + 1)
+    rows = np.zeros(span + 1, dtype=np.int64)
+    rows[trained - first + 1] = np.diff(weights.indptr)
+    np.cumsum(rows, out=rows)
+    W = sp.csr_matrix((weights.data, weights.indices, rows), shape=(span, weights.shape[1]))
+    b = np.zeros(span, dtype=np.asarray(intercept).dtype)
+    b[trained - first] = intercept
+    have = np.zeros(span, dtype=bool)
+    have[trained - first] = True
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], (~have).astype(np.int8), [0]])))
+    missing = [(first + int(a), first + int(z)) for a, z in zip(edges[::2], edges[1::2])]
+    return W, b, missing
 
 
 def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, num_labels: int | None = None,

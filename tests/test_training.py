@@ -426,3 +426,43 @@ def test_dense_input_equals_csr(init):
         np.testing.assert_array_equal(d.intercept_, s.intercept_)
         np.testing.assert_array_equal(d.stats_["iterations"], s.stats_["iterations"])
         np.testing.assert_array_equal(d.predict_topk(X, 2)[0], s.predict_topk(sp.csr_matrix(X), 2)[0])
+
+
+def test_a_time_budget_that_leaves_gaps_gives_a_model_with_gaps(tmp_path, monkeypatch):
+    """With a timeout and several threads the trained labels need not be a prefix (each
+    thread's chunk stops where the budget ran out): the model puts every row at its label
+    and lists the untrained labels as missing ranges, which saving keeps as gaps and
+    prediction never returns.  (The trainer's cut is simulated: which chunks stop where
+    depends on timing.)"""
+    import headstart.estimator as est
+    from headstart.model.reader import load_model
+    from headstart.model.writer import save_model
+    from headstart.prediction.topk import predict_topk
+
+    X, Y = dataset("bibtex")
+    p = TrainParams(threads=2)
+    full, _ = est.fit_model(X, Y, p, first_label=10, num_labels=40)
+    real = est.train_labels
+    keep = np.r_[12:20, 26:31, 40:44]          # labels 10, 11, 20-25, 31-39 never trained
+
+    def cut(X, Y, params, labels, **kw):
+        W, b, st = real(X, Y, params, labels, **kw)
+        rows = np.flatnonzero(np.isin(st["label"], keep))
+        return W[rows], b[rows], st.take(rows)
+
+    monkeypatch.setattr(est, "train_labels", cut)
+    m, st = est.fit_model(X, Y, p, first_label=10, num_labels=40)
+    assert m.first_label == 10 and m.num_labels == 34
+    assert m.missing_ranges == [(10, 12), (20, 26), (31, 40)]
+    W, F = m.weights.toarray(), full.weights.toarray()
+    for j in keep:
+        np.testing.assert_array_equal(W[j - 10], F[j - 10])
+        assert m.intercept[j - 10] == full.intercept[j - 10]
+    for a, z in m.missing_ranges:
+        assert not W[a - 10:z - 10].any()
+    save_model(m, tmp_path / "m")
+    back = load_model(tmp_path / "m", allow_gaps=True)
+    assert back.first_label == 12 and (20, 26) in back.missing_ranges and (31, 40) in back.missing_ranges
+    np.testing.assert_array_equal(back.weights.toarray(), W[2:])
+    top = predict_topk(back, X[:50], k=10)[0]
+    assert np.isin(top, keep).all()
