@@ -22,7 +22,7 @@ init
     solution and a workspace of its own).
 workspaces
     per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16, or 1
-    when 16 would not fit 2 GiB) lane workspaces as
+    when 16 would take more than :func:`headstart.training.trainer.lane_budget`) lane workspaces as
     :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
     per lane w, s (float64) and the support and its marks (int32) of ``n_features + 1``,
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
@@ -166,9 +166,10 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
 
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
-                     lanes: int | None) -> tuple[int, int, int]:
-    """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them."""
-    from .training.trainer import choose_lanes, default_chunk_size
+                     lanes: int | None, memory: int | None = None) -> tuple[int, int, int]:
+    """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them
+    on a machine where the process can use ``memory`` bytes (default: this one)."""
+    from .training.trainer import choose_lanes, default_chunk_size, lane_budget
 
     threads = max(1, int(threads) if threads else (os.cpu_count() or 1))
     if chunk_size is None:
@@ -176,7 +177,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     chunk_size = max(1, int(chunk_size))
     used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
     if lanes is None:
-        lanes = choose_lanes(n, d, used)
+        lanes = choose_lanes(n, d, used, lane_budget(memory))
     return used, chunk_size, int(lanes)
 
 
@@ -186,7 +187,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
                              preprocess: bool = False, collect: bool = True, trajectories: bool = True,
                              dense_input: bool = False,
-                             locality: bool = True,
+                             locality: bool = True, memory: int | None = None,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS) -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
@@ -199,7 +200,9 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     go to disk as they finish); ``preprocess`` when tf-idf or normalisation copies X;
     ``dense_input`` when X is a dense float32 array (``nnz = n * d``), converted to CSR;
     ``locality`` when the trainer works on a copy of X with features renumbered by
-    frequency (its default, :mod:`headstart.training.locality`).
+    frequency (its default, :mod:`headstart.training.locality`); ``memory``: the bytes the
+    training process may use on the machine in question (default: this machine's), which
+    decides whether the threads keep 16 lanes (:func:`headstart.training.trainer.lane_budget`).
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
@@ -208,7 +211,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     label_nnz = n if label_nnz is None else int(label_nnz)
     L = n_labels if label_space is None else int(label_space)
     fu = d if features_used is None else min(int(features_used), d)
-    used, chunk_size, lanes = _training_layout(n, d, n_labels, threads, chunk_size, lanes)
+    used, chunk_size, lanes = _training_layout(n, d, n_labels, threads, chunk_size, lanes, memory)
     nv = d + 1
     cap = min(int(max_iter), 1000) + 1
     per_label_w = weight_density * (fu + 1)

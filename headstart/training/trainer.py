@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from .. import postproc
 from ..init import TrainingContext, make_initializer
-from ..objective import losses, regularizers, weighting
+from ..objective import erm, losses, regularizers, weighting
 from ..objective.erm import make_problem
 from ..params import TrainParams
 from ..solver.newton import STATUS_NAMES, settings
@@ -82,13 +82,39 @@ def column_sums(indices, data, out):
         out[indices[k]] += np.float64(data[k])
 
 
-def choose_lanes(n: int, d: int, threads: int, budget: float = 2.0 * 2**30) -> int:
+#: the lanes' buffers may take this share of the memory the process can use (and at
+#: least MIN_LANE_BUDGET); beyond it a thread runs one lane
+LANE_MEMORY_SHARE = 0.5
+MIN_LANE_BUDGET = 2 * 2**30
+
+
+def lane_budget(memory: int | None = None) -> int:
+    """Bytes the lane buffers of all threads may take: half of ``memory`` (default: what
+    this process can still allocate, :func:`headstart.resources.available_memory`), at
+    least 2 GiB.  A fixed 2 GiB gave up the lanes -- and with them the batched sweep, 16x
+    the passes over X per label -- on every big shape at 64 threads, even on a 256 GB
+    machine that holds 16 lanes per thread (WikiLSHTC-325K's shape: 77 GB at 64
+    threads); half of the machine keeps them wherever they fit beside the data and the
+    rest of training (which the command line checks before it starts)."""
+    if memory is None:
+        from ..resources import available_memory
+
+        memory = available_memory()
+    return max(MIN_LANE_BUDGET, int(LANE_MEMORY_SHARE * memory)) if memory else MIN_LANE_BUDGET
+
+
+def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> int:
     """LANES lanes (one sweep over X serves LANES labels) unless their buffers would
-    exceed ``budget`` bytes over all threads; then one lane per thread.  A lane keeps
-    w, s (float64), F and marks (int32) per feature, scores wx, xs (float64) and labels
-    (int8) per instance (:func:`.kernel.make_lane_workspace`)."""
-    per_lane = 24 * (d + 1) + 17 * n
-    return LANES if LANES * per_lane * threads <= budget else 1
+    exceed ``budget`` bytes over all threads (default :func:`lane_budget`); then one
+    lane per thread.  A lane keeps w, s (float64), F and marks (int32) per feature,
+    scores wx, xs (float64) and labels (int8) per instance
+    (:func:`.kernel.make_lane_workspace`); with LANES lanes a thread also has the sweep
+    buffer (float32 per feature and lane) and the direction group (:func:`.kernel.make_group`)."""
+    if budget is None:
+        budget = lane_budget()
+    nv = d + 1
+    per_thread = LANES * (24 * nv + 17 * n) + LANES * 4 * nv + 7 * erm.GROUP * 8 * nv + 5 * n
+    return LANES if per_thread * threads <= budget else 1
 
 
 def default_chunk_size(n_labels: int, threads: int) -> int:
