@@ -94,6 +94,15 @@ def evaluate(src: Path, model: Path, test: Path, train: Path, threads: int, part
     return {k: flat[k] for k in ("P@1", "P@3", "P@5", "PSP@1", "PSP@3", "PSP@5") if k in flat}
 
 
+def this_commit() -> str:
+    """HEAD of this checkout, with '+changes' when headstart/ differs from it."""
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short=10", "HEAD"], capture_output=True,
+                          text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "headstart"],
+                           capture_output=True, text=True).stdout.strip()
+    return head + ("+changes" if dirty else "")
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = []
@@ -134,7 +143,8 @@ def main(argv=None) -> int:
                          **metrics[name]}
     o, n = summary["old"], summary["new"]
     result = {"dataset": args.dataset, "labels": args.labels or "all", "threads": args.threads,
-              "base": args.base, "options": extra, "repeat": args.repeat, "runs": runs, "summary": summary,
+              "base": args.base, "commit": this_commit(), "options": extra, "repeat": args.repeat, "runs": runs,
+              "summary": summary,
               "speedup": o["train_seconds"] / n["train_seconds"], "rss_ratio": n["peak_rss_mb"] / o["peak_rss_mb"],
               "date": time.strftime("%Y-%m-%d %H:%M"), "load_before": os.getloadavg()}
     print(f"{'':6s} {'train s':>9s} {'peak MB':>8s} {'iters':>7s} {'P@1':>6s} {'P@3':>6s} {'P@5':>6s}")

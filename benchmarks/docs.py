@@ -322,6 +322,8 @@ def render(results_dir: Path, max_foreign: float) -> str:
         else:
             L += [f"{NYM}: {status[e['id']]}.", ""] + placeholder_table(e)
         L.append("")
+    L += before_after_section(results_dir)
+    L += estimates_section()
     L += synthetic_section(results_dir)
     L += prediction_section(results_dir)
     L += ["## What is measured", "",
@@ -392,6 +394,86 @@ SYNTH_ROWS = (("rows", "train rows", "d"), ("features", "features", "d"), ("labe
               ("share_labels_without_positive", "labels without a training positive", ".1%"),
               ("max_label_rows", "rows of the most frequent label", "d"),
               ("max_feature_row_share", "rows with the most common feature", ".1%"))
+
+
+#: label counts of the data sets the before/after runs use, for the all-label extrapolation
+_LABEL_SPACE = {"debian-deps": 22908, "amazon-670k": 670091, "amazoncat-13k": 13330}
+
+
+def before_after_section(results_dir: Path) -> list[str]:
+    """Issue 12's runs of ``benchmarks/before_after.py`` (a base commit, normally 647a10d,
+    against the code of the day, interleaved in one run): every stored
+    ``issue12-*before-after*.json``, newest first, as measured (including the loaded ones)."""
+    files = sorted(results_dir.glob("issue12-*before-after*.json"))
+    L = ["## The old main against this code (issue 12)", "",
+         "`python benchmarks/before_after.py DATASET --base 647a10d [--labels A:B] [--warm-labels 0:16] "
+         "[--repeat N] --json ... [-- OPTIONS]` trains with `headstart train` of the base commit (a git worktree) "
+         "and of this checkout on the same data, options and threads, interleaved in one run, after one untimed "
+         "run each to warm numba's cache; training time is the CLI's own (reading excluded), peak RSS the "
+         "process's `ru_maxrss`, P@k from this checkout's `predict`/`evaluate` of both models. Label ranges of "
+         "the synthetic presets are fair samples (label ids are a random permutation of the frequency ranks); "
+         "the all-label time is **extrapolated** as time x labels / sampled labels. The load average is the "
+         "machine's when the run ended: above ~2 other jobs shared the 2 cores and the times vary from run to "
+         "run (the ratios less).", ""]
+    if not files:
+        return L + [f"{NYM}: no stored run.", ""]
+    L += ["| date | data, labels, options | old commit | new commit | old s | new s | speed-up | old / new peak RSS MB | RSS ratio "
+          "| iterations old / new | P@1/3/5 old | P@1/3/5 new | all labels, new (extrapolated) | load |",
+          "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
+    rows = []
+    for f in files:
+        d = json.loads(f.read_text())
+        o, n = d["summary"]["old"], d["summary"]["new"]
+        name = Path(str(d["dataset"])).name
+        lab = d.get("labels", "all")
+        extra = ""
+        if lab not in (None, "all") and name in _LABEL_SPACE:
+            a, b = (int(x) for x in lab.split(":"))
+            extra = f"{n['train_seconds'] * _LABEL_SPACE[name] / (b - a) / 3600:.1f} h"
+        pk = lambda s: "/".join(f"{100 * s[k]:.2f}" if k in s else "-" for k in ("P@1", "P@3", "P@5"))  # noqa: E731
+        opts = " ".join(d.get("options") or [])
+        load = d.get("load_before")
+        rows.append((d.get("date", ""), f"| {d.get('date', '-')} | {name}, {lab}{', ' + opts if opts else ''} | "
+                     f"{d.get('base', '647a10d')} | {d.get('commit', '-')} | {o['train_seconds']:.2f} | {n['train_seconds']:.2f} | "
+                     f"{d['speedup']:.2f}x | {o['peak_rss_mb']:.0f} / {n['peak_rss_mb']:.0f} | {d['rss_ratio']:.3f} | "
+                     f"{o['iterations']} / {n['iterations']} | {pk(o)} | {pk(n)} | {extra or '-'} | "
+                     f"{load[0]:.1f} |" if load else "- |"))
+    L += [r for _, r in sorted(rows, reverse=True)]
+    return L + ["", "Files: `benchmarks/results/issue12-*before-after*.json` (runs without a new commit were "
+                    "made before the harness recorded it; their dates place them in the git log). P@k of a label "
+                    "range is over all test positives, most of them of labels outside the range: it only shows "
+                    "that old and new models agree.", ""]
+
+
+#: the published shapes: rows, features, nonzeros per row, labels, labels per row
+_SHAPES = (("Amazon-670K", 490449, 135909, 75, 670091, 5.45),
+           ("AmazonCat-13K", 1186239, 203882, 71, 13330, 5.04),
+           ("WikiLSHTC-325K", 1778351, 1617899, 42, 325056, 3.19))
+
+
+def estimates_section() -> list[str]:
+    """headstart's own memory estimate (headstart.resources) for the published shapes,
+    2 threads on a 24 GiB machine and 64 threads on a 256 GiB one: computed, not measured
+    (tests/test_memory.py checks the estimate against a measured peak)."""
+    from headstart.resources import estimate_training_memory, format_bytes
+
+    L = ["## Memory at the published sizes (estimated)", "",
+         "`headstart.resources.estimate_training_memory` (what `headstart train` prints and checks before it "
+         "starts) for all labels of the published shapes, X owned by the trainer, weights written as they finish; "
+         "the command line keeps no per-iteration trajectories unless its `--stats` file is JSON lines. Computed "
+         "by this commit, not measured; `tests/test_memory.py` checks the estimate against the measured peak of a "
+         "mid-size run (within 20%).", "",
+         "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
+         "| data |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name, n, d, per_row, labels, lpr in _SHAPES:
+        for threads, gib in ((2, 24), (64, 256)):
+            kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30)
+            e = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=False, **kw)
+            t = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=True, **kw)
+            L.append(f"| {name} ({n} x {d}, {labels} labels) | {threads} ({gib} GiB) | {e.details['lanes']} | "
+                     f"{format_bytes(e.total)} | {format_bytes(t.total)} | {format_bytes(e.parts['workspaces'])} | "
+                     f"{format_bytes(e.parts['data'])} |")
+    return L + [""]
 
 
 def synthetic_section(results_dir: Path) -> list[str]:
