@@ -388,6 +388,42 @@ def test_libsvm(tmp_path):
         read_libsvm(put(tmp_path, ""))
 
 
+def test_libsvm_is_read_in_pieces(tmp_path, monkeypatch):
+    """The libsvm reader streams pieces of rows: pieces of 3 lines give the matrices of
+    one piece, widths inferred over all pieces (the largest ids come late), errors with
+    the line of the whole file, comments and blank lines across piece boundaries, a
+    byte-order mark, gzip."""
+    import headstart.io.xmc as xmc_mod
+
+    rng = np.random.default_rng(8)
+    X, Y = random_problem(rng, 40, 25, 9)
+    write_xmc(tmp_path / "d.txt", X, Y, one_based=True)
+    lines = (tmp_path / "d.txt").read_bytes().split(b"\n")[1:-1]
+    lines[7:7] = [b"# a comment", b""]
+    lines[20:20] = [b"", b"", b"# another"]
+    body = b"\n".join(lines) + b"\n"
+    whole = read_libsvm(put(tmp_path, body, "w.svm"))
+    monkeypatch.setattr(xmc_mod, "_READ_CHUNK_ROWS", 3)
+    for name, raw in (("p.svm", body), ("b.svm", b"\xef\xbb\xbf" + body), ("g.svm.gz", gzip.compress(body)),
+                      ("n.svm", body[:-1])):
+        X2, Y2 = read_libsvm(put(tmp_path, raw, name))
+        assert X2.shape == whole[0].shape and Y2.shape == whole[1].shape
+        np.testing.assert_array_equal(dense(X2), dense(whole[0]))
+        np.testing.assert_array_equal(dense(Y2), dense(whole[1]))
+        assert X2.has_canonical_format and X2.dtype == np.float32
+    np.testing.assert_array_equal(dense(whole[0]), dense(X)[:, :whole[0].shape[1]])
+    bad = lines[:]
+    bad[30] = bad[30] + b" 3:x"
+    with pytest.raises(DataFormatError, match="not a number") as e:
+        read_libsvm(put(tmp_path, b"\n".join(bad) + b"\n", "bad.svm"))
+    assert e.value.line == 31
+    with pytest.raises(DataFormatError, match="empty") as e:
+        read_libsvm(put(tmp_path, b"\n  \n\n\n\n", "e.svm"))
+    assert e.value.line == 1
+    with pytest.raises(DataFormatError, match="XMC header"):
+        read_libsvm(put(tmp_path, b"3 4 5\n0 1:1\n", "h.svm"))
+
+
 def test_roundtrip_libsvm_via_xmc_text(tmp_path):
     """An XMC body without its header and with 1-based features is libsvm."""
     rng = np.random.default_rng(6)

@@ -50,21 +50,13 @@ from ..errors import DataFormatError, ParameterError
 from . import _kernels as K
 from ._common import (BOM, HEADER_LIMIT, SparseSpec, check_dtype, csr, first_line,
                       header_ints, label_matrix, open_stream, parse_header, parse_sparse,
-                      read_bytes, too_few_rows)
+                      too_few_rows)
 from .atomic import atomic_write
 
 XMC_HEADER = ("num_points", "num_features", "num_labels")
 
 __all__ = ["read_xmc", "read_xmc_header", "iter_xmc_chunks", "write_xmc", "read_libsvm",
            "to_label_csr", "to_feature_csr"]
-
-
-def _line_after(raw: bytes, start: int, first: int) -> int:
-    """Number of the line after the text ``raw[start:]`` that begins on line ``first``."""
-    n = raw.count(b"\n", start)
-    if len(raw) > start and not raw.endswith(b"\n"):
-        n += 1
-    return first + n
 
 
 def _as_u8(raw: bytes) -> np.ndarray:
@@ -174,44 +166,62 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
         spec = SparseSpec(feat_offset=1 if one_based else 0, n_features=d, n_labels=L,
                           dtype=dt, header_rows=n)
         done = 0
-        line_no = 2
-        data = b""     # bytes read and not yet parsed start at data[off]
-        off = 0
-        have = 0       # newlines in data[off:]
-        eof = False
-        while True:
-            # gather at least chunk_rows complete lines (or everything up to EOF); the
-            # unparsed rest is copied once per refill, so the cost stays linear
-            if have < chunk_rows and not eof:
-                parts = [data[off:]]
-                while have < chunk_rows:
-                    block = stream.read(block_bytes)
-                    if not block:
-                        eof = True
-                        break
-                    parts.append(block)
-                    have += block.count(b"\n")
-                data = b"".join(parts)
-                off = 0
-            if off >= len(data):
-                break
-            u8 = _as_u8(data)
-            if have >= chunk_rows:
-                cut = off + K.nth_newline(u8[off:], chunk_rows) + 1
-                have -= chunk_rows
-            else:  # at EOF: the rest, possibly without a final newline
-                cut = len(data)
-                have = 0
+        next_line = 2
+        for data, off, cut, before in _line_chunks(stream, chunk_rows, block_bytes, b""):
+            first = 2 + before   # the header is line 1
             spec.max_rows = n - done
-            r = parse_sparse(u8, off, cut, spec, path, line_no)
-            line_no = _line_after(data[off:cut], 0, line_no)
-            off = cut
+            r = parse_sparse(_as_u8(data), off, cut, spec, path, first)
             done += r.rows
             if r.rows:
                 yield (csr(r.indptr, r.indices, r.data, (r.rows, d)),
                        label_matrix(r.lptr, r.labels, (r.rows, L)))
+            next_line = _line_after_range(data, off, cut, first)
         if done != n:
-            raise too_few_rows(path, done, n, line_no)
+            raise too_few_rows(path, done, n, next_line)
+
+
+def _line_after_range(data: bytes, start: int, end: int, first: int) -> int:
+    """Number of the line after the text ``data[start:end]`` that begins on line ``first``."""
+    n = data.count(b"\n", start, end)
+    return first + n + (1 if end > start and data[end - 1] != 10 else 0)
+
+
+def _line_chunks(stream, chunk_rows: int, block_bytes: int, data: bytes
+                 ) -> Iterator[tuple[bytes, int, int, int]]:
+    """The text of ``stream`` (after ``data``, bytes already read) in pieces of
+    ``chunk_rows`` complete lines (the last one: whatever is left, possibly without a
+    final newline): yields ``(buffer, start, end, lines before the piece)`` (lines
+    counted from the stream's position).  Reads ``block_bytes`` at a time; the unparsed
+    rest is copied once per refill, so the cost stays linear and the memory is one piece
+    plus one block."""
+    before = 0
+    off = 0        # bytes not yet handed out start at data[off]
+    have = data.count(b"\n")   # newlines in data[off:]
+    eof = False
+    while True:
+        if have < chunk_rows and not eof:
+            parts = [data[off:]]
+            while have < chunk_rows:
+                block = stream.read(block_bytes)
+                if not block:
+                    eof = True
+                    break
+                parts.append(block)
+                have += block.count(b"\n")
+            data = b"".join(parts)
+            off = 0
+        if off >= len(data):
+            return
+        u8 = _as_u8(data)
+        if have >= chunk_rows:
+            cut = off + K.nth_newline(u8[off:], chunk_rows) + 1
+            have -= chunk_rows
+        else:  # at EOF: the rest, possibly without a final newline
+            cut = len(data)
+            have = 0
+        yield data, off, cut, before
+        before += data.count(b"\n", off, cut)
+        off = cut
 
 
 def to_feature_csr(X, name: str = "X") -> sp.csr_matrix:
@@ -341,27 +351,45 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
     for name, v in (("n_features", n_features), ("n_labels", n_labels)):
         if v is not None and not (0 <= int(v) <= K.INDEX_MAX + 1):
             raise ParameterError(f"{name} must be in [0, {K.INDEX_MAX + 1}], got {v}")
-    raw = read_bytes(path)
-    start = len(BOM) if raw.startswith(BOM) else 0
-    if not raw[start:].strip():
-        raise DataFormatError("file is empty", path, 1 if raw else None)
-    buf = _as_u8(raw)
     spec = SparseSpec(feat_offset=0 if zero_based else 1,
                       n_features=-1 if n_features is None else int(n_features),
                       n_labels=-1 if n_labels is None else int(n_labels),
                       skip_blank=True, comments=True, dtype=dt)
-    try:
-        r = parse_sparse(buf, start, len(buf), spec, path, 1)
-    except DataFormatError as e:
-        if e.line == 1 and header_ints(raw[start:raw.find(b"\n")], 3) is not None:
-            raise DataFormatError(e.message + " (line 1 looks like an XMC header "
-                                  "'num_points num_features num_labels': use read_xmc)",
-                                  e.path, e.line, e.column, e.token) from None
-        raise
-    d = r.max_feature + 1 if n_features is None else int(n_features)
-    L = r.max_label + 1 if n_labels is None else int(n_labels)
-    return (csr(r.indptr, r.indices, r.data, (r.rows, d)),
-            label_matrix(r.lptr, r.labels, (r.rows, L)))
+    # Streamed in pieces of rows, as read_xmc: the whole text in memory (with the
+    # compressed bytes while gunzipping) was several times the parsed arrays.  The
+    # widths are known only at the end (the largest ids), so the pieces are stacked then.
+    xs, ys = [], []
+    max_feature = max_label = -1
+    seen_text = seen_bytes = False
+    with open_stream(path) as stream:
+        head = stream.read(len(BOM))
+        seen_bytes = bool(head)
+        if head == BOM:
+            head = b""
+        for data, off, cut, before in _line_chunks(stream, _READ_CHUNK_ROWS, 1 << 20, head):
+            seen_bytes = True
+            seen_text = seen_text or not data[off:cut].isspace()
+            try:
+                r = parse_sparse(_as_u8(data), off, cut, spec, path, 1 + before)
+            except DataFormatError as e:
+                first = data[off:data.find(b"\n", off)] if before == 0 else b""
+                if e.line == 1 and header_ints(first, 3) is not None:
+                    raise DataFormatError(e.message + " (line 1 looks like an XMC header "
+                                          "'num_points num_features num_labels': use read_xmc)",
+                                          e.path, e.line, e.column, e.token) from None
+                raise
+            max_feature = max(max_feature, r.max_feature)
+            max_label = max(max_label, r.max_label)
+            if r.rows:
+                xs.append(csr(r.indptr, r.indices, r.data, (r.rows, max(r.max_feature + 1, 0))))
+                ys.append(label_matrix(r.lptr, r.labels, (r.rows, max(r.max_label + 1, 0))))
+    if not seen_text:
+        raise DataFormatError("file is empty", path, 1 if seen_bytes else None)
+    d = max_feature + 1 if n_features is None else int(n_features)
+    L = max_label + 1 if n_labels is None else int(n_labels)
+    rows = sum(x.shape[0] for x in xs)
+    return stack_rows_consuming(xs, (rows, d), dt), stack_rows_consuming(ys, (rows, L), np.float32)
+
 
 
 def is_xmc_header(path) -> bool:
