@@ -84,12 +84,17 @@ def lane(WS, OS, b):
     return W, O
 
 
-# A lane whose last gradient was dense (at least 1/erm.DENSE_SHARE of the instances
-# active) computes its Newton direction in a group of erm.GROUP lanes, whose Hessian
-# products share one pass over the union of their active rows (erm.hess_rows_group).
-# Below that the rows are few and mostly a lane's own: each lane computes its products
-# alone.
-DENSE_SHARE = erm.DENSE_SHARE
+# A lane whose last gradient had at least 1/DENSE_SHARE of the instances active computes
+# its Newton direction in a group of erm.GROUP lanes, whose Hessian products share one
+# pass over the union of their active rows (erm.hess_rows_group).  Below that a lane's
+# rows are mostly its own, the union is nearly the sum of the members' rows and every
+# member pays for the others': with the threshold at 1/16 (erm.DENSE_SHARE, where the
+# support becomes every feature) the AmazonCat-13K shape with aop (head labels, mid-
+# density active sets) took 71.3 s for labels 0:300 against 63.7 s without groups
+# (e8a7fe6); at 1/4: 65.2 s against 65.6 s, and the groups' own cases gained too
+# (Amazon-670K shape from zero, labels 0:32: 51.1 s against 53.4 s; debian-deps from
+# zero, 0:1000: 19.1 s against 20.4 s; 2 threads, 2026-11-26, one run each).
+DENSE_SHARE = 4
 
 
 # A thread's direction-group buffers: per slot (GROUP rows) the gradient GG, the
