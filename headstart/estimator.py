@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .errors import DataFormatError, NotFittedError, ParameterError
 from .model.model import FeatureHashing, OvAModel, Preprocessing
+from .model.ranges import contiguous_runs, uncovered
 from .params import TrainParams
 from .training.stats import TrainingStats
 from .training.trainer import ChunkResult, train_labels
@@ -136,11 +137,8 @@ def place_rows(weights: sp.csr_matrix, intercept: np.ndarray, trained: np.ndarra
     W = sp.csr_matrix((weights.data, weights.indices, rows), shape=(span, weights.shape[1]))
     b = np.zeros(span, dtype=np.asarray(intercept).dtype)
     b[trained - first] = intercept
-    have = np.zeros(span, dtype=bool)
-    have[trained - first] = True
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], (~have).astype(np.int8), [0]])))
-    missing = [(first + int(a), first + int(z)) for a, z in zip(edges[::2], edges[1::2])]
-    return W, b, missing
+    runs = [(int(trained[i]), int(trained[j - 1]) + 1) for i, j in contiguous_runs(trained)]
+    return W, b, uncovered(runs, first, first + span)
 
 
 def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, num_labels: int | None = None,

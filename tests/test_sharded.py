@@ -20,8 +20,8 @@ from headstart.model.format import MANIFEST, load_model, read_manifest, save_mod
 from headstart.params import TrainParams
 from headstart.distributed import plan_shards, read_stats, train_sharded
 from headstart.distributed.merging import merge
-from headstart.distributed.sharded import (contiguous_runs, load_stats_file, stats_file_name,
-                                           write_stats_file)
+from headstart.distributed.sharded import load_stats_file, stats_file_name, write_stats_file
+from headstart.model.ranges import contiguous_runs
 
 NUM = 48          # labels [0, NUM) of bibtex: about a second of training
 PARAMS = TrainParams(threads=2)

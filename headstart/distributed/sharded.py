@@ -42,7 +42,7 @@ from ..errors import ModelFormatError, ParameterError
 from ..estimator import PreparedData, prepare_data
 from ..model.extras import read_extras
 from ..model.manifest import MANIFEST, read_manifest
-from ..model.ranges import finished_ranges_of, missing_ranges_of
+from ..model.ranges import contiguous_runs, finished_ranges_of, missing_ranges_of
 from ..model.writer import ModelWriter
 from ..params import TrainParams
 from ..training.kernel import LANES
@@ -152,15 +152,6 @@ def plan_shards(missing: Iterable[Range], shard_size: int, origin: int = 0) -> l
             out.append((int(s), int(e)))
             s = e
     return out
-
-
-def contiguous_runs(labels: np.ndarray) -> list[tuple[int, int]]:
-    """Positions ``[i, j)`` of the maximal runs of consecutive ids in sorted ``labels``."""
-    if labels.size == 0:
-        return []
-    breaks = np.flatnonzero(np.diff(labels) != 1) + 1
-    edges = np.concatenate([[0], breaks, [labels.size]])
-    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
 # --------------------------------------------------------------------------- statistics files

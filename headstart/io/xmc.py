@@ -391,7 +391,6 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
     return stack_rows_consuming(xs, (rows, d), dt), stack_rows_consuming(ys, (rows, L), np.float32)
 
 
-
 def is_xmc_header(path) -> bool:
     """True when the first line of ``path`` is three non-negative integers."""
     return header_ints(first_line(path), 3) is not None

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 Range = tuple[int, int]
+
+
+def contiguous_runs(labels: np.ndarray) -> list[Range]:
+    """Positions ``[i, j)`` of the maximal runs of consecutive ids in sorted ``labels``."""
+    if labels.size == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(labels) != 1) + 1
+    edges = np.concatenate([[0], breaks, [labels.size]])
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
 
 
 def fmt_range(r: Range) -> str:

@@ -34,6 +34,7 @@ from ..errors import ModelFormatError
 from .archive import write_npz_stream
 from .extras import write_extras
 from .manifest import base_manifest, shard_file_name, write_manifest
+from .ranges import contiguous_runs
 from .shards import canonical_intercept, canonical_weights
 from .writer import building, prepare_target
 
@@ -185,10 +186,8 @@ def _runs(chunks):
     runs: list[list] = []
     prev = None
     for labels, lengths, b, off, nnz in chunks:
-        cuts = np.flatnonzero(np.diff(labels) != 1) + 1
-        bounds = [0, *cuts.tolist(), labels.size]
         pos = 0
-        for a, z in zip(bounds[:-1], bounds[1:]):
+        for a, z in contiguous_runs(labels):
             k = int(lengths[a:z].sum())
             piece = (labels[a:z], lengths[a:z], b[a:z], off + 4 * pos, off + 4 * (nnz + pos), k)
             pos += k
