@@ -165,6 +165,24 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     return _LANE_LAYOUT
 
 
+def thread_workspace_bytes(n: int, d: int, lanes: int) -> int:
+    """Bytes of one training thread's buffers: its lanes' workspaces
+    (:func:`lane_workspace_layout`), the kernel's float32 sweep buffer (one column per
+    lane), the recomputed start vector, the positives' sum and the exact-remainder
+    scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
+    member (gradient, preconditioner, residual, direction and product, each also
+    interleaved) with its row union (int32) and marks.  Also what
+    :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""
+    from .objective.erm import GROUP
+    from .training.kernel import LANES
+
+    nv = d + 1
+    per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
+    group = 7 * GROUP * nv * _F64 + 5 * n if lanes == LANES else 0
+    return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
+            + 3 * nv * _F64 + lanes * nv * 4 + group)
+
+
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None, memory: int | None = None) -> tuple[int, int, int]:
     """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them
@@ -235,17 +253,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
     # column sums + what the initialiser's prepare() keeps (declared with the strategy)
     parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
-    per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    # + the kernel's float32 sweep buffer (one column per lane), the recomputed start
-    # vector, the positives' sum and the exact-remainder scratch (float64), and
-    # with 16 lanes the direction group's seven float64 vectors per member (gradient,
-    # preconditioner, residual, direction and product, each also interleaved) and its row union (int32) and marks
-    from .objective.erm import GROUP
-    from .training.kernel import LANES
-    group = 7 * GROUP * nv * _F64 + 5 * n if lanes == LANES else 0
-    per_thread_ws = (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
-                     + 3 * nv * _F64 + lanes * nv * 4 + group)
-    parts["workspaces"] = used * per_thread_ws
+    parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes)
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
     parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * d * _NNZ))

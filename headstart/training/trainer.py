@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from .. import postproc
 from ..init import TrainingContext, make_initializer
-from ..objective import erm, losses, regularizers, weighting
+from ..objective import losses, regularizers, weighting
 from ..objective.erm import make_problem
 from ..params import TrainParams
 from ..solver.newton import STATUS_NAMES, settings
@@ -104,17 +104,15 @@ def lane_budget(memory: int | None = None) -> int:
 
 
 def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> int:
-    """LANES lanes (one sweep over X serves LANES labels) unless their buffers would
-    exceed ``budget`` bytes over all threads (default :func:`lane_budget`); then one
-    lane per thread.  A lane keeps w, s (float64), F and marks (int32) per feature,
-    scores wx, xs (float64) and labels (int8) per instance
-    (:func:`.kernel.make_lane_workspace`); with LANES lanes a thread also has the sweep
-    buffer (float32 per feature and lane) and the direction group (:func:`.kernel.make_group`)."""
+    """LANES lanes (one sweep over X serves LANES labels) unless their threads' buffers
+    (:func:`headstart.resources.thread_workspace_bytes`: per lane w, s, F and marks per
+    feature, scores and labels per instance; the sweep buffer and the direction group)
+    would exceed ``budget`` bytes (default :func:`lane_budget`); then one lane per thread."""
+    from ..resources import thread_workspace_bytes
+
     if budget is None:
         budget = lane_budget()
-    nv = d + 1
-    per_thread = LANES * (24 * nv + 17 * n) + LANES * 4 * nv + 7 * erm.GROUP * 8 * nv + 5 * n
-    return LANES if per_thread * threads <= budget else 1
+    return LANES if thread_workspace_bytes(n, d, LANES) * threads <= budget else 1
 
 
 def default_chunk_size(n_labels: int, threads: int) -> int:
