@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import headstart
@@ -412,6 +412,7 @@ def test_xmc_agrees_with_the_reference_parser(raw, one_based, gz):
 
 @settings(max_examples=examples(250), **SETTINGS)
 @given(text_file(header=False, comments=True), st.booleans())
+@example(b"\r\n\r\r\n", False)   # all blanks but a stray \r: an empty file, not a bad line 2
 def test_libsvm_agrees_with_the_reference_parser(raw, zero_based):
     path = put(raw, "l.svm")
     try:

@@ -372,6 +372,10 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
             try:
                 r = parse_sparse(_as_u8(data), off, cut, spec, path, 1 + before)
             except DataFormatError as e:
+                if not seen_text and _rest_is_blank(data, cut, stream):
+                    # a file of nothing but blanks is empty, whatever stray bytes
+                    # (a lone \r) it holds: say so rather than name a line of it
+                    raise DataFormatError("file is empty", path, 1) from None
                 first = data[off:data.find(b"\n", off)] if before == 0 else b""
                 if e.line == 1 and header_ints(first, 3) is not None:
                     raise DataFormatError(e.message + " (line 1 looks like an XMC header "
@@ -389,6 +393,17 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
     L = max_label + 1 if n_labels is None else int(n_labels)
     rows = sum(x.shape[0] for x in xs)
     return stack_rows_consuming(xs, (rows, d), dt), stack_rows_consuming(ys, (rows, L), np.float32)
+
+
+def _rest_is_blank(data: bytes, start: int, stream, block_bytes: int = 1 << 20) -> bool:
+    """True when ``data[start:]`` and the unread rest of ``stream`` hold only whitespace
+    (reads at most until the first non-blank block: only used on an error path)."""
+    if data[start:].strip():
+        return False
+    while block := stream.read(block_bytes):
+        if block.strip():
+            return False
+    return True
 
 
 def is_xmc_header(path) -> bool:
