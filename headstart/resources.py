@@ -165,20 +165,24 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     return _LANE_LAYOUT
 
 
-def thread_workspace_bytes(n: int, d: int, lanes: int) -> int:
+def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool | None = None) -> int:
     """Bytes of one training thread's buffers: its lanes' workspaces
     (:func:`lane_workspace_layout`), the kernel's float32 sweep buffer (one column per
     lane), the recomputed start vector, the positives' sum and the exact-remainder
     scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
     member (gradient, preconditioner, residual, direction and product, each also
-    interleaved) with its row union (int32) and marks.  Also what
+    interleaved) with its row union (int32) and marks (``groups``: whether the threads
+    form groups, :func:`headstart.training.trainer.use_groups`; None: whenever they
+    have 16 lanes, the most they may take).  Also what
     :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""
     from .objective.erm import GROUP
     from .training.kernel import LANES
 
     nv = d + 1
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    group = 7 * GROUP * nv * _F64 + 5 * n if lanes == LANES else 0
+    if groups is None:
+        groups = lanes == LANES
+    group = 7 * GROUP * nv * _F64 + 5 * n if groups and lanes == LANES else 0
     return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
             + 3 * nv * _F64 + lanes * nv * 4 + group)
 
@@ -203,6 +207,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              label_nnz: int | None = None, label_space: int | None = None,
                              features_used: int | None = None, chunk_size: int | None = None,
                              lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
+                             loss: str = "squared-hinge",
                              preprocess: bool = False, collect: bool = True, trajectories: bool = True,
                              dense_input: bool = False,
                              locality: bool = True, memory: int | None = None,
@@ -253,7 +258,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
     # column sums + what the initialiser's prepare() keeps (declared with the strategy)
     parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
-    parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes)
+    parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes, _groups(lanes, init, loss))
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
     parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * d * _NNZ))
@@ -312,10 +317,25 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
     return estimate_training_memory(
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
-        init=params.init, preprocess=preprocess, collect=collect, trajectories=trajectories,
+        init=params.init, loss=params.loss, preprocess=preprocess, collect=collect, trajectories=trajectories,
         dense_input=dense_input, weight_density=weight_density,
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
         locality=not (preprocess or own_data))
+
+
+def _groups(lanes: int, init: str, loss: str) -> bool:
+    """Whether the trainer forms direction groups for this initialiser (with its
+    default parameters) and loss (see :func:`headstart.training.trainer.use_groups`)."""
+    from .init import REGISTRY as INITS
+    from .objective import losses
+    from .params import TrainParams
+    from .training.trainer import use_groups
+
+    try:
+        sparse = bool(INITS[init].make(TrainParams(init=init)).sparse_start)
+    except Exception:   # noqa: BLE001 - an initialiser that needs more parameters: count the groups
+        sparse = False
+    return use_groups(lanes, sparse, losses.get(loss).mines if loss in losses.REGISTRY else False)
 
 
 # --------------------------------------------------------------------------- available memory

@@ -308,9 +308,13 @@ def test_training_estimate_follows_the_trainer():
     L = e.details["lanes"]
     ws, state = make_lane_workspace(1000, 500, L)
     lanes = sum(a.nbytes for a in (*ws, *state))
-    group = 7 * GROUP * 501 * 8 + 5 * 1000 if L == LANES else 0
+    group = 0    # aop with the squared hinge: no direction groups (trainer.use_groups)
     assert e.parts["workspaces"] == e.details["threads"] * (lanes + 3 * 501 * 8 + L * 501 * 4 + group)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
+    # from zero the threads form direction groups: their buffers on top, per thread
+    g = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, init="zero")
+    if g.details["lanes"] == LANES:
+        assert g.parts["workspaces"] - e.parts["workspaces"] == g.details["threads"] * (7 * GROUP * 501 * 8 + 5000)
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]
     sharded = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False)

@@ -273,11 +273,16 @@ def test_newton_is_the_one_lane_case_of_the_scheduler(bibtex_small, loss, reg, i
     """The single-problem driver solver.newton.newton and the 16-lane scheduler give the
     same weights and objective values, bit for bit (same operations in the same order).
     Zero starts and the logistic loss make the lanes' active sets dense, so their
-    directions are computed in groups (kernel.group_directions) there."""
+    directions are computed in groups (kernel.group_directions) there; forced on here
+    (whatever trainer.use_groups decides), and without groups the same bits again."""
     X, Y = bibtex_small
     labels = np.arange(0, 48)
     p = TrainParams(loss=loss, regularizer=reg, init=init, prune=0.0, threads=1)
-    W, b, st = train_labels(X, Y, p, labels, lanes=kernel.LANES, locality=False)
+    W, b, st = train_labels(X, Y, p, labels, lanes=kernel.LANES, locality=False, groups=True)
+    assert st.meta["groups"]
+    W2, b2, st2 = train_labels(X, Y, p, labels, lanes=kernel.LANES, locality=False, groups=False)
+    assert not st2.meta["groups"]
+    assert (W != W2).nnz == 0 and np.array_equal(b, b2) and np.array_equal(st["f_final"], st2["f_final"])
     P, colsum = prepare_problem(X, p)
     Yc = sp.csc_matrix(Y)
     plan = make_initializer(p).prepare(TrainingContext(P, X, Yc, p, colsum))

@@ -73,8 +73,8 @@ ENV_SWITCH = "HEADSTART_PRECOMPILE"
 #: kernels compiled by the command before reading, and by the helper before and after
 #: the command's go (besides the readers' and the packing kernels)
 COMMAND_SHARE = ("start",)
-HELPER_BEFORE_GO = ("direction", "project", "_run_group")
-HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject")
+HELPER_BEFORE_GO = ("direction", "project")
+HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject", "_run_group")
 #: what the command tells the helper once its own share is compiled
 GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it

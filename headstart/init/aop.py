@@ -48,6 +48,11 @@ class AverageOfPositives(Initializer):
     def __init__(self, s: float = 1.0, t: float = -2.0):
         self.s, self.t = float(s), float(t)
 
+    @property
+    def sparse_start(self) -> bool:
+        # the mean negative scores t: at t <= -1 most negatives start inactive
+        return self.t <= -1.0
+
     def prepare(self, ctx):
         return AopPlan(ctx.xmean, float(self.s), float(self.t))
 

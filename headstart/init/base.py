@@ -68,6 +68,11 @@ class Initializer:
     """A strategy: ``prepare`` once, then the compiled kernel computes each label's start."""
 
     name = "?"
+    #: True when the start leaves most instances inactive under a loss that mines
+    #: negatives (aop scores the mean negative -2): the solver's active sets stay
+    #: sparse, and the trainer then forms no direction groups (trainer.use_groups).
+    #: False, the safe default, only costs a first run the groups' compile time.
+    sparse_start = False
 
     def prepare(self, ctx: TrainingContext):  # pragma: no cover - interface
         raise NotImplementedError

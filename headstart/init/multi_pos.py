@@ -99,6 +99,10 @@ class MultiPositive(Initializer):
     def __init__(self, s: float, t: float, max_pos: int):
         self.s, self.t, self.max_pos = float(s), float(t), int(max_pos)
 
+    @property
+    def sparse_start(self) -> bool:
+        return self.t <= -1.0   # as aop's
+
     def prepare(self, ctx):
         return MultiPosPlan(ctx.xmean, self.s, self.t, self.max_pos, RIDGE)
 

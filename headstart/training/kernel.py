@@ -365,13 +365,12 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     tol = np.zeros(L)
     t_iter = np.zeros(L)     # seconds spent on the current iteration so far
     t_label = np.zeros(L)    # seconds spent on the label so far
-    # lanes computing their directions in a group (16-lane mode; see DENSE_SHARE)
+    # lanes computing their directions in a group (see DENSE_SHARE).  B is None when the
+    # trainer forms no groups: every use of B below sits under "B is not None", which
+    # numba prunes before typing, so that specialisation compiles no group code (~2 s
+    # of a first run; see use_groups in training/trainer.py)
     n = OS.wx.shape[1]
-    grouping = L == LANES
     G = erm.GROUP
-    members = B.members
-    mask = B.mask
-    GG, GM, GR = B.GG, B.GM, B.GR
     nm = np.int64(0)
     # outputs
     starts = np.zeros(nl, dtype=np.int64)
@@ -388,9 +387,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         for b in range(L):
             if phase[b] == NEED_STEP:
                 continue
-            ts = nm if grouping and nm < G else -1   # the group slot lane b may join
-            if ts >= 0:
-                W, O = group_lane(WS, OS, b, GG, GM, GR, ts)
+            ts = nm if nm < G else -1   # the group slot lane b may join
+            if B is not None and ts >= 0:
+                W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
             else:
                 W, O = lane(WS, OS, b)
             while phase[b] != NEED_STEP:
@@ -431,9 +430,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 joined = False
                 if status == nt.RUNNING:
                     it[b] = 1
-                    if ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
-                        erm.group_coefficients(O, OS.xs[b], mask)
-                        members[nm] = b
+                    if B is not None and ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                        erm.group_coefficients(O, OS.xs[b], B.mask)
+                        B.members[nm] = b
                         nm += 1
                         joined = True
                     else:
@@ -459,11 +458,11 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                          t_label[b], stats, intercept, starts, counts, nnz,
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
-                if joined and nm == G:
+                if B is not None and joined and nm == G:
                     _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                                cgt, exact, V, t_iter, timing)
                     nm = np.int64(0)
-        if nm > 0:
+        if B is not None and nm > 0:
             _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
             nm = np.int64(0)
@@ -493,9 +492,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 continue
             # a lane whose last gradient was dense may join the group (its gradient then
             # goes straight into the group's slot)
-            ts = nm if grouping and nm < G and OS.ist[b, erm.NACT] * DENSE_SHARE >= n else -1
-            if ts >= 0:
-                W, O = group_lane(WS, OS, b, GG, GM, GR, ts)
+            ts = nm if nm < G and OS.ist[b, erm.NACT] * DENSE_SHARE >= n else -1
+            if B is not None and ts >= 0:
+                W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
             else:
                 W, O = lane(WS, OS, b)
             k = slot[b]
@@ -513,9 +512,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 t_iter[b] = 0.0
                 t0 = nt.now() if timing else 0.0
                 it[b] += 1
-                if ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
-                    erm.group_coefficients(O, OS.xs[b], mask)
-                    members[nm] = b
+                if B is not None and ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                    erm.group_coefficients(O, OS.xs[b], B.mask)
+                    B.members[nm] = b
                     nm += 1
                     t_iter[b] += (nt.now() - t0) if timing else 0.0
                     if nm == G:
@@ -537,7 +536,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                      t_label[b], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
                 phase[b] = IDLE
-        if nm > 0:
+        if B is not None and nm > 0:
             _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
             nm = np.int64(0)

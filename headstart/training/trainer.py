@@ -115,6 +115,19 @@ def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> i
     return LANES if thread_workspace_bytes(n, d, LANES) * threads <= budget else 1
 
 
+def use_groups(lanes: int, sparse_start: bool, mines: bool) -> bool:
+    """Whether threads with ``lanes`` lanes form direction groups (kernel.DENSE_SHARE;
+    16 lanes only): unless the run's start leaves the active sets sparse (the
+    initialiser's ``sparse_start``) under a loss that mines negatives (its ``mines``).
+
+    Groups pay where many lanes are dense at once: from zero, 1.09x on bibtex and 1.12x
+    on delicious; with the logistic loss 1.74x on bibtex.  With aop they do not: 0.99x
+    on bibtex, 0.94x on delicious (labels 0:400, 2 threads, medians of 5 alternating
+    runs, 2026-11-26; docs/design.md, "Direction groups").  Without them the kernel is
+    compiled without their code: ~2 s less in a first run (issue 13)."""
+    return lanes == LANES and not (sparse_start and mines)
+
+
 def default_chunk_size(n_labels: int, threads: int) -> int:
     """Labels per kernel call: big enough to keep the lanes busy -- a chunk's last labels
     run with lanes idle, ~10% of the sweeps at 125 labels a chunk with 16 lanes on
@@ -143,7 +156,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
                  collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False,
-                 trajectories: bool = True):
+                 trajectories: bool = True, groups: bool | None = None):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
@@ -155,7 +168,9 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     restored bit for bit afterwards (also on errors) -- one copy of X less, for callers
     that own X and do not read it meanwhile (the command line, preprocessed data).
     Without ``trajectories`` the statistics keep the per-label scalars only (see
-    :meth:`TrainingStats.without_trajectories`).
+    :meth:`TrainingStats.without_trajectories`).  ``lanes`` and ``groups`` (direction
+    groups, 16 lanes only) default to what :func:`choose_lanes` and :func:`use_groups`
+    decide; neither changes the weights, bit for bit.
 
     Memory (issue 4: peak at most 1.5 x (data + model)): the big buffers -- the
     renumbered X, the lane workspaces, the records, every chunk's weights -- live in
@@ -165,7 +180,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     """
     t_start = time.perf_counter()
     order = FeatureOrder.by_frequency(X) if locality else None
-    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
+    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes, groups=groups,
               trajectories=trajectories)
     if order is None:
         return _train(X, Y, params, labels, None, t_start, **kw)
@@ -179,7 +194,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
 
 
 def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes,
-           trajectories):
+           trajectories, groups):
     """train_labels on X in the kernels' feature order (``order`` maps it back)."""
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
@@ -212,12 +227,15 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     if lanes is None:
         lanes = choose_lanes(n, d, threads)
+    if groups is None:
+        groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
+    groups = bool(groups) and lanes == LANES
     chunks = label_chunks(labels, chunk_size, threads)
     # Compile (first run) or load (later runs) the kernels for these types before the
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
     # first call, which took ~20 s on the first bibtex run and was reported as training.
     compile_seconds = compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale,
-                                      cost_pos, cost_neg, lanes, cap, timing)
+                                      cost_pos, cost_neg, lanes, groups, cap, timing)
     t_train = time.perf_counter()
     results: list[ChunkResult] = []
     stats_parts: list[TrainingStats] = []
@@ -275,7 +293,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                 if i is None:
                     break
                 if WS is None:
-                    WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes))
+                    WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
                     rec = make_records(chunk_size, cap)
                 run_chunk(chunks[i], WS, rec)
         except BaseException:
@@ -298,7 +316,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
-                       "threads": threads, "lanes": lanes})
+                       "threads": threads, "lanes": lanes, "groups": groups})
     if collect:
         # (a sink's owner reports what it saved: sharded training, the spooled writer)
         report_problems(stats)
@@ -318,7 +336,7 @@ def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headst
 
 
 def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
-                    lanes: int, cap: int, timing: bool) -> float:
+                    lanes: int, groups: bool, cap: int, timing: bool) -> float:
     """Seconds spent compiling (or loading from numba's cache) the training kernels for
     exactly the argument types of this run: one call of train_chunk with no label, on a
     one-instance workspace of the same array types."""
@@ -332,7 +350,7 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
     rec = make_records(2, 2)    # (not 1 x 1: numba would type that as C order, not F)
     rf, ra, rs, rt, rc = rec
-    train_chunk(P, S, WS, OS, make_group(1, 1, lanes), plan, post, colsum, y_indptr, y_indices,
+    train_chunk(P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
                 np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0, rf, ra, rs,
                 rc, rt, timing)
     note.cancel()

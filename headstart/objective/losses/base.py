@@ -33,6 +33,7 @@ class LossInfo:
     help: str
     d1_py: Callable[[Any, float], float]   # phi' as plain Python (the kernels inline the same code)
     make: Callable[[Any], Any]     # TrainParams -> an instance of cls
+    mines: bool = True             # implicit negative mining (see ``mines`` above)
 
     def d1_at_zero(self, params) -> float:
         """phi'(0) for these parameters: grad f(0) = phi'(0) sum_i c_i y_i x_i (stopping rule)."""
@@ -49,6 +50,6 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
     flag = bool(mines)
     implement_once(cls, {globals()["value"]: value, globals()["d1"]: d1, globals()["d2"]: d2,
                          globals()["mines"]: lambda L: flag})
-    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()))
+    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag)
     REGISTRY[name] = info
     return info
