@@ -106,8 +106,9 @@ Group = namedtuple("Group", ["GG", "GM", "GR", "GD", "GH", "D", "HD", "U", "mask
 
 def make_group(n: int, n_features: int, lanes: int) -> Group:
     """The group buffers of a thread (allocated here, not in the kernel: numba's array
-    constructors would be compiled in every first run); 1-element ones without 16 lanes
-    (no groups then).  Pages are touched only when lanes turn dense."""
+    constructors would be compiled in every first run); 1-element ones without 16 lanes.
+    Pages are touched only when lanes turn dense.  A run that forms no groups
+    (trainer.use_groups) passes None instead, and train_chunk is compiled without them."""
     G = erm.GROUP
     nv = n_features + 1 if lanes == LANES else 1
     m = n if lanes == LANES else 1
