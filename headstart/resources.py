@@ -165,23 +165,21 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     return _LANE_LAYOUT
 
 
-def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool | None = None) -> int:
+def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> int:
     """Bytes of one training thread's buffers: its lanes' workspaces
     (:func:`lane_workspace_layout`), the kernel's float32 sweep buffer (one column per
     lane), the recomputed start vector, the positives' sum and the exact-remainder
     scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
     member (gradient, preconditioner, residual, direction and product, each also
     interleaved) with its row union (int32) and marks (``groups``: whether the threads
-    form groups, :func:`headstart.training.trainer.use_groups`; None: whenever they
-    have 16 lanes, the most they may take).  Also what
+    form groups, :func:`headstart.training.trainer.use_groups`; by default counted
+    whenever they have 16 lanes, the most they may take).  Also what
     :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""
     from .objective.erm import GROUP
     from .training.kernel import LANES
 
     nv = d + 1
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    if groups is None:
-        groups = lanes == LANES
     group = 7 * GROUP * nv * _F64 + 5 * n if groups and lanes == LANES else 0
     return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
             + 3 * nv * _F64 + lanes * nv * 4 + group)

@@ -180,8 +180,8 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     """
     t_start = time.perf_counter()
     order = FeatureOrder.by_frequency(X) if locality else None
-    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes, groups=groups,
-              trajectories=trajectories)
+    kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
+              groups=groups, trajectories=trajectories)
     if order is None:
         return _train(X, Y, params, labels, None, t_start, **kw)
     if not inplace:
