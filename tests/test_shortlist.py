@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from scipy.optimize import minimize
 
 from headstart.cli.main import main
-from headstart.errors import DataFormatError, ModelFormatError
+from headstart.errors import DataFormatError, ModelFormatError, ParameterError
 from headstart.estimator import prepare_data
 from headstart.io import read_xmc
 from headstart.model.format import load_model, save_model
@@ -20,7 +20,7 @@ from headstart.prediction.topk import predict_topk
 from headstart.shortlist import (DenseSparseParams, FirstStageParams, build_shortlist, candidates_to_shortlist,
                                  fit_shortlisted, predict_model, read_shortlist, recall, train_shortlisted,
                                  train_shortlisted_dir, write_shortlist)
-from headstart.shortlist.candidates import FirstStage
+from headstart.shortlist.candidates import FirstStage, keep_largest
 from headstart.training.trainer import train_labels
 
 
@@ -222,6 +222,53 @@ def test_first_stage_without_filling(tmp_path, bib):
     assert again.params.fill is False and np.array_equal(again.candidates(X[:20])[0], fs.candidates(X[:20])[0])
 
 
+def test_keep_largest_keeps_each_rows_largest_entries_by_magnitude():
+    """Checked against a sort by hand, ties going to the earlier entry."""
+    M = sp.csr_matrix(np.array([[0.5, -0.9, 0.1, 0.0, 0.3],
+                                [0.2, 0.2, 0.2, 0.2, 0.0],
+                                [0.0, 0.0, 0.7, 0.0, 0.0],
+                                [0.0, 0.0, 0.0, 0.0, 0.0]], dtype=np.float32))
+    got = keep_largest(M, 2).toarray()
+    want = np.array([[0.5, -0.9, 0, 0, 0], [0.2, 0.2, 0, 0, 0], [0, 0, 0.7, 0, 0], [0, 0, 0, 0, 0]], np.float32)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(keep_largest(M, 5).toarray(), M.toarray())
+
+
+def test_pruned_backend_is_the_exact_search_on_the_pruned_rows(bib):
+    """The pruned index finds the exact cosine top-k of the query against the rows cut to
+    their `keep` largest entries (numpy's dense product), and with `keep` at least the
+    longest row it gives the exact back-end's candidates."""
+    X, Y, Xt, _ = bib
+    exact = FirstStage.fit(X, Y, FirstStageParams(K=10, neighbours=7))
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=10, neighbours=7, backend="pruned", keep=5))
+    Q = exact.rows[:40]
+    ids, sims = fs.index.search(Q, 7, exclude_self=True)
+    S = (Q @ keep_largest(fs.rows, 5).T).toarray()
+    S[np.arange(40), np.arange(40)] = -np.inf
+    for r in range(40):
+        assert r not in ids[r]
+        top = np.sort(S[r][S[r] > 0])[::-1][:7]
+        np.testing.assert_allclose(np.sort(sims[r][sims[r] > -np.inf])[::-1], top, rtol=1e-5)
+    longest = int(np.diff(exact.rows.indptr).max())
+    full = FirstStage.fit(X, Y, FirstStageParams(K=10, neighbours=7, backend="pruned", keep=longest))
+    for training, Z in ((True, X), (False, Xt)):
+        a, sa = exact.candidates(Z, training=training)
+        b, sb = full.candidates(Z, training=training)
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sa, sb)
+
+
+def test_pruned_first_stage_round_trips_with_its_keep(tmp_path, bib):
+    X, Y, Xt, _ = bib
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=10, backend="pruned", keep=6))
+    fs.save(tmp_path / "fs")
+    back = FirstStage.load(tmp_path / "fs")
+    assert back.params == fs.params
+    assert np.array_equal(fs.candidates(Xt)[0], back.candidates(Xt)[0])
+    with pytest.raises(ParameterError, match="keep"):
+        FirstStageParams(backend="pruned", keep=0)
+
+
 def test_shortlist_inversion(first, bib):
     cand = first.train_candidates
     S = candidates_to_shortlist(cand, bib[1].shape[1])
@@ -320,7 +367,8 @@ def test_sharded_resumed_run_equals_in_memory_run(tmp_path, bib, first):
 def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     train, test = str(bibtex_dir / "train.txt.gz"), str(bibtex_dir / "test.txt.gz")
     sl, fs, m, pred = (str(tmp_path / x) for x in ("sl.txt.gz", "fs", "m", "pred.txt"))
-    assert main(["shortlist", train, "-o", sl, "-K", "10", "--test", test, "--save-first-stage", fs]) == 0
+    assert main(["shortlist", train, "-o", sl, "-K", "10", "--test", test, "--save-first-stage", fs,
+                 "--backend", "pruned", "--keep", "24"]) == 0
     out = capsys.readouterr().out
     assert "recall" in out and "leave-one-out" in out
     with gzip.open(sl, "rt") as fh:

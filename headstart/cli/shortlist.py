@@ -34,8 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--neighbours", type=common._number(int), default=30, metavar="k",
                    help="nearest training instances per instance, method neighbours (default: 30)")
     g.add_argument("--backend", choices=sorted(BACKENDS), default="exact",
-                   help="exact: brute force over an inverted index; pynndescent: approximate "
+                   help="exact: brute force over an inverted index; pruned: the same over each indexed row's "
+                        "--keep largest entries (approximate, for large data sets); pynndescent: approximate "
                         "(pip install 'headstart[ann]') (default: exact)")
+    g.add_argument("--keep", type=common._number(int), default=32, metavar="N",
+                   help="backend pruned: entries kept per indexed row (default: 32)")
     g.add_argument("--no-fill", dest="fill", action="store_false",
                    help="method neighbours: leave the slots the neighbours' labels do not fill empty instead of "
                         "filling them with the most frequent labels (fewer pairs, cheaper training)")
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     common.check_output_file(args.output, "shortlist file")
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
-                           fill=args.fill)
+                           fill=args.fill, keep=args.keep)
     X, Y = common.read_dataset(args.train, args)
     Xt = Yt = None
     if args.test:
