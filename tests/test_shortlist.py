@@ -15,11 +15,12 @@ from headstart.errors import DataFormatError, ModelFormatError, ParameterError
 from headstart.estimator import prepare_data
 from headstart.io import read_xmc
 from headstart.model.format import load_model, save_model
+from headstart.model.manifest import read_manifest
 from headstart.params import TrainParams
 from headstart.prediction.topk import predict_topk
 from headstart.shortlist import (DenseSparseParams, FirstStageParams, build_shortlist, candidates_to_shortlist,
-                                 fit_shortlisted, predict_model, read_shortlist, recall, train_shortlisted,
-                                 train_shortlisted_dir, write_shortlist)
+                                 fit_shortlisted, predict_model, predict_model_dir, read_shortlist, recall,
+                                 train_shortlisted, train_shortlisted_dir, write_shortlist)
 from headstart.shortlist.candidates import FirstStage, keep_largest
 from headstart.training.trainer import train_labels
 
@@ -362,6 +363,34 @@ def test_sharded_resumed_run_equals_in_memory_run(tmp_path, bib, first):
     other[0, 0] = 0 if other[0, 0] else 1
     with pytest.raises(ModelFormatError, match="cannot resume: shortlist settings"):
         train_shortlisted_dir(X, Y, p, other.tocsc(), out, resume=True)
+
+
+def test_prediction_from_a_model_directory_shard_by_shard_equals_the_loaded_model(tmp_path, bib, first):
+    """predict_model_dir reads one shard at a time (what lets 670K labels predict within
+    memory) and gives the loaded model's predictions bit for bit, dense + sparse too; an
+    incomplete model directory is refused."""
+    X, Y, Xt, _ = bib
+    p = TrainParams(threads=2)
+    cand, _ = first.first_stage.candidates(Xt)
+    out = tmp_path / "m"
+    train_shortlisted_dir(X, Y, p, first.shortlist, out, shard_size=25)
+    assert len(read_manifest(out)["shards"]) >= 7
+    want = predict_model(load_model(out), Xt, first.first_stage, 5, candidates=cand)
+    got = predict_model_dir(out, Xt, first.first_stage, 5, candidates=cand)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    rng = np.random.default_rng(5)
+    V = rng.standard_normal((X.shape[1], 4)).astype(np.float32)
+    D, Dt = np.asarray(X @ V), np.asarray(Xt @ V)
+    dense_dir = tmp_path / "d"
+    train_shortlisted_dir(X, Y, p, first.shortlist, dense_dir, shard_size=40, dense=D,
+                          dense_params=DenseSparseParams(dense_reg=2.0))
+    want = predict_model(load_model(dense_dir), Xt, first.first_stage, 3, dense=Dt)
+    got = predict_model_dir(dense_dir, Xt, first.first_stage, 3, dense=Dt)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    part = tmp_path / "part"
+    train_shortlisted_dir(X, Y, p, first.shortlist, part, num_labels=30)
+    with pytest.raises(ModelFormatError, match=r"incomplete, missing \[30, 159\)"):
+        predict_model_dir(part, Xt, first.first_stage, 5)
 
 
 def test_cli_pipeline(tmp_path, bibtex_dir, capsys):

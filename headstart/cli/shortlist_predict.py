@@ -32,22 +32,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io import read_dense_features, write_predictions
     from ..metrics import precision_at_k
-    from ..model.format import load_model
-    from ..shortlist import FirstStage, predict_model, recall
+    from ..model.manifest import read_manifest
+    from ..shortlist import FirstStage, predict_model_dir, recall
 
     if not args.output and not args.evaluate:
         args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
     if args.output:
         common.check_output_file(args.output, "predictions file")
-    model = load_model(args.model)
+    label_space = read_manifest(args.model)["label_space"]
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)
-    X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=model.label_space)
+    X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
     dense = read_dense_features(args.dense) if args.dense else None
     cand, _ = fs.candidates(X)
-    labels, scores = predict_model(model, X, fs, args.k, dense=dense, threads=args.threads or None,
-                                   candidates=cand)
+    # the model is read shard by shard: at 670K labels its weights need not fit in memory
+    labels, scores = predict_model_dir(args.model, X, fs, args.k, dense=dense, threads=args.threads or None,
+                                       candidates=cand)
     if args.output:
-        write_predictions(args.output, labels, scores, model.label_space)
+        write_predictions(args.output, labels, scores, label_space)
     if args.evaluate:
         pk = " ".join(f"P@{k} {100 * precision_at_k(Y, labels, k):.2f}" for k in range(1, args.k + 1))
         common.say(args, f"{pk}; candidates' recall {100 * recall(cand, Y):.2f}% ({cand.shape[1]} per instance)")

@@ -17,6 +17,14 @@ from .ranges import missing_ranges_of, ranges_text
 from .shards import iter_shards
 
 
+def require_complete(path: str | os.PathLike, m: dict) -> None:
+    """ModelFormatError unless the shards of manifest ``m`` cover the whole label space."""
+    missing = missing_ranges_of(m)
+    if missing:
+        raise ModelFormatError(f"{path}: model is incomplete, missing {ranges_text(missing)} of "
+                               f"[0, {m['label_space']}) (pass allow_gaps=True to load it anyway)")
+
+
 def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel:
     """Load and validate the model directory ``path`` into one :class:`OvAModel`.
 
@@ -30,9 +38,8 @@ def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel
     m = read_manifest(path)
     label_space, n_features = m["label_space"], m["n_features"]
     missing = missing_ranges_of(m)
-    if missing and not allow_gaps:
-        raise ModelFormatError(f"{path}: model is incomplete, missing {ranges_text(missing)} of "
-                               f"[0, {label_space}) (pass allow_gaps=True to load it anyway)")
+    if not allow_gaps:
+        require_complete(path, m)
     preprocessing, label_counts = read_extras(path, m)
     params = TrainParams.from_dict(m["params"])
     shards = list(iter_shards(path, m))

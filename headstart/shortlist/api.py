@@ -30,7 +30,7 @@ from ..params import TrainParams
 from .candidates import FirstStage
 from .features import MANIFEST_KEY as DENSE_KEY
 from .features import DenseSparseParams, combine, prediction_features
-from .predict import predict_candidates
+from .predict import CandidateScores, predict_candidates
 from .starts import FILE, read_dense_start, read_dense_start_bias
 from .training import RunInputs, prepare_inputs, train_shortlisted
 
@@ -234,10 +234,13 @@ def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, m
 # --------------------------------------------------------------------------- prediction
 def model_features(model: OvAModel, X: Any, dense: Any = None) -> sp.csr_matrix:
     """X in the model's feature space: its preprocessing, and the dense part appended."""
+    return _features(getattr(model, "extensions", None) or {}, model.preprocessing, model.n_features, X, dense)
+
+
+def _features(ext: dict, preprocessing: Preprocessing, n_features: int, X: Any, dense: Any) -> sp.csr_matrix:
     from ..prediction.preprocess import apply_preprocessing
     from ..validation import check_features
 
-    ext = getattr(model, "extensions", None) or {}
     if DENSE_KEY in ext:
         if dense is None:
             raise ParameterError("this model was trained on dense + sparse features: give the dense features too")
@@ -246,9 +249,9 @@ def model_features(model: OvAModel, X: Any, dense: Any = None) -> sp.csr_matrix:
     if dense is not None:
         raise ParameterError("this model has no dense part, but dense features were given")
     Xs = check_features(X)
-    if Xs.shape[1] > model.n_features:
-        raise DataFormatError(f"X has {Xs.shape[1]} features, the model was trained on {model.n_features}")
-    return sp.csr_matrix(apply_preprocessing(Xs, model.preprocessing))
+    if Xs.shape[1] > n_features:
+        raise DataFormatError(f"X has {Xs.shape[1]} features, the model was trained on {n_features}")
+    return sp.csr_matrix(apply_preprocessing(Xs, preprocessing))
 
 
 def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, *, dense: Any = None,
@@ -260,3 +263,27 @@ def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, 
     Xm = model_features(model, X, dense)
     return predict_candidates(model.weights, model.intercept, Xm, candidates, k, first_label=model.first_label,
                               missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads)
+
+
+def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstStage, k: int = 5, *,
+                      dense: Any = None, threads: int | None = None, candidates: np.ndarray | None = None):
+    """:func:`predict_model` for a model directory, read one shard at a time: memory is
+    one shard of weights plus the (n, K) candidate scores, never the whole model (at 670K
+    labels the weights alone can exceed the memory; the results are the same bit for
+    bit).  An incomplete model is refused, as by :func:`headstart.model.format.load_model`."""
+    from ..model.extras import read_extras
+    from ..model.manifest import OPTIONAL_MANIFEST_KEYS, read_manifest
+    from ..model.reader import require_complete
+    from ..model.shards import iter_shards
+
+    m = read_manifest(model_dir)
+    require_complete(model_dir, m)
+    preprocessing, _ = read_extras(model_dir, m)
+    ext = {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}
+    if candidates is None:
+        candidates, _ = first_stage.candidates(sp.csr_matrix(X))
+    scores = CandidateScores(_features(ext, preprocessing, m["n_features"], X, dense), candidates,
+                             m["n_features"], threads)
+    for first, weights, intercept in iter_shards(model_dir, m):
+        scores.add(weights, intercept, first)
+    return scores.top_k(k)

@@ -28,17 +28,18 @@ SEARCH_RATIO = 16
 
 @nb.njit(cache=True, nogil=True)
 def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indices, w_data, intercept,
-                     first_label, covered, n_features, k, out_labels, out_scores):
+                     first_label, covered, n_features, out):
+    """out[r, a] = x_r . w_l + intercept_l (rounded to float32) for every candidate slot
+    whose label l is a row of this block of weights (``first_label`` + row, ``covered``);
+    other slots are left as they are.  The weights keep their stored dtypes (int32
+    indices, float32 values): converting a 670K-label model to int64 / float64 would
+    triple its memory; the products are the same (float32 -> float64 is exact)."""
     buf = np.zeros(n_features)
-    hs = np.empty(k)
-    hi = np.empty(k, dtype=np.int64)
-    tmp_s = np.empty(k)
-    tmp_i = np.empty(k, dtype=np.int64)
     nl = intercept.size
     for r in range(r0, r1):
+        nx = x_indptr[r + 1] - x_indptr[r]
         for p in range(x_indptr[r], x_indptr[r + 1]):
             buf[x_indices[p]] = x_data[p]
-        size = 0
         for a in range(cand.shape[1]):
             lab = cand[r, a]
             j = lab - first_label
@@ -47,7 +48,6 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
             acc = np.float64(intercept[j])
             lo = w_indptr[j]
             up = w_indptr[j + 1]
-            nx = x_indptr[r + 1] - x_indptr[r]
             if (up - lo) > SEARCH_RATIO * nx:
                 # a long weight row (head labels, which are candidates of most instances):
                 # look x's few features up in it instead of scanning it
@@ -55,41 +55,90 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
                     f = x_indices[p]
                     q = lo + np.searchsorted(w_indices[lo:up], f)
                     if q < up and w_indices[q] == f:
-                        acc += x_data[p] * w_data[q]
+                        acc += x_data[p] * np.float64(w_data[q])
             else:
                 for q in range(lo, up):
-                    acc += buf[w_indices[q]] * w_data[q]
-            size = _push(hs, hi, size, k, np.float64(np.float32(acc)), lab)
+                    acc += buf[w_indices[q]] * np.float64(w_data[q])
+            out[r, a] = np.float32(acc)
+        for p in range(x_indptr[r], x_indptr[r + 1]):
+            buf[x_indices[p]] = 0.0
+
+
+@nb.njit(cache=True, nogil=True)
+def top_scored(r0, r1, cand, scored, k, out_labels, out_scores):
+    """The k best scored candidates of rows r0..r1-1 (NaN: not scored), best first; ties
+    go to the lower label id (the order of :mod:`headstart.prediction.topk`)."""
+    hs = np.empty(k)
+    hi = np.empty(k, dtype=np.int64)
+    tmp_s = np.empty(k)
+    tmp_i = np.empty(k, dtype=np.int64)
+    for r in range(r0, r1):
+        size = 0
+        for a in range(cand.shape[1]):
+            v = scored[r, a]
+            if v == v:
+                size = _push(hs, hi, size, k, np.float64(v), cand[r, a])
         _drain(hs, hi, size, tmp_s, tmp_i)
         for a in range(k):
             out_labels[r, a] = tmp_i[a]
             out_scores[r, a] = tmp_s[a]
-        for p in range(x_indptr[r], x_indptr[r + 1]):
-            buf[x_indices[p]] = 0.0
+
+
+def _check_k(k) -> None:
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+
+
+class CandidateScores:
+    """The scores of every row's candidates, filled block of labels by block: a model
+    directory can be scored one shard at a time, so prediction holds one shard of weights
+    (plus this (n, K) float32 matrix), never the whole model."""
+
+    def __init__(self, X: sp.csr_matrix, candidates: np.ndarray, n_features: int, threads: int | None = None):
+        X = sp.csr_matrix(X)
+        if X.shape[0] != candidates.shape[0]:
+            raise ParameterError(f"X has {X.shape[0]} rows but there are candidates for {candidates.shape[0]}")
+        if X.shape[1] > n_features:
+            raise ParameterError(f"X has {X.shape[1]} features, the model {n_features}")
+        self.n_features = int(n_features)
+        self.cand = np.ascontiguousarray(candidates, dtype=np.int64)
+        self.scored = np.full(self.cand.shape, np.nan, dtype=np.float32)
+        self.x = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64))
+        self.threads = _threads(threads)
+
+    def add(self, weights: sp.csr_matrix, intercept: np.ndarray, first_label: int = 0, covered=None) -> None:
+        """Score the candidates that are rows of ``weights`` (labels first_label, ...)."""
+        W = sp.csr_matrix(weights)
+        if W.shape[1] != self.n_features:
+            raise ParameterError(f"weights have {W.shape[1]} columns, the model {self.n_features} features")
+        if covered is None:
+            covered = np.ones(W.shape[0], dtype=np.bool_)
+        w = (W.indptr.astype(np.int64, copy=False), W.indices, W.data)
+        b = np.asarray(intercept)
+        _blocks(self.cand.shape[0], self.threads,
+                lambda r0, r1: score_candidates(r0, r1, *self.x, self.cand, *w, b, int(first_label), covered,
+                                                self.n_features, self.scored))
+
+    def top_k(self, k: int = 5):
+        """(labels int32, scores float32), each (n, k); label -1 and score -inf pad rows
+        with fewer than k scored candidates."""
+        _check_k(k)
+        n = self.cand.shape[0]
+        labels = np.full((n, k), -1, dtype=np.int64)
+        scores = np.full((n, k), -np.inf)
+        _blocks(n, self.threads, lambda r0, r1: top_scored(r0, r1, self.cand, self.scored, k, labels, scores))
+        return labels.astype(np.int32), scores.astype(np.float32)
 
 
 def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_matrix, candidates: np.ndarray,
                        k: int = 5, *, first_label: int = 0, missing_ranges=(), threads: int | None = None):
     """Top-k (labels int32, scores float32), each (n, k), of X (already preprocessed, the
     model's features) among each row's ``candidates`` (n, K) global label ids."""
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    _check_k(k)
     W = sp.csr_matrix(weights)
-    X = sp.csr_matrix(X)
-    if X.shape[0] != candidates.shape[0]:
-        raise ParameterError(f"X has {X.shape[0]} rows but there are candidates for {candidates.shape[0]}")
-    if X.shape[1] > W.shape[1]:
-        raise ParameterError(f"X has {X.shape[1]} features, the model {W.shape[1]}")
     covered = np.ones(W.shape[0], dtype=np.bool_)
     for a, b in missing_ranges:
         covered[max(a - first_label, 0): max(b - first_label, 0)] = False
-    n = X.shape[0]
-    labels = np.full((n, k), -1, dtype=np.int64)
-    scores = np.full((n, k), -np.inf)
-    cand = np.ascontiguousarray(candidates, dtype=np.int64)
-    xi = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64))
-    wi = (W.indptr.astype(np.int64), W.indices.astype(np.int64), W.data.astype(np.float64))
-    b = np.asarray(intercept, dtype=np.float64)
-    _blocks(n, _threads(threads), lambda r0, r1: score_candidates(r0, r1, *xi, cand, *wi, b, int(first_label), covered,
-                                                               W.shape[1], k, labels, scores))
-    return labels.astype(np.int32), scores.astype(np.float32)
+    sc = CandidateScores(X, candidates, W.shape[1], threads)
+    sc.add(W, intercept, first_label, covered)
+    return sc.top_k(k)
