@@ -154,7 +154,7 @@ def report(args) -> dict:
     r["peak_rss_mb"] = max(s.get("peak_rss_mb", 0.0) for s in r["steps"].values())
     if (work / "sample.json").exists():
         r["sample"] = json.loads((work / "sample.json").read_text())
-    name = Path(r["data"]).name
+    name = f"{Path(r['data']).name}-{r['backend']}-K{r['K']}"
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"shortlist-scale-{name}.json").write_text(json.dumps(r, indent=1) + "\n")
     table = scale_table(r)
@@ -171,7 +171,8 @@ def scale_table(r: dict) -> str:
     sl, tr, pr = st["shortlist"], st["train"], st["predict"]
     lines = [f"Measured {r['started']} on this machine, {r['threads']} threads, each step a command in its own "
              f"process (`python benchmarks/shortlist_scale.py pipeline {r['data']} ... --backend {r['backend']} "
-             f"-K {r['K']}`); load average before {r['quiet_before']['loadavg']}.", "",
+             f"-K {r['K']}`); load average before {r['quiet_before']['loadavg']}."
+             + (f"  {r['quiet_before']['note']}." if r["quiet_before"].get("note") else ""), "",
              "| step | wall s | peak RSS | notes |", "|---|---:|---:|---|",
              f"| `headstart shortlist` (read, first stage on the training rows, write the shortlist, test "
              f"candidates for the recall) | {sl.get('seconds')} | {sl.get('peak_rss_mb')} MB | {r['method']}, "
