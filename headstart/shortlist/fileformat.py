@@ -146,26 +146,61 @@ def read_shortlist(path, n_instances: int | None = None, n_labels: int | None = 
     return M
 
 
+@nb.njit(cache=True, nogil=True)
+def _format_rows(r0, r1, indptr, indices, out):
+    """The lines of rows r0..r1-1 ('j:1 j:1 ...', a row without ids as one blank) into
+    the byte buffer ``out``; returns the bytes used.  (A Python loop over 49M ids took
+    about two minutes of the Amazon-670K-sized shortlist.)"""
+    digits = np.empty(20, dtype=np.uint8)
+    p = 0
+    for r in range(r0, r1):
+        lo, up = indptr[r], indptr[r + 1]
+        if lo == up:
+            out[p] = 32
+            p += 1
+        for q in range(lo, up):
+            if q > lo:
+                out[p] = 32
+                p += 1
+            v = np.int64(indices[q])
+            nd = 0
+            while True:
+                digits[nd] = 48 + v % 10
+                v //= 10
+                nd += 1
+                if v == 0:
+                    break
+            for t in range(nd):
+                out[p + t] = digits[nd - 1 - t]
+            p += nd
+            out[p] = 58      # ':'
+            out[p + 1] = 49  # '1'
+            p += 2
+        out[p] = 10
+        p += 1
+    return p
+
+
 def write_shortlist(path: str | os.PathLike, shortlist: sp.spmatrix) -> None:
     """Write an instances x labels 0/1 matrix in the format above (atomically; a name
-    ending in ``.gz`` is gzip-compressed)."""
+    ending in ``.gz`` is gzip-compressed, level 6 like the other writers)."""
     import gzip
 
     M = sp.csr_matrix(shortlist)
     M.sort_indices()
     n, L = M.shape
+    indptr = M.indptr.astype(np.int64)
+    indices = M.indices
+    width = len(str(max(L - 1, 0))) + 3          # digits, ':1' and the blank or newline
     with atomic_write(path, "wb") as raw:
-        fh = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if os.fspath(path).endswith(".gz") else raw
+        fh = (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0)
+              if os.fspath(path).endswith(".gz") else raw)
         fh.write(f"{n} {L}\n".encode())
-        lines = []
-        for i in range(n):
-            ids = M.indices[M.indptr[i]: M.indptr[i + 1]]
-            # an instance without candidates is a line of one blank (an empty line is skipped)
-            lines.append(" ".join(f"{j}:1" for j in ids.tolist()) or " ")
-            if len(lines) >= 4096:
-                fh.write(("\n".join(lines) + "\n").encode())
-                lines = []
-        if lines:
-            fh.write(("\n".join(lines) + "\n").encode())
+        step = 65536
+        for r0 in range(0, n, step):
+            r1 = min(r0 + step, n)
+            out = np.empty(int(indptr[r1] - indptr[r0]) * width + 2 * (r1 - r0), dtype=np.uint8)
+            used = _format_rows(r0, r1, indptr, indices, out)
+            fh.write(out[:used].tobytes())
         if fh is not raw:
             fh.close()
