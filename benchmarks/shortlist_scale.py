@@ -155,8 +155,9 @@ def report(args) -> dict:
     if (work / "sample.json").exists():
         r["sample"] = json.loads((work / "sample.json").read_text())
     name = f"{Path(r['data']).name}-{r['backend']}-K{r['K']}"
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"shortlist-scale-{name}.json").write_text(json.dumps(r, indent=1) + "\n")
+    results = Path(args.results)
+    results.mkdir(exist_ok=True)
+    (results / f"shortlist-scale-{name}.json").write_text(json.dumps(r, indent=1) + "\n")
     table = scale_table(r)
     print(table)
     if args.write_docs:
@@ -211,6 +212,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=int, default=32)
     ap.add_argument("--sample", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--results", default=str(RESULTS), help="where report writes its JSON")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args(argv)
     if args.mode == "report":
