@@ -18,6 +18,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -e '.[test]'
+	@# compile the demo's kernels ahead into numba's cache, as an extension is built at
+	@# install time (headstart/cli/compile_ahead.py); other options compile on first use
+	$(PY) -m headstart compile --init aop --normalize
 	@touch $(STAMP)
 
 demo: $(STAMP)

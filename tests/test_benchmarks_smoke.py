@@ -175,3 +175,20 @@ def test_docs_placeholders(tmp_path):
     assert "--sample-labels 2000 --seed 0" in text
     assert "## Prediction at 670K labels" in text
     assert "python benchmarks/compare.py debian-deps --threads 2 --labels 0:1000" in text
+
+
+def test_shortlist_scale_pipeline_sample_and_report(bibtex_dir, tmp_path):
+    """benchmarks/shortlist_scale.py on bibtex: the three commands run and are timed, the
+    label sample runs both trainers, and the report collects them (no timing asserted)."""
+    work, results = tmp_path / "work", tmp_path / "results"
+    script = [sys.executable, str(BENCH / "shortlist_scale.py")]
+    for argv in (["pipeline", str(bibtex_dir), str(work), "--backend", "pruned", "--keep", "16", "-K", "20"],
+                 ["sample", str(bibtex_dir), str(work), "--sample", "12", "--repeat", "1"],
+                 ["report", str(work), "--results", str(results)]):
+        r = subprocess.run(script + argv, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads((results / "shortlist-scale-bibtex-pruned-K20.json").read_text())
+    assert set(out["steps"]) == {"shortlist", "train", "predict"}
+    assert all(s["seconds"] > 0 and s["peak_rss_mb"] > 0 for s in out["steps"].values())
+    assert out["steps"]["train"]["labels"] == 159 and len(out["steps"]["predict"]["P@1,3,5"]) == 3
+    assert out["sample"]["labels"] == 12 and out["sample"]["runs"][0]["ratio"] > 0

@@ -205,3 +205,26 @@ def test_not_started_for_dask_training(tmp_path, monkeypatch):
 def test_params_round_trip_through_the_helper_input():
     p = TrainParams(loss="logistic", C=2.5, normalize=True)
     assert TrainParams.from_dict(json.loads(p.to_json())) == p
+
+
+def test_compile_command_leaves_nothing_for_the_demo_to_compile(tmp_path, bibtex_dir):
+    """`headstart compile` with the demo's options (what `make venv` runs), on an empty
+    cache: afterwards the demo's train, predict and evaluate on bibtex compile none of
+    headstart's cached kernels -- the tiny generated data set gives them the same types."""
+    cache = tmp_path / "cache"
+    r = subprocess.run([sys.executable, "-m", "headstart", "compile", "--init", "aop", "--normalize"],
+                       env=_env(cache), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "compiled headstart's kernels" in r.stdout
+    assert not _tmp_files(cache)
+    model, pred = str(tmp_path / "model"), str(tmp_path / "pred.txt")
+    train, test = str(bibtex_dir / "train.txt.gz"), str(bibtex_dir / "test.txt.gz")
+    for argv in (["train", train, "-o", model, "--init", "aop", "--normalize", "--stats", str(tmp_path / "s.csv")],
+                 ["predict", model, test, "-o", pred, "-k", "5"],
+                 ["evaluate", "--predictions", pred, test, "--train", train]):
+        out = subprocess.run([sys.executable, "-c", _COMPILED_BY_COMMAND, *argv, "-q"], env=_env(cache),
+                             capture_output=True, text=True, timeout=600)
+        lines = out.stdout.split("\n")
+        assert "RC 0" in lines, out.stderr[-2000:]
+        compiled = {x for x in lines[lines.index("RC 0") + 1:] if x.startswith("headstart.")}
+        assert not compiled, f"'headstart {argv[0]}' compiled {sorted(compiled)} after 'headstart compile'"
