@@ -70,7 +70,7 @@ def run_pipeline(args) -> None:
     data, work = Path(args.data), Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     cmds = _commands(data, work, args)
-    meta = {"data": str(data), "K": args.K, "method": args.method, "backend": args.backend, "keep": args.keep,
+    meta = {"runner": "benchmarks/shortlist_scale.py pipeline", "data": str(data), "K": args.K, "method": args.method, "backend": args.backend, "keep": args.keep,
             "threads": args.threads, "machine": machine_info(), "quiet_before": quiet_check(),
             "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "commands": {s: shlex.join(c) for s, c in cmds.items()}}
@@ -88,6 +88,7 @@ def _parse_time(log: Path) -> dict:
     m = re.search(r"(?:STEP-TIME|shortlist|train|predict) ([\d.]+) s (\d+) KB", log.read_text(errors="replace"))
     if not m:
         return {}
+    # /usr/bin/time's %M is in KiB: the figure is MiB
     return {"seconds": float(m.group(1)), "peak_rss_mb": round(int(m.group(2)) / 1024, 1)}
 
 
@@ -170,23 +171,24 @@ def report(args) -> dict:
 def scale_table(r: dict) -> str:
     st = r["steps"]
     sl, tr, pr = st["shortlist"], st["train"], st["predict"]
+    how = (f"`python benchmarks/shortlist_scale.py pipeline {r['data']} ... --backend {r['backend']} -K {r['K']}`"
+           if r.get("runner") else "started by hand, the commands in the JSON")
     lines = [f"Measured {r['started']} on this machine, {r['threads']} threads, each step a command in its own "
-             f"process (`python benchmarks/shortlist_scale.py pipeline {r['data']} ... --backend {r['backend']} "
-             f"-K {r['K']}`); load average before {r['quiet_before']['loadavg']}."
+             f"process ({how}); load average before {r['quiet_before']['loadavg']}."
              + (f"  {r['quiet_before']['note']}." if r["quiet_before"].get("note") else ""), "",
-             "| step | wall s | peak RSS | notes |", "|---|---:|---:|---|",
+             "| step | wall s | peak RSS (MiB) | notes |", "|---|---:|---:|---|",
              f"| `headstart shortlist` (read, first stage on the training rows, write the shortlist, test "
-             f"candidates for the recall) | {sl.get('seconds')} | {sl.get('peak_rss_mb')} MB | {r['method']}, "
+             f"candidates for the recall) | {sl.get('seconds')} | {sl.get('peak_rss_mb')} | {r['method']}, "
              f"{r['backend']}, K={r['K']}; training shortlist {sl.get('search_seconds')} s, recall "
              f"{sl.get('train_recall')}% (leave-one-out), test recall {sl.get('test_recall')}% |",
-             f"| `headstart shortlist-train`, all labels | {tr.get('seconds')} | {tr.get('peak_rss_mb')} MB | "
+             f"| `headstart shortlist-train`, all labels | {tr.get('seconds')} | {tr.get('peak_rss_mb')} | "
              f"{tr.get('labels')} labels, {tr.get('pairs')} shortlisted pairs, training {tr.get('train_seconds')} s, "
              f"{tr.get('newton_iterations')} Newton iterations, {tr.get('nonzero_weights')} nonzero weights |",
              f"| `headstart shortlist-predict --evaluate` (test candidates again, scoring shard by shard) | "
-             f"{pr.get('seconds')} | {pr.get('peak_rss_mb')} MB | P@1/3/5 "
+             f"{pr.get('seconds')} | {pr.get('peak_rss_mb')} | P@1/3/5 "
              f"{'/'.join(str(v) for v in pr.get('P@1,3,5', []))}, candidates' recall {pr.get('candidates_recall')}% |",
              f"| **all three** | **{r['total_seconds']}** ({r['total_seconds'] / 60:.1f} min) | "
-             f"**{r['peak_rss_mb']} MB** | |"]
+             f"**{r['peak_rss_mb']}** | |"]
     if "sample" in r:
         s = r["sample"]
         runs = "; ".join(f"{x['full_seconds']} s against {x['shortlisted_seconds']} s ({x['ratio']}x)"
@@ -197,7 +199,8 @@ def scale_table(r: dict) -> str:
                       f"of all {s['label_space']} labels, extrapolated from the sample: "
                       f"{s['full_extrapolated_all_seconds']} s ({s['full_extrapolated_all_seconds'] / 3600:.1f} h), "
                       + (f"{s['full_extrapolated_all_seconds'] / tr['train_seconds']:.0f}x the measured shortlisted "
-                         f"training of all labels." if tr.get("train_seconds") else "")]
+                         f"training of all labels ({tr['train_seconds']} s; the `shortlist` step, "
+                         f"{sl.get('seconds')} s, comes on top)." if tr.get("train_seconds") else "")]
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ first stage, dense + sparse features, prediction through candidates, sharded run
 from __future__ import annotations
 
 import gzip
+import json
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from headstart.shortlist import (DenseSparseParams, FirstStageParams, build_shor
                                  fit_shortlisted, predict_model, predict_model_dir, read_shortlist, recall,
                                  train_shortlisted, train_shortlisted_dir, write_shortlist)
 from headstart.shortlist.candidates import FirstStage, keep_largest
+from headstart.shortlist.predict import predict_candidates
 from headstart.training.trainer import train_labels
 
 
@@ -266,6 +268,11 @@ def test_pruned_first_stage_round_trips_with_its_keep(tmp_path, bib):
     back = FirstStage.load(tmp_path / "fs")
     assert back.params == fs.params
     assert np.array_equal(fs.candidates(Xt)[0], back.candidates(Xt)[0])
+    # a first stage saved before `keep` existed loads with the default
+    meta = json.loads((tmp_path / "fs" / "first_stage.json").read_text())
+    del meta["keep"]
+    (tmp_path / "fs" / "first_stage.json").write_text(json.dumps(meta))
+    assert FirstStage.load(tmp_path / "fs").params.keep == FirstStageParams().keep
     with pytest.raises(ParameterError, match="keep"):
         FirstStageParams(backend="pruned", keep=0)
 
@@ -376,8 +383,9 @@ def test_prediction_from_a_model_directory_shard_by_shard_equals_the_loaded_mode
     train_shortlisted_dir(X, Y, p, first.shortlist, out, shard_size=25)
     assert len(read_manifest(out)["shards"]) >= 7
     want = predict_model(load_model(out), Xt, first.first_stage, 5, candidates=cand)
-    got = predict_model_dir(out, Xt, first.first_stage, 5, candidates=cand)
-    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    for block_nnz in (1, 30_000, 10**9):        # one shard per block, a few, all at once
+        got = predict_model_dir(out, Xt, first.first_stage, 5, candidates=cand, block_nnz=block_nnz)
+        assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
     rng = np.random.default_rng(5)
     V = rng.standard_normal((X.shape[1], 4)).astype(np.float32)
     D, Dt = np.asarray(X @ V), np.asarray(Xt @ V)
@@ -391,6 +399,10 @@ def test_prediction_from_a_model_directory_shard_by_shard_equals_the_loaded_mode
     train_shortlisted_dir(X, Y, p, first.shortlist, part, num_labels=30)
     with pytest.raises(ModelFormatError, match=r"incomplete, missing \[30, 159\)"):
         predict_model_dir(part, Xt, first.first_stage, 5)
+    with pytest.raises(ParameterError, match="finite"):
+        bad = load_model(out).weights.copy()
+        bad.data[0] = np.nan
+        predict_candidates(bad, np.zeros(bad.shape[0]), Xt, cand)
 
 
 def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
@@ -408,6 +420,13 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "P@1" in out
     with open(pred) as fh:
         assert fh.readline().split() == ["2515", "5", "159"]
+    # an incomplete model is refused before the data is read or searched
+    part = str(tmp_path / "part")
+    assert main(["shortlist-train", train, "--shortlist", sl, "-o", part, "-q", "--num-labels", "30"]) == 0
+    capsys.readouterr()
+    assert main(["shortlist-predict", part, str(tmp_path / "missing.txt"), "--first-stage", fs, "--evaluate"]) == 2
+    err = capsys.readouterr().err
+    assert "incomplete, missing [30, 159)" in err and "shortlist-train --resume" in err
 
 
 def test_dask_run_equals_in_memory_run(tmp_path, bib, first):

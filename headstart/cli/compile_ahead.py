@@ -69,7 +69,18 @@ def run(args: argparse.Namespace) -> int:
     from ..io import read_libsvm
     from .main import main
 
+    from ..errors import ParameterError
+
     params = common.resolve_params(args)
+    if args.print_params:
+        print(params.to_json())
+        return 0
+    # these read files sized for the user's data, which the tiny set cannot match; their
+    # kernels compile on the first real run
+    if params.init == "pretrained" or params.weighting == "file":
+        raise ParameterError("headstart compile cannot compile for --init pretrained or --weighting file (they "
+                             "read files sized for your data); compile for the other options and let the first "
+                             "run compile the rest")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="headstart-compile-") as tmp:
         folder = Path(tmp)

@@ -32,14 +32,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io import read_dense_features, write_predictions
     from ..metrics import precision_at_k
-    from ..model.manifest import read_manifest
     from ..shortlist import FirstStage, predict_model_dir, recall
+    from ..shortlist.api import open_model_dir
 
     if not args.output and not args.evaluate:
         args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
     if args.output:
         common.check_output_file(args.output, "predictions file")
-    label_space = read_manifest(args.model)["label_space"]
+    label_space = open_model_dir(args.model)["label_space"]   # refuse an incomplete model before any work
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
     dense = read_dense_features(args.dense) if args.dense else None

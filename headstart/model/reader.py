@@ -17,12 +17,12 @@ from .ranges import missing_ranges_of, ranges_text
 from .shards import iter_shards
 
 
-def require_complete(path: str | os.PathLike, m: dict) -> None:
+def require_complete(path: str | os.PathLike, m: dict, hint: str = " (pass allow_gaps=True to load it anyway)") -> None:
     """ModelFormatError unless the shards of manifest ``m`` cover the whole label space."""
     missing = missing_ranges_of(m)
     if missing:
         raise ModelFormatError(f"{path}: model is incomplete, missing {ranges_text(missing)} of "
-                               f"[0, {m['label_space']}) (pass allow_gaps=True to load it anyway)")
+                               f"[0, {m['label_space']}){hint}")
 
 
 def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel:

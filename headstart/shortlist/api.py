@@ -265,25 +265,56 @@ def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, 
                               missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads)
 
 
-def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstStage, k: int = 5, *,
-                      dense: Any = None, threads: int | None = None, candidates: np.ndarray | None = None):
-    """:func:`predict_model` for a model directory, read one shard at a time: memory is
-    one shard of weights plus the (n, K) candidate scores, never the whole model (at 670K
-    labels the weights alone can exceed the memory; the results are the same bit for
-    bit).  An incomplete model is refused, as by :func:`headstart.model.format.load_model`."""
-    from ..model.extras import read_extras
-    from ..model.manifest import OPTIONAL_MANIFEST_KEYS, read_manifest
+#: predict_model_dir scores consecutive shards together up to this many weights (8 bytes
+#: each: ~400 MB): every block is one pass over all rows' candidates, so 2,600 shards of
+#: 256 labels scored one by one cost ~100 s of passes at 670K labels; blocks of 50M
+#: weights make that 18 passes
+PREDICT_BLOCK_NNZ = 50_000_000
+
+
+def open_model_dir(model_dir: str | os.PathLike) -> dict:
+    """The manifest of a complete model directory (ModelFormatError otherwise), before
+    any data is read."""
+    from ..model.manifest import read_manifest
     from ..model.reader import require_complete
-    from ..model.shards import iter_shards
 
     m = read_manifest(model_dir)
-    require_complete(model_dir, m)
+    require_complete(model_dir, m, hint="; train the missing labels first (shortlist-train --resume)")
+    return m
+
+
+def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstStage, k: int = 5, *,
+                      dense: Any = None, threads: int | None = None, candidates: np.ndarray | None = None,
+                      block_nnz: int = PREDICT_BLOCK_NNZ):
+    """:func:`predict_model` for a model directory, read a few shards at a time: memory is
+    one block of shards (``block_nnz`` weights at most, or one shard if larger) plus the
+    (n, K) candidate scores, never the whole model (at 670K labels the weights alone can
+    exceed the memory; the results are the same bit for bit).  An incomplete model is
+    refused."""
+    from ..model.extras import read_extras
+    from ..model.manifest import OPTIONAL_MANIFEST_KEYS
+    from ..model.shards import iter_shards
+
+    m = open_model_dir(model_dir)
     preprocessing, _ = read_extras(model_dir, m)
     ext = {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}
     if candidates is None:
         candidates, _ = first_stage.candidates(sp.csr_matrix(X))
     scores = CandidateScores(_features(ext, preprocessing, m["n_features"], X, dense), candidates,
                              m["n_features"], threads)
+    block: list = []
+
+    def flush() -> None:
+        if block:
+            W = sp.vstack([w for _, w, _ in block], format="csr") if len(block) > 1 else block[0][1]
+            scores.add(W, np.concatenate([b for _, _, b in block]), block[0][0])
+            block.clear()
+
     for first, weights, intercept in iter_shards(model_dir, m):
-        scores.add(weights, intercept, first)
+        # a complete model's shards are contiguous; a block never spans a hole
+        if block and (first != block[-1][0] + block[-1][1].shape[0]
+                      or sum(w.nnz for _, w, _ in block) + weights.nnz > block_nnz):
+            flush()
+        block.append((first, weights, intercept))
+    flush()
     return scores.top_k(k)

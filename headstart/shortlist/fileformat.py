@@ -189,6 +189,8 @@ def write_shortlist(path: str | os.PathLike, shortlist: sp.spmatrix) -> None:
     M = sp.csr_matrix(shortlist)
     M.sort_indices()
     n, L = M.shape
+    if M.nnz and (M.indices.min() < 0 or M.indices.max() >= L):   # the kernel's buffer assumes ids < L
+        raise DataFormatError(f"shortlist label ids must be in [0, {L}), got {M.indices.min()}..{M.indices.max()}")
     indptr = M.indptr.astype(np.int64)
     indices = M.indices
     width = len(str(max(L - 1, 0))) + 3          # digits, ':1' and the blank or newline

@@ -136,6 +136,9 @@ def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_
     model's features) among each row's ``candidates`` (n, K) global label ids."""
     _check_k(k)
     W = sp.csr_matrix(weights)
+    # a NaN score would be dropped as "not scored" (stored models are checked finite)
+    if not (np.isfinite(W.data).all() and np.isfinite(np.asarray(intercept, dtype=np.float64)).all()):
+        raise ParameterError("weights and intercepts must be finite")
     covered = np.ones(W.shape[0], dtype=np.bool_)
     for a, b in missing_ranges:
         covered[max(a - first_label, 0): max(b - first_label, 0)] = False
