@@ -20,7 +20,7 @@ from .model.ranges import contiguous_runs, uncovered
 from .params import TrainParams
 from .training.stats import TrainingStats
 from .training.trainer import ChunkResult, train_labels
-from .validation import check_features, check_labels
+from .validation import check_features, check_k, check_labels
 
 log = logging.getLogger(__name__)
 
@@ -365,9 +365,7 @@ class _PrecisionAtK:
 def precision_at_k_scorer(k: int = 5) -> _PrecisionAtK:
     """A scikit-learn scorer (``scorer(estimator, X, y)``) for P@k, e.g.
     ``GridSearchCV(OvAClassifier(), {"C": [0.5, 1, 2]}, scoring=precision_at_k_scorer(5))``."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
-    return _PrecisionAtK(int(k))
+    return _PrecisionAtK(check_k(k))
 
 
 def _generated_init():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import DataFormatError
+from .errors import DataFormatError, ParameterError
 
 
 def _numeric(A: np.ndarray, name: str) -> np.ndarray:
@@ -92,3 +92,10 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     Y.data = (Y.data != 0).astype(np.float32)
     Y.eliminate_zeros()
     return Y
+
+
+def check_k(k) -> int:
+    """``k`` of a top-k prediction as an int, or ParameterError (booleans are refused)."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    return int(k)

@@ -41,6 +41,7 @@ import numpy as np
 from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
 from ..params import TrainParams
 from ..training.kernel import LANES
+from ..validation import check_k
 from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished,
                       finish_result, open_model_dir, plan_shards, prepare_data)
 
@@ -368,8 +369,7 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     from ..model.reader import load_model
 
     distributed = _distributed()
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    check_k(k)
     model_dir = os.path.abspath(model_dir)
     m = read_manifest(model_dir)
     missing = missing_ranges_of(m)

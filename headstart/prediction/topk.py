@@ -67,6 +67,7 @@ from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
 from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
+from ..validation import check_k
 from .preprocess import apply_preprocessing
 
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
@@ -445,9 +446,7 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
     ``threads`` 0 = all cores.  See the module docstring for ties, padding, feature counts
     and preprocessing.
     """
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
-    k = int(k)
+    k = check_k(k)
     pred = _as_predictor(model_or_weights)
     X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None, pred.all_features)
     n = X.shape[0]
@@ -569,8 +568,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     Equals ``predict_topk(load_model(model_dir), X, k)``.  A model with gaps is refused
     unless ``allow_gaps`` (then the missing labels are simply never returned).
     """
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    check_k(k)
     model_dir = Path(model_dir)
     m = read_manifest(model_dir)
     missing = missing_ranges_of(m)

@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from ..validation import check_k
 from .candidates import _blocks, _drain, _push, _threads
 
 
@@ -84,11 +85,6 @@ def top_scored(r0, r1, cand, scored, k, out_labels, out_scores):
             out_scores[r, a] = tmp_s[a]
 
 
-def _check_k(k) -> None:
-    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
-
-
 class CandidateScores:
     """The scores of every row's candidates, filled block of labels by block: a model
     directory can be scored one shard at a time, so prediction holds one shard of weights
@@ -122,7 +118,7 @@ class CandidateScores:
     def top_k(self, k: int = 5):
         """(labels int32, scores float32), each (n, k); label -1 and score -inf pad rows
         with fewer than k scored candidates."""
-        _check_k(k)
+        k = check_k(k)
         n = self.cand.shape[0]
         labels = np.full((n, k), -1, dtype=np.int64)
         scores = np.full((n, k), -np.inf)
@@ -134,7 +130,7 @@ def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_
                        k: int = 5, *, first_label: int = 0, missing_ranges=(), threads: int | None = None):
     """Top-k (labels int32, scores float32), each (n, k), of X (already preprocessed, the
     model's features) among each row's ``candidates`` (n, K) global label ids."""
-    _check_k(k)
+    check_k(k)
     W = sp.csr_matrix(weights)
     # a NaN score would be dropped as "not scored" (stored models are checked finite)
     if not (np.isfinite(W.data).all() and np.isfinite(np.asarray(intercept, dtype=np.float64)).all()):
