@@ -47,29 +47,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_train_params(p)
 
 
-def tiny_data(folder: Path, rows: int = 96, features: int = 48, labels: int = 12, seed: int = 0) -> tuple[Path, Path]:
-    """A small XMC-format training and test file (every label with positives and
-    negatives, a few empty-ish rows), written into ``folder``."""
+def tiny_data(rows: int = 96, features: int = 48, labels: int = 12, seed: int = 0):
+    """A small (X, Y) with every label having positives and negatives."""
+    import scipy.sparse as sp
+
     rng = np.random.default_rng(seed)
-    paths = []
-    for name, n in (("train.txt", rows), ("test.txt", rows // 2)):
-        lines = [f"{n} {features} {labels}"]
-        for i in range(n):
-            labs = sorted({int(i % labels), *rng.choice(labels, size=rng.integers(0, 3), replace=False).tolist()})
-            feats = np.sort(rng.choice(features, size=int(rng.integers(1, 9)), replace=False))
-            vals = rng.random(feats.size) + 0.05
-            lines.append(",".join(map(str, labs)) + " " + " ".join(f"{f}:{v:.4f}" for f, v in zip(feats, vals)))
-        p = folder / name
-        p.write_text("\n".join(lines) + "\n")
-        paths.append(p)
-    return paths[0], paths[1]
+    Y = sp.lil_matrix((rows, labels), dtype=np.float32)
+    X = sp.lil_matrix((rows, features), dtype=np.float32)
+    for i in range(rows):
+        for j in {i % labels, *rng.choice(labels, size=rng.integers(0, 3), replace=False).tolist()}:
+            Y[i, j] = 1
+        feats = rng.choice(features, size=int(rng.integers(1, 9)), replace=False)
+        X[i, feats] = rng.random(feats.size) + 0.05
+    return X.tocsr(), Y.tocsr()
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..io import read_libsvm
-    from .main import main
-
     from ..errors import ParameterError
+    from ..io import read_libsvm, write_xmc
+    from .main import main
 
     params = common.resolve_params(args)
     if args.print_params:
@@ -84,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="headstart-compile-") as tmp:
         folder = Path(tmp)
-        train, test = tiny_data(folder)
+        X, Y = tiny_data()
+        train, test = folder / "train.txt", folder / "test.txt"
+        write_xmc(train, X, Y)
+        write_xmc(test, X[::2], Y[::2])
         (folder / "params.json").write_text(params.to_json())
         model, pred = str(folder / "model"), str(folder / "pred.txt")
         steps = (["train", str(train), "-o", model, "--params", str(folder / "params.json"), "-q"],
@@ -96,11 +95,9 @@ def run(args: argparse.Namespace) -> int:
             if rc != 0:
                 common.say(args, f"compiling failed in 'headstart {argv[0]}' (exit {rc})")
                 return rc
-        # the libsvm reader's kernels too (the same rows without the XMC header)
-        lines = train.read_text().splitlines()[1:]
-        (folder / "train.svm").write_text("\n".join(" ".join(
-            [line.split(" ", 1)[0]] + [f"{int(t.split(':')[0]) + 1}:{t.split(':')[1]}" for t in line.split()[1:]])
-            for line in lines) + "\n")
+        # the libsvm reader's kernels too: libsvm text is the XMC body with 1-based features
+        write_xmc(folder / "one_based.txt", X, Y, one_based=True)
+        (folder / "train.svm").write_text((folder / "one_based.txt").read_text().split("\n", 1)[1])
         read_libsvm(folder / "train.svm")
     common.say(args, f"compiled headstart's kernels for 'headstart train' with {_described(params)}, 'predict' "
                      f"and 'evaluate' in {time.perf_counter() - t0:.1f} s (numba's cache; later runs load them)")

@@ -303,6 +303,7 @@ def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstSt
     scores = CandidateScores(_features(ext, preprocessing, m["n_features"], X, dense), candidates,
                              m["n_features"], threads)
     block: list = []
+    nnz = 0
 
     def flush() -> None:
         if block:
@@ -312,9 +313,10 @@ def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstSt
 
     for first, weights, intercept in iter_shards(model_dir, m):
         # a complete model's shards are contiguous; a block never spans a hole
-        if block and (first != block[-1][0] + block[-1][1].shape[0]
-                      or sum(w.nnz for _, w, _ in block) + weights.nnz > block_nnz):
+        if block and (first != block[-1][0] + block[-1][1].shape[0] or nnz + weights.nnz > block_nnz):
             flush()
+            nnz = 0
         block.append((first, weights, intercept))
+        nnz += weights.nnz
     flush()
     return scores.top_k(k)
