@@ -373,3 +373,23 @@ def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text()
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "make test" in ci and "make test" in readme and "make demo" in readme
+
+
+def test_ctrl_c_inside_a_kernel_is_reported_as_an_interruption(bibtex_dir, tmp_path, capsys, monkeypatch):
+    """With one training thread the kernel runs in the thread that receives Ctrl-C, and a
+    KeyboardInterrupt raised in the kernel's object-mode clock leaves numba as a
+    SystemError caused by it: the command still says 'interrupted' (exit 130), not
+    'internal error', and writes nothing."""
+    from headstart.cli import train as train_cmd
+
+    def interrupted_in_kernel(*a, **kw):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as e:
+            raise SystemError("<built-in method now> returned a result with an exception set") from e
+
+    monkeypatch.setattr(train_cmd, "_train", interrupted_in_kernel)
+    out = tmp_path / "m"
+    rc, _, err = run(capsys, "train", str(bibtex_dir / "train.txt.gz"), "-o", str(out), "--threads", "1")
+    assert rc == 130 and "interrupted" in err and "internal error" not in err
+    assert not out.exists()

@@ -103,6 +103,16 @@ def _quiet_compiler_warnings() -> None:
     warnings.filterwarnings("ignore", category=NumbaWarning)
 
 
+def _caused_by_interrupt(e: BaseException) -> bool:
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage
@@ -148,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         _error(args, _describe_os_error(e))
         return EXIT_FAILURE
     except Exception as e:  # a bug: say so briefly, the traceback is one -v away
+        if _caused_by_interrupt(e):
+            # Ctrl-C inside a numba kernel's object-mode block (the solver's clock) comes
+            # out of the kernel as a SystemError caused by the KeyboardInterrupt (with one
+            # training thread the kernel runs in this, the signal-receiving, thread)
+            _error(args, "interrupted")
+            return 130
         if verbose:
             traceback.print_exc()
         _error(args, f"internal error: {type(e).__name__}: {e}")
