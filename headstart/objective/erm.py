@@ -84,6 +84,16 @@ def make_state(n: int, n_features: int) -> State:
                  np.zeros(3, dtype=np.int64), np.zeros(3))
 
 
+@nb.njit(cache=True, nogil=True)
+def support_is_all(O):
+    """Whether the support is every coordinate, F[q] == q (a dense active set, the other
+    regularisers, and nearly always a small shortlisted sub-problem).  Loops over F then
+    index directly: the same operations in the same order (the same bits), but contiguous
+    loads that LLVM vectorises, where the gathers through F cost about twice as much per
+    coordinate (measured 1.63 against 0.97 ns for CG's update loop on 715 coordinates)."""
+    return O.ist[NF] == O.F.size
+
+
 # --- set-up ---------------------------------------------------------------------------
 
 @nb.njit(cache=True, nogil=True)
@@ -250,8 +260,9 @@ def step(P, O, w, s, sigma, alpha, g):
 def _gnorm(O, g):
     acc = O.fst[WOUT2]  # outside the support g = w
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     for q in range(O.ist[NF]):
-        gj = g[F[q]]
+        gj = g[q if full else F[q]]
         acc += gj * gj
     return np.sqrt(acc)
 
@@ -443,15 +454,16 @@ def hess_reg(P, O, w, v, out):
     part then adds up."""
     d = P.n_features
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     nF = O.ist[NF]
     if regularizers.is_l2(P.reg):
         for q in range(nF):
-            j = F[q]
+            j = q if full else F[q]
             out[j] = v[j]
         out[d] = v[d] if P.regularize_bias else 0.0
     else:
         for q in range(nF):
-            j = F[q]
+            j = q if full else F[q]
             out[j] = regularizers.d2(P.reg, w[j]) * v[j]
         out[d] = regularizers.d2(P.reg, w[d]) * v[d] if P.regularize_bias else 0.0
 
@@ -566,9 +578,10 @@ def precond(P, O, w, M):
     get_diag_preconditioner), as the gradient's pass summed it; returns diag(H) outside
     the support (1 with L2; other regularisers have no outside)."""
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     hd = O.hdiag
     for q in range(O.ist[NF]):
-        j = F[q]
+        j = q if full else F[q]
         M[j] = hd[j]
     return 1.0
 
@@ -599,11 +612,12 @@ def project(O, w, s, sigma, out):
     Otherwise s is left alone and it returns True: the caller adds X (delta - out)
     with :func:`remainder` after the sweep."""
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     nF = O.ist[NF]
     e2 = 0.0
     s2 = sigma * sigma * O.fst[WOUT2]
     for q in range(nF):
-        j = F[q]
+        j = q if full else F[q]
         v = s[j] - sigma * w[j]
         out[j] = v
         e = v - out[j]
@@ -614,7 +628,7 @@ def project(O, w, s, sigma, out):
     if e2 > ROUNDING_SHARE * ROUNDING_SHARE * s2:
         return True
     for q in range(nF):
-        j = F[q]
+        j = q if full else F[q]
         s[j] = sigma * w[j] + out[j]
     return False
 
@@ -624,13 +638,14 @@ def remainder(P, O, w, s, sigma, out, lo):
     """O.xs += X (delta - out): the part of X delta that rounding ``out`` dropped (after
     :func:`project` returned True).  ``lo`` is float64 scratch, zero outside F (left so)."""
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     nF = O.ist[NF]
     for q in range(nF):
-        j = F[q]
+        j = q if full else F[q]
         lo[j] = (s[j] - sigma * w[j]) - out[j]    # exact: a float64 minus its float32 rounding
     _times(P, lo, O.xs, True)
     for q in range(nF):
-        lo[F[q]] = 0.0
+        lo[q if full else F[q]] = 0.0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -646,8 +661,9 @@ def round_start(w):
 def unproject(O, out):
     """Undo :func:`project` (call before the support changes)."""
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     for q in range(O.ist[NF]):
-        out[F[q]] = 0.0
+        out[q if full else F[q]] = 0.0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -684,8 +700,9 @@ def _l2_dots(P, O, w, s, sigma):
     wTs = sigma * wout2
     wTw = wout2
     F = O.F
+    full = support_is_all(O)   # then F[q] == q: index directly
     for q in range(O.ist[NF]):
-        j = F[q]
+        j = q if full else F[q]
         if j == d and not P.regularize_bias:
             continue
         sTs += s[j] * s[j]

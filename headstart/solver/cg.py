@@ -20,8 +20,8 @@ per iteration the product H d and :func:`pcg_step` -- so that a scheduler can co
 the products of several problems in one pass over their active rows
 (:func:`headstart.objective.erm.hess_rows_group`); :func:`pcg` strings the phases
 together for one problem.  The scalars carried from phase to phase live in a small
-float64 array (indices below).  The preconditioned residual z = r / M is recomputed
-where it is used rather than stored: the same bits, one vector less per problem.
+float64 array (indices below).  The preconditioned residual z = r / M has no vector of
+its own: a step keeps it in Hd between its two uses (Hd is free by then).
 """
 
 from __future__ import annotations
@@ -42,11 +42,12 @@ CG_SCALARS = 8
 def pcg_begin(O, g, M, s, r, dv, eps_cg, m_out, cs):
     """s = 0, r = -g, d = M^-1 r on the support (the scalars outside it into ``cs``)."""
     F = O.F
+    full = erm.support_is_all(O)   # then F[q] == q: index directly
     nF = O.ist[erm.NF]
     wout2 = O.fst[erm.WOUT2]
     zTr = 0.0
     for q in range(nF):
-        j = F[q]
+        j = q if full else F[q]
         s[j] = 0.0
         r[j] = -g[j]
         z = r[j] / M[j]
@@ -70,6 +71,7 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     """One CG iteration, given Hd = H d on the support: updates s, r, d; returns True when
     CG stops (Q's decrease rule, numerical trouble, or max(features, 5) iterations)."""
     F = O.F
+    full = erm.support_is_all(O)   # then F[q] == q: index directly
     nF = O.ist[erm.NF]
     wout2 = O.fst[erm.WOUT2]
     cg_iter = cs[ITER] + 1.0
@@ -78,7 +80,7 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     delta = cs[DELTA]
     dHd = delta * delta * wout2   # (H d)_O = d_O
     for q in range(nF):
-        j = F[q]
+        j = q if full else F[q]
         dHd += dv[j] * Hd[j]
     if dHd <= 1.0e-16:  # avoid 0/0 in alpha (LIBLINEAR)
         return True
@@ -86,7 +88,7 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     sr = 0.0
     sg = 0.0
     for q in range(nF):
-        j = F[q]
+        j = q if full else F[q]
         s[j] += alpha * dv[j]
         r[j] -= alpha * Hd[j]
         sr += s[j] * r[j]
@@ -106,16 +108,20 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     else:
         return True  # quadratic model positive or increasing: numerical trouble, stop
     cs[QVAL] = newQ
+    # z = r / M goes into Hd, which this step no longer needs (the next product
+    # overwrites it): one division per coordinate instead of two, the same bits
     znewTrnew = 0.0
     for q in range(nF):
-        j = F[q]
-        znewTrnew += (r[j] / M[j]) * r[j]
+        j = q if full else F[q]
+        z = r[j] / M[j]
+        Hd[j] = z
+        znewTrnew += z * r[j]
     zeta = rho / cs[MOUT]
     znewTrnew += zeta * rho * wout2
     beta = znewTrnew / zTr
     for q in range(nF):
-        j = F[q]
-        dv[j] = r[j] / M[j] + beta * dv[j]
+        j = q if full else F[q]
+        dv[j] = Hd[j] + beta * dv[j]
     cs[DELTA] = zeta + beta * delta
     cs[ZTR] = znewTrnew
     return cg_iter >= max(M.size, 5)

@@ -103,9 +103,10 @@ def preconditioner(P, S, O, w, M):
     """M = (1 - alpha) + alpha * diag(H) on the support (LIBLINEAR's mixed diagonal
     preconditioner); returns its value outside the support."""
     F = O.F
+    full = erm.support_is_all(O)   # then F[q] == q: index directly
     m_out = erm.precond(P, O, w, M)
     for q in range(O.ist[erm.NF]):
-        j = F[q]
+        j = q if full else F[q]
         M[j] = (1.0 - S.pcg_alpha) + S.pcg_alpha * M[j]
     return (1.0 - S.pcg_alpha) + S.pcg_alpha * m_out
 
@@ -114,9 +115,10 @@ def preconditioner(P, S, O, w, M):
 def slope(O, g, s, sigma):
     """g.s for s in split form (s on the support, sigma * w outside, where g = w)."""
     F = O.F
+    full = erm.support_is_all(O)   # then F[q] == q: index directly
     gTs = sigma * O.fst[erm.WOUT2]  # g_O . s_O
     for q in range(O.ist[erm.NF]):
-        j = F[q]
+        j = q if full else F[q]
         gTs += g[j] * s[j]
     return gTs
 

@@ -178,16 +178,18 @@ def group_directions(P, S, WS, OS, B, nm, cgi, gTs, sig):
 def _to_column(O, v, A, t):
     """A[F, t] = v[F] on the lane's support F (the bias index included)."""
     F = O.F
+    full = erm.support_is_all(O)   # then F[q] == q: index directly
     for q in range(O.ist[erm.NF]):
-        j = F[q]
+        j = q if full else F[q]
         A[j, t] = v[j]
 
 
 @nb.njit(cache=True, nogil=True)
 def _from_column(O, A, t, v):
     F = O.F
+    full = erm.support_is_all(O)   # then F[q] == q: index directly
     for q in range(O.ist[erm.NF]):
-        j = F[q]
+        j = q if full else F[q]
         v[j] = A[j, t]
 
 
