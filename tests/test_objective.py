@@ -25,6 +25,7 @@ import pytest
 import scipy.sparse as sp
 
 from headstart.objective import erm, losses, regularizers
+from headstart.params import TrainParams
 from headstart.validation import check_features
 
 import _reference as ref
@@ -362,6 +363,33 @@ def test_dense_and_sparse_origin_give_same_kernels():
         np.testing.assert_array_equal(Kd.grad(w)[0], Ks.grad(w)[0])
         np.testing.assert_array_equal(Kd.hv(w, v), Ks.hv(w, v))
         np.testing.assert_array_equal(Kd.diag(w), Ks.diag(w))
+
+
+@pytest.mark.parametrize("loss", list(LOSS_CASES))
+def test_derivatives_at_once_are_d1_and_d2_bit_for_bit(loss):
+    """A loss's fused ``derivatives`` (the logistic loss: one exp for both) returns exactly
+    what ``d1`` and ``d2`` return, over margins on both sides of every kink and far out."""
+    import numba as nb
+
+    L = losses.get(loss).make(TrainParams(loss=loss, **LOSS_CASES[loss][1]))
+
+    @nb.njit
+    def both(L, ms):
+        out = np.empty((ms.size, 4))
+        for k in range(ms.size):
+            a, b = losses.derivatives(L, ms[k])
+            out[k, 0] = a
+            out[k, 1] = losses.d1(L, ms[k])
+            out[k, 2] = b
+            out[k, 3] = losses.d2(L, ms[k])
+        return out
+
+    rng = np.random.default_rng(3)
+    ms = np.concatenate([[-0.0, 0.0, 1.0, 0.9, 1.1, -1.0, 1e-300, -1e-300, 40.0, -40.0, 800.0, -800.0],
+                         rng.normal(0.0, 3.0, 500), np.nextafter(1.0, [0.0, 2.0])])
+    out = both(L, ms)
+    np.testing.assert_array_equal(out[:, 0].view(np.int64), out[:, 1].view(np.int64))
+    np.testing.assert_array_equal(out[:, 2].view(np.int64), out[:, 3].view(np.int64))
 
 
 def test_logistic_is_stable_for_large_margins():

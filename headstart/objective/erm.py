@@ -287,8 +287,9 @@ def _active_set(P, O, xd, sigma, alpha, move):
             continue
         c = cp if y[i] > 0 else cn
         act[nact] = i
-        O.gcoef[nact] = c * losses.d1(P.loss, m) * y[i]
-        O.hcoef[nact] = c * losses.d2(P.loss, m)
+        g1, g2 = losses.derivatives(P.loss, m)
+        O.gcoef[nact] = c * g1 * y[i]
+        O.hcoef[nact] = c * g2
         nact += 1
     O.ist[NACT] = nact
 

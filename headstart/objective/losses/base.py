@@ -22,6 +22,9 @@ value = generic("value", "phi(m)")
 d1 = generic("d1", "phi'(m)")
 d2 = generic("d2", "the curvature the Newton method uses for phi at m: phi''(m) where it "
                    "exists, otherwise the authors' generalised second derivative")
+derivatives = generic("derivatives", "(phi'(m), the curvature at m) in one call: the objective needs "
+                                     "both for every active instance, and a loss whose two share work "
+                                     "(the logistic loss: one exp) can say so; by default d1 and d2")
 mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
                          "instances with margin >= 1 can be skipped (implicit negative mining)")
 
@@ -44,11 +47,17 @@ REGISTRY: dict[str, LossInfo] = {}
 
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
-             make: Callable[[Any], Any] | None = None) -> LossInfo:
+             make: Callable[[Any], Any] | None = None, derivatives=None) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
-    numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts."""
+    numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts.
+    ``derivatives`` (optional, same form) returns (d1, d2) at once where that is cheaper;
+    it must give exactly d1's and d2's values."""
     flag = bool(mines)
-    implement_once(cls, {globals()["value"]: value, globals()["d1"]: d1, globals()["d2"]: d2,
+    g1, g2 = globals()["d1"], globals()["d2"]
+    if derivatives is None:
+        def derivatives(L, m):
+            return g1(L, m), g2(L, m)
+    implement_once(cls, {globals()["value"]: value, g1: d1, g2: d2, globals()["derivatives"]: derivatives,
                          globals()["mines"]: lambda L: flag})
     info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag)
     REGISTRY[name] = info
