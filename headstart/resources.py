@@ -32,7 +32,8 @@ workspaces
     ``n_features + 1`` (a finished label's recomputed start vector, the positives' sum,
     the exact remainder) and, with 16 lanes, the
     direction group's buffers (7 float64 vectors of ``n_features + 1`` per member of
-    :data:`headstart.objective.erm.GROUP`, 5 bytes per instance).
+    :data:`headstart.objective.erm.GROUP`, and per instance 5 bytes plus a float64 per
+    member).
     An upper bound: the workspaces live in mappings of their own
     (:mod:`headstart.training.pages`) and pages the solver never writes (parts of the
     active-set arrays) never become resident.
@@ -171,7 +172,8 @@ def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> i
     lane), the recomputed start vector, the positives' sum and the exact-remainder
     scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
     member (gradient, preconditioner, residual, direction and product, each also
-    interleaved) with its row union (int32) and marks (``groups``: whether the threads
+    interleaved), the members' gradient coefficients (float64 per instance), its row
+    union (int32) and marks (``groups``: whether the threads
     form groups, :func:`headstart.training.trainer.use_groups`; by default counted
     whenever they have 16 lanes, the most they may take).  Also what
     :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""
@@ -180,7 +182,7 @@ def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> i
 
     nv = d + 1
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    group = 7 * GROUP * nv * _F64 + 5 * n if groups and lanes == LANES else 0
+    group = 7 * GROUP * nv * _F64 + (5 + GROUP * _F64) * n if groups and lanes == LANES else 0
     return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
             + 3 * nv * _F64 + lanes * nv * 4 + group)
 

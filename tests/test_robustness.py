@@ -300,8 +300,8 @@ def test_training_estimate_follows_the_trainer():
     # the lane workspaces: what make_lane_workspace allocates for the lanes of a thread,
     # per thread, + the float32 sweep buffer (lanes columns), three float64 scratch vectors
     # of d + 1 (the recomputed start, the positives' sum, the exact remainder) and, with 16
-    # lanes, the direction group (seven float64 vectors of d + 1 per member, 5 bytes per
-    # instance)
+    # lanes, the direction group (seven float64 vectors of d + 1 per member, per instance
+    # 5 bytes and the members' gradient coefficients, a float64 each)
     from headstart.objective.erm import GROUP
     from headstart.training.kernel import LANES, make_lane_workspace
 
@@ -314,7 +314,8 @@ def test_training_estimate_follows_the_trainer():
     # from zero the threads form direction groups: their buffers on top, per thread
     g = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, init="zero")
     if g.details["lanes"] == LANES:
-        assert g.parts["workspaces"] - e.parts["workspaces"] == g.details["threads"] * (7 * GROUP * 501 * 8 + 5000)
+        assert g.parts["workspaces"] - e.parts["workspaces"] == g.details["threads"] * (7 * GROUP * 501 * 8 + 5000
+                                                                                 + GROUP * 1000 * 8)
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]
     sharded = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False)

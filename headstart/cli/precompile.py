@@ -195,7 +195,7 @@ def _kernel_args(params):
     col = V[:, 0]
     f, i = 0.0, 0
     lanes = lambda dtype: np.zeros(kernel.LANES, dtype=dtype)  # noqa: E731
-    group = (P, S, WS, OS, kernel.make_group(2, 2, kernel.LANES), i, lanes(np.int64), lanes(np.float64),
+    group = (P, S, WS, OS, kernel.make_group(2, 2, kernel.LANES), i, i, lanes(np.int64), lanes(np.float64),
              lanes(np.float64), lanes(np.int64), lanes(np.bool_), V, lanes(np.float64), False)
     return {"start": (newton.start, (P, O, W, f, rf[0], ra[0])),
             "direction": (newton.direction, (P, S, O, W)),

@@ -218,6 +218,24 @@ def step(P, O, w, s, sigma, alpha, g):
     ``s`` is the solver's direction in split form: s on the current support, sigma * w
     elsewhere; O.xs = X delta (see :func:`project`), so X s = sigma * wx + xs.  Scores
     move exactly as in :func:`line_search`'s trials, bit for bit."""
+    wsq = step_move(P, O, w, s, sigma, alpha)
+    return step_grad(P, O, w, g, wsq)
+
+
+@nb.njit(cache=True, nogil=True)
+def step_grad(P, O, w, g, wsq):
+    """The second half of :func:`step`: support and gradient at the moved w (``wsq`` from
+    :func:`step_move`); returns ||g||."""
+    _support_and_grad(P, O, w, g, O.ist[STAMP], wsq)
+    return _gnorm(O, g)
+
+
+@nb.njit(cache=True, nogil=True)
+def step_move(P, O, w, s, sigma, alpha):
+    """The first half of :func:`step`: w += alpha * s, the scores and the new active set
+    with its coefficients (a new mark stamp is drawn for the support to come); returns
+    ||w[:d]||^2.  The gradient is then :func:`step_grad`, or -- for a dense
+    active set (:func:`dense_support`) in a group of lanes -- :func:`grad_rows_group`."""
     d = P.n_features
     old = O.ist[STAMP]
     stamp = _next_stamp(O)
@@ -249,11 +267,9 @@ def step(P, O, w, s, sigma, alpha, g):
         w[j] = v0
         a0 += v0 * v0
     w[d] += alpha * s[d]
-    wsq = (a0 + a1) + (a2 + a3)
     # scores and the new active set in one pass over the instances
     _active_set(P, O, O.xs, sigma, alpha, True)
-    _support_and_grad(P, O, w, g, stamp, wsq)
-    return _gnorm(O, g)
+    return (a0 + a1) + (a2 + a3)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -337,11 +353,10 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     act = O.act
     hd = O.hdiag
     nact = O.ist[NACT]
-    l2 = regularizers.is_l2(P.reg)
     nF = 0
     gb = 0.0
     hb = 0.0
-    if not l2 or nact * DENSE_SHARE >= O.wx.size:
+    if dense_support(P, O):
         # The support is every feature: other regularisers have no quadratic block
         # outside the active rows' features, and a dense active set (L2) touches nearly
         # all of them anyway -- listed without marking (the solver then iterates on every
@@ -350,8 +365,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
         for j in range(d):
             mark[j] = stamp
             F[j] = j
-            g[j] = w[j] if l2 else regularizers.d1(P.reg, w[j])
-            hd[j] = 1.0 if l2 else regularizers.d2(P.reg, w[j])
+            g[j], hd[j] = reg_parts(P, w[j])
         nF = d
         for k in range(nact):
             i = act[k]
@@ -410,18 +424,41 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                 if mark[j] != stamp:
                     wout2 += w[j] * w[j]
         O.fst[WOUT2] = wout2
-    mark[d] = stamp
-    F[nF] = d
-    nF += 1
-    O.ist[NF] = nF
+    _close_support(P, O, w, g, stamp, nF, gb, hb)
+
+
+@nb.njit(cache=True, nogil=True)
+def _close_support(P, O, w, g, stamp, nF, gb, hb):
+    """The bias coordinate d last in the support F[:nF] (features), its gradient and
+    diagonal from the rows' sums gb, hb."""
+    d = P.n_features
+    hd = O.hdiag
+    O.mark[d] = stamp
+    O.F[nF] = d
+    O.ist[NF] = nF + 1
     if P.regularize_bias:
-        g[d] = w[d] if l2 else regularizers.d1(P.reg, w[d])
-        hd[d] = 1.0 if l2 else regularizers.d2(P.reg, w[d])
+        g[d], hd[d] = reg_parts(P, w[d])
     else:
         g[d] = 0.0
         hd[d] = 0.0
     g[d] += gb * P.bias
     hd[d] += hb * P.bias * P.bias
+
+
+@nb.njit(cache=True, nogil=True)
+def reg_parts(P, wj):
+    """The regulariser's part of g_j and of diag(H)_j at w_j."""
+    if regularizers.is_l2(P.reg):
+        return wj, 1.0
+    return regularizers.d1(P.reg, wj), regularizers.d2(P.reg, wj)
+
+
+@nb.njit(cache=True, nogil=True)
+def dense_support(P, O):
+    """Whether the gradient at the current active set takes every feature as its support
+    (other regularisers than L2; with L2 an active set of at least 1/DENSE_SHARE of the
+    instances)."""
+    return not regularizers.is_l2(P.reg) or O.ist[NACT] * DENSE_SHARE >= O.wx.size
 
 
 # --- second-order information ---------------------------------------------------------
@@ -571,6 +608,127 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD):
     HD[d, 1] += ob1 * bias
     HD[d, 2] += ob2 * bias
     HD[d, 3] += ob3 * bias
+
+
+# --- gradients of a group of problems in one pass ------------------------------------
+#
+# The gradient's pass over the active rows (two scattered additions per nonzero, g and
+# diag(H)) costs as much as a single Hessian product when many rows are active; a group
+# of lanes whose new active sets are dense (dense_support) sums theirs in one pass over
+# the union of their active rows, as hess_rows_group does for the products: each
+# problem's own rows in its own order, the others' rows adding exact zeros.
+
+@nb.njit(cache=True, nogil=True)
+def gradient_coefficients(O, gc, hc, mask):
+    """After :func:`step_move`: the active rows' gradient and Hessian coefficients as
+    length-n vectors (0 off the active set) -- ``hc`` is the problem's xs, free until
+    its next pass over X, and what hess_rows_group reads -- and its active rows marked in
+    ``mask``."""
+    gc[:] = 0.0
+    hc[:] = 0.0
+    act = O.act
+    for k in range(O.ist[NACT]):
+        i = act[k]
+        gc[i] = O.gcoef[k]
+        hc[i] = O.hcoef[k]
+        mask[i] = 1
+
+
+@nb.njit(cache=True, nogil=True)
+def active_set(P, O):
+    """The active set with its coefficients at the current scores, again: a problem whose
+    gradient was summed in a group (:func:`grad_rows_group`) finds the thread's shared
+    active-set arrays used by other lanes since; the same values :func:`step_move` left."""
+    _active_set(P, O, O.wx, 0.0, 0.0, False)
+
+
+@nb.njit(cache=True, nogil=True)
+def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
+    """The rows' part of the gradient and of diag(H) of the GROUP problems t with
+    ``run[t]``, added to G[:, t] and H[:, t] over the union U[:nU] of their active rows:
+    GC[t] and C[m[t]] hold problem t's coefficients (:func:`gradient_coefficients`).  G
+    and H are (features + 1, GROUP), C order, and must hold the regulariser's parts
+    (:func:`reg_parts`) on entry; sums[t] gets (sum of c_i, sum of h_i) for the bias.
+    Each problem gets the sums of :func:`_support_and_grad`'s dense branch bit for bit."""
+    C0 = C[m[0]]
+    C1 = C[m[1]]
+    C2 = C[m[2]]
+    C3 = C[m[3]]
+    gb0 = 0.0
+    gb1 = 0.0
+    gb2 = 0.0
+    gb3 = 0.0
+    hb0 = 0.0
+    hb1 = 0.0
+    hb2 = 0.0
+    hb3 = 0.0
+    for u in range(nU):
+        i = U[u]
+        c0 = GC[0, i] if run[0] else 0.0
+        c1 = GC[1, i] if run[1] else 0.0
+        c2 = GC[2, i] if run[2] else 0.0
+        c3 = GC[3, i] if run[3] else 0.0
+        h0 = C0[i] if run[0] else 0.0
+        h1 = C1[i] if run[1] else 0.0
+        h2 = C2[i] if run[2] else 0.0
+        h3 = C3[i] if run[3] else 0.0
+        for p in range(P.indptr[i], P.indptr[i + 1]):
+            x = np.float64(P.data[p])
+            j = P.indices[p]
+            g = G[j]
+            g[0] += c0 * x
+            g[1] += c1 * x
+            g[2] += c2 * x
+            g[3] += c3 * x
+            h = H[j]
+            h[0] += h0 * x * x
+            h[1] += h1 * x * x
+            h[2] += h2 * x * x
+            h[3] += h3 * x * x
+        gb0 += c0
+        gb1 += c1
+        gb2 += c2
+        gb3 += c3
+        hb0 += h0
+        hb1 += h1
+        hb2 += h2
+        hb3 += h3
+    sums[0, 0] = gb0
+    sums[1, 0] = gb1
+    sums[2, 0] = gb2
+    sums[3, 0] = gb3
+    sums[0, 1] = hb0
+    sums[1, 1] = hb1
+    sums[2, 1] = hb2
+    sums[3, 1] = hb3
+
+
+@nb.njit(cache=True, nogil=True)
+def group_gradient_start(P, w, G, H, t):
+    """G[:, t], H[:, t] = the regulariser's parts at w (features only), before
+    :func:`grad_rows_group`."""
+    for j in range(P.n_features):
+        G[j, t], H[j, t] = reg_parts(P, w[j])
+
+
+@nb.njit(cache=True, nogil=True)
+def group_gradient_finish(P, O, w, g, G, H, t, sums):
+    """Problem t's gradient out of a group pass: g and diag(H) (O.hdiag) from the columns,
+    the support every feature (as :func:`_support_and_grad`'s dense branch leaves it);
+    returns ||g||.  Call after :func:`step_move`, whose stamp it uses."""
+    d = P.n_features
+    stamp = O.ist[STAMP]
+    F = O.F
+    mark = O.mark
+    hd = O.hdiag
+    for j in range(d):
+        mark[j] = stamp
+        F[j] = j
+        g[j] = G[j, t]
+        hd[j] = H[j, t]
+    O.fst[WOUT2] = 0.0
+    _close_support(P, O, w, g, stamp, d, sums[t, 0], sums[t, 1])
+    return _gnorm(O, g)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -128,12 +128,24 @@ def advance(P, S, O, W, it, f, gnorm, tol, cg_iter, gTs, sigma, rec_f, rec_act, 
     """Line search along s (O.xs = X delta must be current, see
     :func:`headstart.objective.erm.project`), step, new gradient, stopping tests for
     iteration ``it``: returns (status, f, ||g||)."""
-    n = O.wx.size
-    act_frac = O.ist[erm.NACT] / max(n, 1)
+    act_frac = active_fraction(O)
     fold = f
     alpha, f = erm.line_search(P, O, W.w, W.s, sigma, gTs, f, S.ls_eta, S.ls_max_steps)
     if alpha != 0.0:
         gnorm = erm.step(P, O, W.w, W.s, sigma, alpha, W.g)
+    return conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_act, rec_step, rec_cg)
+
+
+@nb.njit(cache=True, nogil=True)
+def active_fraction(O):
+    return O.ist[erm.NACT] / max(O.wx.size, 1)
+
+
+@nb.njit(cache=True, nogil=True)
+def conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_act, rec_step, rec_cg):
+    """The end of :func:`advance` once the new gradient is known (a scheduler may compute
+    it later, for several labels at once): records of iteration ``it`` and the stopping
+    tests; returns (status, f, ||g||)."""
     if it < rec_f.size:
         rec_f[it] = f
         rec_act[it] = act_frac

@@ -100,8 +100,11 @@ DENSE_SHARE = 4
 # A thread's direction-group buffers: per slot (GROUP rows) the gradient GG, the
 # preconditioner GM (also the Hessian diagonal), the residual GR, the direction GD and
 # its product GH; the interleaved D and HD (features + 1, GROUP) the rows' pass reads and
-# writes; the row union U and its marks; the slots' lanes, CG scalars and run flags.
-Group = namedtuple("Group", ["GG", "GM", "GR", "GD", "GH", "D", "HD", "U", "mask", "members", "cs", "run"])
+# writes (a gradients' pass: g and diag(H)); the row union U and its marks; the slots'
+# lanes, CG scalars and run flags; per slot the gradient coefficients GC of every row
+# (the Hessian's are in the lane's xs row).
+Group = namedtuple("Group", ["GG", "GM", "GR", "GD", "GH", "D", "HD", "U", "mask", "members", "cs", "run",
+                             "GC"])
 
 
 def make_group(n: int, n_features: int, lanes: int) -> Group:
@@ -114,7 +117,7 @@ def make_group(n: int, n_features: int, lanes: int) -> Group:
     m = n if lanes == LANES else 1
     return Group(*(np.zeros((G, nv)) for _ in range(5)), np.zeros((nv, G)), np.zeros((nv, G)),
                  np.zeros(m, dtype=np.int32), np.zeros(m, dtype=np.int8), np.zeros(G, dtype=np.int64),
-                 np.zeros((G, cg.CG_SCALARS)), np.zeros(G, dtype=np.bool_))
+                 np.zeros((G, cg.CG_SCALARS)), np.zeros(G, dtype=np.bool_), np.zeros((G, m)))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -129,20 +132,19 @@ def group_lane(WS, OS, b, GG, GM, GR, t):
 
 
 @nb.njit(cache=True, nogil=True)
-def group_directions(P, S, WS, OS, B, nm, cgi, gTs, sig):
+def group_directions(P, S, WS, OS, B, nm, nU, cgi, gTs, sig):
     """Newton directions of the nm lanes ``members[:nm]`` (group slots 0..nm-1), by PCG
     in lock step: each CG iteration computes the Hessian products of the lanes still
     iterating in one pass (erm.hess_rows_group), the rest is each lane's own PCG
     (solver.cg's phases), so every lane gets the direction it would get alone, bit for
-    bit.  Their coefficients are in their xs rows and their active rows in ``mask``
-    (erm.group_coefficients).
+    bit.  Their coefficients are in their xs rows and their active rows among U[:nU]
+    (erm.group_coefficients / erm.gradient_coefficients, then erm.group_rows).
 
     A lane's CG vectors are its own contiguous rows (GD, GH: the same kernels and types
     as a lone direction, hence no second specialisation of them -- see cli/precompile.py,
     "One function, one process"); only the pass over the rows reads and writes the
     interleaved D, HD, with a copy on the support on the way in and out."""
-    GG, GM, GR, GD, GH, D, HD, U, mask, members, cs, run = B
-    nU = erm.group_rows(mask, U)
+    GG, GM, GR, GD, GH, D, HD, U, mask, members, cs, run, GC = B
     for t in range(erm.GROUP):
         run[t] = False
     for t in range(nm):
@@ -375,6 +377,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     n = OS.wx.shape[1]
     G = erm.GROUP
     nm = np.int64(0)
+    pend = np.zeros((L, 4))     # a lane waiting for the group's gradients: f before, f, step, active share
+    gsums = np.zeros((G, 2))    # the group members' bias sums (erm.grad_rows_group)
     # outputs
     starts = np.zeros(nl, dtype=np.int64)
     counts = np.zeros(nl, dtype=np.int64)
@@ -462,11 +466,11 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                          buf_indices, buf_data)
                     phase[b] = IDLE
                 if B is not None and joined and nm == G:
-                    _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
+                    _run_group(P, S, WS, OS, B, nm, erm.group_rows(B.mask, B.U), cgi, gTs, sig,
                                cgt, exact, V, t_iter, timing)
                     nm = np.int64(0)
         if B is not None and nm > 0:
-            _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
+            _run_group(P, S, WS, OS, B, nm, erm.group_rows(B.mask, B.U), cgi, gTs, sig,
                        cgt, exact, V, t_iter, timing)
             nm = np.int64(0)
         busy = 0
@@ -490,59 +494,122 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 if phase[b] != IDLE:
                     t_iter[b] += share
         # --- line searches and new directions ------------------------------------
-        for b in range(L):
-            if phase[b] != NEED_STEP:
-                continue
-            # a lane whose last gradient was dense may join the group (its gradient then
-            # goes straight into the group's slot)
-            ts = nm if nm < G and OS.ist[b, erm.NACT] * DENSE_SHARE >= n else -1
-            if B is not None and ts >= 0:
-                W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
-            else:
-                W, O = lane(WS, OS, b)
-            k = slot[b]
-            t0 = nt.now() if timing else 0.0
-            if exact[b]:
-                erm.remainder(P, O, W.w, W.s, sig[b], V[:, b], lo)
-            erm.unproject(O, V[:, b])  # V[:, b] is zero outside the support it was written on
-            status, fv[b], gn[b] = nt.advance(P, S, O, W, it[b], fv[b], gn[b], tol[b], cgi[b], gTs[b], sig[b],
-                                              rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
-            if status == nt.RUNNING:
-                t_iter[b] += (nt.now() - t0) if timing else 0.0
-                if it[b] < rec_time.shape[1]:
-                    rec_time[k, it[b]] = t_iter[b]
-                t_label[b] += t_iter[b]
-                t_iter[b] = 0.0
+        # A lane whose last gradient was dense takes a group slot: if its new active set
+        # is dense too, its gradient is summed with the group's in one pass over their
+        # rows (erm.grad_rows_group) once GROUP lanes wait or the lanes run out, and the
+        # survivors compute their directions together (group_directions).
+        b = 0
+        while True:
+            if B is not None and nm > 0 and (nm == G or b == L):
                 t0 = nt.now() if timing else 0.0
-                it[b] += 1
-                if B is not None and ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
-                    erm.group_coefficients(O, OS.xs[b], B.mask)
-                    B.members[nm] = b
-                    nm += 1
-                    t_iter[b] += (nt.now() - t0) if timing else 0.0
-                    if nm == G:
-                        _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
-                                   cgt, exact, V, t_iter, timing)
-                        nm = np.int64(0)
-                else:
-                    cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
-                    cgt[b] += cgi[b]
-                    exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
-                    t_iter[b] += (nt.now() - t0) if timing else 0.0
+                ng = nm
+                for t in range(G):
+                    B.run[t] = t < ng
+                nU = erm.group_rows(B.mask, B.U)
+                for t in range(ng):
+                    erm.group_gradient_start(P, WS.w[B.members[t]], B.D, B.HD, t)
+                erm.grad_rows_group(P, B.U, nU, B.GC, OS.xs, B.members, B.run, B.D, B.HD, gsums)
+                share = ((nt.now() - t0) / ng) if timing else 0.0
+                nm = np.int64(0)   # the survivors that compute their directions in the group
+                for t in range(ng):
+                    b2 = B.members[t]
+                    W, O = group_lane(WS, OS, b2, B.GG, B.GM, B.GR, t)
+                    k = slot[b2]
+                    t0 = nt.now() if timing else 0.0
+                    g2 = erm.group_gradient_finish(P, O, W.w, W.g, B.D, B.HD, t, gsums)
+                    status, fv[b2], gn[b2] = nt.conclude(S, it[b2], pend[b2, 0], pend[b2, 1], g2, tol[b2],
+                                                         pend[b2, 2], pend[b2, 3], cgi[b2], rec_f[k], rec_act[k],
+                                                         rec_step[k], rec_cg[k])
+                    t_iter[b2] += share + ((nt.now() - t0) if timing else 0.0)
+                    if it[b2] < rec_time.shape[1]:
+                        rec_time[k, it[b2]] = t_iter[b2]
+                    t_label[b2] += t_iter[b2]
+                    if status == nt.RUNNING:
+                        t_iter[b2] = 0.0
+                        it[b2] += 1
+                        if O.ist[erm.NACT] * DENSE_SHARE >= n:
+                            if nm != t:   # slot t -> nm: the group's slots stay packed
+                                _copy(B.GG[nm], B.GG[t], nv)
+                                _copy(B.GM[nm], B.GM[t], nv)
+                            B.members[nm] = b2
+                            nm += 1
+                        else:
+                            t0 = nt.now() if timing else 0.0
+                            erm.active_set(P, O)   # the shared arrays hold another lane's
+                            cgi[b2], gTs[b2], sig[b2] = nt.direction(P, S, O, W)
+                            cgt[b2] += cgi[b2]
+                            exact[b2] = erm.project(O, W.w, W.s, sig[b2], V[:, b2])
+                            t_iter[b2] += (nt.now() - t0) if timing else 0.0
+                    else:
+                        nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices,
+                                                             labels[k], w0, k, status, it[b2], cgt[b2], fv[b2],
+                                                             gn[b2], t_label[b2], stats, intercept, starts, counts,
+                                                             nnz, buf_indices, buf_data)
+                        phase[b2] = IDLE
+                if nm > 0:
+                    # the coefficients are in the survivors' xs rows, their rows within U
+                    _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, timing)
+                    nm = np.int64(0)
+            if b == L:
+                break
+            b += 1
+            if phase[b - 1] != NEED_STEP:
+                continue
+            b1 = b - 1
+            ts = nm if nm < G and OS.ist[b1, erm.NACT] * DENSE_SHARE >= n else -1
+            if B is not None and ts >= 0:
+                W, O = group_lane(WS, OS, b1, B.GG, B.GM, B.GR, ts)
             else:
-                t_iter[b] += (nt.now() - t0) if timing else 0.0
-                if it[b] < rec_time.shape[1]:
-                    rec_time[k, it[b]] = t_iter[b]
-                t_label[b] += t_iter[b]
+                W, O = lane(WS, OS, b1)
+            k = slot[b1]
+            t0 = nt.now() if timing else 0.0
+            if exact[b1]:
+                erm.remainder(P, O, W.w, W.s, sig[b1], V[:, b1], lo)
+            erm.unproject(O, V[:, b1])  # V[:, b1] is zero outside the support it was written on
+            if B is not None and ts >= 0:
+                # nt.advance in its parts, so that a dense gradient can wait for the group's
+                act_frac = nt.active_fraction(O)
+                fold = fv[b1]
+                alpha, fnew = erm.line_search(P, O, W.w, W.s, sig[b1], gTs[b1], fold, S.ls_eta, S.ls_max_steps)
+                g2 = gn[b1]
+                if alpha != 0.0:
+                    wsq = erm.step_move(P, O, W.w, W.s, sig[b1], alpha)
+                    if erm.dense_support(P, O):
+                        erm.gradient_coefficients(O, B.GC[ts], OS.xs[b1], B.mask)
+                        pend[b1, 0] = fold
+                        pend[b1, 1] = fnew
+                        pend[b1, 2] = alpha
+                        pend[b1, 3] = act_frac
+                        B.members[nm] = b1
+                        nm += 1
+                        t_iter[b1] += (nt.now() - t0) if timing else 0.0
+                        continue
+                    g2 = erm.step_grad(P, O, W.w, W.g, wsq)
+                status, fv[b1], gn[b1] = nt.conclude(S, it[b1], fold, fnew, g2, tol[b1], alpha, act_frac, cgi[b1],
+                                                     rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
+            else:
+                status, fv[b1], gn[b1] = nt.advance(P, S, O, W, it[b1], fv[b1], gn[b1], tol[b1], cgi[b1], gTs[b1],
+                                                    sig[b1], rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
+            t_iter[b1] += (nt.now() - t0) if timing else 0.0
+            if it[b1] < rec_time.shape[1]:
+                rec_time[k, it[b1]] = t_iter[b1]
+            t_label[b1] += t_iter[b1]
+            if status == nt.RUNNING:
+                # (an active set that is not dense enough for the gradients' group is not
+                # for the directions' either: every direction here is the lane's own)
+                t_iter[b1] = 0.0
+                t0 = nt.now() if timing else 0.0
+                it[b1] += 1
+                cgi[b1], gTs[b1], sig[b1] = nt.direction(P, S, O, W)
+                cgt[b1] += cgi[b1]
+                exact[b1] = erm.project(O, W.w, W.s, sig[b1], V[:, b1])
+                t_iter[b1] += (nt.now() - t0) if timing else 0.0
+            else:
                 nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices, labels[k],
-                                                     w0, k, status, it[b], cgt[b], fv[b], gn[b],
-                                                     t_label[b], stats, intercept, starts, counts, nnz,
+                                                     w0, k, status, it[b1], cgt[b1], fv[b1], gn[b1],
+                                                     t_label[b1], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
-                phase[b] = IDLE
-        if B is not None and nm > 0:
-            _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig,
-                       cgt, exact, V, t_iter, timing)
-            nm = np.int64(0)
+                phase[b1] = IDLE
     if started < 0:
         started = nl
     # gather the rows into label order
@@ -559,11 +626,11 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
 
 
 @nb.njit(cache=True, nogil=True)
-def _run_group(P, S, WS, OS, B, nm, cgi, gTs, sig, cgt, exact, V, t_iter, timing):
+def _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, timing):
     """The group's directions (:func:`group_directions`), then each member's projected
     direction for the sweep; the group's time is shared out among its members."""
     t0 = nt.now() if timing else 0.0
-    group_directions(P, S, WS, OS, B, nm, cgi, gTs, sig)
+    group_directions(P, S, WS, OS, B, nm, nU, cgi, gTs, sig)
     for t in range(nm):
         b = B.members[t]
         W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, t)
