@@ -574,7 +574,10 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 g2 = gn[b1]
                 if alpha != 0.0:
                     wsq = erm.step_move(P, O, W.w, W.s, sig[b1], alpha)
-                    if erm.dense_support(P, O):
+                    if erm.dense_support(P, O) and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                        # (a lane less dense than the direction groups' share would make the
+                        # group's pass run over rows that are mostly the others', see
+                        # DENSE_SHARE)
                         erm.gradient_coefficients(O, B.GC[ts], OS.xs[b1], B.mask)
                         pend[b1, 0] = fold
                         pend[b1, 1] = fnew
