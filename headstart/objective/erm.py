@@ -623,23 +623,12 @@ def gradient_coefficients(O, gc, hc, mask):
     """After :func:`step_move`: the active rows' gradient and Hessian coefficients as
     length-n vectors (0 off the active set) -- ``hc`` is the problem's xs, free until
     its next pass over X, and what hess_rows_group reads -- and its active rows marked in
-    ``mask``."""
+    ``mask`` (:func:`group_coefficients`, plus the gradient's)."""
+    group_coefficients(O, hc, mask)
     gc[:] = 0.0
-    hc[:] = 0.0
     act = O.act
     for k in range(O.ist[NACT]):
-        i = act[k]
-        gc[i] = O.gcoef[k]
-        hc[i] = O.hcoef[k]
-        mask[i] = 1
-
-
-@nb.njit(cache=True, nogil=True)
-def active_set(P, O):
-    """The active set with its coefficients at the current scores, again: a problem whose
-    gradient was summed in a group (:func:`grad_rows_group`) finds the thread's shared
-    active-set arrays used by other lanes since; the same values :func:`step_move` left."""
-    _active_set(P, O, O.wx, 0.0, 0.0, False)
+        gc[act[k]] = O.gcoef[k]
 
 
 @nb.njit(cache=True, nogil=True)

@@ -525,21 +525,15 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                         rec_time[k, it[b2]] = t_iter[b2]
                     t_label[b2] += t_iter[b2]
                     if status == nt.RUNNING:
+                        # it waited only with an active set dense enough for the
+                        # direction groups too, so it joins this one
                         t_iter[b2] = 0.0
                         it[b2] += 1
-                        if O.ist[erm.NACT] * DENSE_SHARE >= n:
-                            if nm != t:   # slot t -> nm: the group's slots stay packed
-                                _copy(B.GG[nm], B.GG[t], nv)
-                                _copy(B.GM[nm], B.GM[t], nv)
-                            B.members[nm] = b2
-                            nm += 1
-                        else:
-                            t0 = nt.now() if timing else 0.0
-                            erm.active_set(P, O)   # the shared arrays hold another lane's
-                            cgi[b2], gTs[b2], sig[b2] = nt.direction(P, S, O, W)
-                            cgt[b2] += cgi[b2]
-                            exact[b2] = erm.project(O, W.w, W.s, sig[b2], V[:, b2])
-                            t_iter[b2] += (nt.now() - t0) if timing else 0.0
+                        if nm != t:   # slot t -> nm: the group's slots stay packed
+                            _copy(B.GG[nm], B.GG[t], nv)
+                            _copy(B.GM[nm], B.GM[t], nv)
+                        B.members[nm] = b2
+                        nm += 1
                     else:
                         nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices,
                                                              labels[k], w0, k, status, it[b2], cgt[b2], fv[b2],
