@@ -192,3 +192,29 @@ def test_shortlist_scale_pipeline_sample_and_report(bibtex_dir, tmp_path):
     assert all(s["seconds"] > 0 and s["peak_rss_mb"] > 0 for s in out["steps"].values())
     assert out["steps"]["train"]["labels"] == 159 and len(out["steps"]["predict"]["P@1,3,5"]) == 3
     assert out["sample"]["labels"] == 12 and out["sample"]["runs"][0]["ratio"] > 0
+
+
+def test_capped_shortlist_keeps_each_labels_best_ranked_negatives(bench_modules):
+    """benchmarks/shortlist_cap.py's cap, against a hand-made example: positives leave
+    the shortlist, each label keeps its budget of negatives, best rank (or score) first."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import shortlist_cap
+    finally:
+        sys.path.remove(str(BENCH))
+    # 4 instances x 3 candidates over 3 labels (-1: an empty slot)
+    labels = np.array([[0, 1, 2], [1, 0, -1], [2, 1, 0], [0, 2, 1]])
+    scores = np.array([[0.9, 0.5, 0.1], [0.8, 0.7, -np.inf], [0.6, 0.4, 0.3], [0.2, 0.95, 0.05]])
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 0]]))
+    by_rank = shortlist_cap.capped_shortlist(labels, scores, Y, np.array([1, 2, 5]), "rank").toarray()
+    # label 0: negatives 1 (rank 1), 2 (rank 2), 3 (rank 0); budget 1 -> instance 3
+    # label 1: 0 (rank 1), 1 (rank 0), 2 (rank 1), 3 (rank 2); budget 2 -> 1, then 0 (ties by instance)
+    # label 2: 0 (rank 2), 3 (rank 1); instance 2 is a positive; budget 5 -> both
+    assert by_rank.T.tolist() == [[0, 0, 0, 1], [1, 1, 0, 0], [1, 0, 0, 1]]
+    by_score = shortlist_cap.capped_shortlist(labels, scores, Y, np.array([1, 2, 5]), "score").toarray()
+    # label 0 by score: 1 (0.7), 2 (0.3), 3 (0.2) -> instance 1
+    # label 1: 1 (0.8), 0 (0.5), 2 (0.4), 3 (0.05) -> 1 and 0
+    assert by_score.T.tolist() == [[0, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 1]]
