@@ -77,12 +77,23 @@ def timed_cpu(fn, *a, **kw):
     return out, wall, time.process_time() - c0
 
 
-def run_debian(args) -> dict:
-    d = resolve_dataset(args.dataset)
+def read_train_test(dataset: str):
+    """(X, Y, Xt, Yt): the training and test files of a data set (name or folder)."""
+    d = resolve_dataset(dataset)
     X, Y = read_xmc(d / "train.txt.gz")
     Xt, Yt = read_xmc(d / "test.txt.gz")
-    p = TrainParams(threads=args.threads)
-    data = prepare_data(X, Y, p)
+    return X, Y, Xt, Yt
+
+
+def prepared(dataset: str, threads: int):
+    """(X, Y, Xt, Yt, params, prepared training data) with default parameters."""
+    X, Y, Xt, Yt = read_train_test(dataset)
+    p = TrainParams(threads=threads)
+    return X, Y, Xt, Yt, p, prepare_data(X, Y, p)
+
+
+def run_debian(args) -> dict:
+    X, Y, Xt, Yt, p, data = prepared(args.dataset, args.threads)
     L = data.label_space
     out = {"dataset": args.dataset, "threads": args.threads, "K": args.K, "neighbours": args.neighbours,
            "method": args.method, "backend": args.backend, "fill": not args.no_fill, "machine": machine_info(),
@@ -163,9 +174,7 @@ def run_debian(args) -> dict:
 
 
 def run_dense(args) -> dict:
-    d = resolve_dataset(args.dataset)
-    X, Y = read_xmc(d / "train.txt.gz")
-    Xt, Yt = read_xmc(d / "test.txt.gz")
+    X, Y, Xt, Yt = read_train_test(args.dataset)
     n, L = Y.shape
     p = TrainParams(threads=args.threads)
     every = np.ones((n, L), dtype=np.float32)
