@@ -26,12 +26,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import resolve_dataset  # noqa: E402
+from shortlist import prepared  # noqa: E402
 
-from headstart.estimator import prepare_data  # noqa: E402
-from headstart.io import read_xmc  # noqa: E402
 from headstart.metrics import precision_at_k  # noqa: E402
-from headstart.params import TrainParams  # noqa: E402
 from headstart.shortlist import (FirstStage, FirstStageParams, candidates_to_shortlist,  # noqa: E402
                                  predict_candidates, train_shortlisted)
 
@@ -66,12 +63,8 @@ def main() -> None:
     ap.add_argument("caps", nargs="*", help="BY,C,M: BY rank|score, at most max(C x positives, M) negatives")
     ap.add_argument("--K", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
-    d = resolve_dataset(args.dataset)
-    X, Y = read_xmc(d / "train.txt.gz")
-    Xt, Yt = read_xmc(d / "test.txt.gz")
-    p = TrainParams(threads=args.threads)
-    data = prepare_data(X, Y, p)
+    args = ap.parse_intermixed_args()   # caps may come after the options
+    X, Y, Xt, Yt, p, data = prepared(args.dataset, args.threads)
     L = data.label_space
     fs = FirstStage.fit(X, Y, FirstStageParams(K=args.K), threads=args.threads)
     labels, scores = fs.candidates(X, training=True)
