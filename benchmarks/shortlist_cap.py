@@ -57,10 +57,22 @@ def capped_shortlist(labels: np.ndarray, scores: np.ndarray, Y: sp.spmatrix, bud
     return M
 
 
+def parse_cap(spec: str) -> tuple[str, float, float]:
+    """'BY,C,M' -> (BY, C, M), or an argparse error naming the spec."""
+    parts = spec.split(",")
+    try:
+        by, c, m = parts[0], float(parts[1]), float(parts[2])
+        if len(parts) != 3 or by not in ("rank", "score") or c < 0 or m < 0:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"{spec!r} is not BY,C,M (BY rank or score, C and M numbers >= 0)") from None
+    return by, c, m
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset")
-    ap.add_argument("caps", nargs="*", help="BY,C,M: BY rank|score, at most max(C x positives, M) negatives")
+    ap.add_argument("caps", nargs="*", type=parse_cap, help="BY,C,M: BY rank|score, at most max(C x positives, M) negatives")
     ap.add_argument("--K", type=int, default=100)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_intermixed_args()   # caps may come after the options
@@ -83,12 +95,9 @@ def main() -> None:
               f"train {t:.2f} s, P@1/3/5 {pk}", flush=True)
 
     run(candidates_to_shortlist(labels, L), "no cap")
-    for spec in args.caps:
-        by, c, m = spec.split(",")
-        if by not in ("rank", "score"):
-            raise SystemExit(f"cap {spec!r}: BY must be rank or score")
-        budget = np.maximum(float(c) * positives, float(m)).astype(np.int64)
-        run(capped_shortlist(labels, scores, Y, budget, by), f"cap {spec}")
+    for by, c, m in args.caps:
+        budget = np.maximum(c * positives, m).astype(np.int64)
+        run(capped_shortlist(labels, scores, Y, budget, by), f"cap {by}, {c:g} x positives, at least {m:g}")
 
 
 if __name__ == "__main__":
