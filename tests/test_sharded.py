@@ -211,6 +211,48 @@ def test_sigkill_then_resume_gives_the_uninterrupted_model(bibtex_dir, reference
     assert leftovers == []
 
 
+def test_ctrl_c_stops_within_a_pass_and_keeps_the_finished_shards(tmp_path):
+    """SIGINT to a sharded run (2 threads, from zero: seconds per 100-label chunk) ends it
+    at once -- before, the threads went on through every chunk left -- with exit 130,
+    the finished shards kept and the way to resume named."""
+    from _reference import data_path
+
+    train = data_path("debian-deps")
+    if train is None:
+        pytest.skip("debian-deps is not present (../shared/data)")
+    out = tmp_path / "model"
+    cmd = _cli("train", str(train), "-o", str(out), "--init", "zero", "--num-labels", "3000",
+               "--shard-size", "100", "--threads", "2", "-q")
+    # a shell's background job has SIGINT ignored, and a child would inherit that
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 300
+    listed: list[dict] = []
+    try:
+        while time.monotonic() < deadline and proc.poll() is None and not listed:
+            try:
+                listed = json.loads((out / MANIFEST).read_text())["shards"]
+            except (OSError, ValueError):
+                listed = []
+            time.sleep(0.01)
+        assert listed and proc.poll() is None, "the run ended, or wrote no shard, before it could be interrupted"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err
+    # the 29 chunks left take ~30 s or more on 2 cores; stopping within a pass takes well under a second
+    assert waited < 10, f"{waited:.1f} s from SIGINT to exit"
+    shards = read_manifest(out)["shards"]
+    assert 1 <= sum(s["num_labels"] for s in shards) < 3000
+    assert [p.name for p in out.rglob("*") if p.name.startswith(".")] == []
+
+
 # --------------------------------------------------------------------------- merge
 def _main(argv: list[str]) -> int:
     from headstart.cli.main import main

@@ -67,6 +67,7 @@ from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
 from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
+from .._threads import wait_all
 from ..validation import check_k
 from .preprocess import apply_preprocessing
 
@@ -415,8 +416,7 @@ def _run_blocks(fn: Any, n_rows: int, threads: int, pool: ThreadPoolExecutor | N
         for a, z in zip(bounds[:-1], bounds[1:]):
             fn(int(a), int(z))
         return
-    for f in [pool.submit(fn, int(a), int(z)) for a, z in zip(bounds[:-1], bounds[1:])]:
-        f.result()
+    wait_all(pool.submit(fn, int(a), int(z)) for a, z in zip(bounds[:-1], bounds[1:]))
 
 
 def _for_chunks(pred: _Predictor, X: Any, chunk_rows: int, threads: int, preprocess: bool, body: Any) -> None:

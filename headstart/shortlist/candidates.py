@@ -74,6 +74,7 @@ import numpy as np
 from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
+from .._threads import wait_all
 from ..errors import ModelFormatError, ParameterError
 
 METHODS = ("neighbours", "centroids")
@@ -245,8 +246,7 @@ def _blocks(n: int, threads: int, fn: Callable[[int, int], None], block: int = 1
             fn(a, b)
         return
     with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="headstart-cand") as pool:
-        for f in [pool.submit(fn, a, b) for a, b in spans]:
-            f.result()
+        wait_all(pool.submit(fn, a, b) for a, b in spans)
 
 
 def normalize_rows(X: sp.csr_matrix) -> sp.csr_matrix:

@@ -138,7 +138,7 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
 @nb.njit(cache=True, nogil=True)
 def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
                 bias, loss, reg, regularize_bias, S, T, epsilon, d1_zero, cost_scale, cost_pos, cost_neg, deadline,
-                post, solve):
+                abort, post, solve):
     """Train ``labels`` on their sub-problems.
 
     Returns (indptr, indices, data, intercept, stats, done) of the weights kept by the
@@ -147,7 +147,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
     :func:`stat_fields` (objective values of f / reg_scale, as the core's kernels).
     ``T``: the starts (:class:`.starts.Starts`); ``cost_pos`` / ``cost_neg``: per-label
     costs before C (empty: all 1).  With ``deadline`` > 0 (a perf_counter time) no label
-    starts after it: only labels[:done] are trained.  With ``solve`` False the start
+    starts after it: only labels[:done] are trained; the same once another thread sets
+    ``abort[0]`` (Ctrl-C: see core.run_in_threads).  With ``solve`` False the start
     vectors are returned instead (original space, not pruned).
     """
     nl = labels.size
@@ -171,7 +172,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
     done = nl
     for k in range(nl):
         t0 = core.now()
-        if deadline > 0.0 and t0 > deadline:
+        if abort[0] != 0 or (deadline > 0.0 and t0 > deadline):
             done = k
             break
         lab = labels[k]
@@ -313,6 +314,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     """
     t_start = time.perf_counter()
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
+    abort = np.zeros(1, dtype=np.uint8)   # set on Ctrl-C or a failed worker (stop below)
     dense = fscale is not None and bool(np.any(np.asarray(fscale) != 1.0))
     loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=dense)
     if inputs is None:
@@ -329,7 +331,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
     scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, inputs.starts,
                np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), inputs.cost_pos,
-               inputs.cost_neg, np.float64(deadline), post, bool(solve))
+               inputs.cost_neg, np.float64(deadline), abort, post, bool(solve))
     fields = stat_fields()
     threads = params.effective_threads()
     if chunk_size is None:
@@ -375,7 +377,11 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
             failed.set()
             raise
 
-    core.run_in_threads(worker, threads, "headstart-sl")
+    def stop() -> None:
+        failed.set()
+        abort[0] = 1
+
+    core.run_in_threads(worker, threads, "headstart-sl", stop=stop)
     core.release_free_memory()
     if not collect:
         return None

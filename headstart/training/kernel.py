@@ -335,14 +335,18 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
 
 @nb.njit(cache=True, nogil=True)
 def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
-                cost_pos, cost_neg, deadline, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+                cost_pos, cost_neg, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     """Train ``labels`` with the lane workspace (WS, OS) (arrays with a leading lane axis).
 
     Returns (indptr, indices, data, intercept, stats, started) of the weights kept by the
     post-processing ``post``, rows in the order of ``labels``; per-iteration records go
     into rec_*[k, :] for the k-th label.  With ``deadline`` > 0 (a perf_counter time) no
     label starts after it: only labels[:started] are trained (labels are handed out in
-    order).  Iteration durations include the label's share of the batched pass over X.
+    order).  ``abort`` (one byte, shared with the thread that called): once another
+    thread sets it, the call returns before its next pass over X with nothing trained
+    (started = 0), so that Ctrl-C stops a run within a pass, not a chunk (minutes from a
+    zero start at scale).  Iteration durations include the label's share of the batched
+    pass over X.
     """
     L = WS.w.shape[0]
     nv = WS.w.shape[1]
@@ -478,6 +482,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
             if phase[b] != IDLE:
                 busy += 1
         if busy == 0:
+            break
+        if abort[0] != 0:
+            started = 0   # the lanes' labels are unfinished: none of this chunk is kept
             break
         # --- the shared pass over X: scores of start vectors and search directions --
         t0 = nt.now() if timing else 0.0
