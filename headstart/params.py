@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ._threads import usable_cores
 from .errors import ParameterError
 
 
@@ -122,7 +123,7 @@ class TrainParams:
         "help": "preconditioner (1-alpha) + alpha*diag(H), 0 < alpha < 1"})
     ls_eta: float = field(default=0.01, metadata={"help": "Armijo constant of the backtracking line search"})
     ls_max_steps: int = field(default=20, metadata={"help": "maximum halvings in the line search"})
-    threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores)"})
+    threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use)"})
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
         "help": "turn counts into tf-idf (log-scaled tf, idf from the training data, stored in the model)"})
@@ -174,7 +175,7 @@ class TrainParams:
         return dataclasses.replace(self, **changes)
 
     def effective_threads(self) -> int:
-        return self.threads if self.threads > 0 else (os.cpu_count() or 1)
+        return self.threads if self.threads > 0 else usable_cores()
 
 
 def _need(cond: bool, name: str, rule: str, value: Any) -> None:

@@ -79,6 +79,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._threads import usable_cores
 from .errors import ResourceError
 
 __all__ = ["MemoryEstimate", "estimate_training_memory", "training_memory_for", "available_memory",
@@ -193,7 +194,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     on a machine where the process can use ``memory`` bytes (default: this one)."""
     from .training.trainer import choose_lanes, default_chunk_size, lane_budget
 
-    threads = max(1, int(threads) if threads else (os.cpu_count() or 1))
+    threads = max(1, int(threads) if threads else usable_cores())
     if chunk_size is None:
         chunk_size = default_chunk_size(n_labels, threads)
     chunk_size = max(1, int(chunk_size))

@@ -468,3 +468,34 @@ def test_predict_max_memory_too_small_is_refused(small_model, capsys, tmp_path):
     with pytest.raises(ResourceError):
         resources.prediction_chunk_rows(1 << 20, 10, 10 ** 6, 10 ** 6, 5, 1)
     assert resources.prediction_chunk_rows(1 << 30, 10, 100, 1000, 5, 1, row_bytes=100, limit=7) == 7
+
+
+# --------------------------------------------------------------------------- cores
+def test_threads_zero_means_the_cores_this_process_may_use(monkeypatch, tmp_path):
+    """``threads=0`` follows the affinity mask (taskset, SLURM) and a cgroup CPU quota
+    (containers), not the machine's core count."""
+    from headstart import _threads
+    from headstart.params import TrainParams
+
+    quota = _threads.cgroup_cpu_quota
+    monkeypatch.setattr(_threads.os, "sched_getaffinity", lambda pid: {0, 5, 7}, raising=False)
+    monkeypatch.setattr(_threads, "cgroup_cpu_quota", lambda: None)
+    assert TrainParams(threads=0).effective_threads() == 3
+    assert TrainParams(threads=8).effective_threads() == 8       # asked for: as asked
+    monkeypatch.setattr(_threads, "cgroup_cpu_quota", lambda: 2)
+    assert TrainParams().effective_threads() == 2
+
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    assert quota(v2) == 2                     # 1.5 CPUs: 2 threads
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert quota(v2) is None
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("400000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert quota(v1) == 4
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert quota(v1) is None
+    assert quota(tmp_path / "none") is None

@@ -67,6 +67,8 @@ import subprocess
 import sys
 import time
 
+from .._threads import usable_cores
+
 log = logging.getLogger("headstart.compile")
 
 ENV_SWITCH = "HEADSTART_PRECOMPILE"
@@ -109,7 +111,7 @@ def wanted() -> bool:
     """Whether a helper can help this run (see the module doc)."""
     if os.environ.get(ENV_SWITCH, "1").strip() == "0":
         return False
-    return (os.cpu_count() or 1) >= 2 and cache_is_cold()
+    return usable_cores() >= 2 and cache_is_cold()
 
 
 class Helper:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import Iterator
 
 import numpy as np
 
+from .._threads import usable_cores
 from ..errors import DataFormatError, ModelFormatError
 from . import common
 
@@ -143,7 +143,7 @@ class ModelScorer:
         if m["preprocessing"]["hash"]:  # the hashed copy of a block: up to R values per raw value
             row_bytes *= 1 + m["preprocessing"]["hash"]["functions"]
         rows = resources.prediction_chunk_rows(
-            self.max_memory, self.n_features, self.label_space, nnz, k, self.threads or (os.cpu_count() or 1),
+            self.max_memory, self.n_features, self.label_space, nnz, k, self.threads or usable_cores(),
             row_bytes=row_bytes, streamed=self.model is None, shard_labels=big["num_labels"],
             shard_nnz=big["nnz"], limit=args.chunk_rows)
         log.info("--max-memory %s: %d instances per block", resources.format_bytes(self.max_memory), rows)

@@ -67,7 +67,7 @@ from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
 from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
-from .._threads import wait_all
+from .._threads import usable_cores, wait_all
 from ..validation import check_k
 from .preprocess import apply_preprocessing
 
@@ -383,7 +383,7 @@ def _chunk_csr(X: Any, r0: int, r1: int, pre: Preprocessing | None) -> sp.csr_ma
 
 def _threads(threads: int | None) -> int:
     if threads is None or threads == 0:
-        return os.cpu_count() or 1
+        return usable_cores()
     if not isinstance(threads, (int, np.integer)) or threads < 0:
         raise ParameterError(f"parameter threads must be an integer >= 0 (0 = all cores), got {threads!r}")
     return int(threads)

@@ -74,7 +74,7 @@ import numpy as np
 from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
-from .._threads import wait_all
+from .._threads import usable_cores, wait_all
 from ..errors import ModelFormatError, ParameterError
 
 METHODS = ("neighbours", "centroids")
@@ -235,7 +235,7 @@ def count_hits(r0, r1, cand, y_indptr, y_indices, n_labels):
 
 # --------------------------------------------------------------------------- helpers
 def _threads(threads: int | None) -> int:
-    return int(threads) if threads and threads > 0 else (os.cpu_count() or 1)
+    return int(threads) if threads and threads > 0 else usable_cores()
 
 
 def _blocks(n: int, threads: int, fn: Callable[[int, int], None], block: int = 1024) -> None:
