@@ -30,7 +30,7 @@ demo: $(STAMP)
 	$(PY) -m headstart predict $(DEMO)/model $(DATA)/test.txt.gz -o $(DEMO)/predictions.txt -k 5
 	$(PY) -m headstart evaluate --predictions $(DEMO)/predictions.txt $(DATA)/test.txt.gz --train $(DATA)/train.txt.gz
 
-# The suite in up to 4 worker processes (pytest-xdist; as many as there are cores, at
+# The suite in up to 4 worker processes (pytest-xdist; one per usable core, at
 # most 4: each holds its own numba kernels, ~0.5-1 GB), whole files to one worker so
 # that a module's fixtures are built once: 6.4 min against ~16 min serially on 2 cores.
 test: $(STAMP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -27,37 +27,90 @@ def usable_cores() -> int:
     return max(1, n)
 
 
-def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> int | None:
-    """CPUs allowed by this process's cgroup CPU quota, rounded up; None without one.
-    cgroup v2 ``cpu.max`` ("QUOTA PERIOD" or "max PERIOD"), else v1's
-    ``cpu/cpu.cfs_quota_us`` (-1: none) over ``cpu/cpu.cfs_period_us``."""
+def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> int | None:
+    """CPUs allowed by this process's cgroup CPU quotas, rounded up; None without one.
+
+    The process's cgroup comes from ``own`` (/proc/self/cgroup): "0::/PATH" (v2), or
+    the line whose controllers include ``cpu`` (v1).  Every cgroup from it up to the
+    root may cap the CPU (systemd slices, ``systemd-run -p CPUQuota=``, a container
+    sharing the host's cgroup namespace), so the smallest quota on that way counts:
+    v2's ``cpu.max`` ("QUOTA PERIOD", or "max PERIOD" for none), v1's
+    ``cpu.cfs_quota_us`` (-1: none) over ``cpu.cfs_period_us`` under ``cpu`` or
+    ``cpu,cpuacct``.  A path that is not there (a cgroup namespace of its own shows
+    "/") is read at the root."""
+    v2, v1 = None, None
     try:
-        parts = (root / "cpu.max").read_text().split()
-        if len(parts) == 2 and parts[0] != "max":
-            return max(1, math.ceil(int(parts[0]) / int(parts[1])))
-        return None
-    except (OSError, ValueError, ZeroDivisionError):
-        pass
-    try:
-        quota = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
-        period = int((root / "cpu" / "cpu.cfs_period_us").read_text())
-        return max(1, math.ceil(quota / period)) if quota > 0 and period > 0 else None
+        for line in own.read_text().splitlines():
+            hid, ctrl, path = line.split(":", 2)
+            if hid == "0" and ctrl == "":
+                v2 = path
+            elif "cpu" in ctrl.split(","):
+                v1 = path
     except (OSError, ValueError):
+        pass
+
+    def ancestors(base: Path, path: str | None) -> list[Path]:
+        parts = [q for q in (path or "/").split("/") if q]
+        dirs = [base.joinpath(*parts[:i]) for i in range(len(parts), -1, -1)]
+        return [d for d in dirs if d.is_dir()] or [base]
+
+    def smallest(quotas) -> int | None:
+        q = [x for x in quotas if x is not None]
+        return min(q) if q else None
+
+    def v2_quota(d: Path) -> int | None:
+        try:
+            parts = (d / "cpu.max").read_text().split()
+            if len(parts) == 2 and parts[0] != "max":
+                return max(1, math.ceil(int(parts[0]) / int(parts[1])))
+        except (OSError, ValueError, ZeroDivisionError):
+            pass
         return None
+
+    def v1_quota(d: Path) -> int | None:
+        try:
+            quota = int((d / "cpu.cfs_quota_us").read_text())
+            period = int((d / "cpu.cfs_period_us").read_text())
+            return max(1, math.ceil(quota / period)) if quota > 0 and period > 0 else None
+        except (OSError, ValueError):
+            return None
+
+    if (root / "cgroup.controllers").is_file() or (root / "cpu.max").is_file():   # v2 (unified)
+        return smallest(v2_quota(d) for d in ancestors(root, v2))
+    for name in ("cpu", "cpu,cpuacct"):
+        if (root / name).is_dir():
+            return smallest(v1_quota(d) for d in ancestors(root / name, v1))
+    return None
 
 
 def wait_all(futures: Iterable[Future], stop: Callable[[], None] | None = None) -> None:
     """Wait for every future, in order; on the first exception (a failed task, or Ctrl-C,
     which only the main thread sees while it waits here) cancel the tasks not yet
     started and call ``stop()`` (to tell running ones to give up) before raising it.
-    Without this a pool's shutdown runs every queued task first."""
-    futures = list(futures)
+    Without this a pool's shutdown runs every queued task first.  ``futures`` may be a
+    generator still submitting: what it submitted before an interrupt is cancelled too."""
+    done: list[Future] = []
     try:
         for f in futures:
+            done.append(f)
+        for f in done:
             f.result()
     except BaseException:
-        for f in futures:
+        for f in done:
             f.cancel()
         if stop is not None:
             stop()
         raise
+
+
+def join_pool(pool: ThreadPoolExecutor) -> None:
+    """``pool.shutdown(wait=True)`` that a second Ctrl-C does not cut short: its threads
+    may still be inside compiled kernels using arrays the caller frees or restores once
+    this returns (the trainer puts X's feature order back), so the join must finish.
+    It is short, since the caller has told the workers to stop."""
+    while True:
+        try:
+            pool.shutdown(wait=True)
+            return
+        except KeyboardInterrupt:
+            continue

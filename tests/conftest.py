@@ -16,3 +16,12 @@ def bibtex_dir() -> Path:
     if not (BIBTEX / "train.txt.gz").is_file():
         pytest.skip("data/bibtex is not present")
     return BIBTEX
+
+
+def pytest_xdist_auto_num_workers(config):
+    """``make test`` runs ``-n auto``: one worker per core this process may use (a
+    container's CPU quota, a batch job's cores; headstart._threads.usable_cores), at most
+    4 -- each worker holds its own compiled kernels and data (~0.5-1 GB)."""
+    from headstart._threads import usable_cores
+
+    return min(4, usable_cores())

@@ -485,17 +485,31 @@ def test_threads_zero_means_the_cores_this_process_may_use(monkeypatch, tmp_path
     monkeypatch.setattr(_threads, "cgroup_cpu_quota", lambda: 2)
     assert TrainParams().effective_threads() == 2
 
-    v2 = tmp_path / "v2"
-    v2.mkdir()
-    (v2 / "cpu.max").write_text("150000 100000\n")
-    assert quota(v2) == 2                     # 1.5 CPUs: 2 threads
-    (v2 / "cpu.max").write_text("max 100000\n")
-    assert quota(v2) is None
-    v1 = tmp_path / "v1"
-    (v1 / "cpu").mkdir(parents=True)
-    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("400000\n")
-    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert quota(v1) == 4
-    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
-    assert quota(v1) is None
-    assert quota(tmp_path / "none") is None
+    def cgroups(name: str, own: str, files: dict[str, str]):
+        base = tmp_path / name
+        for rel, text in files.items():
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / rel).write_text(text)
+        (tmp_path / f"{name}.own").write_text(own)
+        return quota(base / "fs", tmp_path / f"{name}.own")
+
+    # v2, a process in its own namespace ("/"): the root's cpu.max; 1.5 CPUs -> 2 threads
+    assert cgroups("a", "0::/\n", {"fs/cgroup.controllers": "cpu", "fs/cpu.max": "150000 100000\n"}) == 2
+    assert cgroups("b", "0::/\n", {"fs/cgroup.controllers": "cpu", "fs/cpu.max": "max 100000\n"}) is None
+    # v2, a nested cgroup (a systemd slice with a quota above a service without one)
+    assert cgroups("c", "0::/box.slice/job.service\n", {
+        "fs/cgroup.controllers": "cpu", "fs/box.slice/cpu.max": "300000 100000\n",
+        "fs/box.slice/job.service/cpu.max": "max 100000\n"}) == 3
+    # ... and the smallest on the way up wins
+    assert cgroups("d", "0::/s/t\n", {
+        "fs/cgroup.controllers": "cpu", "fs/s/cpu.max": "300000 100000\n",
+        "fs/s/t/cpu.max": "100000 100000\n"}) == 1
+    # v1, under cpu,cpuacct, nested; -1 is no quota
+    assert cgroups("e", "12:cpu,cpuacct:/docker/abc\n3:memory:/docker/abc\n", {
+        "fs/cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "fs/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        "fs/cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "400000\n",
+        "fs/cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n"}) == 4
+    assert cgroups("f", "12:cpu:/\n", {"fs/cpu/cpu.cfs_quota_us": "-1\n",
+                                       "fs/cpu/cpu.cfs_period_us": "100000\n"}) is None
+    # no cgroup file system at all (not Linux)
+    assert quota(tmp_path / "none", tmp_path / "none.own") is None

@@ -38,6 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
+from .._threads import usable_cores
 from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
 from ..params import TrainParams
 from ..training.kernel import LANES
@@ -171,7 +172,7 @@ def _worker_threads() -> int:
     try:
         from dask.system import CPU_COUNT as cores
     except ImportError:  # pragma: no cover
-        cores = os.cpu_count() or 1
+        cores = usable_cores()
     try:
         from distributed import get_worker
 
@@ -265,7 +266,7 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     if task_threads is None and params.threads > 0:
         task_threads = params.threads
     if task_threads is None and client is None and not scheduler and n_workers:
-        task_threads = max(1, (os.cpu_count() or 1) // int(n_workers))
+        task_threads = max(1, usable_cores() // int(n_workers))
     with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         workers, slots = _cluster_size(c)
         size = shard_size if shard_size is not None else default_task_size(count, slots)
@@ -379,7 +380,7 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
                                f"starting with [{a}, {b}) (pass allow_gaps=True to predict with it anyway)")
     token = hashlib.sha256((Path(model_dir) / MANIFEST).read_bytes()).hexdigest()[:16]
     if threads is None and client is None and not scheduler and n_workers:
-        threads = max(1, (os.cpu_count() or 1) // int(n_workers))
+        threads = max(1, usable_cores() // int(n_workers))
     with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         window = window or 2 * _cluster_size(c)[1]
         model_f = None

@@ -365,6 +365,10 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         if progress is not None:
             progress(chunk.size)
 
+    def stop() -> None:
+        failed.set()
+        abort[0] = 1
+
     def worker() -> None:
         try:
             while not failed.is_set():
@@ -374,12 +378,8 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
                     return
                 run(chunks[i])
         except BaseException:
-            failed.set()
+            stop()   # the other threads give up after their current label
             raise
-
-    def stop() -> None:
-        failed.set()
-        abort[0] = 1
 
     core.run_in_threads(worker, threads, "headstart-sl", stop=stop)
     core.release_free_memory()

@@ -343,10 +343,10 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     into rec_*[k, :] for the k-th label.  With ``deadline`` > 0 (a perf_counter time) no
     label starts after it: only labels[:started] are trained (labels are handed out in
     order).  ``abort`` (one byte, shared with the thread that called): once another
-    thread sets it, the call returns before its next pass over X with nothing trained
-    (started = 0), so that Ctrl-C stops a run within a pass, not a chunk (minutes from a
-    zero start at scale).  Iteration durations include the label's share of the batched
-    pass over X.
+    thread sets it, no label starts and the call returns before its next pass over X
+    with nothing trained (started = 0), so that Ctrl-C stops a run within about one
+    Newton iteration of the lanes, not a chunk (minutes from a zero start at scale).
+    Iteration durations include the label's share of the batched pass over X.
     """
     L = WS.w.shape[0]
     nv = WS.w.shape[1]
@@ -406,6 +406,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
             while phase[b] != NEED_STEP:
                 t0 = nt.now() if timing else 0.0
                 if phase[b] == IDLE:
+                    if abort[0] != 0:
+                        next_k = nl       # stopping: no new label (and none of the chunk is kept)
                     if next_k < nl and deadline > 0.0 and nt.now() > deadline:
                         started = next_k
                         next_k = nl       # out of time: hand out nothing more
@@ -614,6 +616,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                      t_label[b1], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
                 phase[b1] = IDLE
+    if abort[0] != 0:
+        started = 0   # set while the chunk ran: its labels may not all have been handed out
     if started < 0:
         started = nl
     # gather the rows into label order

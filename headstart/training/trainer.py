@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import wait_all
+from .._threads import join_pool, wait_all
 from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, regularizers, weighting
@@ -303,7 +303,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                     rec = make_records(chunk_size, cap)
                 run_chunk(chunks[i], WS, rec)
         except BaseException:
-            failed.set()
+            stop()   # the other threads give up within a pass, not after their chunk
             raise
 
     run_in_threads(worker, threads, stop=stop)
@@ -340,8 +340,11 @@ def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headst
     abort flag between passes over X) and this waits for them, instead of for every
     chunk left: a Ctrl-C used to wait for the whole remaining run (64 s of a 2-thread
     debian-deps run; minutes per chunk from a zero start at the Amazon-670K shape)."""
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name) as pool:
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+    try:
         wait_all([pool.submit(worker) for _ in range(threads)], stop)
+    finally:
+        join_pool(pool)
 
 
 def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
