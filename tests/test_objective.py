@@ -531,7 +531,7 @@ def test_group_hessian_products_are_each_problems_own(loss, kind, rb, bias):
     members = np.array([0, 1, 2, 0], dtype=np.int64)
     run = np.array([True, False, True, False])
     before = HD[:, 1].copy()
-    erm.hess_rows_group(K.P, U, nU, C, members, run, D, HD)
+    erm.hess_rows_group(K.P, U, nU, C, members, run, D, HD, np.full((erm.GROUP, n), np.nan))
     for t in (0, 2):
         np.testing.assert_array_equal(HD[states[t], t], want[t])
     np.testing.assert_array_equal(HD[:, 1], before)     # a problem not taking part is left alone

@@ -102,7 +102,8 @@ DENSE_SHARE = 4
 # its product GH; the interleaved D and HD (features + 1, GROUP) the rows' pass reads and
 # writes (a gradients' pass: g and diag(H)); the row union U and its marks; the slots'
 # lanes, CG scalars and run flags; per slot the gradient coefficients GC of every row
-# (the Hessian's are in the lane's xs row).
+# (the Hessian's are in the lane's xs row; GC is also the scratch of the Hessian
+# products' pass, erm.hess_rows_group: no gradient waits while directions are computed).
 Group = namedtuple("Group", ["GG", "GM", "GR", "GD", "GH", "D", "HD", "U", "mask", "members", "cs", "run",
                              "GC"])
 
@@ -160,7 +161,7 @@ def group_directions(P, S, WS, OS, B, nm, nU, cgi, gTs, sig):
                 erm.hess_reg(P, O, W.w, GD[t], GH[t])
                 _to_column(O, GD[t], D, t)
                 _to_column(O, GH[t], HD, t)
-        erm.hess_rows_group(P, U, nU, OS.xs, members, run, D, HD)
+        erm.hess_rows_group(P, U, nU, OS.xs, members, run, D, HD, GC)
         for t in range(nm):
             if run[t]:
                 W, O = group_lane(WS, OS, members[t], GG, GM, GR, t)
