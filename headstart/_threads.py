@@ -83,6 +83,23 @@ def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/pro
     return None
 
 
+class Abort:
+    """A stop request shared by the threads of one run and by its compiled kernels: the
+    one-byte array ``flag`` is what the kernels read (between passes over X, or between
+    labels); Python code asks :meth:`is_set`.  One flag, so the two cannot disagree."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.flag = np.zeros(1, dtype=np.uint8)
+
+    def set(self) -> None:
+        self.flag[0] = 1
+
+    def is_set(self) -> bool:
+        return bool(self.flag[0])
+
+
 def wait_all(futures: Iterable[Future], stop: Callable[[], None] | None = None) -> None:
     """Wait for every future, in order; on the first exception (a failed task, or Ctrl-C,
     which only the main thread sees while it waits here) cancel the tasks not yet

@@ -36,6 +36,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._threads import Abort
 from ..params import TrainParams
 from . import core_adapter as core
 from .starts import Starts, prepare_starts, start_vector
@@ -314,7 +315,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     """
     t_start = time.perf_counter()
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
-    abort = np.zeros(1, dtype=np.uint8)   # set on Ctrl-C or a failed worker (stop below)
+    abort = Abort()   # Ctrl-C or a failed worker; the kernel reads abort.flag between labels
     dense = fscale is not None and bool(np.any(np.asarray(fscale) != 1.0))
     loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=dense)
     if inputs is None:
@@ -331,7 +332,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
     scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, inputs.starts,
                np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), inputs.cost_pos,
-               inputs.cost_neg, np.float64(deadline), abort, post, bool(solve))
+               inputs.cost_neg, np.float64(deadline), abort.flag, post, bool(solve))
     fields = stat_fields()
     threads = params.effective_threads()
     if chunk_size is None:
@@ -341,7 +342,6 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     results = []
     lock = threading.Lock()
     next_chunk = iter(range(len(chunks)))
-    failed = threading.Event()
 
     def run(chunk: np.ndarray) -> None:
         if deadline and time.perf_counter() > deadline:
@@ -365,23 +365,19 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         if progress is not None:
             progress(chunk.size)
 
-    def stop() -> None:
-        failed.set()
-        abort[0] = 1
-
     def worker() -> None:
         try:
-            while not failed.is_set():
+            while not abort.is_set():
                 with lock:
                     i = next(next_chunk, None)
                 if i is None:
                     return
                 run(chunks[i])
         except BaseException:
-            stop()   # the other threads give up after their current label
+            abort.set()   # the other threads give up after their current label
             raise
 
-    core.run_in_threads(worker, threads, "headstart-sl", stop=stop)
+    core.run_in_threads(worker, threads, "headstart-sl", stop=abort.set)
     core.release_free_memory()
     if not collect:
         return None

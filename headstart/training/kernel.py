@@ -487,8 +487,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         if busy == 0:
             break
         if abort[0] != 0:
-            started = 0   # the lanes' labels are unfinished: none of this chunk is kept
-            break
+            break         # the lanes' labels are unfinished: started = 0 below
         # --- the shared pass over X: scores of start vectors and search directions --
         t0 = nt.now() if timing else 0.0
         if L == LANES:
@@ -618,7 +617,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                      buf_indices, buf_data)
                 phase[b1] = IDLE
     if abort[0] != 0:
-        started = 0   # set while the chunk ran: its labels may not all have been handed out
+        started = 0   # set while the chunk ran: none of it is kept (labels unfinished or never handed out)
     if started < 0:
         started = nl
     # gather the rows into label order

@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import join_pool, wait_all
+from .._threads import Abort, join_pool, wait_all
 from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, regularizers, weighting
@@ -245,12 +245,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     if trim:
         pages.release_free_memory()
     next_chunk = iter(range(len(chunks)))
-    failed = threading.Event()
-    abort = np.zeros(1, dtype=np.uint8)   # read by the kernels between passes over X
-
-    def stop() -> None:
-        failed.set()
-        abort[0] = 1
+    abort = Abort()   # Ctrl-C or a failed worker; the kernels read abort.flag between passes over X
 
     def run_chunk(chunk: np.ndarray, WS, rec) -> None:
         rf, ra, rs, rt, rc = rec
@@ -259,7 +254,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         WSo, OSo, B = WS
         indptr, indices, data, intercept, table, started = train_chunk(
             P, S, WSo, OSo, B, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, cost_scale,
-            cost_pos, cost_neg, deadline, abort, rf, ra, rs, rc, rt, timing)
+            cost_pos, cost_neg, deadline, abort.flag, rf, ra, rs, rc, rt, timing)
         if started < chunk.size:
             chunk = chunk[:started]      # the time budget ran out inside this chunk
             if started == 0:
@@ -293,7 +288,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         WS = None
         rec = None
         try:
-            while not failed.is_set():
+            while not abort.is_set():
                 with lock:
                     i = next(next_chunk, None)
                 if i is None:
@@ -303,10 +298,10 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                     rec = make_records(chunk_size, cap)
                 run_chunk(chunks[i], WS, rec)
         except BaseException:
-            stop()   # the other threads give up within a pass, not after their chunk
+            abort.set()   # the other threads give up within a pass, not after their chunk
             raise
 
-    run_in_threads(worker, threads, stop=stop)
+    run_in_threads(worker, threads, stop=abort.set)
     # the renumbered X and the init's plan are not needed for the assembly
     del P, X, plan, colsum, y_indices, y_indptr
 
@@ -364,7 +359,7 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     rf, ra, rs, rt, rc = rec
     train_chunk(P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
                 np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0,
-                np.zeros(1, dtype=np.uint8), rf, ra, rs, rc, rt, timing)
+                Abort().flag, rf, ra, rs, rc, rt, timing)
     note.cancel()
     seconds = time.perf_counter() - t0
     if seconds > 1.0:
