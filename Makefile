@@ -32,7 +32,8 @@ demo: $(STAMP)
 
 # The suite in up to 4 worker processes (pytest-xdist; one per usable core, at
 # most 4: each holds its own numba kernels, ~0.5-1 GB), whole files to one worker so
-# that a module's fixtures are built once: 6.4 min against ~16 min serially on 2 cores.
+# that a module's fixtures are built once.  Fresh clone, 2 cores: the tests 8.7-9.2 min
+# (bash .ci/run 9.6-10.1 min with the install), against 16-19 min serially.
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
