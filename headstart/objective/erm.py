@@ -44,6 +44,7 @@ import numba as nb
 import numpy as np
 
 from .._heapsort import heapsort_support
+from .._prefetch import ROWS_AHEAD, prefetch_row
 from . import losses, regularizers
 
 # X in CSR (float32 data, int32 indices) plus what defines the objective: the loss and
@@ -368,6 +369,8 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
             g[j], hd[j] = reg_parts(P, w[j])
         nF = d
         for k in range(nact):
+            if k + ROWS_AHEAD < nact:
+                prefetch_row(P.indptr, P.indices, P.data, act[k + ROWS_AHEAD])
             i = act[k]
             c = O.gcoef[k]
             h = O.hcoef[k]
@@ -388,6 +391,8 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
         # less over the active nonzeros (the passes that count when many rows are
         # active: zero starts, head labels, the logistic loss).
         for k in range(nact):
+            if k + ROWS_AHEAD < nact:
+                prefetch_row(P.indptr, P.indices, P.data, act[k + ROWS_AHEAD])
             i = act[k]
             c = O.gcoef[k]
             h = O.hcoef[k]
@@ -471,7 +476,10 @@ def hess_vec(P, O, w, v, out):
     vb = P.bias * v[P.n_features]
     ob = 0.0
     act = O.act
-    for k in range(O.ist[NACT]):
+    nact = O.ist[NACT]
+    for k in range(nact):
+        if k + ROWS_AHEAD < nact:
+            prefetch_row(P.indptr, P.indices, P.data, act[k + ROWS_AHEAD])
         i = act[k]
         lo = P.indptr[i]
         hi = P.indptr[i + 1]
@@ -575,6 +583,8 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
     vb2 = bias * D[d, 2]
     vb3 = bias * D[d, 3]
     for u in range(nU):
+        if u + ROWS_AHEAD < nU:
+            prefetch_row(P.indptr, P.indices, P.data, U[u + ROWS_AHEAD])
         i = U[u]
         h0 = C0[i] if run[0] else 0.0
         h1 = C1[i] if run[1] else 0.0
@@ -606,6 +616,8 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         c1 = T1[u]
         c2 = T2[u]
         c3 = T3[u]
+        if u + ROWS_AHEAD < nU:
+            prefetch_row(P.indptr, P.indices, P.data, U[u + ROWS_AHEAD])
         if c0 != 0.0 or c1 != 0.0 or c2 != 0.0 or c3 != 0.0:
             i = U[u]
             for p in range(P.indptr[i], P.indptr[i + 1]):
@@ -667,6 +679,8 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     hb2 = 0.0
     hb3 = 0.0
     for u in range(nU):
+        if u + ROWS_AHEAD < nU:
+            prefetch_row(P.indptr, P.indices, P.data, U[u + ROWS_AHEAD])
         i = U[u]
         c0 = GC[0, i] if run[0] else 0.0
         c1 = GC[1, i] if run[1] else 0.0
