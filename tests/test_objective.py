@@ -535,3 +535,44 @@ def test_group_hessian_products_are_each_problems_own(loss, kind, rb, bias):
     for t in (0, 2):
         np.testing.assert_array_equal(HD[states[t], t], want[t])
     np.testing.assert_array_equal(HD[:, 1], before)     # a problem not taking part is left alone
+
+
+def test_prefetched_row_passes_read_the_same_rows_with_empty_and_last_rows():
+    """The row prefetch of headstart._prefetch is a hint: a pass over a subset of rows
+    that prefetches ahead (empty rows, the last row, rows longer than a cache line)
+    gives exactly the sums of the same pass without it."""
+    import numba as nb
+
+    from headstart._prefetch import prefetch, prefetch_row
+
+    @nb.njit
+    def row_sums(indptr, indices, data, rows, ahead):
+        out = np.zeros(rows.size)
+        for k in range(rows.size):
+            if ahead and k + 2 < rows.size:
+                prefetch_row(indptr, indices, data, rows[k + 2])
+                r = rows[k + 2]
+                if indptr[r + 1] > indptr[r]:
+                    prefetch(data, indptr[r])
+            i = rows[k]
+            for p in range(indptr[i], indptr[i + 1]):
+                out[k] += data[p] * indices[p]
+        return out
+
+    rng = np.random.default_rng(3)
+    X = sp.random(40, 300, density=0.1, format="csr", random_state=5, dtype=np.float32)
+    X = sp.csr_matrix(X)
+    X.indices = X.indices.astype(np.int32)
+    rows_with_data = np.flatnonzero(np.diff(X.indptr) > 0)
+    rows = np.sort(rng.choice(rows_with_data, 25, replace=False))
+    rows = np.concatenate([rows, [X.shape[0] - 1]]) if X.indptr[-1] > X.indptr[-2] else rows
+    want = np.array([float(X.data[X.indptr[i]:X.indptr[i + 1]] @ X.indices[X.indptr[i]:X.indptr[i + 1]].astype(np.float64))
+                     for i in rows])
+    ip = X.indptr.astype(np.int64)
+    got = row_sums(ip, X.indices, X.data, rows.astype(np.int32), True)
+    assert np.array_equal(got, row_sums(ip, X.indices, X.data, rows.astype(np.int32), False))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    # empty rows: nothing prefetched, nothing read
+    E = sp.csr_matrix((3, 5), dtype=np.float32)
+    assert row_sums(E.indptr.astype(np.int64), E.indices.astype(np.int32), E.data, np.arange(3, dtype=np.int32),
+                    True).tolist() == [0.0, 0.0, 0.0]
