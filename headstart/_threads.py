@@ -9,6 +9,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
+
+from .errors import ParameterError
+
 
 def usable_cores() -> int:
     """The cores this process may run on, which ``threads=0`` means everywhere.
@@ -25,6 +29,17 @@ def usable_cores() -> int:
     if quota is not None:
         n = min(n, quota)
     return max(1, n)
+
+
+def resolve_threads(threads) -> int:
+    """A ``threads`` argument of the API: None or 0 mean :func:`usable_cores`; anything but
+    an integer >= 0 is refused with a clear error."""
+    if threads is None or (isinstance(threads, (int, np.integer)) and not isinstance(threads, bool)
+                           and threads == 0):
+        return usable_cores()
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
+        raise ParameterError(f"parameter threads must be an integer >= 0 (0 = all cores), got {threads!r}")
+    return int(threads)
 
 
 def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> int | None:

@@ -513,3 +513,24 @@ def test_threads_zero_means_the_cores_this_process_may_use(monkeypatch, tmp_path
                                        "fs/cpu/cpu.cfs_period_us": "100000\n"}) is None
     # no cgroup file system at all (not Linux)
     assert quota(tmp_path / "none", tmp_path / "none.own") is None
+
+
+def test_threads_arguments_of_prediction_and_the_first_stage_are_checked_alike(monkeypatch):
+    """Prediction and the shortlist's first stage read ``threads`` through one rule
+    (``_threads.resolve_threads``): None or 0 are the usable cores, anything but an
+    integer >= 0 is refused by name -- the first stage used to take -1 as 'all cores'."""
+    from headstart import _threads
+    from headstart.errors import ParameterError
+    from headstart.shortlist.candidates import recall
+
+    monkeypatch.setattr(_threads, "usable_cores", lambda: 3)
+    assert _threads.resolve_threads(None) == 3
+    assert _threads.resolve_threads(0) == 3
+    assert _threads.resolve_threads(np.int64(2)) == 2
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(ParameterError, match="threads"):
+            _threads.resolve_threads(bad)
+    Y = sp.csr_matrix(np.array([[1, 0], [0, 1]], dtype=np.float32))
+    assert recall(np.array([[0, 1], [1, 0]]), Y, threads=1) == 1.0
+    with pytest.raises(ParameterError, match="threads"):
+        recall(np.array([[0, 1], [1, 0]]), Y, threads=-1)

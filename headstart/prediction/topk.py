@@ -67,7 +67,7 @@ from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
 from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
-from .._threads import usable_cores, wait_all
+from .._threads import resolve_threads, wait_all
 from ..validation import check_k
 from .preprocess import apply_preprocessing
 
@@ -381,14 +381,6 @@ def _chunk_csr(X: Any, r0: int, r1: int, pre: Preprocessing | None) -> sp.csr_ma
     return part
 
 
-def _threads(threads: int | None) -> int:
-    if threads is None or threads == 0:
-        return usable_cores()
-    if not isinstance(threads, (int, np.integer)) or threads < 0:
-        raise ParameterError(f"parameter threads must be an integer >= 0 (0 = all cores), got {threads!r}")
-    return int(threads)
-
-
 def _chunk_rows(chunk_rows: int | None, num_labels: int, max_memory: int) -> int:
     if chunk_rows is not None:
         if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
@@ -465,7 +457,7 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
         _topk_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data, pred.intercept,
                     pred.by_intercept, k, pred.first_label, dense_work, labels[r0:], scores[r0:])
 
-    _for_chunks(pred, X, _topk_chunk_rows(chunk_rows, X, max_memory), _threads(threads), preprocess, body)
+    _for_chunks(pred, X, _topk_chunk_rows(chunk_rows, X, max_memory), resolve_threads(threads), preprocess, body)
     return labels, scores
 
 
@@ -494,7 +486,7 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
     def body(r0: int, a: int, z: int, xi: tuple) -> None:
         _dense_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data, pred.intercept, out[r0:])
 
-    _for_chunks(pred, X, _chunk_rows(chunk_rows, L, DEFAULT_MAX_MEMORY), _threads(threads), preprocess, body)
+    _for_chunks(pred, X, _chunk_rows(chunk_rows, L, DEFAULT_MAX_MEMORY), resolve_threads(threads), preprocess, body)
     return out
 
 
@@ -530,7 +522,7 @@ def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_co
             parts[r0 + a] = _above_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data,
                                          pred.intercept, thr, counts[r0:])
 
-        _for_chunks(pred, X, _chunk_rows(chunk_rows, pred.num_labels, max_memory), _threads(threads),
+        _for_chunks(pred, X, _chunk_rows(chunk_rows, pred.num_labels, max_memory), resolve_threads(threads),
                     preprocess, body)
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])

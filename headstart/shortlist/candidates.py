@@ -74,7 +74,7 @@ import numpy as np
 from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
-from .._threads import usable_cores, wait_all
+from .._threads import resolve_threads, wait_all
 from ..errors import ModelFormatError, ParameterError
 
 METHODS = ("neighbours", "centroids")
@@ -234,10 +234,6 @@ def count_hits(r0, r1, cand, y_indptr, y_indices, n_labels):
 
 
 # --------------------------------------------------------------------------- helpers
-def _threads(threads: int | None) -> int:
-    return int(threads) if threads and threads > 0 else usable_cores()
-
-
 def _blocks(n: int, threads: int, fn: Callable[[int, int], None], block: int = 1024) -> None:
     """fn(r0, r1) over blocks of rows, on ``threads`` threads (the kernels release the GIL)."""
     spans = [(a, min(a + block, n)) for a in range(0, n, block)]
@@ -302,7 +298,7 @@ class ExactIndex:
         T.sort_indices()
         # int32 row ids: the posting lists are streamed once per query that has the feature
         self._t = (T.indptr.astype(np.int64), T.indices.astype(np.int32), T.data.astype(np.float32))
-        self.threads = _threads(threads)
+        self.threads = resolve_threads(threads)
 
     def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False):
         n = Q.shape[0]
@@ -329,7 +325,7 @@ class PyNNDescentIndex:
         self.rows = rows
         self.n = rows.shape[0]
         self.index = pynndescent.NNDescent(rows, metric="cosine", n_neighbors=max(n_neighbors, 5),
-                                           random_state=random_state, n_jobs=_threads(threads),
+                                           random_state=random_state, n_jobs=resolve_threads(threads),
                                            compressed=False)
         self._prepared = False
 
@@ -463,7 +459,7 @@ class FirstStage:
             scores = np.full((Q.shape[0], K), -np.inf)
             yi = (self.Y.indptr.astype(np.int64), self.Y.indices.astype(np.int64))
             prior = self.prior if self.params.fill else self.prior[:0]
-            _blocks(Q.shape[0], _threads(self.threads),
+            _blocks(Q.shape[0], resolve_threads(self.threads),
                     lambda a, b: labels_from_neighbours(a, b, nb_ids, nb_sims, *yi, self.n_labels, K, prior,
                                                         labels, scores))
         self.info["search_seconds"] = self.info.get("search_seconds", 0.0) + time.perf_counter() - t0
@@ -550,7 +546,7 @@ def recall(labels: np.ndarray, Y: sp.spmatrix, threads: int | None = None) -> fl
     def run(a, b):
         parts.append(count_hits(a, b, lab, *yi, Yr.shape[1]))
 
-    _blocks(n, _threads(threads), run, block=4096)
+    _blocks(n, resolve_threads(threads), run, block=4096)
     hits[0] = sum(parts)
     return float(hits[0]) / Yr.nnz
 

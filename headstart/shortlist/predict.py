@@ -19,7 +19,8 @@ import scipy.sparse as sp
 
 from ..errors import ParameterError
 from ..validation import check_k
-from .candidates import _blocks, _drain, _push, _threads
+from .._threads import resolve_threads
+from .candidates import _blocks, _drain, _push
 
 
 # a weight row longer than SEARCH_RATIO x nnz(x) is searched (binary search per feature
@@ -100,7 +101,7 @@ class CandidateScores:
         self.cand = np.ascontiguousarray(candidates, dtype=np.int64)
         self.scored = np.full(self.cand.shape, np.nan, dtype=np.float32)
         self.x = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64))
-        self.threads = _threads(threads)
+        self.threads = resolve_threads(threads)
 
     def add(self, weights: sp.csr_matrix, intercept: np.ndarray, first_label: int = 0, covered=None) -> None:
         """Score the candidates that are rows of ``weights`` (labels first_label, ...)."""

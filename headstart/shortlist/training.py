@@ -380,6 +380,11 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
             abort.set()   # the other threads give up after their current label
             raise
 
+    # compile (or load from numba's cache) the kernel here, with no label, before the
+    # threads start: a first run's compile in a worker thread could not be interrupted,
+    # so Ctrl-C during it waited for the compile to end (the core trainer does the same,
+    # training.trainer.compile_kernels)
+    train_chunk(*Xi, np.int64(d), *yi, *si, labels[:0], fscale, *scalars)
     core.run_in_threads(worker, threads, "headstart-sl", stop=abort.set)
     core.release_free_memory()
     if not collect:
