@@ -148,9 +148,7 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
         #                                  objective's scalars: 3, the lane delta: 1)
         per_nv = per_n = fixed = shared_nv = shared_n = 0
         ws, state = make_lane_workspace(n, d, 2)
-        for name, a in zip(ws._fields + state._fields, (*ws, *state)):
-            if name.startswith("pk_"):
-                continue   # the packed active rows: sized by nnz(X), see thread_workspace_bytes
+        for a in (*ws, *state):
             length = int(a.size // a.shape[0])
             shared = a.shape[0] == 1
             if length == d + 1:
@@ -169,7 +167,7 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     return _LANE_LAYOUT
 
 
-def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True, nnz: int = 0) -> int:
+def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> int:
     """Bytes of one training thread's buffers: its lanes' workspaces
     (:func:`lane_workspace_layout`), the kernel's float32 sweep buffer (one column per
     lane), the recomputed start vector, the positives' sum and the exact-remainder
@@ -178,19 +176,16 @@ def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True, nnz:
     interleaved), the members' gradient coefficients (float64 per instance), its row
     union (int32) and marks (``groups``: whether the threads
     form groups, :func:`headstart.training.trainer.use_groups`; by default counted
-    whenever they have 16 lanes, the most they may take), and the copy of a gradient's
-    active rows (row pointers per instance, 8 bytes per nonzero of X up to
-    ``kernel.PACK_BUDGET``: counted whole, although only as much as the active sets
-    reach becomes resident).  Also what :func:`headstart.training.trainer.choose_lanes`
-    weighs against the lane budget."""
+    whenever they have 16 lanes, the most they may take).  Also what
+    :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""
     from .objective.erm import GROUP
-    from .training.kernel import LANES, PACK_BUDGET
+    from .training.kernel import LANES
 
     nv = d + 1
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
     group = 7 * GROUP * nv * _F64 + (5 + GROUP * _F64) * n if groups and lanes == LANES else 0
     return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
-            + 3 * nv * _F64 + lanes * nv * 4 + group + (n + 1) * _F64 + min(nnz, PACK_BUDGET) * _NNZ)
+            + 3 * nv * _F64 + lanes * nv * 4 + group)
 
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
@@ -264,7 +259,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
     # column sums + what the initialiser's prepare() keeps (declared with the strategy)
     parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
-    parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes, _groups(lanes, init, loss), nnz)
+    parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes, _groups(lanes, init, loss))
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
     parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * d * _NNZ))

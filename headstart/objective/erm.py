@@ -57,19 +57,8 @@ Problem = namedtuple("Problem", ["indptr", "indices", "data", "n_features", "bia
 # until the direction is computed).  ist (int64): NACT active instances, NF size of the
 # support (bias index included), STAMP the current mark value.  fst (float64): WOUT2
 # ||w_O||^2 outside the support, COST_POS / COST_NEG the costs c_+ and c_-.
-#
-# ``pk_ptr``, ``pk_idx``, ``pk_val``: the active rows copied out of X, one after another
-# (CSR over the active set, cached like act), when they fit (ist[PACKED] = 1).  The
-# gradient's pass reads each active row anyway and writes the copy as it goes; the CG
-# iterations' Hessian products then stream through it instead of visiting rows at
-# random places in X, which costs memory latency once X outgrows the cache (Amazon-670K
-# shape, one thread, ns per active nonzero of a Hessian product, rows in place / packed:
-# 12% of the rows active 4.5 / 3.3, 5% 5.6 / 3.5; 2026-11-27).  Same values in the same
-# order: the same sums bit for bit.  Buffers of one element never hold a set (no copy).
-State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "hdiag", "F", "mark", "ist", "fst",
-                             "pk_ptr", "pk_idx", "pk_val"])
-NACT, NF, STAMP, PACKED = 0, 1, 2, 3
-IST_SIZE = 4
+State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "hdiag", "F", "mark", "ist", "fst"])
+NACT, NF, STAMP = 0, 1, 2
 WOUT2, COST_POS, COST_NEG = 0, 1, 2
 
 # dtypes of the index buffers: instance and feature indices fit int32 (X is validated
@@ -93,14 +82,7 @@ def make_state(n: int, n_features: int) -> State:
     nv = n_features + 1
     return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
                  np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
-                 np.zeros(IST_SIZE, dtype=np.int64), np.zeros(3), *make_packed(1, 1))
-
-
-def make_packed(n: int, capacity: int):
-    """Buffers for the packed active rows (see State): row pointers for up to n rows and
-    ``capacity`` nonzeros (1, 1: never packed)."""
-    return (np.zeros(n + 1, dtype=np.int64), np.zeros(max(capacity, 1), dtype=np.int32),
-            np.zeros(max(capacity, 1), dtype=np.float32))
+                 np.zeros(3, dtype=np.int64), np.zeros(3))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -313,7 +295,6 @@ def _active_set(P, O, xd, sigma, alpha, move):
     mining = losses.mines(P.loss)
     cp = O.fst[COST_POS]
     cn = O.fst[COST_NEG]
-    O.ist[PACKED] = 0   # a new active set: not packed until _support_and_grad copies it
     nact = 0
     for i in range(n):
         if move:
@@ -387,32 +368,19 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
             F[j] = j
             g[j], hd[j] = reg_parts(P, w[j])
         nF = d
-        pack = O.pk_ptr.size > nact
-        t = 0
         for k in range(nact):
             if k + ROWS_AHEAD < nact:
                 prefetch_row(P.indptr, P.indices, P.data, act[k + ROWS_AHEAD])
             i = act[k]
             c = O.gcoef[k]
             h = O.hcoef[k]
-            lo = P.indptr[i]
-            hi = P.indptr[i + 1]
-            if pack and t + (hi - lo) > O.pk_idx.size:
-                pack = False
-            for p in range(lo, hi):
+            for p in range(P.indptr[i], P.indptr[i + 1]):
                 j = P.indices[p]
                 x = P.data[p]
-                if pack:
-                    O.pk_idx[t + p - lo] = j
-                    O.pk_val[t + p - lo] = x
                 g[j] += c * x
                 hd[j] += h * x * x
-            if pack:
-                t += hi - lo
-                O.pk_ptr[k + 1] = t
             gb += c
             hb += h
-        _packed(O, pack)
         O.fst[WOUT2] = 0.0
     else:
         # One pass over the active rows finds the support and sums the loss parts of the
@@ -422,24 +390,15 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
         # the same operations as listing F first and summing after, with two passes
         # less over the active nonzeros (the passes that count when many rows are
         # active: zero starts, head labels, the logistic loss).
-        pack = O.pk_ptr.size > nact
-        t = 0
         for k in range(nact):
             if k + ROWS_AHEAD < nact:
                 prefetch_row(P.indptr, P.indices, P.data, act[k + ROWS_AHEAD])
             i = act[k]
             c = O.gcoef[k]
             h = O.hcoef[k]
-            lo = P.indptr[i]
-            hi = P.indptr[i + 1]
-            if pack and t + (hi - lo) > O.pk_idx.size:
-                pack = False
-            for p in range(lo, hi):
+            for p in range(P.indptr[i], P.indptr[i + 1]):
                 j = P.indices[p]
                 x = P.data[p]
-                if pack:
-                    O.pk_idx[t + p - lo] = j
-                    O.pk_val[t + p - lo] = x
                 if mark[j] != stamp:
                     mark[j] = stamp
                     F[nF] = j
@@ -448,12 +407,8 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                     hd[j] = 1.0
                 g[j] += c * x
                 hd[j] += h * x * x
-            if pack:
-                t += hi - lo
-                O.pk_ptr[k + 1] = t
             gb += c
             hb += h
-        _packed(O, pack)
         if nF * SWEEP_SHARE > d:
             # ascending order keeps the CG loops streaming through memory when F is large
             nF = 0
@@ -475,14 +430,6 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                     wout2 += w[j] * w[j]
         O.fst[WOUT2] = wout2
     _close_support(P, O, w, g, stamp, nF, gb, hb)
-
-
-@nb.njit(cache=True, nogil=True)
-def _packed(O, pack):
-    """Record whether the active rows were copied whole into pk_* (a copy cut short by
-    the capacity is not used)."""
-    O.pk_ptr[0] = 0
-    O.ist[PACKED] = 1 if pack else 0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -530,24 +477,6 @@ def hess_vec(P, O, w, v, out):
     ob = 0.0
     act = O.act
     nact = O.ist[NACT]
-    if O.ist[PACKED] != 0:
-        # the same rows, in the same order, from the gradient's copy (see State)
-        ptr = O.pk_ptr
-        idx = O.pk_idx
-        val = O.pk_val
-        for k in range(nact):
-            lo = ptr[k]
-            hi = ptr[k + 1]
-            dot = vb
-            for p in range(lo, hi):
-                dot += val[p] * v[idx[p]]
-            c = O.hcoef[k] * dot
-            if c != 0.0:
-                for p in range(lo, hi):
-                    out[idx[p]] += c * val[p]
-                ob += c
-        out[P.n_features] += ob * P.bias
-        return
     for k in range(nact):
         if k + ROWS_AHEAD < nact:
             prefetch_row(P.indptr, P.indices, P.data, act[k + ROWS_AHEAD])

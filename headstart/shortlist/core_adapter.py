@@ -125,9 +125,7 @@ def new_buffers(m, d):
                       np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
                    np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.MARK_DTYPE),
-                   np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(_erm.IST_SIZE, dtype=np.int64), np.zeros(3),
-                   # a sub-problem's rows are already a copy of their own: no packed copy
-                   np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.int32), np.zeros(1, dtype=np.float32))
+                   np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(3, dtype=np.int64), np.zeros(3))
     return W, O
 
 
@@ -142,7 +140,7 @@ def workspace_view(B, m, d):
     Wv = _nt.Workspace(W.w[:nv], W.g[:nv], W.s[:nv], W.r[:nv], W.d[:nv], W.Hd[:nv], W.M[:nv],
                        W.delta[:nv])
     Ov = _erm.State(O.y[:m], O.wx[:m], O.xs[:m], O.act[:m], O.gcoef[:m], O.hcoef[:m], O.hdiag[:nv], O.F[:nv], O.mark[:nv],
-                    O.ist, O.fst, O.pk_ptr, O.pk_idx, O.pk_val)
+                    O.ist, O.fst)
     return Wv, Ov
 
 

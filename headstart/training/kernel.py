@@ -52,14 +52,7 @@ STAT_FIELDS = ("n_pos", "status", "iterations", "cg_steps", "f_init", "f_final",
 IDLE, NEED_START, NEED_STEP = 0, 1, 2
 
 
-# The packed active rows (erm.State) hold at most this many nonzeros per thread (8 bytes
-# each: 64 MB).  Past it a gradient's active rows are read in place, as they would be
-# anyway: the copy pays where the active set is a scattered few percent of a large X
-# (see erm.State), and its pages are touched only as far as the active sets reach.
-PACK_BUDGET = 8 * 2**20
-
-
-def make_lane_workspace(n: int, n_features: int, lanes: int = LANES, nnz: int = 0) -> tuple[Workspace, State]:
+def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Workspace, State]:
     """The solver's workspace and the objective's state with a leading lane axis.
 
     Only what a label carries from one sweep to the next is per lane: the solver's w and
@@ -78,8 +71,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES, nnz: int = 
                   np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
-              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.zeros((lanes, erm.IST_SIZE), dtype=np.int64),
-              np.zeros((lanes, 3)), *(a[None, :] for a in erm.make_packed(n, min(nnz, PACK_BUDGET))))
+              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.zeros((lanes, 3), dtype=np.int64), np.zeros((lanes, 3)))
     return W, O
 
 
@@ -88,7 +80,7 @@ def lane(WS, OS, b):
     """Lane b's view of the workspace and state (shared parts at index 0)."""
     W = Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.Hd[0], WS.M[0], WS.delta[b])
     O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], OS.hdiag[0], OS.F[b], OS.mark[b], OS.ist[b],
-              OS.fst[b], OS.pk_ptr[0], OS.pk_idx[0], OS.pk_val[0])
+              OS.fst[b])
     return W, O
 
 
@@ -136,7 +128,7 @@ def group_lane(WS, OS, b, GG, GM, GR, t):
     gradients until their common direction computation."""
     W = Workspace(WS.w[b], GG[t], WS.s[b], GR[t], WS.d[0], WS.Hd[0], GM[t], WS.delta[b])
     O = State(OS.y[b], OS.wx[b], OS.xs[b], OS.act[0], OS.gcoef[0], OS.hcoef[0], GM[t], OS.F[b], OS.mark[b],
-              OS.ist[b], OS.fst[b], OS.pk_ptr[0], OS.pk_idx[0], OS.pk_val[0])
+              OS.ist[b], OS.fst[b])
     return W, O
 
 

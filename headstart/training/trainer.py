@@ -294,7 +294,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                 if i is None:
                     break
                 if WS is None:
-                    WS = (*make_workspace(n, d, lanes, X.nnz), make_group(n, d, lanes) if groups else None)
+                    WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
                     rec = make_records(chunk_size, cap)
                 run_chunk(chunks[i], WS, rec)
         except BaseException:
@@ -368,10 +368,10 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     return seconds
 
 
-def make_workspace(n: int, d: int, lanes: int, nnz: int = 0):
+def make_workspace(n: int, d: int, lanes: int):
     """The kernel's lane workspace and objective state (:func:`.kernel.make_lane_workspace`:
     their shapes and dtypes), re-homed into mappings of their own (:mod:`.pages`)."""
-    ws, os_ = make_lane_workspace(n, d, lanes, nnz)
+    ws, os_ = make_lane_workspace(n, d, lanes)
     return type(ws)(*pages.zeros_like_workspace(ws)), type(os_)(*pages.zeros_like_workspace(os_))
 
 
