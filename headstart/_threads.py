@@ -34,12 +34,11 @@ def usable_cores() -> int:
 def resolve_threads(threads) -> int:
     """A ``threads`` argument of the API: None or 0 mean :func:`usable_cores`; anything but
     an integer >= 0 is refused with a clear error."""
-    if threads is None or (isinstance(threads, (int, np.integer)) and not isinstance(threads, bool)
-                           and threads == 0):
+    if threads is None:
         return usable_cores()
     if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 0:
         raise ParameterError(f"parameter threads must be an integer >= 0 (0 = all cores), got {threads!r}")
-    return int(threads)
+    return int(threads) or usable_cores()
 
 
 def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/proc/self/cgroup")) -> int | None:
@@ -104,8 +103,6 @@ class Abort:
     labels); Python code asks :meth:`is_set`.  One flag, so the two cannot disagree."""
 
     def __init__(self) -> None:
-        import numpy as np
-
         self.flag = np.zeros(1, dtype=np.uint8)
 
     def set(self) -> None:
