@@ -67,3 +67,10 @@ def prefetch_row(indptr, indices, data, i):
         # the row's last line when it starts past a line boundary that the stride skips
         prefetch(indices, hi - 1)
         prefetch(data, hi - 1)
+
+
+@nb.njit(cache=True, nogil=True)
+def prefetch_ahead(indptr, indices, data, rows, k, m):
+    """While rows[k] (of rows[:m]) is summed, prefetch the row ROWS_AHEAD places on."""
+    if k + ROWS_AHEAD < m:
+        prefetch_row(indptr, indices, data, rows[k + ROWS_AHEAD])

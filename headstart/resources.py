@@ -18,7 +18,7 @@ data copies
     int64 row pointer of ``X`` for the kernels, the copy of ``X`` with features renumbered
     by frequency, the preprocessed copy of ``X`` (tf-idf or normalisation), label counts.
 init
-    column sums, the initialisation's plan (aop: the mean instance; ovap: a shared
+    column sums and sums of squares, the initialisation's plan (aop: the mean instance; ovap: a shared
     solution and a workspace of its own).
 workspaces
     per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16, or 1
@@ -257,8 +257,9 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     parts["data copies"] = copies
     from .init import REGISTRY as _INITS
 
-    # column sums + what the initialiser's prepare() keeps (declared with the strategy)
-    parts["init"] = nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
+    # column sums and sums of squares (erm.Problem) + what the initialiser's prepare()
+    # keeps (declared with the strategy)
+    parts["init"] = 2 * nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
     parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes, _groups(lanes, init, loss))
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ

@@ -543,17 +543,16 @@ def test_prefetched_row_passes_read_the_same_rows_with_empty_and_last_rows():
     gives exactly the sums of the same pass without it."""
     import numba as nb
 
-    from headstart._prefetch import prefetch, prefetch_row
+    from headstart._prefetch import prefetch, prefetch_ahead
 
     @nb.njit
     def row_sums(indptr, indices, data, rows, ahead):
         out = np.zeros(rows.size)
         for k in range(rows.size):
-            if ahead and k + 2 < rows.size:
-                prefetch_row(indptr, indices, data, rows[k + 2])
-                r = rows[k + 2]
-                if indptr[r + 1] > indptr[r]:
-                    prefetch(data, indptr[r])
+            if ahead:
+                prefetch_ahead(indptr, indices, data, rows, k, rows.size)
+                if k + 2 < rows.size and indptr[rows[k + 2] + 1] > indptr[rows[k + 2]]:
+                    prefetch(data, indptr[rows[k + 2]])
             i = rows[k]
             for p in range(indptr[i], indptr[i + 1]):
                 out[k] += data[p] * indices[p]
@@ -576,3 +575,52 @@ def test_prefetched_row_passes_read_the_same_rows_with_empty_and_last_rows():
     E = sp.csr_matrix((3, 5), dtype=np.float32)
     assert row_sums(E.indptr.astype(np.int64), E.indices.astype(np.int32), E.data, np.arange(3, dtype=np.int32),
                     True).tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("loss", ["squared-hinge", "logistic"])
+@pytest.mark.parametrize("kind", ["sparse", "dense"])
+@pytest.mark.parametrize("start", ["zero", "bias", "few-positives", "all-negative", "all-positive"])
+def test_class_constant_start_gradient_matches_the_pass_over_the_rows(loss, kind, start):
+    """Every row active with one score per class (from zero, or a start that moves only
+    the bias): the gradient and Hessian diagonal come from the column sums and the
+    smaller class's rows (erm._grad_by_class), and agree with the pass over every row
+    (the same problem without column sums) to rounding, costs per class included; a
+    start whose scores differ within a class takes the pass over the rows, bit for bit."""
+    X = make_X(kind, n=60, d=11, seed=4)
+    y = labels_for(60, seed=2)
+    if start == "few-positives":
+        y[:] = -1.0
+        y[[7, 30]] = 1.0
+    elif start == "all-negative":
+        y[:] = -1.0
+    elif start == "all-positive":
+        y[:] = 1.0
+    K = Kernels(X, y, 1.0, 1.0, loss, False, costs=(2.5, 0.75))
+    w = np.zeros(K.nv)
+    if start == "bias":
+        w[-1] = 0.3
+    plain = K.P._replace(colsum=np.empty(0), colsq=np.empty(0))
+    x64 = X.data.astype(np.float64)
+    np.testing.assert_array_equal(K.P.colsum[:-1], np.bincount(X.indices, weights=x64, minlength=K.d))
+    np.testing.assert_allclose(K.P.colsq[:-1], np.bincount(X.indices, weights=x64 * x64, minlength=K.d), rtol=1e-14)
+    assert K.P.colsum[-1] == K.n and K.P.colsq[-1] == K.n   # bias 1
+
+    def grad(P, w):
+        O = K.state(w)
+        g = np.full(K.nv, np.nan)
+        gn = erm.gradient(P, O, w, g)
+        return g.copy(), O.hdiag.copy(), gn, O.ist[erm.NACT], O.ist[erm.NF]
+
+    g1, h1, n1, a1, f1 = grad(K.P, w)
+    g2, h2, n2, a2, f2 = grad(plain, w)
+    assert a1 == a2 == K.n and f1 == f2 == K.nv
+    scale = np.abs(X).sum() * 5
+    np.testing.assert_allclose(g1, g2, rtol=1e-12, atol=1e-13 * scale)
+    np.testing.assert_allclose(h1, h2, rtol=1e-12, atol=1e-13 * scale)
+    assert n1 == pytest.approx(n2, rel=1e-12)
+    # scores that differ within a class: the rows' pass, bit for bit
+    w[2] = 0.01
+    g1, h1, *_ = grad(K.P, w)
+    g2, h2, *_ = grad(plain, w)
+    np.testing.assert_array_equal(g1, g2)
+    np.testing.assert_array_equal(h1, h2)

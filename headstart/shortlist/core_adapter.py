@@ -147,7 +147,9 @@ def workspace_view(B, m, d):
 @nb.njit(cache=True, nogil=True)
 def make_problem(indptr, indices, data, d, bias, loss, reg, regularize_bias):
     """The core's Problem over a CSR sub-matrix (int64 indptr, int32 indices, float32 data)."""
-    return _erm.Problem(indptr, indices, data, np.int64(d), np.float64(bias), loss, reg, regularize_bias)
+    # no column sums: a sub-problem's gradient never takes the class-constant shortcut
+    return _erm.Problem(indptr, indices, data, np.int64(d), np.float64(bias), loss, reg, regularize_bias,
+                        np.empty(0), np.empty(0))
 
 
 @nb.njit(cache=True, nogil=True)

@@ -36,7 +36,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from .._prefetch import ROWS_AHEAD, prefetch_row
+from .._prefetch import prefetch_ahead
 from .._threads import Abort
 from ..params import TrainParams
 from . import core_adapter as core
@@ -106,8 +106,7 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
     sub_indptr[0] = 0
     t = 0
     for r in range(m):
-        if r + ROWS_AHEAD < m:   # the rows sit at random places in X (headstart._prefetch)
-            prefetch_row(X_indptr, X_indices, X_data, rows[r + ROWS_AHEAD])
+        prefetch_ahead(X_indptr, X_indices, X_data, rows, r, m)   # rows sit at random places in X
         i = rows[r]
         for p in range(X_indptr[i], X_indptr[i + 1]):
             j = X_indices[p]

@@ -62,25 +62,10 @@ class ChunkResult:
 
 
 def prepare_problem(X: sp.csr_matrix, params: TrainParams):
-    """The kernels' view of X and the column sums (bias coordinate included)."""
+    """The kernels' view of X and its column sums (bias coordinate included; float64
+    sums: a float32 sum overflows for values near float32's maximum)."""
     P = make_problem(X, params.bias, losses.make(params), regularizers.make(params), params.regularize_bias)
-    colsum = np.zeros(X.shape[1] + 1)
-    # accumulated in float64: a float32 sum overflows for values near float32's maximum
-    column_sums(X.indices, X.data, colsum)
-    colsum[-1] = params.bias * X.shape[0]
-    return P, colsum
-
-
-@nb.njit(cache=True, nogil=True)
-def column_sums(indices, data, out):
-    """out[j] += data[k] (in float64) for every non-zero, in storage order.
-
-    The same additions in the same order as ``np.bincount(indices, weights=
-    data.astype(np.float64))``, so the same bits, without its two nnz-long float64 /
-    int64 temporaries (21.8 MB on debian-deps, which malloc then kept resident through
-    training)."""
-    for k in range(indices.size):
-        out[indices[k]] += np.float64(data[k])
+    return P, P.colsum
 
 
 #: the lanes' buffers may take this share of the memory the process can use (and at
