@@ -624,3 +624,32 @@ def test_class_constant_start_gradient_matches_the_pass_over_the_rows(loss, kind
     g2, h2, *_ = grad(plain, w)
     np.testing.assert_array_equal(g1, g2)
     np.testing.assert_array_equal(h1, h2)
+
+
+def test_the_lane_sweep_with_and_without_prefetching_v_gives_the_same_bits():
+    """kernel.lanes_scores prefetches V's rows V_AHEAD nonzeros ahead on large X: a hint
+    only, so the 16 lanes' scores are bit for bit those without it, and each lane's are
+    those of erm.scores (empty rows, the last nonzeros, fewer nonzeros than V_AHEAD)."""
+    from headstart.training import kernel
+
+    rng = np.random.default_rng(8)
+    for n, d, density in [(300, 50, 0.1), (7, 40, 0.05), (1, 3, 1.0)]:
+        X = sp.random(n, d, density=density, format="csr", random_state=int(rng.integers(1000)), dtype=np.float32)
+        X = sp.csr_matrix(X)
+        X.indices = X.indices.astype(np.int32)
+        if n > 3:
+            X = sp.vstack([X[:2], sp.csr_matrix((2, d), dtype=np.float32), X[2:]], format="csr")
+        X.indices = X.indices.astype(np.int32)
+        p = TrainParams()
+        P = erm.make_problem(X, 1.0, losses.make(p), regularizers.make(p), False)
+        V = rng.standard_normal((d + 1, kernel.LANES)).astype(np.float32)
+        V[rng.random(d + 1) < 0.3] = 0.0
+        a = np.full((kernel.LANES, X.shape[0]), np.nan)
+        b = np.full((kernel.LANES, X.shape[0]), np.nan)
+        kernel.lanes_scores(P, V, a, True)
+        kernel.lanes_scores(P, V, b, False)
+        assert np.array_equal(a, b)
+        for lane in range(kernel.LANES):
+            one = np.zeros(X.shape[0])
+            erm.scores(P, np.ascontiguousarray(V[:, lane]), one)
+            assert np.array_equal(a[lane], one)
