@@ -204,7 +204,7 @@ def _kernel_args(params):
             "advance": (newton.advance, (P, S, O, W, i, f, f, f, i, f, f, rf[0], ra[0], rs[0], rc[0])),
             "project": (erm.project, (O, W.w, W.s, f, col)),
             "_touch": (kernel._touch, (V, np.zeros(1))),
-            "lanes_scores": (kernel.lanes_scores, (P, V, OS.xs)),
+            "lanes_scores": (kernel.lanes_scores, (P, V, OS.xs, True)),
             "scores": (erm.scores, (P, np.ascontiguousarray(col), OS.xs[0])),
             "remainder": (erm.remainder, (P, O, W.w, W.s, f, col, np.zeros(W.w.size))),
             "unproject": (erm.unproject, (O, col)),
