@@ -383,15 +383,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     nF = 0
     gb = 0.0
     hb = 0.0
-    if dense_support(P, O) and nact == O.wx.size and nact > 0 and P.colsum.size > 0 and _class_constant(O):
-        # every row active with one score per class: the zero start, a bias-only start
-        for j in range(d):
-            mark[j] = stamp
-            F[j] = j
-        nF = d
-        gb, hb = _grad_by_class(P, O, w, g)
-        O.fst[WOUT2] = 0.0
-    elif dense_support(P, O):
+    if dense_support(P, O):
         # The support is every feature: other regularisers have no quadratic block
         # outside the active rows' features, and a dense active set (L2) touches nearly
         # all of them anyway -- listed without marking (the solver then iterates on every
@@ -400,21 +392,26 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
         for j in range(d):
             mark[j] = stamp
             F[j] = j
-            g[j], hd[j] = reg_parts(P, w[j])
         nF = d
-        for k in range(nact):
-            prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
-            i = act[k]
-            c = O.gcoef[k]
-            h = O.hcoef[k]
-            for p in range(P.indptr[i], P.indptr[i + 1]):
-                j = P.indices[p]
-                x = P.data[p]
-                g[j] += c * x
-                hd[j] += h * x * x
-            gb += c
-            hb += h
         O.fst[WOUT2] = 0.0
+        if nact == O.wx.size and nact > 0 and P.colsum.size > 0 and _class_constant(O):
+            # every row active with one score per class: the zero start, a bias-only start
+            gb, hb = _grad_by_class(P, O, w, g)
+        else:
+            for j in range(d):
+                g[j], hd[j] = reg_parts(P, w[j])
+            for k in range(nact):
+                prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
+                i = act[k]
+                c = O.gcoef[k]
+                h = O.hcoef[k]
+                for p in range(P.indptr[i], P.indptr[i + 1]):
+                    j = P.indices[p]
+                    x = P.data[p]
+                    g[j] += c * x
+                    hd[j] += h * x * x
+                gb += c
+                hb += h
     else:
         # One pass over the active rows finds the support and sums the loss parts of the
         # gradient and of the Hessian's diagonal (the preconditioner's, LIBLINEAR's
