@@ -18,6 +18,14 @@ warm-up.
 
 A version is a directory holding a ``headstart`` package: a checkout or a git worktree
 (``git worktree add --detach DIR COMMIT``).
+
+A second opinion, not a replacement for :mod:`before_after`: the versions share one
+heap (and glibc's arenas, which newer versions trim after every chunk), the timed span
+is all of ``fit_model`` (validation and model assembly included), and the interpreter
+has both packages loaded.  Checked once against it (2026-11-27, debian-deps labels
+0:1000 ``--init zero``, 2 threads, 647a10d against 9c09e40, a noisy machine): in one
+process 0.99 / 0.84 / 1.02 in three rounds, as separate ``headstart train`` processes
+1.18x (two runs each) -- so a difference seen here should be confirmed there.
 """
 
 from __future__ import annotations
