@@ -392,14 +392,14 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
         for j in range(d):
             mark[j] = stamp
             F[j] = j
+            g[j], hd[j] = reg_parts(P, w[j])
         nF = d
         O.fst[WOUT2] = 0.0
         if nact == O.wx.size and nact > 0 and P.colsum.size > 0 and _class_constant(O):
             # every row active with one score per class: the zero start, a bias-only start
+            # (once per label; it writes g and diag(H) whole, the regulariser's parts too)
             gb, hb = _grad_by_class(P, O, w, g)
         else:
-            for j in range(d):
-                g[j], hd[j] = reg_parts(P, w[j])
             for k in range(nact):
                 prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
                 i = act[k]
