@@ -13,11 +13,11 @@ to the first version (above 1: faster than the first), and whether the weights e
 the first version's bit for bit.  Compilation and cache loading happen in an untimed
 warm-up.
 
-    python benchmarks/inprocess_ab.py ../shared/data/debian-deps OLD_CHECKOUT NEW_CHECKOUT \\
-        --labels 0:6000 --threads 2 --rounds 4
+    python benchmarks/inprocess_ab.py debian-deps 7ff9ec5 . --labels 0:6000 --threads 2 --rounds 4
 
-A version is a directory holding a ``headstart`` package: a checkout or a git worktree
-(``git worktree add --detach DIR COMMIT``).
+A version is a directory holding a ``headstart`` package (``.`` for this checkout), or a
+commit, checked out under build/ as :mod:`before_after` does.  The data set is a name
+or folder as for :mod:`before_after`.
 
 A second opinion, not a replacement for :mod:`before_after`: the versions share one
 heap (and glibc's arenas, which newer versions trim after every chunk), the timed span
@@ -40,16 +40,19 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from before_after import dataset_files, worktree  # noqa: E402
+from common import parse_label_range  # noqa: E402
 
-def load_versions(dirs: list[str], root: Path) -> list[str]:
-    """Copy each version's package into ``root`` as hs_0, hs_1, ...; returns the names."""
+
+def load_versions(versions: list[str], root: Path) -> list[str]:
+    """Copy each version's package (a directory holding one, else a commit) into ``root``
+    as hs_0, hs_1, ...; returns the names."""
     names = []
-    for k, src in enumerate(dirs):
+    for k, version in enumerate(versions):
         name = f"hs_{k}"
-        pkg = Path(src) / "headstart"
-        if not (pkg / "__init__.py").is_file():
-            raise SystemExit(f"inprocess_ab: {src}: no headstart package there")
-        shutil.copytree(pkg, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        src = Path(version) if (Path(version) / "headstart" / "__init__.py").is_file() else worktree(version)
+        shutil.copytree(src / "headstart", root / name, ignore=shutil.ignore_patterns("__pycache__"))
         names.append(name)
     sys.path.insert(0, str(root))
     for name in names:
@@ -58,29 +61,30 @@ def load_versions(dirs: list[str], root: Path) -> list[str]:
 
 
 def train(name: str, X, Y, labels: tuple[int, int], options: dict):
-    """(wall seconds, CPU seconds, model) of one fit of version ``name``."""
+    """(wall seconds, model) of one fit of version ``name``."""
     estimator = importlib.import_module(name + ".estimator")
     params = importlib.import_module(name + ".params").TrainParams(**options)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0 = time.perf_counter()
     model, _ = estimator.fit_model(X.copy(), Y, params, first_label=labels[0], num_labels=labels[1] - labels[0])
-    return time.perf_counter() - t0, time.process_time() - c0, model
+    return time.perf_counter() - t0, model
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("data", help="folder with train.txt.gz (XMC format)")
-    ap.add_argument("versions", nargs="+", help="directories holding a headstart package")
+    ap.add_argument("data", help="data set name or folder with train.txt.gz (XMC format)")
+    ap.add_argument("versions", nargs="+", help="directories holding a headstart package, or commits")
     ap.add_argument("--labels", default="0:2000", help="label range A:B")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--init", default="aop")
     ap.add_argument("--loss", default="squared-hinge")
     ns = ap.parse_args(argv)
-    a, b = map(int, ns.labels.split(":"))
+    train_file, _ = dataset_files(ns.data)
     options = dict(init=ns.init, loss=ns.loss, threads=ns.threads)
     with tempfile.TemporaryDirectory(prefix="inprocess-ab-") as tmp:
         names = load_versions(ns.versions, Path(tmp))
-        X, Y = importlib.import_module(names[0] + ".io.xmc").read_xmc(Path(ns.data) / "train.txt.gz")[:2]
+        X, Y = importlib.import_module(names[0] + ".io.xmc").read_xmc(train_file)[:2]
+        a, b = parse_label_range(ns.labels, Y.shape[1])
         for name in names:                       # compile or load the kernels, untimed
             train(name, X, Y, (a, min(a + 32, b)), options)
         wall = {name: [] for name in names}
@@ -91,7 +95,7 @@ def main(argv=None) -> None:
                 order = order[::-1]
             models = {}
             for name in order:
-                t, _, models[name] = train(name, X, Y, (a, b), options)
+                t, models[name] = train(name, X, Y, (a, b), options)
                 wall[name].append(t)
             ref = models[names[0]]
             for name in names[1:]:
