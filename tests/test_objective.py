@@ -1,6 +1,6 @@
 """The objective kernels of headstart.objective.erm against finite differences and an
 independent numpy implementation (tests/_reference.py), through the same entry points,
-dtypes and State the trainer uses (int8 labels, int32 active sets and marks, the loss and
+dtypes and State the trainer uses (int8 labels, unsigned 32-bit active sets and marks, the loss and
 regulariser tuples of the registries).
 
 Checked for every registered loss, the regularisers (L2, Huber, elastic net), per-instance
@@ -105,7 +105,7 @@ class Kernels:
     def state(self, w):
         O = erm.make_state(self.n, self.d)
         erm.set_label(O, self.pos, self.C * self.costs[0], self.C * self.costs[1])
-        assert O.y.dtype == np.int8 and O.act.dtype == np.int32 and O.mark.dtype == np.int32
+        assert O.y.dtype == np.int8 and O.act.dtype == erm.ACT_DTYPE == np.uint32 and O.mark.dtype == erm.MARK_DTYPE
         erm.scores(self.P, np.ascontiguousarray(w, dtype=np.float64), O.wx)
         return O
 
@@ -525,7 +525,7 @@ def test_group_hessian_products_are_each_problems_own(loss, kind, rb, bias):
         want.append(alone[F])
         erm.hess_reg(K.P, O, w, D[:, t], HD[:, t])
         states.append(F)
-    U = np.zeros(n, dtype=np.int32)
+    U = np.zeros(n, dtype=erm.ACT_DTYPE)
     nU = erm.group_rows(mask, U)
     assert not mask.any() and np.all(np.diff(U[:nU]) > 0)
     members = np.array([0, 1, 2, 0], dtype=np.int64)

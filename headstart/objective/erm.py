@@ -68,17 +68,27 @@ WOUT2, COST_POS, COST_NEG = 0, 1, 2
 # dtypes of the index buffers: instance and feature indices fit int32 (X is validated
 # to int32 indices), labels are +-1.  Narrow types matter: a lane's O(n) and O(d)
 # passes stream these arrays once or twice per Newton iteration.
-ACT_DTYPE = np.int32
+#
+# Indices are *unsigned* in the kernels (INDEX_DTYPE: X's column indices are viewed as
+# uint32, the active set and the support are uint32): numba gives an array indexed by
+# a signed integer Python's wrap-around for negative values, three more instructions
+# (and a register) per gathered or scattered element in the innermost loops, where an
+# unsigned index needs none.  The values are the same, so are the sums (bit for bit).
+# Measured on debian-deps, one thread, 2026-11-27, medians of 11 alternating calls:
+# the Hessian product with every row active 6.11 -> 4.97 ns per nonzero.
+INDEX_DTYPE = np.uint32
+ACT_DTYPE = INDEX_DTYPE
 Y_DTYPE = np.int8
-MARK_DTYPE = np.int32
+MARK_DTYPE = INDEX_DTYPE    # the support F (feature ids) and its marks (stamps < 2**31)
 MAX_STAMP = 2**31 - 2
 
 
 def make_problem(X, bias: float, loss, reg, regularize_bias: bool) -> Problem:
     """Wrap a canonical CSR matrix (float32 data, int32 indices) for the kernels; ``loss``
     and ``reg`` are the tuples of :func:`.losses.make` and :func:`.regularizers.make`.
-    One pass over X sums its columns and their squares."""
-    indices = X.indices.astype(np.int32, copy=False)
+    One pass over X sums its columns and their squares.  The column indices are viewed
+    as unsigned (no copy; see INDEX_DTYPE)."""
+    indices = X.indices.astype(np.int32, copy=False).view(INDEX_DTYPE)
     data = X.data.astype(np.float32, copy=False)
     colsum = np.zeros(X.shape[1] + 1)
     colsq = np.zeros(X.shape[1] + 1)
@@ -213,7 +223,7 @@ def value(P, O, w):
 
 @nb.njit(cache=True, nogil=True)
 def _next_stamp(O):
-    """A mark value never used before (marks are int32: renumber when they run out; the
+    """A mark value never used before (marks hold stamps below 2**31: renumber when they run out; the
     current support keeps its marks, as value 1)."""
     if O.ist[STAMP] >= MAX_STAMP:
         cur = O.ist[STAMP]

@@ -73,7 +73,7 @@ from ..solver import newton as _nt
 
 STATUS_NAMES = _nt.STATUS_NAMES
 CONVERGED = _nt.CONVERGED
-# marks are int32 stamps: the buffers are cleared and the stamp restarted well before
+# marks are stamps below 2**31: the buffers are cleared and the stamp restarted well before
 # the core would renumber them (its renumbering only sees the current view)
 _STAMP_RESET = 2**30
 
@@ -146,9 +146,10 @@ def workspace_view(B, m, d):
 
 @nb.njit(cache=True, nogil=True)
 def make_problem(indptr, indices, data, d, bias, loss, reg, regularize_bias):
-    """The core's Problem over a CSR sub-matrix (int64 indptr, int32 indices, float32 data)."""
+    """The core's Problem over a CSR sub-matrix (int64 indptr, int32 indices, float32 data;
+    the indices viewed as unsigned, like the core's, erm.INDEX_DTYPE)."""
     # no column sums: a sub-problem's gradient never takes the class-constant shortcut
-    return _erm.Problem(indptr, indices, data, np.int64(d), np.float64(bias), loss, reg, regularize_bias,
+    return _erm.Problem(indptr, indices.view(np.uint32), data, np.int64(d), np.float64(bias), loss, reg, regularize_bias,
                         np.empty(0), np.empty(0))
 
 
