@@ -24,10 +24,10 @@ workspaces
     per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16, or 1
     when 16 would take more than :func:`headstart.training.trainer.lane_budget`) lane workspaces as
     :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
-    per lane w, s (float64) and the support and its marks (int32) of ``n_features + 1``,
+    per lane w, s (float64) and the support and its marks (uint32) of ``n_features + 1``,
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
     lanes, the gradient, CG vectors and Hessian diagonal (6 float64 of ``n_features + 1``) and the active
-    set (int32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
+    set (uint32) with its two coefficient vectors (float64) of ``n``), plus the kernel's
     sweep buffer (``lanes`` float32 columns), three float64 scratch vectors of
     ``n_features + 1`` (a finished label's recomputed start vector, the positives' sum,
     the exact remainder) and, with 16 lanes, the
@@ -138,7 +138,7 @@ def lane_workspace_layout() -> tuple[int, int, int, int, int]:
     and shared by the lanes of a thread, plus fixed bytes per lane: read from
     :func:`~headstart.training.kernel.make_lane_workspace` on a tiny problem (arrays
     with a leading axis of 1 whatever the lane count are shared), so the estimate
-    follows its layout and dtypes (``y`` int8, ``act`` int32, ...).
+    follows its layout and dtypes (``y`` int8, ``act`` uint32, ...).
     Returns (per_nv, per_n, fixed, shared_nv, shared_n)."""
     global _LANE_LAYOUT
     if _LANE_LAYOUT is None:
@@ -174,7 +174,7 @@ def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> i
     scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
     member (gradient, preconditioner, residual, direction and product, each also
     interleaved), the members' gradient coefficients (float64 per instance), its row
-    union (int32) and marks (``groups``: whether the threads
+    union (uint32) and marks (``groups``: whether the threads
     form groups, :func:`headstart.training.trainer.use_groups`; by default counted
     whenever they have 16 lanes, the most they may take).  Also what
     :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""

@@ -190,14 +190,16 @@ def test_import_and_compiling_headstart_leave_environ_numba_config_and_warnings_
         from headstart.training.kernel import lanes_scores
         X = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
         P = problem(X)
-        V = np.random.default_rng(0).standard_normal((31, 16))
+        # the sweep's buffer is float32 (its products are exact in float64, see lanes_scores)
+        V = np.random.default_rng(0).standard_normal((31, 16)).astype(np.float32)
         out = np.zeros((16, 40))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             lanes_scores(P, V, out, True)
             now()
-        # vector code, same sums in the same order as scipy's CSR product: bit-identical
-        exact = bool(np.array_equal(out, (X @ V[:30] + V[30]).T))
+        # vector code, same sums in the same order as scipy's CSR product in float64: bit-identical
+        V64 = V.astype(np.float64)
+        exact = bool(np.array_equal(out, (X.astype(np.float64) @ V64[:30] + V64[30]).T))
         headstart_notes = [str(w.message) for w in caught if issubclass(w.category, numba.NumbaWarning)]
         after_compile = snapshot()
 
@@ -263,7 +265,7 @@ def test_a_user_choice_of_numba_slp_vectorize_applies_to_headstart_too(tmp_path)
         problem = lambda X: erm.make_problem(X, 1.0, losses.make(defaults), regularizers.make(defaults), False)
         from headstart.training.kernel import lanes_scores
         X = sp.random(40, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
-        lanes_scores(problem(X), np.ones((31, 16)), np.zeros((16, 40)), False)
+        lanes_scores(problem(X), np.ones((31, 16), dtype=np.float32), np.zeros((16, 40)), False)
         print(json.dumps({"headstart_packed": packed_ops(lanes_scores)}))
     """, env={"NUMBA_SLP_VECTORIZE": "0"})
     assert got["headstart_packed"] == 0

@@ -235,7 +235,9 @@ def _bias_terms(P, V, vb):
 def lanes_scores(P, V, out, ahead):
     """out[b] = X V[:, b] (+ bias * V[d, b]) for the 16 lanes in one pass over X.
 
-    V is (n_features + 1, 16), C order, so the 16 values a nonzero needs are adjacent.
+    V is (n_features + 1, 16), C order, so the 16 values a nonzero needs are adjacent,
+    and float32 (nt.DELTA_DTYPE): the fused multiply-adds give the unfused sums' bits only
+    because X's float32 values times V's are exact in float64.
     Per lane the sum runs over the row's nonzeros in the same order as
     :func:`headstart.objective.erm.scores`, so it gives bit-identical results (written out
     lane by lane: LLVM's SLP vectoriser turns the 16 accumulators into vector code).
