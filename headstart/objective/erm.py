@@ -83,6 +83,16 @@ MARK_DTYPE = INDEX_DTYPE    # the support F (feature ids) and its marks (stamps 
 MAX_STAMP = 2**31 - 2
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def row_span(P, i):
+    """Row i's nonzeros as an unsigned range (lo, hi) of positions in X's arrays: a loop
+    over it indexes ``data`` and ``indices`` with no wrap-around test (see INDEX_DTYPE;
+    the positions may take part in nothing but indexing: numba types uint64 mixed with a
+    signed integer as a float).  Inlined by numba itself: as a call, passing P would cost a
+    reference count increment and decrement per array of P at every row."""
+    return np.uint64(P.indptr[i]), np.uint64(P.indptr[i + 1])
+
+
 def make_problem(X, bias: float, loss, reg, regularize_bias: bool) -> Problem:
     """Wrap a canonical CSR matrix (float32 data, int32 indices) for the kernels; ``loss``
     and ``reg`` are the tuples of :func:`.losses.make` and :func:`.regularizers.make`.
@@ -157,7 +167,7 @@ def _times(P, w, out, add):
     wb = P.bias * w[d]
     for i in range(n):
         acc = 0.0
-        for k in range(P.indptr[i], P.indptr[i + 1]):
+        for k in range(*row_span(P, i)):
             # in float64 whatever w's type: the product of two float32 values is exact
             acc += np.float64(P.data[k]) * w[P.indices[k]]
         if add:
@@ -415,7 +425,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                 i = act[k]
                 c = O.gcoef[k]
                 h = O.hcoef[k]
-                for p in range(P.indptr[i], P.indptr[i + 1]):
+                for p in range(*row_span(P, i)):
                     j = P.indices[p]
                     x = P.data[p]
                     g[j] += c * x
@@ -435,7 +445,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
             i = act[k]
             c = O.gcoef[k]
             h = O.hcoef[k]
-            for p in range(P.indptr[i], P.indptr[i + 1]):
+            for p in range(*row_span(P, i)):
                 j = P.indices[p]
                 x = P.data[p]
                 if mark[j] != stamp:
@@ -537,7 +547,7 @@ def _grad_by_class(P, O, w, g):
     for i in range(n):
         if y[i] == s:
             ns += 1
-            for p in range(P.indptr[i], P.indptr[i + 1]):
+            for p in range(*row_span(P, i)):
                 j = P.indices[p]
                 x = np.float64(P.data[p])
                 g[j] += x
@@ -597,8 +607,7 @@ def hess_vec(P, O, w, v, out):
     for k in range(nact):
         prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
         i = act[k]
-        lo = P.indptr[i]
-        hi = P.indptr[i + 1]
+        lo, hi = row_span(P, i)
         dot = vb
         for p in range(lo, hi):
             dot += P.data[p] * v[P.indices[p]]
@@ -709,7 +718,7 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         a1 = vb1
         a2 = vb2
         a3 = vb3
-        for p in range(P.indptr[i], P.indptr[i + 1]):
+        for p in range(*row_span(P, i)):
             x = np.float64(P.data[p])
             row = D[P.indices[p]]
             a0 += x * row[0]
@@ -734,7 +743,7 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         prefetch_ahead(P.indptr, P.indices, P.data, U, u, nU)
         if c0 != 0.0 or c1 != 0.0 or c2 != 0.0 or c3 != 0.0:
             i = U[u]
-            for p in range(P.indptr[i], P.indptr[i + 1]):
+            for p in range(*row_span(P, i)):
                 x = np.float64(P.data[p])
                 row = HD[P.indices[p]]
                 row[0] += c0 * x
@@ -803,7 +812,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
         h1 = C1[i] if run[1] else 0.0
         h2 = C2[i] if run[2] else 0.0
         h3 = C3[i] if run[3] else 0.0
-        for p in range(P.indptr[i], P.indptr[i + 1]):
+        for p in range(*row_span(P, i)):
             x = np.float64(P.data[p])
             j = P.indices[p]
             g = G[j]

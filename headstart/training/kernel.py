@@ -247,7 +247,8 @@ def lanes_scores(P, V, out, ahead):
     _bias_terms(P, V, vb)
     Vf = V.reshape(V.size)
     nnz = P.indices.size
-    pf_end = nnz - V_AHEAD if ahead else 0   # with ``ahead``, prefetch V's rows (V_AHEAD)
+    # with ``ahead``, prefetch V's rows (V_AHEAD); unsigned like the positions k
+    pf_end = np.uint64(max(nnz - V_AHEAD, 0) if ahead else 0)
     for i in range(n):
         a0 = 0.0
         a1 = 0.0
@@ -265,9 +266,9 @@ def lanes_scores(P, V, out, ahead):
         a13 = 0.0
         a14 = 0.0
         a15 = 0.0
-        for k in range(P.indptr[i], P.indptr[i + 1]):
+        for k in range(*erm.row_span(P, i)):
             if k < pf_end:
-                prefetch(Vf, P.indices[k + V_AHEAD] * LANES)
+                prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(LANES))
             x = np.float64(P.data[k])   # float32 x float32 in float64: exact products
             base = np.uint64(P.indices[k]) * np.uint64(LANES)   # unsigned: see erm.INDEX_DTYPE
             a0 += x * Vf[base + np.uint64(0)]
@@ -346,7 +347,7 @@ def positives_sum(P, pos, psum):
     """psum = sum of the positive rows, bias coordinate included."""
     psum[:] = 0.0
     for i in pos:
-        for p in range(P.indptr[i], P.indptr[i + 1]):
+        for p in range(*erm.row_span(P, i)):
             psum[P.indices[p]] += P.data[p]
     psum[psum.size - 1] = P.bias * pos.size
 
