@@ -32,6 +32,23 @@ ROWS_AHEAD = 2
 _PER_LINE = 16
 
 
+def _prefetch_item(context, builder, aryty, ary, idx):
+    """llvm.prefetch of the cache line holding ary[idx] (idx in range, no wrap-around)."""
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [idx], wraparound=False)
+    i8p = ir.IntType(8).as_pointer()
+    i32 = ir.IntType(32)
+    fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch")
+    # (address, read = 0, locality = 3: keep in all levels, data cache = 1)
+    builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+
+
+def _load_item(context, builder, aryty, ary, idx):
+    """ary[idx] as an intp (idx in range, no wrap-around)."""
+    ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [idx], wraparound=False)
+    return context.cast(builder, builder.load(ptr), aryty.dtype, types.intp)
+
+
 @intrinsic
 def prefetch(typingctx, arr, idx):
     """Hint the CPU to bring the cache line holding ``arr[idx]`` (a 1-d array, ``idx``
@@ -41,36 +58,44 @@ def prefetch(typingctx, arr, idx):
     def codegen(context, builder, signature, args):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch")
-        # (address, read = 0, locality = 3: keep in all levels, data cache = 1)
-        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        _prefetch_item(context, builder, aryty, ary, args[1])
         return context.get_dummy_value()
 
     return sig, codegen
 
 
-@nb.njit(cache=True, nogil=True)
-def prefetch_row(indptr, indices, data, i):
-    """Prefetch every cache line of CSR row i's indices and values."""
-    lo = indptr[i]
-    hi = indptr[i + 1]
-    if hi > lo:
-        q = lo
-        while q < hi:
-            prefetch(indices, q)
-            prefetch(data, q)
-            q += _PER_LINE
-        # the row's last line when it starts past a line boundary that the stride skips
-        prefetch(indices, hi - 1)
-        prefetch(data, hi - 1)
+# prefetch_ahead is an intrinsic, not a jitted function, because a jitted function that
+# takes arrays costs its caller a reference-count increment and decrement per array at
+# every call (NRT_incref / NRT_decref: numba's pruning of such pairs does not see
+# through the branches of a prefetch loop, even inlined), once per active row in the
+# gradient and the Hessian product.  Measured on debian-deps (one thread, Hessian
+# product over 5% of the rows, the same arrays, 2026-11-27): 5.0 ns per active nonzero
+# with the jitted helper, 3.3 without any prefetch, 2.4 with the prefetch inlined.
+@intrinsic
+def prefetch_ahead(typingctx, indptr, indices, data, rows, k, m):
+    """While rows[k] (of rows[:m]) is summed, prefetch every cache line of the indices
+    and values of the CSR row ROWS_AHEAD places on (the row's last line too, when the
+    stride of one line skips it)."""
+    sig = types.void(indptr, indices, data, rows, k, m)
 
+    def codegen(context, builder, signature, args):
+        tys = signature.args
+        ip, ix, dt, rw = (context.make_array(t)(context, builder, a) for t, a in zip(tys[:4], args[:4]))
+        kk = context.cast(builder, args[4], tys[4], types.intp)
+        mm = context.cast(builder, args[5], tys[5], types.intp)
+        one = ir.Constant(kk.type, 1)
+        ahead = builder.add(kk, ir.Constant(kk.type, ROWS_AHEAD))
+        with builder.if_then(builder.icmp_signed("<", ahead, mm), likely=True):
+            r = _load_item(context, builder, tys[3], rw, ahead)
+            lo = _load_item(context, builder, tys[0], ip, r)
+            hi = _load_item(context, builder, tys[0], ip, builder.add(r, one))
+            with builder.if_then(builder.icmp_signed("<", lo, hi), likely=True):
+                with cgutils.for_range_slice(builder, lo, hi, ir.Constant(lo.type, _PER_LINE), intp=lo.type) as (q, _):
+                    _prefetch_item(context, builder, tys[1], ix, q)
+                    _prefetch_item(context, builder, tys[2], dt, q)
+                last = builder.sub(hi, one)
+                _prefetch_item(context, builder, tys[1], ix, last)
+                _prefetch_item(context, builder, tys[2], dt, last)
+        return context.get_dummy_value()
 
-@nb.njit(cache=True, nogil=True)
-def prefetch_ahead(indptr, indices, data, rows, k, m):
-    """While rows[k] (of rows[:m]) is summed, prefetch the row ROWS_AHEAD places on."""
-    if k + ROWS_AHEAD < m:
-        prefetch_row(indptr, indices, data, rows[k + ROWS_AHEAD])
+    return sig, codegen
