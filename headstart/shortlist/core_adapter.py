@@ -149,7 +149,7 @@ def make_problem(indptr, indices, data, d, bias, loss, reg, regularize_bias):
     """The core's Problem over a CSR sub-matrix (int64 indptr, int32 indices, float32 data;
     the indices viewed as unsigned, like the core's, erm.INDEX_DTYPE)."""
     # no column sums: a sub-problem's gradient never takes the class-constant shortcut
-    return _erm.Problem(indptr, indices.view(np.uint32), data, np.int64(d), np.float64(bias), loss, reg, regularize_bias,
+    return _erm.Problem(indptr, indices.view(_erm.INDEX_DTYPE), data, np.int64(d), np.float64(bias), loss, reg, regularize_bias,
                         np.empty(0), np.empty(0))
 
 
