@@ -330,31 +330,69 @@ def _gnorm(O, g):
     return np.sqrt(acc)
 
 
+# The O(n) passes of a Newton iteration with implicit negative mining -- a line-search
+# trial (:func:`_trial_loss_sum`) and the listing of the active set
+# (:func:`_active_set`) -- find the few instances with margin < 1 among all n: a tail
+# label has a few dozen of 39,061 on debian-deps.  As one loop with a branch per
+# instance they cost ~1.2 ns per instance, a Newton iteration's ~110 us of its ~550.
+# Blocked, each block's margins are first only *counted* below 1 (a fixed-length loop
+# with no branch: vector code), and only a block that holds one is walked again
+# instance by instance.  The same operations on the same values in the same order,
+# so the same sums bit for bit.  Measured on debian-deps-sized arrays, one thread,
+# 2026-11-28 (medians of 15 alternating runs, 0.1% / 0.3% / 1% of the instances
+# active): a trial 46 / 48 / 46 -> 22 / 24 / 31 us (blocks of 32; 64: 23 / 27 / 38);
+# the step's listing, with its update of the scores, 55 / 60 / 54 -> 33 / 46 / 40 us
+# (blocks of 64; blocks of 32 came out slower than the plain loop there).
+TRIAL_BLOCK = 32
+LIST_BLOCK = 64
+
+
 @nb.njit(cache=True, nogil=True)
 def _active_set(P, O, xd, sigma, alpha, move):
     """Active set with its coefficients; with ``move`` the scores first go to
-    wx + alpha * (sigma * wx + xd) (the accepted line-search step), in the same pass."""
+    wx + alpha * (sigma * wx + xd) (the accepted line-search step)."""
     y = O.y
     wx = O.wx
-    act = O.act
     n = wx.size
+    if move:
+        for i in range(n):   # no branch: vector code
+            wx[i] = wx[i] + alpha * (sigma * wx[i] + xd[i])
+    nact = 0
+    if not losses.mines(P.loss):
+        nact = _list_active(P, O, 0, n, nact)
+    else:
+        nb_ = n - n % LIST_BLOCK
+        for i0 in range(0, nb_, LIST_BLOCK):
+            cnt = 0
+            for i in range(i0, i0 + LIST_BLOCK):
+                cnt += y[i] * wx[i] < 1.0
+            if cnt:
+                nact = _list_active(P, O, i0, i0 + LIST_BLOCK, nact)
+        nact = _list_active(P, O, nb_, n, nact)
+    O.ist[NACT] = nact
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _list_active(P, O, lo, hi, nact):
+    """Append the active instances among lo..hi-1 with their coefficients; returns the
+    new count.  Inlined by numba (a call per block would count references to O's
+    arrays)."""
+    y = O.y
+    wx = O.wx
     mining = losses.mines(P.loss)
     cp = O.fst[COST_POS]
     cn = O.fst[COST_NEG]
-    nact = 0
-    for i in range(n):
-        if move:
-            wx[i] = wx[i] + alpha * (sigma * wx[i] + xd[i])
+    for i in range(lo, hi):
         m = y[i] * wx[i]
         if mining and m >= 1.0:
             continue
         c = cp if y[i] > 0 else cn
-        act[nact] = i
+        O.act[nact] = i
         g1, g2 = losses.derivatives(P.loss, m)
         O.gcoef[nact] = c * g1 * y[i]
         O.hcoef[nact] = c * g2
         nact += 1
-    O.ist[NACT] = nact
+    return nact
 
 
 @nb.njit(cache=True, nogil=True)
@@ -970,22 +1008,39 @@ def _trial_loss_sum(P, O, alpha, sigma):
     """sum_i c_i phi(y_i * (wx_i + alpha * (sigma * wx_i + xs_i))): the loss at w + alpha s,
     the O(n) work of a line-search trial.
 
-    With mining, only instances with margin < 1 add anything; skipping the others
-    (instead of adding 0.0) takes them out of the chain of dependent additions, which
-    otherwise sets the pace of this loop (one add latency per instance)."""
+    With mining, only instances with margin < 1 add anything, found block by block
+    (TRIAL_BLOCK, see LIST_BLOCK); skipping the others (instead of adding 0.0) also
+    takes them out of the chain of dependent additions."""
     acc = 0.0
     y = O.y
     wx = O.wx
     xd = O.xs
     n = wx.size
     if losses.mines(P.loss):
-        for i in range(n):
-            m = y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i]))
-            if m < 1.0:
-                acc += _cost(O, y[i]) * losses.value(P.loss, m)
+        nb_ = n - n % TRIAL_BLOCK
+        for i0 in range(0, nb_, TRIAL_BLOCK):
+            cnt = 0
+            for i in range(i0, i0 + TRIAL_BLOCK):
+                cnt += y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i])) < 1.0
+            if cnt:
+                acc = _trial_part(P, O, alpha, sigma, i0, i0 + TRIAL_BLOCK, acc)
+        acc = _trial_part(P, O, alpha, sigma, nb_, n, acc)
     else:
         for i in range(n):
             acc += _cost(O, y[i]) * losses.value(P.loss, y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i])))
+    return acc
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _trial_part(P, O, alpha, sigma, lo, hi, acc):
+    """acc plus the losses of the instances among lo..hi-1 with margin < 1."""
+    y = O.y
+    wx = O.wx
+    xd = O.xs
+    for i in range(lo, hi):
+        m = y[i] * (wx[i] + alpha * (sigma * wx[i] + xd[i]))
+        if m < 1.0:
+            acc += _cost(O, y[i]) * losses.value(P.loss, m)
     return acc
 
 
