@@ -125,7 +125,7 @@ def new_buffers(m, d):
                       np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
                    np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.MARK_DTYPE),
-                   np.zeros(nv, dtype=_erm.MARK_DTYPE), np.zeros(3, dtype=np.int64), np.zeros(3))
+                   np.zeros(nv, dtype=_erm.MARK_DTYPE), _erm.new_ist(), np.zeros(3))
     return W, O
 
 

@@ -72,7 +72,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
                   np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
-              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.zeros((lanes, 3), dtype=np.int64), np.zeros((lanes, 3)))
+              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), erm.new_ist(lanes), np.zeros((lanes, 3)))
     return W, O
 
 
