@@ -133,11 +133,12 @@ def make_state(n: int, n_features: int) -> State:
                  new_ist(), np.zeros(3))
 
 
-def new_ist(lanes: int | None = None) -> np.ndarray:
-    """A state's integer scalars (``lanes`` rows of them for a lane workspace): zero, no
-    line-search candidates."""
-    ist = np.zeros(IST_SIZE if lanes is None else (lanes, IST_SIZE), dtype=np.int64)
-    ist[..., NCAND] = -1
+@nb.njit(cache=True, nogil=True)
+def new_ist():
+    """A state's integer scalars: zero, no line-search candidates (also called from the
+    shortlist's compiled code)."""
+    ist = np.zeros(IST_SIZE, dtype=np.int64)
+    ist[NCAND] = -1
     return ist
 
 
