@@ -350,7 +350,7 @@ def _gnorm(O, g):
 # with no branch: vector code), and only a block that holds one is walked again
 # instance by instance.  The same operations on the same values in the same order,
 # so the same sums bit for bit.  Measured on debian-deps-sized arrays, one thread,
-# 2026-11-28 (medians of 15 alternating runs, 0.1% / 0.3% / 1% of the instances
+# 2026-11-27 (medians of 15 alternating runs, 0.1% / 0.3% / 1% of the instances
 # active): a trial 46 / 48 / 46 -> 22 / 24 / 31 us (blocks of 32; 64: 23 / 27 / 38);
 # the step's listing, with its update of the scores, 55 / 60 / 54 -> 33 / 46 / 40 us
 # (blocks of 64; blocks of 32 came out slower than the plain loop there).
