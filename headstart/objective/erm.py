@@ -60,11 +60,13 @@ Problem = namedtuple("Problem", ["indptr", "indices", "data", "n_features", "bia
 # support, summed in the gradient's pass over the active rows (cached like gcoef/hcoef
 # until the direction is computed).  ist (int64): NACT active instances, NF size of the
 # support (bias index included), STAMP the current mark value, NCAND the line search's
-# candidate instances listed in ``act`` for the step (-1: none, see line_search).  fst (float64): WOUT2
-# ||w_O||^2 outside the support, COST_POS / COST_NEG the costs c_+ and c_-.
+# candidate instances listed in ``act`` for the step (-1: none, see line_search); a new
+# state's are IST_INIT.  fst (float64): WOUT2 ||w_O||^2 outside the support, COST_POS /
+# COST_NEG the costs c_+ and c_-.
 State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "hdiag", "F", "mark", "ist", "fst"])
 NACT, NF, STAMP, NCAND = 0, 1, 2, 3
-IST_SIZE = 4
+IST_INIT = np.array([0, 0, 0, -1], dtype=np.int64)
+IST_INIT.flags.writeable = False
 WOUT2, COST_POS, COST_NEG = 0, 1, 2
 
 # dtypes of the index buffers: instance and feature indices fit int32 (X is validated
@@ -130,16 +132,13 @@ def make_state(n: int, n_features: int) -> State:
     nv = n_features + 1
     return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
                  np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
-                 new_ist(), np.zeros(3))
+                 IST_INIT.copy(), np.zeros(3))
 
 
 @nb.njit(cache=True, nogil=True)
 def new_ist():
-    """A state's integer scalars: zero, no line-search candidates (also called from the
-    shortlist's compiled code)."""
-    ist = np.zeros(IST_SIZE, dtype=np.int64)
-    ist[NCAND] = -1
-    return ist
+    """A new state's integer scalars (IST_INIT), for compiled code (the shortlist's)."""
+    return IST_INIT.copy()
 
 
 @nb.njit(cache=True, nogil=True)
@@ -352,8 +351,9 @@ def _gnorm(O, g):
 # so the same sums bit for bit.  Measured on debian-deps-sized arrays, one thread,
 # 2026-11-27 (medians of 15 alternating runs, 0.1% / 0.3% / 1% of the instances
 # active): a trial 46 / 48 / 46 -> 22 / 24 / 31 us (blocks of 32; 64: 23 / 27 / 38);
-# the step's listing, with its update of the scores, 55 / 60 / 54 -> 33 / 46 / 40 us
-# (blocks of 64; blocks of 32 came out slower than the plain loop there).
+# the listing with its update of the scores, measured when the step still used it (it
+# now reads the line search's candidates), 55 / 60 / 54 -> 33 / 46 / 40 us (blocks of
+# 64; blocks of 32 came out slower than the plain loop there).
 TRIAL_BLOCK = 32
 LIST_BLOCK = 64
 

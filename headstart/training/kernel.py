@@ -68,13 +68,12 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
     nv = n_features + 1
     own = lambda dtype=np.float64: np.zeros((lanes, nv), dtype=dtype)  # noqa: E731
     shared = lambda: np.zeros((1, nv))  # noqa: E731
-    ist = np.zeros((lanes, erm.IST_SIZE), dtype=np.int64)
-    ist[:, erm.NCAND] = -1   # no line-search candidates (erm.new_ist)
     W = Workspace(own(), shared(), own(), shared(), shared(), shared(), shared(),
                   np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
-              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), ist, np.zeros((lanes, 3)))
+              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.tile(erm.IST_INIT, (lanes, 1)),
+              np.zeros((lanes, 3)))
     return W, O
 
 
