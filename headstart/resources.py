@@ -21,8 +21,8 @@ init
     column sums and sums of squares, the initialisation's plan (aop: the mean instance; ovap: a shared
     solution and a workspace of its own).
 workspaces
-    per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16, or 1
-    when 16 would take more than :func:`headstart.training.trainer.lane_budget`) lane workspaces as
+    per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16; 8 when 16
+    would take more than :func:`headstart.training.trainer.lane_budget`, 1 when 8 would too) lane workspaces as
     :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
     per lane w, s (float64) and the support and its marks (uint32) of ``n_features + 1``,
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's

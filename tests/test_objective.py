@@ -629,7 +629,8 @@ def test_class_constant_start_gradient_matches_the_pass_over_the_rows(loss, kind
 def test_the_lane_sweep_with_and_without_prefetching_v_gives_the_same_bits():
     """kernel.lanes_scores prefetches V's rows V_AHEAD nonzeros ahead on large X: a hint
     only, so the 16 lanes' scores are bit for bit those without it, and each lane's are
-    those of erm.scores (empty rows, the last nonzeros, fewer nonzeros than V_AHEAD)."""
+    those of erm.scores (empty rows, the last nonzeros, fewer nonzeros than V_AHEAD);
+    the same for the 8-lane sweep (kernel.lanes_scores8)."""
     from headstart.training import kernel
 
     rng = np.random.default_rng(8)
@@ -642,14 +643,15 @@ def test_the_lane_sweep_with_and_without_prefetching_v_gives_the_same_bits():
         X.indices = X.indices.astype(np.int32)
         p = TrainParams()
         P = erm.make_problem(X, 1.0, losses.make(p), regularizers.make(p), False)
-        V = rng.standard_normal((d + 1, kernel.LANES)).astype(np.float32)
-        V[rng.random(d + 1) < 0.3] = 0.0
-        a = np.full((kernel.LANES, X.shape[0]), np.nan)
-        b = np.full((kernel.LANES, X.shape[0]), np.nan)
-        kernel.lanes_scores(P, V, a, True)
-        kernel.lanes_scores(P, V, b, False)
-        assert np.array_equal(a, b)
-        for lane in range(kernel.LANES):
-            one = np.zeros(X.shape[0])
-            erm.scores(P, np.ascontiguousarray(V[:, lane]), one)
-            assert np.array_equal(a[lane], one)
+        for L, sweep in [(kernel.LANES, kernel.lanes_scores), (kernel.HALF_LANES, kernel.lanes_scores8)]:
+            V = rng.standard_normal((d + 1, L)).astype(np.float32)
+            V[rng.random(d + 1) < 0.3] = 0.0
+            a = np.full((L, X.shape[0]), np.nan)
+            b = np.full((L, X.shape[0]), np.nan)
+            sweep(P, V, a, True)
+            sweep(P, V, b, False)
+            assert np.array_equal(a, b)
+            for lane in range(L):
+                one = np.zeros(X.shape[0])
+                erm.scores(P, np.ascontiguousarray(V[:, lane]), one)
+                assert np.array_equal(a[lane], one)

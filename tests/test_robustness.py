@@ -278,13 +278,16 @@ def test_tiny_values_lose_nothing():
 def test_lanes_kept_wherever_they_fit_half_the_memory():
     """16 lanes per thread unless their buffers exceed half of the memory the process may
     use (at least 2 GiB): the Amazon-670K shape at 64 threads keeps them on a 256 GiB
-    machine (they take ~14 GiB) and gives them up on an 8 GiB one."""
-    from headstart.training.kernel import LANES
+    machine (they take ~14 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
+    one."""
+    from headstart.training.kernel import HALF_LANES, LANES
     from headstart.training.trainer import choose_lanes, lane_budget
 
     assert lane_budget(256 * 2**30) == 128 * 2**30 and lane_budget(1 * 2**30) == 2 * 2**30
     assert choose_lanes(490449, 135909, 64, lane_budget(256 * 2**30)) == LANES
     assert choose_lanes(490449, 135909, 64, lane_budget(8 * 2**30)) == 1
+    # in between, 8 lanes (one sweep per 8 labels instead of one per label)
+    assert choose_lanes(490449, 135909, 64, lane_budget(24 * 2**30)) == HALF_LANES
     assert choose_lanes(490449, 135909, 2, lane_budget(8 * 2**30)) == LANES
     e = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
                                            collect=False)

@@ -270,8 +270,8 @@ def test_timeout_trains_a_prefix(bibtex_small):
                                            ("huber-hinge", "huber", "aop"), ("squared-hinge", "l2", "multi-pos"),
                                            ("squared-hinge", "l2", "zero"), ("squared-hinge", "huber", "zero")])
 def test_newton_is_the_one_lane_case_of_the_scheduler(bibtex_small, loss, reg, init):
-    """The single-problem driver solver.newton.newton and the 16-lane scheduler give the
-    same weights and objective values, bit for bit (same operations in the same order).
+    """The single-problem driver solver.newton.newton and the 16-lane (and 8-lane)
+    scheduler give the same weights and objective values, bit for bit (same operations in the same order).
     Zero starts and the logistic loss make the lanes' active sets dense, so their
     directions are computed in groups (kernel.group_directions) there; forced on here
     (whatever trainer.use_groups decides), and without groups the same bits again."""
@@ -283,6 +283,11 @@ def test_newton_is_the_one_lane_case_of_the_scheduler(bibtex_small, loss, reg, i
     W2, b2, st2 = train_labels(X, Y, p, labels, lanes=kernel.LANES, locality=False, groups=False)
     assert not st2.meta["groups"]
     assert (W != W2).nnz == 0 and np.array_equal(b, b2) and np.array_equal(st["f_final"], st2["f_final"])
+    # 8 lanes (kernel.lanes_scores8, where 16 do not fit the memory budget): the same bits
+    W8, b8, st8 = train_labels(X, Y, p, labels, lanes=kernel.HALF_LANES, locality=False)
+    assert not st8.meta["groups"]
+    assert (W != W8).nnz == 0 and np.array_equal(b, b8) and np.array_equal(st["f_final"], st8["f_final"])
+    assert np.array_equal(st["iterations"], st8["iterations"])
     P, colsum = prepare_problem(X, p)
     Yc = sp.csc_matrix(Y)
     plan = make_initializer(p).prepare(TrainingContext(P, X, Yc, p, colsum))

@@ -306,6 +306,65 @@ def lanes_scores(P, V, out, ahead):
         out[15, i] = a15 + vb[15]
 
 
+# With 8 lanes per thread (trainer.choose_lanes: where 16 lanes' buffers would exceed the
+# memory budget, e.g. WikiLSHTC-325K-sized problems on many threads of a mid-size
+# machine) one sweep serves 8 labels: twice the passes over X of 16 lanes, but each
+# nonzero costs about half the instructions (one float32 -> float64 conversion of a
+# 32-byte row and one FMA instead of two each), so per label it is far from the 8x of
+# falling back to one lane.  The same sums in the same order as lanes_scores and
+# erm.scores, bit for bit.
+HALF_LANES = LANES // 2
+
+
+@nb.njit(cache=True, nogil=True)
+def _bias_terms8(P, V, vb):
+    """_bias_terms for 8 lanes (without ``contract``, see there)."""
+    d = P.n_features
+    for b in range(HALF_LANES):
+        vb[b] = P.bias * V[d, b]
+
+
+@nb.njit(cache=True, nogil=True, fastmath={"contract"})
+def lanes_scores8(P, V, out, ahead):
+    """:func:`lanes_scores` for 8 lanes: V is (n_features + 1, 8), float32, C order."""
+    n = P.indptr.size - 1
+    vb = np.empty(HALF_LANES)
+    _bias_terms8(P, V, vb)
+    Vf = V.reshape(V.size)
+    nnz = P.indices.size
+    pf_end = np.uint64(max(nnz - V_AHEAD, 0) if ahead else 0)
+    for i in range(n):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        a4 = 0.0
+        a5 = 0.0
+        a6 = 0.0
+        a7 = 0.0
+        for k in range(*erm.row_span(P, i)):
+            if k < pf_end:
+                prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(HALF_LANES))
+            x = np.float64(P.data[k])
+            base = np.uint64(P.indices[k]) * np.uint64(HALF_LANES)
+            a0 += x * Vf[base + np.uint64(0)]
+            a1 += x * Vf[base + np.uint64(1)]
+            a2 += x * Vf[base + np.uint64(2)]
+            a3 += x * Vf[base + np.uint64(3)]
+            a4 += x * Vf[base + np.uint64(4)]
+            a5 += x * Vf[base + np.uint64(5)]
+            a6 += x * Vf[base + np.uint64(6)]
+            a7 += x * Vf[base + np.uint64(7)]
+        out[0, i] = a0 + vb[0]
+        out[1, i] = a1 + vb[1]
+        out[2, i] = a2 + vb[2]
+        out[3, i] = a3 + vb[3]
+        out[4, i] = a4 + vb[4]
+        out[5, i] = a5 + vb[5]
+        out[6, i] = a6 + vb[6]
+        out[7, i] = a7 + vb[7]
+
+
 @nb.njit(cache=True, nogil=True)
 def _touch(V, out):
     """Read V once, in order, right before the sweep gathers its rows at random.
@@ -537,6 +596,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         if L == LANES:
             _touch(V, touched)
             lanes_scores(P, V, XV, P.indices.size > SWEEP_PREFETCH_NNZ)
+        elif L == HALF_LANES:
+            _touch(V, touched)
+            lanes_scores8(P, V, XV, P.indices.size > SWEEP_PREFETCH_NNZ)
         else:
             for b in range(L):
                 if phase[b] != IDLE:

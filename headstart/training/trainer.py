@@ -28,7 +28,7 @@ from ..objective import losses, regularizers, weighting
 from ..objective.erm import make_problem
 from ..params import TrainParams
 from ..solver.newton import STATUS_NAMES, settings
-from .kernel import LANES, make_group, make_lane_workspace, train_chunk
+from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, train_chunk
 from . import pages
 from .locality import FeatureOrder, renumber
 from .packed import PackedRows
@@ -93,12 +93,17 @@ def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> i
     """LANES lanes (one sweep over X serves LANES labels) unless their threads' buffers
     (:func:`headstart.resources.thread_workspace_bytes`: per lane w, s, F and marks per
     feature, scores and labels per instance; the sweep buffer and the direction group)
-    would exceed ``budget`` bytes (default :func:`lane_budget`); then one lane per thread."""
+    would exceed ``budget`` bytes (default :func:`lane_budget`); then HALF_LANES (8, no
+    direction groups: a bit more than half the memory, twice the sweeps; see
+    kernel.lanes_scores8) if those fit, else one lane per thread."""
     from ..resources import thread_workspace_bytes
 
     if budget is None:
         budget = lane_budget()
-    return LANES if thread_workspace_bytes(n, d, LANES) * threads <= budget else 1
+    for lanes in (LANES, HALF_LANES):
+        if thread_workspace_bytes(n, d, lanes) * threads <= budget:
+            return lanes
+    return 1
 
 
 def use_groups(lanes: int, sparse_start: bool, mines: bool) -> bool:

@@ -1,0 +1,100 @@
+"""Training with 16, 8 and 1 lanes per thread, in one process, alternately, on the same data.
+
+The trainer keeps 16 lanes per thread (one sweep over X serves 16 labels) while all
+threads' lane buffers fit the lane budget (half the memory the process may use), else 8
+(``kernel.lanes_scores8``), else one.  This measures what each step down costs in time and
+saves in memory: per lane count the median wall time over the rounds (the order rotating
+so that no count always runs first), its ratio to 16 lanes, whether the weights equal the
+16-lane weights bit for bit, and the lane buffers of one thread by
+``resources.thread_workspace_bytes`` -- for this data set and for the published shapes.
+
+    python benchmarks/lanes.py debian-deps --labels 0:2000 --threads 2 --rounds 3
+    python benchmarks/lanes.py /work/data/amazon-670k --labels 0:160 --lanes 16,8 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.before_after import dataset_files  # noqa: E402
+from headstart.io.xmc import read_xmc  # noqa: E402
+from headstart.params import TrainParams  # noqa: E402
+from headstart.resources import thread_workspace_bytes  # noqa: E402
+from headstart.training.trainer import train_labels  # noqa: E402
+
+# (name, rows, features) of the published sets the docs quote
+SHAPES = [("Amazon-670K", 490449, 135909), ("AmazonCat-13K", 1186239, 203882),
+          ("WikiLSHTC-325K", 1778351, 1617899)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dataset")
+    ap.add_argument("--labels", default="0:1000")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--lanes", default="16,8,1")
+    ap.add_argument("--init", default="aop")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    counts = [int(v) for v in a.lanes.split(",")]
+    lo, hi = map(int, a.labels.split(":"))
+    train, _ = dataset_files(a.dataset)
+    X, Y = read_xmc(train)
+    labels = np.arange(lo, min(hi, Y.shape[1]))
+    p = TrainParams(threads=a.threads, init=a.init)
+    warm = labels[:32]
+    for L in counts:          # compile or load the kernels, untimed
+        train_labels(X, Y, p, warm, lanes=L, trajectories=False)
+    times = {L: [] for L in counts}
+    weights = {}
+    for r in range(a.rounds):
+        order = counts[r % len(counts):] + counts[:r % len(counts)]
+        for L in order:
+            t0 = time.perf_counter()
+            W, b, _ = train_labels(X, Y, p, labels, lanes=L, trajectories=False)
+            times[L].append(time.perf_counter() - t0)
+            weights.setdefault(L, (W, b))
+            print(f"round {r + 1}: {L:2d} lanes {times[L][-1]:8.2f} s", flush=True)
+    ref = counts[0]
+    W0, b0 = weights[ref]
+    n, d = X.shape
+    rows = []
+    for L in counts:
+        W, b = weights[L]
+        med = statistics.median(times[L])
+        rows.append({"lanes": L, "median_s": med, "times": times[L],
+                     "slowdown": med / statistics.median(times[ref]),
+                     "same_bits": bool((W != W0).nnz == 0 and np.array_equal(b, b0)),
+                     "thread_buffers_bytes": thread_workspace_bytes(n, d, L)})
+    print(f"\n{a.dataset}, labels {lo}:{labels[-1] + 1}, {a.threads} threads, init {a.init}, "
+          f"medians of {a.rounds} rounds")
+    print("lanes   median s   vs first   same bits   lane buffers per thread")
+    for row in rows:
+        print(f"{row['lanes']:5d} {row['median_s']:10.2f} {row['slowdown']:9.2f}x {str(row['same_bits']):>11}"
+              f" {row['thread_buffers_bytes'] / 2**20:12.1f} MiB")
+    shapes = []
+    print("\nlane buffers of one thread for the published shapes:")
+    for name, rn, fd in SHAPES:
+        per = {L: thread_workspace_bytes(rn, fd, L) for L in (16, 8, 1)}
+        shapes.append({"shape": name, "rows": rn, "features": fd, **{f"lanes_{L}": v for L, v in per.items()}})
+        print(f"  {name}: " + ", ".join(f"{L} lanes {v / 2**20:.0f} MiB" for L, v in per.items()))
+    if a.json:
+        Path(a.json).write_text(json.dumps({"dataset": a.dataset, "labels": [lo, int(labels[-1]) + 1],
+                                            "threads": a.threads, "init": a.init, "rounds": a.rounds,
+                                            "date": time.strftime("%Y-%m-%d %H:%M"), "rows": rows,
+                                            "shapes": shapes}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
