@@ -294,6 +294,33 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     assert e.details["lanes"] == LANES and 12 * 2**30 < e.parts["workspaces"] < 16 * 2**30
 
 
+def test_fewer_lanes_are_reported(monkeypatch, caplog):
+    """When the lane buffers do not fit the budget the trainer says how many lanes it
+    took: 8 at INFO, one (several times slower) as a WARNING; the weights are the same."""
+    from headstart.validation import check_features, check_labels
+    from headstart.params import TrainParams
+    from headstart.resources import thread_workspace_bytes
+    from headstart.training import trainer
+
+    rng = np.random.default_rng(3)
+    X = check_features(sp.random(300, 60, density=0.1, format="csr", random_state=3, dtype=np.float32))
+    Y = check_labels(sp.csr_matrix((rng.random((300, 20)) < 0.1).astype(np.float32)), 300)
+    n, d = X.shape
+    p = TrainParams(threads=1)
+    labels = np.arange(20)
+    W16, _, st16 = trainer.train_labels(X, Y, p, labels)
+    assert st16.meta["lanes"] == 16
+    for budget, lanes, level in [(thread_workspace_bytes(n, d, 8), 8, logging.INFO),
+                                 (thread_workspace_bytes(n, d, 1), 1, logging.WARNING)]:
+        monkeypatch.setattr(trainer, "lane_budget", lambda memory=None, b=budget: b)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="headstart.training.trainer"):
+            W, _, st = trainer.train_labels(X, Y, p, labels)
+        assert st.meta["lanes"] == lanes and (W != W16).nnz == 0
+        hits = [r for r in caplog.records if "lanes per thread" in r.getMessage()]
+        assert len(hits) == 1 and hits[0].levelno == level and hits[0].getMessage().startswith(f"lanes per thread: {lanes} instead of 16")
+
+
 def test_training_estimate_follows_the_trainer():
     from headstart.training.trainer import choose_lanes
 
