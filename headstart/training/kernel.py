@@ -216,12 +216,11 @@ SWEEP_PREFETCH_NNZ = 8 * 2**20
 
 @nb.njit(cache=True, nogil=True)
 def _bias_terms(P, V, vb):
-    """vb[b] = bias * V[d, b] for each of the vb.size lanes (16 or 8): the bias
-    coordinate's part of each lane's scores.  Its own function, compiled without
-    ``contract`` (see lanes_scores): the product is rounded before it is added, as in
-    erm.scores."""
+    """vb[b] = bias * V[d, b]: the bias coordinate's part of each lane's scores.  Its own
+    function, compiled without ``contract`` (see lanes_scores): the product is rounded
+    before it is added, as in erm.scores."""
     d = P.n_features
-    for b in range(vb.size):
+    for b in range(LANES):
         vb[b] = P.bias * V[d, b]
 
 
@@ -317,12 +316,20 @@ def lanes_scores(P, V, out, ahead):
 HALF_LANES = LANES // 2
 
 
+@nb.njit(cache=True, nogil=True)
+def _bias_terms8(P, V, vb):
+    """_bias_terms for 8 lanes (without ``contract``, see there)."""
+    d = P.n_features
+    for b in range(HALF_LANES):
+        vb[b] = P.bias * V[d, b]
+
+
 @nb.njit(cache=True, nogil=True, fastmath={"contract"})
 def lanes_scores8(P, V, out, ahead):
     """:func:`lanes_scores` for 8 lanes: V is (n_features + 1, 8), float32, C order."""
     n = P.indptr.size - 1
     vb = np.empty(HALF_LANES)
-    _bias_terms(P, V, vb)
+    _bias_terms8(P, V, vb)
     Vf = V.reshape(V.size)
     nnz = P.indices.size
     pf_end = np.uint64(max(nnz - V_AHEAD, 0) if ahead else 0)

@@ -217,14 +217,13 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     if lanes is None:
-        budget = lane_budget()   # once: the message below reports the budget that decided
-        lanes = choose_lanes(n, d, threads, budget)
+        lanes = choose_lanes(n, d, threads)
         if lanes < LANES:
             # the user should know: 8 lanes cost ~3%, one lane several times the time
             (log.info if lanes == HALF_LANES else log.warning)(
                 "lanes per thread: %d instead of %d (labels per pass over X): the lane buffers of %d "
                 "thread(s) would exceed the lane budget of %.1f GiB (half the memory available)%s",
-                lanes, LANES, threads, budget / 2**30,
+                lanes, LANES, threads, lane_budget() / 2**30,
                 "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
     if groups is None:
         groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
