@@ -217,13 +217,14 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     if lanes is None:
-        lanes = choose_lanes(n, d, threads)
+        budget = lane_budget()   # once: it reads the memory available, which changes
+        lanes = choose_lanes(n, d, threads, budget)
         if lanes < LANES:
             # the user should know: 8 lanes cost ~3%, one lane several times the time
             (log.info if lanes == HALF_LANES else log.warning)(
                 "lanes per thread: %d instead of %d (labels per pass over X): the lane buffers of %d "
                 "thread(s) would exceed the lane budget of %.1f GiB (half the memory available)%s",
-                lanes, LANES, threads, lane_budget() / 2**30,
+                lanes, LANES, threads, budget / 2**30,
                 "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
     if groups is None:
         groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
