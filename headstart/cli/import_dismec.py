@@ -1,0 +1,48 @@
+"""``headstart import-dismec META -o MODEL_DIR``: a DiSMEC++ model as a headstart model."""
+
+from __future__ import annotations
+
+import argparse
+
+from . import common
+
+NAME = "import-dismec"
+HELP = "make a model trained by DiSMEC++ (the paper's C++ trainer) a headstart model"
+DESCRIPTION = """\
+Read the model DiSMEC++ saved (its metadata file META and the weight files it lists, in
+any of its layouts: sparse text, dense text, dense npy) and write it as a headstart model
+directory, to predict and evaluate with headstart, merge, or start training from
+(--init pretrained).  DiSMEC++ keeps no record of how it preprocessed the data: give the
+options its training ran with, so that headstart's predictor does the same to any input
+(in DiSMEC++'s order: --transform, then --normalize-instances, then the bias feature).
+With --augment-for-bias the model's last weight is taken as the bias weight."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..params import TRANSFORMS
+
+    p.add_argument("meta", metavar="META", help="DiSMEC++'s model (metadata) file, e.g. eurlex.model")
+    p.add_argument("-o", "--output", metavar="MODEL_DIR", required=True, help="headstart model directory to write")
+    p.add_argument("--augment-for-bias", metavar="VALUE", nargs="?", type=float, const=1.0, default=None,
+                   help="DiSMEC++ trained with --augment-for-bias [VALUE] (default value 1): the last weight is "
+                        "the bias weight")
+    p.add_argument("--normalize-instances", action="store_true",
+                   help="DiSMEC++ trained with --normalize-instances (instances scaled to unit L2 norm)")
+    p.add_argument("--transform", choices=TRANSFORMS, default="identity",
+                   help="DiSMEC++'s --transform of the feature values (default identity)")
+    p.add_argument("--weight-culling", metavar="T", type=float, default=0.0,
+                   help="drop weights with |w| <= T (default 0: keep every nonzero weight)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..model import save_model
+    from ..model.dismec import read_dismec_model
+
+    common.check_output_dir(args.output)
+    model = read_dismec_model(args.meta, bias_feature=args.augment_for_bias, normalize=args.normalize_instances,
+                              transform=args.transform, culling=args.weight_culling)
+    save_model(model, args.output)
+    common.say(args, f"imported {model.num_labels} labels x {model.n_features} features "
+                     f"({model.nnz} weights{', intercepts' if args.augment_for_bias is not None else ''}) "
+                     f"-> {args.output}")
+    return 0

@@ -1,0 +1,257 @@
+"""DiSMEC++ model files: import, export, their round trip, and strict errors.
+
+The expected values come from DiSMEC++'s documented format (src/io/model-io.h,
+src/io/weights.cpp: a JSON metadata file listing weight files, one label per row) and
+from its data pipeline (--transform, then --normalize-instances, then the bias feature
+appended by --augment-for-bias), computed here independently of headstart's reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart.cli import main as cli_main
+from headstart.errors import DataFormatError, ModelFormatError
+from headstart.model import OvAModel, Preprocessing, load_model, save_model
+from headstart.model.dismec import read_dismec_model, write_dismec_model
+from headstart.params import TrainParams
+
+# 3 labels over 3 features plus DiSMEC++'s bias feature (the last column)
+W_ALL = np.array([[1.0, 0.0, 0.0, 0.5],
+                  [0.0, 0.0, 0.0, 0.0],
+                  [0.0, -2.0, 3.25, -1.0]])
+
+
+def write_meta(path: Path, d: int, L: int, files: list[tuple[int, int, str, str]]) -> Path:
+    meta = {"num-features": d, "num-labels": L, "date": "2021-01-01 - 00:00:00",
+            "files": [{"first": a, "count": c, "file": f, "weight-format": fmt} for a, c, f, fmt in files]}
+    path.write_text(json.dumps(meta, indent=4))
+    return path
+
+
+def hand_written(tmp_path: Path, fmt: str) -> Path:
+    """W_ALL as DiSMEC++ writes it: labels 0-1 in one file, label 2 in another."""
+    def sparse_lines(rows):   # DiSMEC++'s SparseTXT: "j:v " pairs, an empty line for no weights
+        return "".join("".join(f"{j}:{v:g} " for j, v in enumerate(r) if v != 0) + "\n" for r in rows)
+
+    names = []
+    for a, b in ((0, 2), (2, 3)):
+        name = f"m.model.weights-{a}-{b - 1}"
+        rows = W_ALL[a:b]
+        if fmt == "SparseTXT":
+            (tmp_path / name).write_text(sparse_lines(rows))
+        elif fmt == "DenseTXT":
+            (tmp_path / name).write_text("".join(" ".join(f"{v:g}" for v in r) + "\n" for r in rows))
+        else:
+            with open(tmp_path / name, "wb") as f:
+                np.save(f, rows.astype(np.float32))
+        names.append((a, b - a, name, fmt))
+    return write_meta(tmp_path / "m.model", 4, 3, names)
+
+
+@pytest.mark.parametrize("fmt", ["SparseTXT", "DenseTXT", "DenseNPY"])
+def test_import_hand_written_model(tmp_path, fmt):
+    meta = hand_written(tmp_path, fmt)
+    m = read_dismec_model(meta, bias_feature=2.0, normalize=True, transform="sqrt")
+    assert (m.num_labels, m.n_features, m.label_space, m.first_label) == (3, 3, 3, 0)
+    np.testing.assert_array_equal(m.weights.toarray(), W_ALL[:, :3])
+    np.testing.assert_array_equal(m.intercept, W_ALL[:, 3] * 2.0)       # bias weight x feature value
+    assert m.weights.nnz == 3 and m.weights.dtype == np.float32
+    assert m.preprocessing.normalize and m.preprocessing.transform == "sqrt" and m.params.bias == 2.0
+    plain = read_dismec_model(meta)           # without --augment-for-bias: the last column is a feature
+    np.testing.assert_array_equal(plain.weights.toarray(), W_ALL)
+    assert plain.n_features == 4 and not plain.intercept.any() and plain.params.bias == 0.0
+    culled = read_dismec_model(meta, culling=1.0)
+    np.testing.assert_array_equal(culled.weights.toarray(), np.where(np.abs(W_ALL) > 1.0, W_ALL, 0))
+
+
+def test_imported_model_scores_as_dismec_predicts(tmp_path):
+    """headstart's predictor on the imported model = DiSMEC++'s pipeline done by hand:
+    sqrt, normalise, append the bias feature, multiply by the weights."""
+    from headstart.prediction.topk import decision_function
+
+    meta = hand_written(tmp_path, "SparseTXT")
+    m = read_dismec_model(meta, bias_feature=2.0, normalize=True, transform="sqrt")
+    save_model(m, tmp_path / "hs")
+    X = sp.csr_matrix(np.array([[4.0, 0.0, 9.0], [0.0, 1.0, 1.0], [0.0, 0.0, 0.0]], dtype=np.float32))
+    Z = np.sqrt(X.toarray())
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    Z = np.divide(Z, norms, out=np.zeros_like(Z), where=norms > 0)
+    expected = np.hstack([Z, np.full((3, 1), 2.0)]) @ W_ALL.T
+    got = decision_function(load_model(tmp_path / "hs"), X)
+    np.testing.assert_allclose(np.asarray(got.todense() if sp.issparse(got) else got), expected, rtol=1e-6,
+                               atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def trained(bibtex_dir):
+    """A small headstart model of bibtex (20 labels, sqrt + normalised features, bias)."""
+    from headstart.estimator import fit_model
+    from headstart.io import read_xmc
+
+    X, Y = read_xmc(bibtex_dir / "train.txt.gz")
+    Y = Y[:, :20]
+    model, _ = fit_model(X, Y, TrainParams(normalize=True, feature_transform="sqrt", threads=2, bias=1.5))
+    Xte, _ = read_xmc(bibtex_dir / "test.txt.gz")
+    return model, Xte
+
+
+@pytest.mark.parametrize("fmt", ["SparseTXT", "DenseTXT", "DenseNPY"])
+def test_export_then_import_gives_the_same_model_and_predictions(tmp_path, trained, fmt):
+    from headstart.model.dismec import dismec_options
+    from headstart.prediction.topk import predict_topk
+
+    model, Xte = trained
+    assert model.intercept.any()
+    files = write_dismec_model(model, tmp_path / "bib.model", fmt=fmt, labels_per_file=7)
+    assert [f.name for f in files] == ["bib.model.weights-0-6", "bib.model.weights-7-13",
+                                      "bib.model.weights-14-19", "bib.model"]
+    meta = json.loads((tmp_path / "bib.model").read_text())
+    assert meta["num-features"] == model.n_features + 1 and meta["num-labels"] == 20
+    opts = dismec_options(model)
+    assert opts == ["--transform", "sqrt", "--normalize-instances", "--augment-for-bias", "1.5"]
+    back = read_dismec_model(tmp_path / "bib.model", bias_feature=1.5, normalize=True, transform="sqrt")
+    np.testing.assert_array_equal(back.weights.toarray(), model.weights.toarray())   # float32 exact
+    np.testing.assert_allclose(back.intercept, model.intercept, rtol=2e-7)
+    la, sa = predict_topk(model, Xte, k=5)
+    lb, sb = predict_topk(back, Xte, k=5)
+    np.testing.assert_array_equal(la, lb)
+    # the intercept goes through the bias weight (intercept / 1.5, rounded to float32, times
+    # 1.5): a float32 rounding of the intercept is the only difference in the scores
+    np.testing.assert_allclose(sa, sb, rtol=0, atol=4 * np.finfo(np.float32).eps * np.abs(model.intercept).max())
+
+
+def test_exported_sparse_txt_is_dismec_layout(tmp_path):
+    """One line per label, "index:value" pairs from 0, an empty line for a label without
+    weights, the intercept as the last feature's weight."""
+    W = sp.csr_matrix(np.array([[0.25, 0, 0], [0, 0, 0]], dtype=np.float32))
+    m = OvAModel(W, np.array([0.0, -3.0], dtype=np.float32), 3, 2, params=TrainParams(bias=2.0))
+    write_dismec_model(m, tmp_path / "t.model")
+    assert (tmp_path / "t.model.weights-0-1").read_text() == "0:0.25\n3:-1.5\n"
+
+
+def test_export_refuses_what_dismec_cannot_predict(tmp_path):
+    W = sp.csr_matrix(np.ones((2, 3), dtype=np.float32))
+    tfidf = OvAModel(W, np.zeros(2, np.float32), 3, 2, preprocessing=Preprocessing(idf=np.ones(3, np.float32)))
+    with pytest.raises(ModelFormatError, match="tf-idf"):
+        write_dismec_model(tfidf, tmp_path / "x.model")
+    part = OvAModel(W, np.zeros(2, np.float32), 3, 5, first_label=1)
+    with pytest.raises(ModelFormatError, match="every label"):
+        write_dismec_model(part, tmp_path / "x.model")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_export_leaves_no_files(tmp_path, monkeypatch):
+    from headstart.model import dismec
+
+    calls = []
+    real = dismec._write_block
+
+    def failing(f, W, fmt):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        real(f, W, fmt)
+
+    monkeypatch.setattr(dismec, "_write_block", failing)
+    W = sp.csr_matrix(np.ones((5, 3), dtype=np.float32))
+    with pytest.raises(OSError, match="disk full"):
+        write_dismec_model(OvAModel(W, np.zeros(5, np.float32), 3, 5), tmp_path / "x.model", labels_per_file=2)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- bad files
+def test_bad_sparse_weight_is_located(tmp_path):
+    (tmp_path / "w").write_text("0:1 2:0.5\n1:2 2:x\n")
+    meta = write_meta(tmp_path / "m.model", 3, 2, [(0, 2, "w", "SparseTXT")])
+    with pytest.raises(DataFormatError) as e:
+        read_dismec_model(meta)
+    assert e.value.path.endswith("w") and e.value.line == 2 and e.value.token == "2:x"
+
+
+def test_weight_index_out_of_range_is_located(tmp_path):
+    (tmp_path / "w").write_text("0:1\n3:2\n")
+    meta = write_meta(tmp_path / "m.model", 3, 2, [(0, 2, "w", "SparseTXT")])
+    with pytest.raises(DataFormatError) as e:
+        read_dismec_model(meta)
+    assert e.value.line == 2 and "3" in str(e.value)
+
+
+@pytest.mark.parametrize("case, expect", [
+    ("short_sparse", "ends after 1"),
+    ("dense_bad_number", "not a number"),
+    ("dense_wrong_width", "2 weights on the line"),
+    ("npy_shape", "shape"),
+    ("missing_file", "cannot read the weight file"),
+    ("gap", "labels 1..1 have no weight file"),
+    ("overlap", "inside the labels"),
+    ("count", "num-labels is 3"),
+    ("format", "weight-format"),
+    ("json", "invalid JSON"),
+    ("negative", "'num-features' must be an integer"),
+])
+def test_bad_model_files_are_refused_with_their_location(tmp_path, case, expect):
+    meta = tmp_path / "m.model"
+    files = [(0, 2, "w", "SparseTXT")]
+    d, L = 3, 2
+    (tmp_path / "w").write_text("0:1\n1:1\n")
+    if case == "short_sparse":
+        (tmp_path / "w").write_text("0:1\n")
+    elif case == "dense_bad_number":
+        (tmp_path / "w").write_text("1 0 0\n0 y 1\n")
+        files = [(0, 2, "w", "DenseTXT")]
+    elif case == "dense_wrong_width":
+        (tmp_path / "w").write_text("1 0 0\n0 1\n")
+        files = [(0, 2, "w", "DenseTXT")]
+    elif case == "npy_shape":
+        np.save(tmp_path / "w.npy", np.zeros((2, 4), np.float32))
+        files = [(0, 2, "w.npy", "DenseNPY")]
+    elif case == "missing_file":
+        files = [(0, 2, "nothere", "SparseTXT")]
+    elif case == "gap":
+        L = 3
+        files = [(0, 1, "w", "SparseTXT"), (2, 1, "w", "SparseTXT")]
+    elif case == "overlap":
+        files = [(0, 2, "w", "SparseTXT"), (1, 1, "w", "SparseTXT")]
+    elif case == "count":
+        L = 3
+    elif case == "format":
+        files = [(0, 2, "w", "Pickle")]
+    if case == "json":
+        meta.write_text('{"num-features": 3,')
+    elif case == "negative":
+        meta.write_text('{"num-features": -1, "num-labels": 2, "files": []}')
+    else:
+        write_meta(meta, d, L, files)
+    with pytest.raises(DataFormatError, match=expect) as e:
+        read_dismec_model(meta)
+    assert e.value.path is not None
+
+
+def test_cli_import_export_round_trip_and_errors(tmp_path, capsys):
+    meta = hand_written(tmp_path, "SparseTXT")
+    out = tmp_path / "hs"
+    assert cli_main.main(["import-dismec", str(meta), "-o", str(out), "--augment-for-bias",
+                          "--normalize-instances", "-q"]) == 0
+    m = load_model(out)
+    np.testing.assert_array_equal(m.intercept, W_ALL[:, 3])
+    assert m.preprocessing.normalize
+    capsys.readouterr()
+    assert cli_main.main(["export-dismec", str(out), "-o", str(tmp_path / "again.model")]) == 0
+    said = capsys.readouterr().out + capsys.readouterr().err
+    assert "--normalize-instances --augment-for-bias 1" in said
+    again = read_dismec_model(tmp_path / "again.model", bias_feature=1.0, normalize=True)
+    np.testing.assert_array_equal(again.weights.toarray(), m.weights.toarray())
+    np.testing.assert_array_equal(again.intercept, m.intercept)
+    # a bad file: exit code 2, the location on stderr, no model directory
+    (tmp_path / "m.model.weights-2-2").write_text("1:-2 2:3.25 3:oops\n")
+    capsys.readouterr()
+    bad_out = tmp_path / "bad"
+    assert cli_main.main(["import-dismec", str(meta), "-o", str(bad_out)]) == 2
+    err = capsys.readouterr().err
+    assert "m.model.weights-2-2:1:" in err and "3:oops" in err
+    assert not bad_out.exists()
