@@ -51,6 +51,14 @@ reference implementation used for the Extreme Classification Repository):
   least one test instance.  Labels that never occur in the test set cannot be covered
   and are therefore left out of the denominator.
 
+* **RP@k and the F1 scores** follow LibMultiLabel (``libmultilabel/linear/metrics.py``),
+  whose users report them: R-precision ``RP@k = mean_i hits_i@k / min(k, |y_i|)``, an
+  instance without relevant labels counting 0; Micro-F1 ``2 sum TP / sum (2 TP + FP +
+  FN)``, Macro-F1 the mean over all ``L`` labels of ``2 TP_l / (2 TP_l + FP_l + FN_l)``
+  (0/0 counted as 0), Another-Macro-F1 the harmonic mean of macro precision and macro
+  recall (each a mean over all ``L`` labels, 0/0 counted as 0), the decisions being
+  ``score > threshold`` (0: the sign of the linear classifier).
+
 Everything is vectorised over instances (no Python loop per instance) and never
 builds a dense ``n x L`` array; memory is ``O(nnz(Y_true) + n k + L)``.
 """
@@ -74,8 +82,12 @@ __all__ = [
     "psprecision_at_k",
     "psndcg_at_k",
     "coverage_at_k",
+    "rprecision_at_k",
     "evaluate",
     "binary_precision_recall",
+    "f1_scores",
+    "decision_counts",
+    "f1_from_counts",
 ]
 
 # Rows of a dense score matrix handled at once by topk_from_scores / binary_precision_recall
@@ -233,6 +245,11 @@ class _Ranked:
     def recall(self, k):
         found = self.hits[:, :k].sum(axis=1)
         return float(np.mean(found / np.maximum(self.truth.row_counts, 1)))
+
+    def rprecision(self, k):
+        found = self.hits[:, :k].sum(axis=1)
+        den = np.minimum(self.truth.row_counts, k)
+        return float(np.sum(found[den > 0] / den[den > 0])) / self.truth.n
 
     def psprecision(self, k):
         ws, _, rank = self.best()
@@ -412,6 +429,18 @@ def recall_at_k(Y_true, labels, k: int) -> float:
     return _Ranked(Y_true, labels, k).recall(k)
 
 
+def rprecision_at_k(Y_true, labels, k: int) -> float:
+    """R-precision at k (LibMultiLabel's ``RP@k``).
+
+    ``RP@k = (1/n) * sum_i (sum_{j=1..k} h_ij) / min(k, |y_i|)``
+
+    Instances without relevant labels contribute 0 and stay in ``n``.  Unlike P@k it
+    reaches 1 for an instance with fewer than k labels whose labels all rank first.
+    """
+    k = _check_k(k)
+    return _Ranked(Y_true, labels, k).rprecision(k)
+
+
 def psprecision_at_k(Y_true, labels, k: int, propensities) -> float:
     """Propensity-scored precision at k, normalised as in pyxclib.
 
@@ -463,13 +492,13 @@ def evaluate(Y_true, labels, ks: Iterable[int] = (1, 3, 5), propensities=None) -
     """All ranking metrics at every ``k`` in ``ks``, in one pass.
 
     Returns an ordered ``dict``: for each ``k`` in the order given, the keys
-    ``"P@k"``, ``"nDCG@k"``, ``"PSP@k"``, ``"PSnDCG@k"``, ``"R@k"``, ``"cov@k"``
+    ``"P@k"``, ``"nDCG@k"``, ``"PSP@k"``, ``"PSnDCG@k"``, ``"R@k"``, ``"RP@k"``, ``"cov@k"``
     (the two PS keys only when ``propensities`` -- the ``p_l`` of
     :func:`propensities` -- is given).  Values are plain floats, fractions in [0, 1]
     (``nan`` where the docstring of the single metric says so).  Definitions and
     conventions are those of :func:`precision_at_k`, :func:`ndcg_at_k`,
-    :func:`psprecision_at_k`, :func:`psndcg_at_k`, :func:`recall_at_k` and
-    :func:`coverage_at_k`.
+    :func:`psprecision_at_k`, :func:`psndcg_at_k`, :func:`recall_at_k`,
+    :func:`rprecision_at_k` and :func:`coverage_at_k`.
     """
     ks = list(ks)
     if not ks:
@@ -486,6 +515,7 @@ def evaluate(Y_true, labels, ks: Iterable[int] = (1, 3, 5), propensities=None) -
             out[f"PSP@{k}"] = r.psprecision(k)
             out[f"PSnDCG@{k}"] = r.psndcg(k)
         out[f"R@{k}"] = r.recall(k)
+        out[f"RP@{k}"] = r.rprecision(k)
         out[f"cov@{k}"] = r.coverage(k)
     return out
 
@@ -563,17 +593,8 @@ def binary_precision_recall(Y_true, Y_pred, threshold: float = 0.0, zero_divisio
         zd = float(zero_division)
         if not 0.0 <= zd <= 1.0:
             raise ParameterError(f"zero_division must be 'exclude' or a number in [0, 1], got {zero_division!r}")
-    threshold = float(threshold)
-    if not np.isfinite(threshold):
-        raise ParameterError(f"threshold must be finite, got {threshold!r}")
-    truth = _Truth(Y_true)
-    n, L = truth.n, truth.L
-    tp = np.zeros(L, dtype=np.int64)
-    pp = np.zeros(L, dtype=np.int64)
-    for rows, cols in _positive_pairs(Y_pred, threshold, n, L):
-        pp += np.bincount(cols, minlength=L)
-        tp += np.bincount(cols[truth.contains(rows, cols)], minlength=L)
-    ap = truth.col_counts
+    tp, pp, ap = decision_counts(Y_true, Y_pred, threshold)
+    L = tp.size
 
     def average(num, den):
         ok = den > 0
@@ -585,3 +606,49 @@ def binary_precision_recall(Y_true, Y_pred, threshold: float = 0.0, zero_divisio
     prec, n_prec = average(tp, pp)
     rec, n_rec = average(tp, ap)
     return {"precision": prec, "recall": rec, "n_labels_precision": n_prec, "n_labels_recall": n_rec}
+
+
+def f1_scores(Y_true, Y_pred, threshold: float = 0.0) -> dict:
+    """LibMultiLabel's thresholded one-vs-all scores: ``"Micro-F1"``, ``"Macro-F1"`` and
+    ``"Another-Macro-F1"`` of the decisions ``Y_pred > threshold`` (definitions in the
+    module docstring; every label of ``Y_true``'s ``L`` columns is in the macro averages,
+    0/0 counting 0).  ``Y_pred`` as for :func:`binary_precision_recall`: an ``n x L``
+    score or indicator matrix, sparse (only positive entries stored, ``threshold >= 0``)
+    or dense (read in blocks); e.g. ``headstart.prediction.topk.predict_above(model, X)``.
+    """
+    return f1_from_counts(*decision_counts(Y_true, Y_pred, threshold))
+
+
+def decision_counts(Y_true, Y_pred, threshold: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per label: true positives, predicted positives and relevant instances of the
+    decisions ``Y_pred > threshold`` (int64 arrays of length L).  Counts of blocks of
+    instances add up: :func:`f1_from_counts` of their sums is :func:`f1_scores` of all."""
+    threshold = float(threshold)
+    if not np.isfinite(threshold):
+        raise ParameterError(f"threshold must be finite, got {threshold!r}")
+    truth = _Truth(Y_true)
+    n, L = truth.n, truth.L
+    tp = np.zeros(L, dtype=np.int64)
+    pp = np.zeros(L, dtype=np.int64)
+    for rows, cols in _positive_pairs(Y_pred, threshold, n, L):
+        pp += np.bincount(cols, minlength=L)
+        tp += np.bincount(cols[truth.contains(rows, cols)], minlength=L)
+    return tp, pp, truth.col_counts.astype(np.int64)
+
+
+def f1_from_counts(tp: np.ndarray, pp: np.ndarray, relevant: np.ndarray) -> dict:
+    """:func:`f1_scores` from :func:`decision_counts`."""
+    L = tp.size
+    fp = pp - tp
+    fn = relevant - tp
+
+    def ratio(num, den):
+        return np.divide(num, den, out=np.zeros(L), where=den > 0)
+
+    micro_den = int(np.sum(2 * tp + fp + fn))
+    micro = 2.0 * float(tp.sum()) / micro_den if micro_den else 0.0
+    macro = float(ratio(2.0 * tp, 2 * tp + fp + fn).sum()) / L if L else 0.0
+    mp = float(ratio(tp.astype(np.float64), tp + fp).sum()) / L if L else 0.0
+    mr = float(ratio(tp.astype(np.float64), tp + fn).sum()) / L if L else 0.0
+    another = 2 * mp * mr / (mp + mr) if mp + mr > 0 else 0.0
+    return {"Micro-F1": micro, "Macro-F1": macro, "Another-Macro-F1": another}

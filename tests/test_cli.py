@@ -329,6 +329,34 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
     assert set(json.loads(out)) >= {"P@1", "P@2", "nDCG@2", "PSP@2", "R@2", "cov@2"}
 
 
+def test_evaluate_threshold_gives_libmultilabel_f1_in_memory_and_streamed(trained, bibtex_dir, capsys):
+    """--threshold: Micro-/Macro-/Another-Macro-F1 of every label's decision score > T,
+    the same whether the model is held in memory or streamed shard by shard, and equal to
+    the library's f1_scores of predict_above."""
+    import headstart
+    from headstart.io import read_xmc
+    from headstart.metrics import f1_scores
+    from headstart.prediction.topk import predict_above
+
+    _, model_dir = trained
+    test = bibtex_dir / "test.txt.gz"
+    X, Y = read_xmc(test)
+    clf = headstart.load(model_dir, allow_gaps=True)
+    want = f1_scores(Y, predict_above(clf.model_, X, -0.5, n_columns=Y.shape[1]))
+    assert 0 < want["Micro-F1"] < 1
+    for extra in ([], ["--model-memory", "0"]):
+        code, out, err = run(capsys, "evaluate", model_dir, test, "--allow-gaps", "--threshold", "-0.5", "--json",
+                             *extra)
+        assert code == 0, err
+        got = json.loads(out)
+        assert {k: got[k] for k in want} == pytest.approx(want)
+        assert "RP@5" in got
+    code, out, err = run(capsys, "evaluate", model_dir, test, "--allow-gaps", "--threshold", "0")
+    assert code == 0 and "Micro-F1" in out and "RP@k" in out
+    code, out, err = run(capsys, "evaluate", "--predictions", model_dir / "nothere.txt", test, "--threshold", "0")
+    assert code == 2 and "--threshold needs the model" in err
+
+
 # --------------------------------------------------------------------------- process level
 def test_python_dash_m_headstart_exit_codes(tmp_path):
     bad = tmp_path / "bad.txt"

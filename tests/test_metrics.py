@@ -69,6 +69,37 @@ def test_recall_hand():
     assert M.recall_at_k(Y, LAB, 3) == pytest.approx(0.5625)
 
 
+def test_rprecision_hand():
+    # RP@1 = (1/1 + 1/1 + 0 + 1/1) / 4   (min(k, |y_i|) = 1; the empty row counts 0)
+    assert M.rprecision_at_k(Y, LAB, 1) == pytest.approx(0.75)
+    # RP@3 = (2/min(3,2) + 1/min(3,1) + 0 + 1/min(3,4)) / 4 = (1 + 1 + 0 + 1/3) / 4
+    assert M.rprecision_at_k(Y, LAB, 3) == pytest.approx((1 + 1 + 1 / 3) / 4)
+
+
+def test_f1_scores_hand():
+    # 3 instances, 4 labels; decisions score > 0
+    #   truth:     row 0 {0, 1}, row 1 {1}, row 2 {} ; label 3 relevant nowhere
+    #   decisions: row 0 {0, 2}, row 1 {1}, row 2 {1}
+    # per label (TP, FP, FN): 0 (1, 0, 0), 1 (1, 1, 1), 2 (0, 1, 0), 3 (0, 0, 0)
+    Yt = csr([[0, 1], [1], []], 4)
+    S = np.array([[0.5, -1.0, 2.0, -3.0], [-0.2, 0.1, -1.0, -1.0], [-1.0, 0.3, -0.5, -2.0]])
+    r = M.f1_scores(Yt, S)
+    # Micro-F1 = 2 * 2 / (2 * 2 + 2 + 1) = 4/7
+    assert r["Micro-F1"] == pytest.approx(4 / 7)
+    # Macro-F1 = (2/2 + 2/4 + 0/1 + [0/0 -> 0]) / 4 = 1.5 / 4
+    assert r["Macro-F1"] == pytest.approx(1.5 / 4)
+    # macro P = (1 + 1/2 + 0 + 0) / 4 = 3/8, macro R = (1 + 1/2 + [0/0] + [0/0]) / 4 = 3/8 -> 3/8
+    assert r["Another-Macro-F1"] == pytest.approx(3 / 8)
+    # the same from a sparse matrix of the positive scores, and from counts of two blocks
+    assert M.f1_scores(Yt, sp.csr_matrix(np.where(S > 0, S, 0))) == pytest.approx(r)
+    c1 = M.decision_counts(Yt[:2], S[:2])
+    c2 = M.decision_counts(Yt[2:], S[2:])
+    assert M.f1_from_counts(*(a + b for a, b in zip(c1, c2))) == pytest.approx(r)
+    # a threshold moves the decisions: score > 0.4 keeps row 0's {0, 2} only
+    r = M.f1_scores(Yt, S, threshold=0.4)
+    assert r["Micro-F1"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 2))
+
+
 def test_coverage_hand():
     # labels relevant somewhere in the test set: {0,1,2,3,4,5} -> 6
     # cov@1: correct top-1 labels {2, 1, 5} -> 3/6
@@ -124,13 +155,13 @@ def test_perfect_prediction_gives_one():
 def test_evaluate_keys_and_values():
     res = M.evaluate(Y, LAB, ks=(1, 3, 5), propensities=P)
     assert list(res) == [f"{m}@{k}" for k in (1, 3, 5)
-                         for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "cov")]
+                         for m in ("P", "nDCG", "PSP", "PSnDCG", "R", "RP", "cov")]
     assert res["P@3"] == pytest.approx(1 / 3)
     assert res["PSP@3"] == pytest.approx(17 / 24)
     assert res["cov@3"] == pytest.approx(4 / 6)
     assert all(isinstance(v, float) for v in res.values())
     res = M.evaluate(Y, LAB, ks=(3, 1))
-    assert list(res) == ["P@3", "nDCG@3", "R@3", "cov@3", "P@1", "nDCG@1", "R@1", "cov@1"]
+    assert list(res) == ["P@3", "nDCG@3", "R@3", "RP@3", "cov@3", "P@1", "nDCG@1", "R@1", "RP@1", "cov@1"]
 
 
 def test_all_rows_empty():
@@ -316,7 +347,7 @@ def reference(Y, lab, ks, p):
     out = {}
     for k in ks:
         preds = [[int(l) for l in lab[i][:k]] + [-1] * max(0, k - lab.shape[1]) for i in range(n)]
-        prec = ndcg = rec = 0.0
+        prec = ndcg = rec = rp = 0.0
         ps_num = ps_den = psn_num = psn_den = 0.0
         covered = set()
         for i in range(n):
@@ -327,6 +358,7 @@ def reference(Y, lab, ks, p):
             idcg = sum(1 / math.log2(j + 2) for j in range(m))
             ndcg += dcg / idcg
             rec += sum(hits) / max(len(rel[i]), 1)
+            rp += sum(hits) / min(k, len(rel[i])) if rel[i] else 0.0
             gains = [w[l] if h else 0.0 for l, h in zip(preds[i], hits)]
             best = sorted((w[l] for l in rel[i]), reverse=True)[:k]
             ps_num += sum(gains)
@@ -340,6 +372,7 @@ def reference(Y, lab, ks, p):
         out[f"PSP@{k}"] = ps_num / ps_den
         out[f"PSnDCG@{k}"] = psn_num / psn_den
         out[f"R@{k}"] = rec / n
+        out[f"RP@{k}"] = rp / n
         out[f"cov@{k}"] = len(covered) / len(relevant)
     return out
 
@@ -372,6 +405,7 @@ def test_against_reference_on_random_data(seed):
     assert M.psndcg_at_k(Yr, lab, 3, p) == pytest.approx(got["PSnDCG@3"])
     assert M.recall_at_k(Yr, lab, 3) == pytest.approx(got["R@3"])
     assert M.coverage_at_k(Yr, lab, 3) == pytest.approx(got["cov@3"])
+    assert M.rprecision_at_k(Yr, lab, 3) == pytest.approx(got["RP@3"])
 
 
 def test_binary_against_reference_on_random_data():
@@ -389,6 +423,15 @@ def test_binary_against_reference_on_random_data():
     r = M.binary_precision_recall(sp.csr_matrix(Yd), sp.csr_matrix(np.where(S > 0, S, 0)))
     assert (r["precision"], r["recall"]) == pytest.approx((want_p, want_r))
     assert r["n_labels_precision"] == int((pp > 0).sum()) and r["n_labels_recall"] == int((ap > 0).sum())
+    # LibMultiLabel's F1 scores, computed here from the dense decisions
+    fp, fn = pp - tp, ap - tp
+    with np.errstate(divide="ignore", invalid="ignore"):
+        macro = np.nansum(2 * tp / (2 * tp + fp + fn)) / L
+        mp, mr = np.nansum(tp / (tp + fp)) / L, np.nansum(tp / (tp + fn)) / L
+    f = M.f1_scores(sp.csr_matrix(Yd), S)
+    assert f["Micro-F1"] == pytest.approx(2 * tp.sum() / (2 * tp + fp + fn).sum())
+    assert f["Macro-F1"] == pytest.approx(macro)
+    assert f["Another-Macro-F1"] == pytest.approx(2 * mp * mr / (mp + mr))
 
 
 def test_scale_without_dense_matrices():

@@ -15,11 +15,12 @@ from . import common, predict
 from .report import format_metrics_table
 
 NAME = "evaluate"
-HELP = "P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k and coverage@k on test data"
+HELP = "P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k, RP@k and coverage@k (and F1 scores) on test data"
 DESCRIPTION = """\
 Evaluate a model on TEST (or a predictions file written by 'headstart predict' with
---predictions FILE): precision, nDCG, propensity-scored precision and nDCG, recall and
-coverage at k = 1, 3, 5 (and the -k given).  Propensities use the training label counts
+--predictions FILE): precision, nDCG, propensity-scored precision and nDCG, recall,
+R-precision and coverage at k = 1, 3, 5 (and the -k given); with --threshold, the F1
+scores of the thresholded decisions.  Propensities use the training label counts
 stored in the model (or those of --train FILE) with the constants --propensity-a/-b."""
 
 log = logging.getLogger("headstart.cli.evaluate")
@@ -33,6 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predictions", metavar="FILE",
                    help="evaluate this predictions file instead of predicting with a model")
     p.add_argument("--json", action="store_true", help='print one JSON object {"P@1": ..., ...}')
+    p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
+                   help="also score the decisions 'score > T' of every label (0: the classifiers' sign): "
+                        "Micro-F1, Macro-F1 and Another-Macro-F1 as LibMultiLabel computes them (with a "
+                        "model only: a predictions file holds the top k, not every decision)")
     g = p.add_argument_group("propensities")
     g.add_argument("--train", metavar="FILE",
                    help="training data whose label counts give the propensities (default: the counts "
@@ -71,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions:
         if len(args.paths) != 1:
             err("with --predictions give only TEST (the predictions file replaces MODEL_DIR)")
+        if args.threshold is not None:
+            err("--threshold needs the model (a predictions file holds only the top k of each instance)")
         args.model, args.data = None, args.paths[0]
     else:
         if len(args.paths) != 2:
@@ -125,8 +132,45 @@ def run(args: argparse.Namespace) -> int:
         else:
             props = propensities(counts, n_train, A=args.propensity_a, B=args.propensity_b)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
-    print_metrics(metrics, args.json)
+    extra = _threshold_scores(scorer, args) if args.threshold is not None else None
+    print_metrics(metrics, args.json, extra)
+    if extra and not args.json:
+        print("  ".join(f"{key} {100 * v:.2f}" for key, v in extra.items()) + f"  (decisions: score > {args.threshold:g})")
     return 0
+
+
+def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
+    """Micro-, Macro- and Another-Macro-F1 of every label's decision score > --threshold,
+    block by block of the test data (and shard by shard of a model held on disk)."""
+    from ..metrics import decision_counts, f1_from_counts
+    from ..prediction.topk import predict_above
+
+    L = scorer.label_space
+    tp = np.zeros(L, dtype=np.int64)
+    pp = np.zeros(L, dtype=np.int64)
+    rel = np.zeros(L, dtype=np.int64)
+    kw = dict(n_columns=L, threads=scorer.threads)
+    if scorer.max_memory is not None:
+        kw["max_memory"] = scorer.max_memory
+    for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
+                                    n_labels=L):
+        if scorer.model is not None:
+            D = predict_above(scorer.model, X, args.threshold, **kw)
+        else:
+            from ..model import iter_shards, read_extras
+            from ..prediction.preprocess import apply_preprocessing
+
+            pre, _ = read_extras(scorer.model_dir, scorer.manifest)
+            Xp = apply_preprocessing(X, pre)
+            D = None
+            for first, w, b in iter_shards(scorer.model_dir, scorer.manifest):
+                part = predict_above((w, b, first), Xp, args.threshold, **kw)
+                D = part if D is None else D + part
+        a, b_, c = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
+        tp += a
+        pp += b_
+        rel += c
+    return f1_from_counts(tp, pp, rel)
 
 
 def _prediction_label_space(path: str) -> int:

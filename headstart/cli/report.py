@@ -7,9 +7,9 @@ import re
 from typing import Mapping, Sequence
 
 #: row order of the metrics table (names as in :func:`headstart.metrics.evaluate`)
-METRIC_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R", "cov")
+METRIC_ORDER = ("P", "nDCG", "PSP", "PSnDCG", "R", "RP", "cov")
 METRIC_TITLES = {"P": "P@k", "nDCG": "nDCG@k", "PSP": "PSP@k", "PSnDCG": "PSnDCG@k",
-                 "R": "recall@k", "cov": "coverage@k"}
+                 "R": "recall@k", "RP": "RP@k", "cov": "coverage@k"}
 _KEY = re.compile(r"^(.+)@(\d+)$")
 
 
