@@ -113,7 +113,7 @@ def test_export_then_import_gives_the_same_model_and_predictions(tmp_path, train
     meta = json.loads((tmp_path / "bib.model").read_text())
     assert meta["num-features"] == model.n_features + 1 and meta["num-labels"] == 20
     opts = dismec_options(model)
-    assert opts == ["--transform", "sqrt", "--normalize-instances", "--augment-for-bias", "1.5"]
+    assert opts == ["--transform", "sqrt", "--normalize-instances", "--augment-for-bias=1.5"]
     back = read_dismec_model(tmp_path / "bib.model", bias_feature=1.5, normalize=True, transform="sqrt")
     np.testing.assert_array_equal(back.weights.toarray(), model.weights.toarray())   # float32 exact
     np.testing.assert_allclose(back.intercept, model.intercept, rtol=2e-7)
@@ -145,7 +145,9 @@ def test_export_refuses_what_dismec_cannot_predict(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_interrupted_export_leaves_no_files(tmp_path, monkeypatch):
+def fail_second_weight_file(monkeypatch, scale: float = 1.0) -> None:
+    """Make the export's second weight file fail ("disk full"); the others are written
+    with their weights times ``scale``."""
     from headstart.model import dismec
 
     calls = []
@@ -155,9 +157,13 @@ def test_interrupted_export_leaves_no_files(tmp_path, monkeypatch):
         calls.append(1)
         if len(calls) == 2:
             raise OSError("disk full")
-        real(f, W, fmt)
+        real(f, W * scale, fmt)
 
     monkeypatch.setattr(dismec, "_write_block", failing)
+
+
+def test_interrupted_export_leaves_no_files(tmp_path, monkeypatch):
+    fail_second_weight_file(monkeypatch)
     W = sp.csr_matrix(np.ones((5, 3), dtype=np.float32))
     with pytest.raises(OSError, match="disk full"):
         write_dismec_model(OvAModel(W, np.zeros(5, np.float32), 3, 5), tmp_path / "x.model", labels_per_file=2)
@@ -243,7 +249,7 @@ def test_cli_import_export_round_trip_and_errors(tmp_path, capsys):
     capsys.readouterr()
     assert cli_main.main(["export-dismec", str(out), "-o", str(tmp_path / "again.model")]) == 0
     said = capsys.readouterr().out + capsys.readouterr().err
-    assert "--normalize-instances --augment-for-bias 1" in said
+    assert said.rstrip().endswith("--normalize-instances --augment-for-bias")
     again = read_dismec_model(tmp_path / "again.model", bias_feature=1.0, normalize=True)
     np.testing.assert_array_equal(again.weights.toarray(), m.weights.toarray())
     np.testing.assert_array_equal(again.intercept, m.intercept)
@@ -255,3 +261,36 @@ def test_cli_import_export_round_trip_and_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "m.model.weights-2-2:1:" in err and "3:oops" in err
     assert not bad_out.exists()
+
+
+def test_failed_reexport_keeps_the_earlier_export(tmp_path, monkeypatch):
+    """Weight files are renamed into place only when all are written: an export that fails
+    over an earlier one leaves the earlier one loadable and unchanged."""
+    W = sp.csr_matrix(np.arange(15, dtype=np.float32).reshape(5, 3))
+    m = OvAModel(W, np.zeros(5, np.float32), 3, 5)
+    write_dismec_model(m, tmp_path / "x.model", labels_per_file=2)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    fail_second_weight_file(monkeypatch, scale=2.0)
+    with pytest.raises(OSError, match="disk full"):
+        write_dismec_model(m, tmp_path / "x.model", labels_per_file=2)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    np.testing.assert_array_equal(read_dismec_model(tmp_path / "x.model", bias_feature=1.0).weights.toarray(),
+                                  W.toarray())
+
+
+@pytest.mark.parametrize("fmt, content, expect", [
+    ("DenseTXT", "1 nan 2\n0 0 1\n", "not a finite float32"),
+    ("DenseTXT", "1 0 2\n0 0 1e40\n", "not a finite float32"),
+    ("DenseTXT", "1 0 2 0\n0 3\n", "4 weights on the line"),
+    ("SparseTXT", "0:1\n1:2\n2:3\n", "more than the 2 labels' rows"),
+])
+def test_dense_values_and_row_counts_are_checked(tmp_path, fmt, content, expect):
+    (tmp_path / "w").write_text(content)
+    meta = write_meta(tmp_path / "m.model", 3, 2, [(0, 2, "w", fmt)])
+    with pytest.raises(DataFormatError, match=expect) as e:
+        read_dismec_model(meta)
+    assert e.value.path.endswith("w")
+    np.save(tmp_path / "w.npy", np.array([[1, 2, 3], [0, np.inf, 0]], dtype=np.float64))
+    meta = write_meta(tmp_path / "m.model", 3, 2, [(0, 2, "w.npy", "DenseNPY")])
+    with pytest.raises(DataFormatError, match="row 1, weight 1"):
+        read_dismec_model(meta)

@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
                    help="also score the decisions 'score > T' of every label (0: the classifiers' sign): "
                         "Micro-F1, Macro-F1 and Another-Macro-F1 as LibMultiLabel computes them (with a "
-                        "model only: a predictions file holds the top k, not every decision)")
+                        "model only: a predictions file holds the top k, not every decision); write a "
+                        "negative T as --threshold=-0.5")
     g = p.add_argument_group("propensities")
     g.add_argument("--train", metavar="FILE",
                    help="training data whose label counts give the propensities (default: the counts "
@@ -78,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
             err("with --predictions give only TEST (the predictions file replaces MODEL_DIR)")
         if args.threshold is not None:
             err("--threshold needs the model (a predictions file holds only the top k of each instance)")
+    if args.threshold is not None and not math.isfinite(args.threshold):
+        err(f"argument --threshold: must be a finite number, got {args.threshold}")
         args.model, args.data = None, args.paths[0]
     else:
         if len(args.paths) != 2:
@@ -152,24 +155,27 @@ def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
     kw = dict(n_columns=L, threads=scorer.threads)
     if scorer.max_memory is not None:
         kw["max_memory"] = scorer.max_memory
+    pre = None
+    if scorer.model is None:
+        from ..model import read_extras
+
+        pre, _ = read_extras(scorer.model_dir, scorer.manifest)
     for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
                                     n_labels=L):
         if scorer.model is not None:
-            D = predict_above(scorer.model, X, args.threshold, **kw)
-        else:
-            from ..model import iter_shards, read_extras
+            parts = [predict_above(scorer.model, X, args.threshold, **kw)]
+        else:   # shard by shard: each shard's decisions are its own labels' columns
+            from ..model import iter_shards
             from ..prediction.preprocess import apply_preprocessing
 
-            pre, _ = read_extras(scorer.model_dir, scorer.manifest)
             Xp = apply_preprocessing(X, pre)
-            D = None
-            for first, w, b in iter_shards(scorer.model_dir, scorer.manifest):
-                part = predict_above((w, b, first), Xp, args.threshold, **kw)
-                D = part if D is None else D + part
-        a, b_, c = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
-        tp += a
-        pp += b_
-        rel += c
+            parts = (predict_above((w, b, first), Xp, args.threshold, **kw)
+                     for first, w, b in iter_shards(scorer.model_dir, scorer.manifest))
+        for D in parts:
+            a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
+            tp += a
+            pp += b_
+        rel += decision_counts(Y, sp.csr_matrix(Y.shape, dtype=np.int8), 0.5)[2]   # the relevant instances
     return f1_from_counts(tp, pp, rel)
 
 

@@ -172,8 +172,14 @@ def _read_sparse_txt(raw: bytes, path: Path, count: int, d: int) -> sp.csr_matri
     # the XMC reader's kernel, told that lines hold no label list: errors then come with
     # the file, line, column and token like every data file's
     spec = _common.SparseSpec(has_labels=False, n_features=d, max_rows=count, what="row",
-                              feature_word="weight index", dtype=np.dtype(np.float32))
-    r = _common.parse_sparse(buf, 0, len(buf), spec, path, 1)
+                              feature_word="weight", dtype=np.dtype(np.float32))
+    try:
+        r = _common.parse_sparse(buf, 0, len(buf), spec, path, 1)
+    except DataFormatError as e:
+        if e.message.startswith("more rows than"):   # the count comes from the metadata, not a header
+            raise DataFormatError(f"more than the {count} labels' rows the metadata file gives this file", path,
+                                  e.line) from None
+        raise
     if r.rows < count:
         raise DataFormatError(f"the file ends after {r.rows} labels' rows, but the metadata file gives it "
                               f"{count}", path, r.rows + 1)
@@ -190,14 +196,30 @@ def _read_dense_txt(raw: bytes, path: Path, count: int, d: int) -> sp.csr_matrix
     blocks = []
     for a in range(0, count, _DENSE_BLOCK):
         part = lines[a: a + _DENSE_BLOCK]
+        widths = [len(line.split()) for line in part]   # per label, not per weight
         try:
             A = np.array(b" ".join(part).split(), dtype=np.float64)
         except ValueError:
             raise _dense_txt_error(part, a, path, d) from None
-        if A.size != len(part) * d:
+        if any(w != d for w in widths):
             raise _dense_txt_error(part, a, path, d)
-        blocks.append(sp.csr_matrix(A.reshape(len(part), d).astype(np.float32)))
+        blocks.append(_finite_block(A.reshape(len(part), d), path, a, "line"))
     return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, d), dtype=np.float32)
+
+
+def _finite_block(A: np.ndarray, path: Path, first_row: int, unit: str) -> sp.csr_matrix:
+    """Rows of weights as float32 CSR; a NaN, an infinity or a value beyond float32's range
+    is refused with its row (text line or array row, 1-based)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        B = A.astype(np.float32)
+    bad = ~np.isfinite(B)
+    if bad.any():
+        r, c = (int(x) for x in np.argwhere(bad)[0])
+        value = float(A[r, c])
+        if unit == "line":
+            raise DataFormatError(f"weight {c} is {value!r}: not a finite float32", path, first_row + r + 1)
+        raise DataFormatError(f"row {first_row + r}, weight {c}: {value!r} is not a finite float32", path)
+    return sp.csr_matrix(B)
 
 
 def _dense_txt_error(part: list[bytes], a: int, path: Path, d: int) -> DataFormatError:
@@ -225,8 +247,7 @@ def _read_dense_npy(path: Path, count: int, d: int) -> sp.csr_matrix:
         raise DataFormatError(f"weights must be float32 or float64, got {A.dtype}", path)
     if A.shape != (count, d):
         raise DataFormatError(f"array of shape {A.shape}, but the metadata file gives ({count}, {d})", path)
-    blocks = [sp.csr_matrix(np.asarray(A[a: a + _DENSE_BLOCK], dtype=np.float32))
-              for a in range(0, count, _DENSE_BLOCK)]
+    blocks = [_finite_block(np.asarray(A[a: a + _DENSE_BLOCK]), path, a, "row") for a in range(0, count, _DENSE_BLOCK)]
     return sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, d), dtype=np.float32)
 
 
@@ -239,7 +260,9 @@ def dismec_options(model: OvAModel) -> list[str]:
     if model.preprocessing.normalize:
         opts.append("--normalize-instances")
     if _has_bias(model):
-        opts += ["--augment-for-bias", f"{_bias_value(model):.17g}"]
+        # a CLI11 flag with a default value (src/app.cpp): a value other than 1 goes after '='
+        v = _bias_value(model)
+        opts.append("--augment-for-bias" if v == 1.0 else f"--augment-for-bias={v:.17g}")
     return opts
 
 
@@ -260,7 +283,8 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
     the weight files written so far are removed).  The intercept becomes the weight of a
     last feature of value ``params.bias`` (DiSMEC++'s ``--augment-for-bias``).  Returns
     the files written.  float32 weights are written exactly (shortest round-trip
-    decimals in the text layouts)."""
+    decimals in the text layouts); an intercept goes through its bias weight (intercept
+    / bias value, in float32), so it reads back to within a float32 rounding."""
     if fmt not in FORMATS:
         raise ParameterError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if labels_per_file < 1:
@@ -275,26 +299,34 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
         W.eliminate_zeros()
     W.sort_indices()
     L, d_all = model.num_labels, W.shape[1]
-    written: list[Path] = []
+    # Every weight file goes to a temporary name first and all are renamed into place only
+    # when all are written (the metadata file last): an export that fails leaves an earlier
+    # export to the same name as it was, and never a metadata file without its weights.
+    pending: list[tuple[Path, Path]] = []
     files: list[dict[str, Any]] = []
     try:
         for a in range(0, L, labels_per_file):
             b = min(L, a + labels_per_file)
             path = meta_path.with_name(f"{meta_path.name}.weights-{a}-{b - 1}")
-            with atomic_write(path, "wb") as f:
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            pending.append((tmp, path))
+            with open(tmp, "wb") as f:
                 _write_block(f, W[a:b], fmt)
-            written.append(path)
+                f.flush()
+                os.fsync(f.fileno())
             files.append({"first": a, "count": b - a, "file": path.name, "weight-format": fmt})
-        meta = {"num-features": int(d_all), "num-labels": int(L),
-                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d - %H:%M:%S"),
-                "files": files}
-        with atomic_write(meta_path, "w") as f:
-            f.write(json.dumps(meta, indent=4) + "\n")
     except BaseException:
-        for p in written:
-            p.unlink(missing_ok=True)
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
         raise
-    return [*written, meta_path]
+    for tmp, path in pending:
+        os.replace(tmp, path)
+    meta = {"num-features": int(d_all), "num-labels": int(L),
+            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d - %H:%M:%S"),
+            "files": files}
+    with atomic_write(meta_path, "w") as f:
+        f.write(json.dumps(meta, indent=4) + "\n")
+    return [*(p for _, p in pending), meta_path]
 
 
 def _check_exportable(model: OvAModel) -> None:
