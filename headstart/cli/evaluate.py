@@ -74,13 +74,13 @@ def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> No
 def run(args: argparse.Namespace) -> int:
     err = args._parser.error
     predict.check_prediction_args(args)
+    if args.threshold is not None and not math.isfinite(args.threshold):
+        err(f"argument --threshold: must be a finite number, got {args.threshold}")
     if args.predictions:
         if len(args.paths) != 1:
             err("with --predictions give only TEST (the predictions file replaces MODEL_DIR)")
         if args.threshold is not None:
             err("--threshold needs the model (a predictions file holds only the top k of each instance)")
-    if args.threshold is not None and not math.isfinite(args.threshold):
-        err(f"argument --threshold: must be a finite number, got {args.threshold}")
         args.model, args.data = None, args.paths[0]
     else:
         if len(args.paths) != 2:
