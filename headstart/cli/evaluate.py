@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
     """Micro-, Macro- and Another-Macro-F1 of every label's decision score > --threshold,
     block by block of the test data (and shard by shard of a model held on disk)."""
-    from ..metrics import decision_counts, f1_from_counts
+    from ..metrics import decision_counts, f1_from_counts, label_counts
     from ..prediction.topk import predict_above
 
     L = scorer.label_space
@@ -175,7 +175,7 @@ def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
             a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
             tp += a
             pp += b_
-        rel += decision_counts(Y, sp.csr_matrix(Y.shape, dtype=np.int8), 0.5)[2]   # the relevant instances
+        rel += label_counts(Y)
     return f1_from_counts(tp, pp, rel)
 
 

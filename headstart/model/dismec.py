@@ -278,9 +278,10 @@ def _bias_value(model: OvAModel) -> float:
 def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: str = "SparseTXT",
                        labels_per_file: int = LABELS_PER_FILE) -> list[Path]:
     """Write ``model`` as a DiSMEC++ model: the metadata file ``meta_path`` and weight files
-    ``<meta_path>.weights-<first>-<last>`` next to it (each written atomically; the
-    metadata last, so an interrupted export leaves no model that DiSMEC++ would load, and
-    the weight files written so far are removed).  The intercept becomes the weight of a
+    ``<meta_path>.weights-<first>-<last>`` next to it (all weight files under temporary
+    names first, renamed into place once every one is written, the metadata file last and
+    atomically: an interrupted export leaves an earlier export to the same name as it
+    was, and no metadata file without its weights).  The intercept becomes the weight of a
     last feature of value ``params.bias`` (DiSMEC++'s ``--augment-for-bias``).  Returns
     the files written.  float32 weights are written exactly (shortest round-trip
     decimals in the text layouts); an intercept goes through its bias weight (intercept
