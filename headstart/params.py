@@ -123,6 +123,10 @@ class TrainParams:
         "help": "preconditioner (1-alpha) + alpha*diag(H), 0 < alpha < 1"})
     ls_eta: float = field(default=0.01, metadata={"help": "Armijo constant of the backtracking line search"})
     ls_max_steps: int = field(default=20, metadata={"help": "maximum halvings in the line search"})
+    direct_rows: int = field(default=128, metadata={
+        "help": "shortlisted training: a sub-problem of at most this many rows (fewer than the data's) is solved "
+                "by exact Newton steps in the span of its rows, O(rows^2) per step instead of O(columns) "
+                "(0 = never; docs/shortlist.md)"})
     threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use)"})
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
@@ -232,6 +236,7 @@ def validate(p: TrainParams) -> None:
     _need(_finite(p.pcg_alpha) and 0 < p.pcg_alpha < 1, "pcg_alpha", "a number in (0, 1)", p.pcg_alpha)
     _need(_finite(p.ls_eta) and 0 < p.ls_eta < 1, "ls_eta", "a number in (0, 1)", p.ls_eta)
     _need(_int(p.ls_max_steps) and p.ls_max_steps >= 1, "ls_max_steps", "an integer >= 1", p.ls_max_steps)
+    _need(_int(p.direct_rows) and p.direct_rows >= 0, "direct_rows", "an integer >= 0", p.direct_rows)
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)

@@ -69,7 +69,9 @@ from ..objective._typed import generic as _generic
 from ..objective._typed import implement as _implement
 from ..postproc.base import threshold as _threshold
 from ..training.trainer import run_in_threads  # noqa: F401  (the trainer's thread pool, re-exported)
+from ..solver import direct as _direct
 from ..solver import newton as _nt
+from ..objective import rowspan as _rowspan
 
 STATUS_NAMES = _nt.STATUS_NAMES
 CONVERGED = _nt.CONVERGED
@@ -225,6 +227,34 @@ def solve(P, V, S, tol, w0):
     for j in range(nv):
         dist += (W.w[j] - w0[j]) ** 2
     return st, it, cg, f0, f1, g_init, g_final, math.sqrt(dist)
+
+
+# Sub-problems with few rows: the objective in the span of the rows and Newton's method
+# with exact steps (objective/rowspan.py, solver/direct.py).
+new_span = _rowspan.new_span_nb
+span_fits = _rowspan.span_fits
+
+
+@nb.njit(cache=True, nogil=True)
+def direct_applies(reg, m, n, direct_rows):
+    """Whether an m-row sub-problem of an n-row data set is solved by :func:`solve_direct`:
+    at most ``direct_rows`` rows, the L2 regulariser (the span argument needs it), and
+    fewer rows than the data (a sub-problem that is the whole problem is solved as the
+    core trainer solves it, so a shortlist of every instance gives its model exactly)."""
+    return direct_rows > 0 and m <= direct_rows and m < n and _regularizers.is_l2(reg)
+
+
+@nb.njit(cache=True, nogil=True)
+def solve_direct(P, V, G, S, tol, w0):
+    """:func:`solve` by exact Newton steps in the span of the rows (same returns, 0 CG
+    steps); G a span buffer that fits the problem (:func:`span_fits`)."""
+    W, O = V
+    m = P.indptr.size - 1
+    st, it, f0, f1, g_init, g_final = _direct.newton(P, O, G, S, tol, W.w, w0, W.g, m)
+    dist = 0.0
+    for j in range(W.w.size):
+        dist += (W.w[j] - w0[j]) ** 2
+    return st, it, 0, f0, f1, g_init, g_final, math.sqrt(dist)
 
 
 # --- starts: the registry's initialisers on sub-problems ---------------------------------

@@ -141,7 +141,7 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
 @nb.njit(cache=True, nogil=True)
 def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
                 bias, loss, reg, regularize_bias, S, T, epsilon, d1_zero, cost_scale, cost_pos, cost_neg, deadline,
-                abort, post, solve):
+                abort, post, solve, direct_rows):
     """Train ``labels`` on their sub-problems.
 
     Returns (indptr, indices, data, intercept, stats, done) of the weights kept by the
@@ -166,6 +166,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
     psum = np.empty(64)
     w0 = np.empty(64)
     B = core.new_buffers(64, 64)
+    G = core.new_span(0, 0, 0)
+    n_data = X_indptr.size - 1
     out_indptr = np.zeros(nl + 1, dtype=np.int64)
     out_indices = np.empty(1024, dtype=np.int32)
     out_data = np.empty(1024, dtype=np.float32)
@@ -222,7 +224,13 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
         tau = 0.0
         if solve:
-            st, it, cg, f0, f1, g_init, g_final, dist = core.solve(P, (W, O), S, tol, w0)
+            if not empty and core.direct_applies(reg, m, n_data, direct_rows):
+                if not core.span_fits(G, m, tot, nf):
+                    G = core.new_span(max(m, 2 * G.z0.size), max(tot, 2 * G.crow.size),
+                                      max(nf, 2 * (G.colptr.size - 1)))
+                st, it, cg, f0, f1, g_init, g_final, dist = core.solve_direct(P, (W, O), G, S, tol, w0)
+            else:
+                st, it, cg, f0, f1, g_init, g_final, dist = core.solve(P, (W, O), S, tol, w0)
             tau = core.threshold(post, P, (W, O), f1)
         w = W.w
         # weights back to the global features (feats ascending), pruned in that space
@@ -334,7 +342,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
     scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, inputs.starts,
                np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), inputs.cost_pos,
-               inputs.cost_neg, np.float64(deadline), abort.flag, post, bool(solve))
+               inputs.cost_neg, np.float64(deadline), abort.flag, post, bool(solve), np.int64(params.direct_rows))
     fields = stat_fields()
     threads = params.effective_threads()
     if chunk_size is None:
