@@ -42,6 +42,11 @@ def _dense_parts(X, O, P, w, loss):
     if loss == "squared-hinge":
         t = np.maximum(0.0, 1.0 - m)
         val, d1, d2 = t * t, -2.0 * t, np.where(m < 1.0, 2.0, 0.0)
+    elif loss == "huber-hinge":     # epsilon 1 (the default): v^2 / 2 for v <= 1, v - 1/2 beyond
+        v = np.maximum(0.0, 1.0 - m)
+        val = np.where(v > 1.0, v - 0.5, 0.5 * v * v)
+        d1 = -np.minimum(v, 1.0)
+        d2 = np.where(v > 1.0, 1.0 / np.maximum(v, 1.0), np.where(v > 0.0, 1.0, 0.0))
     else:
         val, d1 = np.logaddexp(0.0, -m), -1.0 / (1.0 + np.exp(m))
         s = 1.0 / (1.0 + np.exp(-m))
@@ -63,7 +68,7 @@ def _span_point(X, G, w0, m):
 
 
 CASES = [("squared-hinge", 1.0, False), ("squared-hinge", 1.0, True), ("squared-hinge", 0.0, False),
-         ("logistic", 1.0, False), ("logistic", 2.0, True)]
+         ("squared-hinge", 0.0, True), ("logistic", 1.0, False), ("logistic", 2.0, True)]
 
 
 def test_gram_matrix_is_x_x_transpose():
@@ -100,8 +105,8 @@ def test_value_gradient_and_newton_direction_match_the_dense_formulas(loss, bias
         sTs, wTs, gTs = rowspan.direction(P, G, m)
         s_want = np.linalg.lstsq(H, -g, rcond=None)[0]
         s = np.concatenate([G.fs[rowspan.TAU_S] * w0[:-1] + X.T @ G.cs[:m], [G.fs[rowspan.S_B]]])
-        if bias == 0.0:
-            s_want[-1] = 0.0     # no bias feature: the bias weight is not a variable
+        if bias == 0.0 and not regb:
+            s_want[-1] = 0.0     # no bias feature, no regulariser: the bias weight is no variable
         np.testing.assert_allclose(s, s_want, rtol=1e-7, atol=1e-9)
         A = np.hstack([X.toarray().astype(np.float64), np.full((m, 1), bias)])
         np.testing.assert_allclose(G.xs[:m], A @ s, rtol=1e-9, atol=1e-11)
@@ -112,7 +117,7 @@ def test_value_gradient_and_newton_direction_match_the_dense_formulas(loss, bias
         assert G.fs[rowspan.WW] == pytest.approx(np.sum(_span_point(X, G, w0, m)[:-1] ** 2), rel=1e-10)
 
 
-@pytest.mark.parametrize("loss,bias,regb", CASES)
+@pytest.mark.parametrize("loss,bias,regb", CASES + [("huber-hinge", 1.0, False), ("huber-hinge", 1.0, True)])
 def test_direct_newton_reaches_the_minimiser(loss, bias, regb):
     """The solver stops at the gradient test, at scipy's minimiser of the same objective,
     with O.wx the solution's scores."""
@@ -129,7 +134,7 @@ def test_direct_newton_reaches_the_minimiser(loss, bias, regb):
 
     def fun(v):
         f, g, _ = _dense_parts(X, O, P, v, loss)
-        if bias == 0.0:
+        if bias == 0.0 and not regb:
             g[-1] = 0.0
         return f, g
 
@@ -137,7 +142,7 @@ def test_direct_newton_reaches_the_minimiser(loss, bias, regb):
     assert f1 == pytest.approx(ref.fun, rel=1e-9)
     f_w, g_w, _ = _dense_parts(X, O, P, w, loss)
     assert f_w == pytest.approx(f1, rel=1e-12)
-    if bias == 0.0:
+    if bias == 0.0 and not regb:
         g_w[-1] = 0.0
     assert np.linalg.norm(g_w) <= tol * 1.01
     A = np.hstack([X.toarray().astype(np.float64), np.full((m, 1), bias)])
@@ -156,17 +161,19 @@ def test_direct_newton_from_the_solution_stops_at_once():
     assert st == newton.CONVERGED and it == 0
 
 
-def test_shortlisted_sub_problems_meet_the_same_test_by_either_method(bibtex_dir):
+@pytest.mark.parametrize("init", ["aop", "mean"])
+def test_shortlisted_sub_problems_meet_the_same_test_by_either_method(bibtex_dir, init):
     """Shortlisted training with small sub-problems solved directly (the default) or all by
     truncated Newton (direct_rows=0): every label passes the same gradient test, the
     direct solutions' objective is never above the truncated ones' by more than the
-    test allows, and the truncated solver is what runs with direct_rows=0 (its CG steps)."""
+    test allows, and the truncated solver is what runs with direct_rows=0 (its CG steps).
+    aop starts in the span of a sub-problem's rows, mean (one shared vector) does not."""
     from headstart.estimator import prepare_data
     from headstart.io import read_xmc
     from headstart.shortlist.training import train_shortlisted
 
     X, Y = read_xmc(bibtex_dir / "train.txt.gz")
-    p = TrainParams(threads=2, prune=0.0, direct_rows=48)    # some labels on either side
+    p = TrainParams(threads=2, prune=0.0, direct_rows=48, init=init)    # some labels on either side
     data = prepare_data(X[:1500], Y[:1500], p)
     rng = np.random.default_rng(5)
     S = sp.csc_matrix((rng.random(data.Y.shape) < 0.02).astype(np.float32))

@@ -351,8 +351,9 @@ def direction(P, G, m):
     """The exact Newton direction s = -H^-1 g at the current point (after
     :func:`gradient`) into (fs[TAU_S], cs, fs[S_B]) and its scores xs = X s (bias
     included).  Returns (sTs, wTs, gTs): ||s_f||^2 (the bias part is the caller's
-    regulariser's), w_f.s_f and g.s, each O(m) from the scores.  Returns gTs = 0 when the
-    factorisation fails (the caller stops).
+    regulariser's), w_f.s_f and g.s, each O(m) once the scores are known (those cost
+    O(|A| m)).  Returns gTs = NaN when the factorisation fails (a pivot not positive:
+    impossible in exact arithmetic, M >= I; the caller stops with NUMERICAL).
 
     With g_f = w_f + X^T gamma and h = beta X_A^T D 1 (the bias column of H):
     x1 = H0^-1 g_f and x2 = H0^-1 h need X_A g_f = (X w_f)_A + (K gamma)_A, known from the
@@ -366,7 +367,7 @@ def direction(P, G, m):
     tau = fs[TAU]
     b0 = beta * fs[B]
     if not _factor(G, m, na):
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, math.nan
     dsum = 0.0
     for a in range(na):
         ia = act[a]
@@ -392,10 +393,10 @@ def direction(P, G, m):
     gb = beta * fs[GSUM] + rb * fs[B]
     eta = beta * beta * dsum + rb
     schur = eta - hx2
-    if beta != 0.0 and schur > 1e-12 * max(eta, 1.0):
-        sb = (hx1 - gb) / schur
-    elif beta != 0.0 and gb != 0.0:
-        # no curvature on the bias (an unregularised bias with no active row): a gradient
+    if schur > 1e-12 * max(eta, 1.0):
+        sb = (hx1 - gb) / schur       # with beta = 0: -w_b if the bias is regularised
+    elif gb != 0.0:
+        # no curvature on the bias (an unregularised bias and no active row): a gradient
         # step for it, so that the direction still descends
         sb = -gb / max(eta, 1.0)
     else:

@@ -247,14 +247,23 @@ def direct_applies(reg, m, n, direct_rows):
 @nb.njit(cache=True, nogil=True)
 def solve_direct(P, V, G, S, tol, w0):
     """:func:`solve` by exact Newton steps in the span of the rows (same returns, 0 CG
-    steps); G a span buffer that fits the problem (:func:`span_fits`)."""
+    steps unless a failed factorisation handed the label to the truncated method); G a
+    span buffer that fits the problem (:func:`span_fits`)."""
     W, O = V
     m = P.indptr.size - 1
     st, it, f0, f1, g_init, g_final = _direct.newton(P, O, G, S, tol, W.w, w0, W.g, m)
+    cg = 0
+    if st == _nt.NUMERICAL and math.isfinite(f1):
+        # the factorisation failed (rounding; M >= I in exact arithmetic): the truncated
+        # method goes on from the point reached (W.w, O.wx its scores)
+        empty = np.zeros(0)
+        st, it2, cg, _, f1, _, g_final = _nt.newton(P, O, W, S, tol, empty, empty, empty,
+                                                    np.zeros(0, dtype=np.int64), empty, False)
+        it += it2
     dist = 0.0
     for j in range(W.w.size):
         dist += (W.w[j] - w0[j]) ** 2
-    return st, it, 0, f0, f1, g_init, g_final, math.sqrt(dist)
+    return st, it, cg, f0, f1, g_init, g_final, math.sqrt(dist)
 
 
 # --- starts: the registry's initialisers on sub-problems ---------------------------------

@@ -226,8 +226,12 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         if solve:
             if not empty and core.direct_applies(reg, m, n_data, direct_rows):
                 if not core.span_fits(G, m, tot, nf):
-                    G = core.new_span(max(m, 2 * G.z0.size), max(tot, 2 * G.crow.size),
-                                      max(nf, 2 * (G.colptr.size - 1)))
+                    # each dimension grows only when it must, the rows at most to
+                    # direct_rows: K and the factor take rows^2 each
+                    cap_m = G.z0.size if m <= G.z0.size else min(max(m, 2 * G.z0.size), direct_rows)
+                    cap_t = G.crow.size if tot <= G.crow.size else max(tot, 2 * G.crow.size)
+                    cap_d = G.colptr.size - 1 if nf < G.colptr.size else max(nf, 2 * (G.colptr.size - 1))
+                    G = core.new_span(cap_m, cap_t, cap_d)
                 st, it, cg, f0, f1, g_init, g_final, dist = core.solve_direct(P, (W, O), G, S, tol, w0)
             else:
                 st, it, cg, f0, f1, g_init, g_final, dist = core.solve(P, (W, O), S, tol, w0)

@@ -5,7 +5,9 @@ Armijo line search, the same stopping tests (:func:`.newton.conclude`: the gradi
 test ||grad f(w)|| <= tol first) -- with the direction solved exactly instead of by
 truncated PCG.  The objective (:mod:`headstart.objective.rowspan`) works in the span of
 the problem's rows, where a direct solve costs O(active^3 / 6) and every other
-operation O(rows^2), independent of the number of columns.  For a sub-problem of a
+operation O(rows^2); the columns enter only through the Gram matrix, formed once, and
+the O(nnz + columns) writes of the explicit weights (at the end, and where a gradient
+norm is confirmed).  For a sub-problem of a
 few dozen rows and thousands of columns that is much less than the truncated method's
 O(columns) vector loops (shortlisted training of tail labels, docs/shortlist.md).
 
@@ -67,9 +69,12 @@ def newton(P, O, G, S, tol, w, w0, g, m):
     while status == RUNNING:
         it += 1
         sTs, wTs, gTs = rowspan.direction(P, G, m)
+        if not math.isfinite(gTs):
+            status = NUMERICAL     # the factorisation failed (see rowspan.direction)
+            break
         fold = f
         alpha = 0.0
-        if gTs < 0.0:     # not a descent direction only if the factorisation failed
+        if gTs < 0.0:
             alpha, f = rowspan.line_search(P, O, G, m, sTs, wTs, gTs, f, S.ls_eta, S.ls_max_steps)
         if alpha != 0.0:
             rowspan.step(G, m, alpha, sTs, wTs)
