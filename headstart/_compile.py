@@ -40,19 +40,35 @@ read in :func:`headstart.solver.newton.now`) does not run in parallel despite
 with :class:`warnings.catch_warnings`, so the filter exists only then.
 
 What remains in the process after ``import headstart``: one listener in
-``numba.core.event``'s registry, which changes nothing for functions defined outside
-headstart; ``os.environ``, ``numba.core.config`` and the warning filters are unchanged
+``numba.core.event``'s registry and three cache locators at the front of Numba's list
+(below), all of which change nothing for functions defined outside headstart; ``os.environ``, ``numba.core.config`` and the warning filters are unchanged
 (``tests/test_imports.py``).  A user who sets ``NUMBA_SLP_VECTORIZE`` chooses for every
 function, headstart's included: then no listener is installed.  Kernels loaded from
 Numba's cache are not compiled again, so they keep the code they were compiled with.
+
+Cache freshness.  Numba's on-disk cache of a function is valid while *its own* source
+file is unchanged (a hash of the file).  But a compiled kernel contains the code of every
+jitted function it calls, from other files too, and the layout of the tuples they pass
+around: after a change to ``objective/rowspan.py`` alone, ``shortlist/training.py``'s
+``train_chunk`` was loaded from the cache with the old code and crashed (2026-11-28).  A
+``git pull`` that changes some files of a checkout does exactly that to a user.  So the
+freshness stamp of headstart's functions also covers every source file of the package
+(:class:`_PackageStamp`): any change to headstart recompiles its kernels, once.  It is
+done with locator classes put first in Numba's list, which decline every function not
+defined in this package (Numba then asks its own locators, as before), and which keep
+Numba's cache places (``NUMBA_CACHE_DIR``, the ``__pycache__`` next to the source, the
+user-wide directory) and file names.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import warnings
+from pathlib import Path
 
-from numba.core import config, event
+from numba.core import caching, config, event
 from numba.core.errors import NumbaWarning
 
 _PACKAGE = __name__.rpartition(".")[0]
@@ -104,3 +120,70 @@ def configure() -> None:
 
 
 configure()
+
+
+_ROOT = Path(__file__).resolve().parent
+
+
+def package_digest(root: Path = _ROOT) -> bytes:
+    """A hash of the contents of every ``.py`` file under ``root`` (headstart's package
+    directory), in path order; the content hashes are Numba's own, memoised on each file's
+    modification time and size, so a process computes them once."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        st = path.stat()
+        h.update(str(path.relative_to(root)).encode())
+        h.update(caching._hash_source_file(str(path), st.st_mtime, st.st_size))
+    return h.digest()
+
+
+@functools.lru_cache(maxsize=None)
+def _digest_once() -> bytes:
+    return package_digest()
+
+
+def in_package(py_file: str, root: Path = _ROOT) -> bool:
+    try:
+        return Path(py_file).resolve().is_relative_to(root)
+    except (OSError, ValueError):
+        return False
+
+
+class _PackageStamp:
+    """A Numba cache locator for headstart's functions only, whose freshness stamp is the
+    source file's and the whole package's (see the module text)."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if not in_package(py_file):
+            return None
+        return super().from_function(py_func, py_file)
+
+    def get_source_stamp(self):
+        return super().get_source_stamp(), _digest_once()
+
+
+class _PackageUserDir(_PackageStamp, caching.UserProvidedCacheLocator):
+    pass
+
+
+class _PackageInTree(_PackageStamp, caching.InTreeCacheLocator):
+    pass
+
+
+class _PackageUserWide(_PackageStamp, caching.UserWideCacheLocator):
+    pass
+
+
+PACKAGE_LOCATORS = (_PackageUserDir, _PackageInTree, _PackageUserWide)
+
+
+def install_cache_locators() -> None:
+    """Put the package locators first in Numba's list, once per process, in Numba's own
+    order (user directory, then in-tree, then user-wide)."""
+    classes = caching.CacheImpl._locator_classes
+    if classes[: len(PACKAGE_LOCATORS)] != list(PACKAGE_LOCATORS):
+        classes[:0] = PACKAGE_LOCATORS
+
+
+install_cache_locators()

@@ -269,3 +269,47 @@ def test_a_user_choice_of_numba_slp_vectorize_applies_to_headstart_too(tmp_path)
         print(json.dumps({"headstart_packed": packed_ops(lanes_scores)}))
     """, env={"NUMBA_SLP_VECTORIZE": "0"})
     assert got["headstart_packed"] == 0
+
+
+def test_cache_freshness_covers_the_whole_package(tmp_path):
+    """headstart's kernels are cached with a stamp that covers every source file of the
+    package (a kernel holds the code of the functions it calls from other files); a
+    function defined elsewhere keeps Numba's own locator and stamp."""
+    script = tmp_path / "user_kernel.py"
+    script.write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    code = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import headstart
+from headstart import _compile
+from headstart.training import kernel
+from numba.core import caching
+import user_kernel
+ours = caching.CompileResultCacheImpl(kernel.lanes_scores.py_func).locator
+theirs = caching.CompileResultCacheImpl(user_kernel.f.py_func).locator
+assert type(ours).__name__ == "_PackageInTree", type(ours)
+assert ours.get_source_stamp()[1] == _compile.package_digest()
+assert ours.get_cache_path() == caching.InTreeCacheLocator.from_function(
+    kernel.lanes_scores.py_func, kernel.__file__).get_cache_path()
+assert type(theirs) is caching.InTreeCacheLocator, type(theirs)
+assert not _compile.in_package(str({str(script)!r}))
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("ok")
+
+
+def test_package_digest_follows_any_file_content(tmp_path):
+    from headstart._compile import package_digest
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    d0 = package_digest(tmp_path)
+    assert package_digest(tmp_path) == d0
+    (tmp_path / "sub" / "b.py").write_text("y = 3\n")
+    d1 = package_digest(tmp_path)
+    assert d1 != d0
+    (tmp_path / "sub" / "b.py").write_text("y = 2\n")
+    assert package_digest(tmp_path) == d0          # the contents, not the times
