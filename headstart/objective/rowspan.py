@@ -60,14 +60,14 @@ from . import erm, losses
 
 # K: m*m float64 (row-major, stride m); U: the Cholesky factor (upper triangle, row-major,
 # stride |A|); z0, c, cs, gam, D, z, xs, kg (= K gamma), t1, t2, u1, u2, sd (sqrt(D) on A):
-# m float64; act, nzg (rows with gamma != 0): m int64; colptr / crow / cval: the
+# m float64; act: m int64; colptr / crow / cval: the
 # sub-problem's transpose (scratch of the Gram product).  fs (float64): the scalars below.
 #
 # Loops are written as axpy updates over contiguous rows of K or U wherever they can be
 # (K is symmetric, so K v is a sum of rows): a dot product is one chain of dependent
 # additions, which LLVM may not reorder (no fastmath), while an axpy vectorises.
 Span = namedtuple("Span", ["K", "U", "z0", "c", "cs", "gam", "D", "z", "xs", "kg", "t1", "t2", "u1", "u2", "sd",
-                           "act", "nzg", "colptr", "crow", "cval", "fs"])
+                           "act", "colptr", "crow", "cval", "fs"])
 # TAU, B: the point's tau and bias weight; W0SQ: ||w0_f||^2; WW: ||w_f||^2; TAU_S, S_B:
 # the direction's tau and bias part; NACT: rows with positive curvature (as a float);
 # GSUM: sum of gamma; G2SCALE: the size of the terms of ||grad f||^2 (see gradient)
@@ -87,16 +87,12 @@ def _axpy(a, x, xo, y, yo, n):
         y[yo + k] += a * x[xo + k]
 
 
-def new_span(m: int, nnz: int, d: int) -> Span:
-    return new_span_nb(m, nnz, d)
-
-
 @nb.njit(cache=True, nogil=True)
-def new_span_nb(m, nnz, d):
+def new_span(m, nnz, d):
     mm = max(m, 1)
     return Span(np.zeros(mm * mm), np.zeros(mm * mm), np.zeros(mm), np.zeros(mm), np.zeros(mm), np.zeros(mm),
                 np.zeros(mm), np.zeros(mm), np.zeros(mm), np.zeros(mm), np.zeros(mm), np.zeros(mm), np.zeros(mm),
-                np.zeros(mm), np.zeros(mm), np.zeros(mm, dtype=np.int64), np.zeros(mm, dtype=np.int64),
+                np.zeros(mm), np.zeros(mm), np.zeros(mm, dtype=np.int64),
                 np.zeros(max(d, 1) + 1, dtype=np.int64), np.zeros(max(nnz, 1), dtype=np.int32),
                 np.zeros(max(nnz, 1)), np.zeros(N_SCALARS))
 

@@ -231,7 +231,7 @@ def solve(P, V, S, tol, w0):
 
 # Sub-problems with few rows: the objective in the span of the rows and Newton's method
 # with exact steps (objective/rowspan.py, solver/direct.py).
-new_span = _rowspan.new_span_nb
+new_span = _rowspan.new_span
 span_fits = _rowspan.span_fits
 
 
