@@ -223,10 +223,16 @@ def solve(P, V, S, tol, w0):
     empty = np.zeros(0)
     st, it, cg, f0, f1, g_init, g_final = _nt.newton(P, O, W, S, tol, empty, empty, empty,
                                                      np.zeros(0, dtype=np.int64), empty, False)
+    return st, it, cg, f0, f1, g_init, g_final, _distance(W.w, w0)
+
+
+@nb.njit(cache=True, nogil=True)
+def _distance(w, w0):
+    """||w - w0|| over w's coordinates (w0 may be longer)."""
     dist = 0.0
-    for j in range(nv):
-        dist += (W.w[j] - w0[j]) ** 2
-    return st, it, cg, f0, f1, g_init, g_final, math.sqrt(dist)
+    for j in range(w.size):
+        dist += (w[j] - w0[j]) ** 2
+    return math.sqrt(dist)
 
 
 # Sub-problems with few rows: the objective in the span of the rows and Newton's method
@@ -260,10 +266,7 @@ def solve_direct(P, V, G, S, tol, w0):
         st, it2, cg, _, f1, _, g_final = _nt.newton(P, O, W, S, tol, empty, empty, empty,
                                                     np.zeros(0, dtype=np.int64), empty, False)
         it += it2
-    dist = 0.0
-    for j in range(W.w.size):
-        dist += (W.w[j] - w0[j]) ** 2
-    return st, it, cg, f0, f1, g_init, g_final, math.sqrt(dist)
+    return st, it, cg, f0, f1, g_init, g_final, _distance(W.w, w0)
 
 
 # --- starts: the registry's initialisers on sub-problems ---------------------------------

@@ -24,7 +24,7 @@ import numba as nb
 import numpy as np
 
 from ..objective import rowspan
-from .newton import CONVERGED, NUMERICAL, RUNNING, conclude
+from .newton import NUMERICAL, RUNNING, conclude, start_status
 
 
 @nb.njit(cache=True, nogil=True)
@@ -58,11 +58,7 @@ def newton(P, O, G, S, tol, w, w0, g, m):
     gnorm = _gnorm(P, O, G, m, w0, w, g, tol)
     f_init = f
     g_init = gnorm
-    status = RUNNING
-    if not math.isfinite(f):
-        status = NUMERICAL
-    elif gnorm <= tol:
-        status = CONVERGED
+    status = start_status(f, gnorm, tol)
     it = 0
     empty = np.zeros(0)
     empty_int = np.zeros(0, dtype=np.int64)

@@ -80,12 +80,18 @@ def start(P, O, W, tol, rec_f, rec_act):
     if rec_f.size > 0:
         rec_f[0] = f
         rec_act[0] = O.ist[erm.NACT] / max(n, 1)
-    status = RUNNING
+    return start_status(f, gnorm, tol), f, gnorm
+
+
+@nb.njit(cache=True, nogil=True)
+def start_status(f, gnorm, tol):
+    """The status of a start with value f and gradient norm gnorm: NUMERICAL if f is not
+    finite, CONVERGED if it passes the gradient test already, else RUNNING."""
     if not math.isfinite(f):
-        status = NUMERICAL
-    elif gnorm <= tol:
-        status = CONVERGED
-    return status, f, gnorm
+        return NUMERICAL
+    if gnorm <= tol:
+        return CONVERGED
+    return RUNNING
 
 
 @nb.njit(cache=True, nogil=True)
