@@ -271,21 +271,52 @@ def ref_xmc(raw: bytes, one_based: bool = False):
     return n, d, L, rows
 
 
-def ref_libsvm(raw: bytes, zero_based: bool = False):
+_SIGNED = re.compile(rb"[+-][0-9]+\Z")
+_BINARY_LABEL = re.compile(rb"[+-]?[0-9]+")
+
+
+def ref_binary_line(line: bytes, *, feat_offset: int):
+    """A line of a binary (+1/-1) file: the label token +1, 1 (label 0) or -1 (none),
+    then features as in ref_line; ValueError otherwise."""
+    labels = []
+    i = 0
+    if not _ws(line, 0):
+        m = _BINARY_LABEL.match(line)
+        if not m or int(m.group().lstrip(b"+-")) != 1 or not (_eol(line, m.end(), True) or _ws(line, m.end())):
+            raise ValueError("binary label")
+        labels = [] if line.startswith(b"-") else [0]
+        i = m.end()
+    _, feats, mj, _ = ref_line(b" " + line[i:], feat_offset=feat_offset, d=-1, L=-1, comments=True)
+    return labels, feats, mj, 0 if labels else -1
+
+
+def ref_libsvm(raw: bytes, zero_based: bool = False, binary: bool = False):
+    """(n, d, L, rows) of a libsvm file, or raise Reject(line).  A line rejected for a
+    first token that is a signed integer (+1, -1, ...) makes the file binary: it is
+    parsed again with ref_binary_line (as read_libsvm does)."""
     start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
     if not raw[start:].strip():
         raise Reject(1 if raw else None)   # an empty file has no line to name
     rows, maxf, maxl = [], -1, -1
+    off = 0 if zero_based else 1
     for k, ln in enumerate(_lines(raw[start:])):
         if _eol(ln, 0, True):
             continue
         try:
-            labels, feats, mj, ml = ref_line(ln, feat_offset=0 if zero_based else 1, d=-1, L=-1, comments=True)
+            if binary:
+                labels, feats, mj, ml = ref_binary_line(ln, feat_offset=off)
+            else:
+                labels, feats, mj, ml = ref_line(ln, feat_offset=off, d=-1, L=-1, comments=True)
         except ValueError:
+            first = re.split(rb"[ \t]", ln, maxsplit=1)[0]
+            if first.endswith(b"\r"):
+                first = first[:-1]
+            if not binary and not _ws(ln, 0) and _SIGNED.match(first):
+                return ref_libsvm(raw, zero_based, binary=True)
             raise Reject(1 + k) from None
         maxf, maxl = max(maxf, mj), max(maxl, ml)
         rows.append((labels, feats))
-    return len(rows), maxf + 1, maxl + 1, rows
+    return len(rows), maxf + 1, 1 if binary else maxl + 1, rows
 
 
 def ref_matrices(n, d, L, rows):
@@ -333,8 +364,11 @@ def text_line(draw, comments: bool) -> bytes:
     if draw(st.booleans()):  # a label list
         labels = draw(st.lists(IDS, max_size=4))
         text = b",".join(b"%d" % v for v in labels)
-        if draw(st.integers(0, 9)) == 0:
+        pick = draw(st.integers(0, 9))
+        if pick == 0:
             text = draw(st.sampled_from([b"1,", b",1", b"1,,2", b"-1", b"1.5", b"a", b"1:1", b"1,1"]))
+        elif pick == 1:   # LIBLINEAR's binary labels, and near misses (libsvm reads them as binary)
+            text = draw(st.sampled_from([b"+1", b"-1", b"1", b"+01", b"-2", b"+1,2", b"-1#", b"+"]))
         parts.append(text)
     else:
         parts.append(draw(st.sampled_from([b"", b" ", b"\t"])))

@@ -424,6 +424,33 @@ def test_libsvm_is_read_in_pieces(tmp_path, monkeypatch):
         read_libsvm(put(tmp_path, b"3 4 5\n0 1:1\n", "h.svm"))
 
 
+def test_libsvm_binary_labels(tmp_path, monkeypatch):
+    """LIBLINEAR's binary files (+1 / 1 / -1 labels) read as one label present on the
+    positive lines, also when the first signed label comes in a later piece; a label
+    other than +1, 1, -1 in such a file, or a signed label in a label list, is refused
+    with its line."""
+    import headstart.io.xmc as xmc_mod
+
+    text = "1 1:0.5 3:1\n+1 2:2\n-1 2:0.25\n\n-1 3:2 # c\n1 1:1\n"
+    X, Y = read_libsvm(put(tmp_path, text))
+    assert Y.shape == (5, 1)
+    np.testing.assert_array_equal(dense(Y).ravel(), [1, 1, 0, 0, 1])
+    np.testing.assert_array_equal(dense(X), [[0.5, 0, 1], [0, 2, 0], [0, 0.25, 0], [0, 0, 2], [1, 0, 0]])
+    monkeypatch.setattr(xmc_mod, "_READ_CHUNK_ROWS", 2)   # the first '-1' is in the second piece
+    X2, Y2 = read_libsvm(put(tmp_path, gzip.compress(text.encode()), name="p.svm.gz"))
+    assert (X2 != X).nnz == 0 and (Y2 != Y).nnz == 0
+    _, Y = read_libsvm(put(tmp_path, "-1 1:1\n-1 2:1\n"))
+    assert Y.shape == (2, 1) and Y.nnz == 0               # no positive: still one label
+    with pytest.raises(DataFormatError, match="expected \\+1, 1 or -1") as e:
+        read_libsvm(put(tmp_path, "+1 1:1\n-1 2:1\n2 1:1\n"))
+    assert (e.value.line, e.value.column, e.value.token) == (3, 1, "2")
+    with pytest.raises(DataFormatError) as e:
+        read_libsvm(put(tmp_path, "-1 1:1\n+1,2 1:1\n"))
+    assert e.value.line == 2
+    with pytest.raises(DataFormatError, match="negative label") as e:
+        read_libsvm(put(tmp_path, "0,-1 1:1\n"))         # a label list, not a binary label
+
+
 def test_roundtrip_libsvm_via_xmc_text(tmp_path):
     """An XMC body without its header and with 1-based features is libsvm."""
     rng = np.random.default_rng(6)

@@ -156,6 +156,7 @@ class SparseSpec:
     max_rows: int = -1            # -1: unlimited
     skip_blank: bool = False
     comments: bool = False
+    binary: bool = False          # LIBLINEAR's binary labels: +1 / 1 -> label 0, -1 -> none
     dtype: np.dtype = np.dtype(np.float32)
     what: str = "point"           # "point" or "row": how a line is called in messages
     label_word: str = "label id"
@@ -200,7 +201,7 @@ def parse_sparse(buf: np.ndarray, start: int, end: int, spec: SparseSpec, path,
     labels = np.empty(lab_cap, dtype=np.int32)
     code, pos, aux, rows, nnz, nlab, maxf, maxl = K.parse_sparse(
         buf, start, end, spec.has_labels, spec.allow_features, spec.feat_offset,
-        spec.n_features, spec.n_labels, spec.max_rows, spec.skip_blank, spec.comments,
+        spec.n_features, spec.n_labels, spec.max_rows, spec.skip_blank, spec.comments, spec.binary,
         indptr, indices, data, lptr, labels)
     if code != K.OK:
         raise sparse_error(code, pos, aux, buf, start, spec, path, first_line_no)
@@ -307,6 +308,9 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
         else:
             msg = f"malformed label list: {spec.label_word}s must be non-negative integers"
         return DataFormatError(msg, path, line, col, tok)
+    if code == K.E_BINARY_LABEL:
+        return DataFormatError(f"binary labels (+1/-1, as LIBLINEAR's): expected +1, 1 or -1, found "
+                               f"{_show(token_at(buf, pos))!r}", path, line, col, _show(token_at(buf, pos)))
     if code == K.E_LABEL_RANGE:
         tok = token_at(buf, pos, _WS + b",:")
         bound = f"[0, {spec.n_labels})" if spec.n_labels >= 0 else f"[0, {K.INDEX_MAX}]"

@@ -35,6 +35,7 @@ E_UNEXPECTED = 9        # a token where none is allowed (label-only files)
 E_CAPACITY = 10         # internal: an output array is too small (a bug, never bad input)
 E_TOO_MANY_TOKENS = 11  # predictions: more than k tokens on a line
 E_TOO_FEW_TOKENS = 12   # predictions: fewer than k tokens on a line
+E_BINARY_LABEL = 13     # binary (+1/-1) labels: a label other than +1, 1 or -1
 
 INDEX_MAX = 2147483646          # largest id that still fits int32 as ``id + 1``
 _SATURATE = 100000000000000000  # 1e17: integers stop growing here (always out of range)
@@ -228,7 +229,7 @@ def _parse_float(buf, p, end):
 # --- the sparse body parser ------------------------------------------------------------------
 @njit(nogil=True, cache=True)
 def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_features,
-                 n_labels, max_rows, skip_blank, comments,
+                 n_labels, max_rows, skip_blank, comments, binary,
                  indptr, indices, data, lptr, labels):
     """Parse lines ``[l1,l2,...] f:v f:v ...`` of ``buf[start:end]`` into CSR arrays.
 
@@ -242,6 +243,8 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
                     line is E_TOO_MANY_ROWS; -1: unlimited
     skip_blank      blank lines are skipped (libsvm) instead of being rows without content
     comments        ``#`` starts a comment running to the end of the line (libsvm)
+    binary          a line's label is one of ``+1``, ``1`` (label 0) or ``-1`` (no label),
+                    as in LIBLINEAR's binary files; anything else is E_BINARY_LABEL
 
     Features of a row are sorted by index, duplicates rejected, and explicit zeros dropped
     (after the duplicate check).  Labels of a row are sorted, duplicates rejected.
@@ -280,7 +283,21 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
         if rows >= cap_rows:
             return E_CAPACITY, line_start, 0, rows, nnz, nl, maxf, maxl
         # ---- labels
-        if has_labels and not _is_ws(buf[p]):
+        if has_labels and binary and not _is_ws(buf[p]):
+            t = p
+            sign = buf[p]
+            if sign == 43 or sign == 45:     # '+' / '-'
+                p += 1
+            v, p, nd = _parse_uint(buf, p, end)
+            if nd == 0 or v != 1 or not (_at_eol(buf, p, end, comments) or _is_ws(buf[p])):
+                return E_BINARY_LABEL, t, 0, rows, nnz, nl, maxf, maxl
+            if sign != 45:
+                if nl >= cap_lab:
+                    return E_CAPACITY, t, 0, rows, nnz, nl, maxf, maxl
+                labels[nl] = 0
+                nl += 1
+                maxl = 0
+        elif has_labels and not _is_ws(buf[p]):
             l0 = nl
             last = -1
             ordered = True

@@ -40,7 +40,9 @@ ulp (the parser keeps 18 significant digits and uses no big-number arithmetic).
 from __future__ import annotations
 
 import gzip
+import logging
 import os
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -52,6 +54,8 @@ from ._common import (BOM, HEADER_LIMIT, SparseSpec, check_dtype, csr, first_lin
                       header_ints, label_matrix, open_stream, parse_header, parse_sparse,
                       too_few_rows)
 from .atomic import atomic_write
+
+log = logging.getLogger(__name__)
 
 XMC_HEADER = ("num_points", "num_features", "num_labels")
 
@@ -340,6 +344,11 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
       0-based indices.
     * Label ids are taken **as given, 0-based** (label ``l`` is column ``l`` of ``Y``),
       comma-separated non-negative integers; a line starting with a space has no labels.
+    * **Binary files** as LIBLINEAR reads them, with labels ``+1`` / ``-1`` (``1`` for
+      ``+1`` too), are recognised by their signed labels: ``Y`` then has one label,
+      present on the ``+1`` lines.  A signed label is what marks such a file (found
+      anywhere in it: the file is then read again in that mode); a file of ``1`` and
+      ``0`` labels is an ordinary two-label file.
     * There is no header.  Blank lines and lines starting with ``#`` are skipped (they
       are not points); ``#`` also starts a comment at the end of a line.
     * ``n_features`` / ``n_labels``: the widths of ``X`` / ``Y``; ids beyond them are
@@ -355,6 +364,23 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
                       n_features=-1 if n_features is None else int(n_features),
                       n_labels=-1 if n_labels is None else int(n_labels),
                       skip_blank=True, comments=True, dtype=dt)
+    try:
+        return _read_libsvm(path, spec, n_features, n_labels, dt)
+    except DataFormatError as e:
+        if not (e.column == 1 and e.token is not None and _SIGNED_ONE.match(e.token.encode())):
+            raise
+    # a signed label (+1 / -1) where a label list was expected: LIBLINEAR's binary format
+    log.info("%s: binary labels (+1/-1): read as one label, present on the +1 lines", path)
+    spec.binary = True
+    if n_labels is not None and int(n_labels) < 1:
+        raise ParameterError(f"{path}: binary labels (+1/-1) make one label, but n_labels is {n_labels}")
+    return _read_libsvm(path, spec, n_features, n_labels, dt)
+
+
+_SIGNED_ONE = re.compile(rb"[+-][0-9]+\Z")
+
+
+def _read_libsvm(path, spec: SparseSpec, n_features, n_labels, dt):
     # Streamed in pieces of rows, as read_xmc: the whole text in memory (with the
     # compressed bytes while gunzipping) was several times the parsed arrays.  The
     # widths are known only at the end (the largest ids), so the pieces are stacked then.
@@ -390,7 +416,7 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
     if not seen_text:
         raise DataFormatError("file is empty", path, 1 if seen_bytes else None)
     d = max_feature + 1 if n_features is None else int(n_features)
-    L = max_label + 1 if n_labels is None else int(n_labels)
+    L = (1 if spec.binary else max_label + 1) if n_labels is None else int(n_labels)
     rows = sum(x.shape[0] for x in xs)
     return stack_rows_consuming(xs, (rows, d), dt), stack_rows_consuming(ys, (rows, L), np.float32)
 
