@@ -357,6 +357,46 @@ def test_evaluate_threshold_gives_libmultilabel_f1_in_memory_and_streamed(traine
     assert code == 2 and "--threshold needs the model" in err
 
 
+def test_predict_threshold_writes_every_decision_with_its_score(trained, bibtex_dir, tmp_path, capsys):
+    """predict --threshold T: per instance every label with score > T, best first, its
+    score the decision function's; the same file whether the model is held in memory or
+    streamed shard by shard, gzip or not; read back as a label file it is predict_above."""
+    import headstart
+    from headstart.io import read_label_file, read_xmc
+    from headstart.prediction.topk import decision_function, predict_above
+
+    _, model_dir = trained
+    test = bibtex_dir / "test.txt.gz"
+    X, Y = read_xmc(test)
+    clf = headstart.load(model_dir, allow_gaps=True)
+    S = decision_function(clf.model_, X)                # (n, 20): labels 3..22
+    texts = []
+    for name, extra in (("d.txt", []), ("d2.txt.gz", ["--model-memory", "0"])):
+        out = tmp_path / name
+        code, printed, err = run(capsys, "predict", model_dir, test, "-o", out, "--allow-gaps", "--threshold=-0.25",
+                                 *extra)
+        assert code == 0, err
+        assert "2515 instances" in printed
+        D = read_label_file(out)
+        want = predict_above(clf.model_, X, -0.25, n_columns=Y.shape[1])
+        assert D.shape == want.shape and (D != want).nnz == 0 and D.nnz > 100
+        import gzip
+        raw = (gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()).decode()
+        texts.append(raw.split("\n", 1)[1])
+        assert raw.split("\n", 1)[0].split() == ["2515", str(Y.shape[1])]
+    assert texts[0] == texts[1]
+    for i, line in enumerate(texts[0].split("\n")[:300]):
+        toks = [t.split(":") for t in line.split()]
+        labs = [int(a) for a, _ in toks]
+        scores = [float(b) for _, b in toks]
+        assert scores == sorted(scores, reverse=True)
+        assert sorted(labs) == [int(j) + 3 for j in np.flatnonzero(S[i] > -0.25)]
+        np.testing.assert_allclose(scores, S[i, np.array(labs, dtype=int) - 3], rtol=1e-5, atol=1e-6)
+    code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "x.txt", "--allow-gaps",
+                       "--threshold", "nan")
+    assert code == 2 and not (tmp_path / "x.txt").exists()
+
+
 # --------------------------------------------------------------------------- process level
 def test_python_dash_m_headstart_exit_codes(tmp_path):
     bad = tmp_path / "bad.txt"

@@ -146,35 +146,17 @@ def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
     """Micro-, Macro- and Another-Macro-F1 of every label's decision score > --threshold,
     block by block of the test data (and shard by shard of a model held on disk)."""
     from ..metrics import decision_counts, f1_from_counts, label_counts
-    from ..prediction.topk import predict_above
 
     L = scorer.label_space
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)
-    kw = dict(n_columns=L, threads=scorer.threads)
-    if scorer.max_memory is not None:
-        kw["max_memory"] = scorer.max_memory
-    pre = None
-    if scorer.model is None:
-        from ..model import read_extras
-
-        pre, _ = read_extras(scorer.model_dir, scorer.manifest)
     for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
                                     n_labels=L):
-        if scorer.model is not None:
-            parts = [predict_above(scorer.model, X, args.threshold, **kw)]
-        else:   # shard by shard: each shard's decisions are its own labels' columns
-            from ..model import iter_shards
-            from ..prediction.preprocess import apply_preprocessing
-
-            Xp = apply_preprocessing(X, pre)
-            parts = (predict_above((w, b, first), Xp, args.threshold, **kw)
-                     for first, w, b in iter_shards(scorer.model_dir, scorer.manifest))
-        for D in parts:
-            a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
-            tp += a
-            pp += b_
+        D = scorer.above(X, args.threshold)
+        a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
+        tp += a
+        pp += b_
         rel += label_counts(Y)
     return f1_from_counts(tp, pp, rel)
 

@@ -18,7 +18,10 @@ DESCRIPTION = """\
 Write the k best labels of every instance of DATA as 'label:score' tokens, one line per
 instance, after a header line 'num_points k num_labels'.  XMC text data is streamed in
 blocks of rows; a model larger than --model-memory is streamed shard by shard.  The
-output file appears complete or not at all."""
+output file appears complete or not at all.  With --threshold T, write instead every
+label scoring above T ('label:score' tokens, best first, any number per line) after a
+header 'num_points num_labels': a label file of the decisions, as LibMultiLabel's
+positive predictions."""
 
 log = logging.getLogger("headstart.cli.predict")
 
@@ -50,6 +53,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="PREDICTIONS", required=True,
                    help="predictions file to write (gzip-compressed if it ends in .gz)")
     add_prediction_options(p)
+    p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
+                   help="write every label with score > T (0: the classifiers' sign) instead of the top k; "
+                        "write a negative T as --threshold=-0.5")
     d = p.add_argument_group("prediction on Dask (docs/distributed.md)")
     d.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="score blocks of --chunk-rows instances on the Dask cluster of this scheduler "
@@ -129,6 +135,32 @@ class ModelScorer:
         return predict_topk_streaming(self.model_dir, X, k, threads=self.threads, allow_gaps=self.allow_gaps,
                                       **kw)
 
+    def above(self, X, threshold: float, return_scores: bool = False):
+        """The decisions score > ``threshold`` of the instances X (CSR over the label
+        space; with ``return_scores`` the scores as values), shard by shard when the
+        model is streamed (each shard's decisions are its own labels' columns)."""
+        from ..prediction.topk import predict_above
+
+        kw = dict(n_columns=self.label_space, threads=self.threads, return_scores=return_scores)
+        if self.max_memory is not None:
+            kw["max_memory"] = self.max_memory
+        if self.model is not None:
+            return predict_above(self.model, X, threshold, **kw)
+        from ..model import iter_shards, read_extras
+        from ..prediction.preprocess import apply_preprocessing
+
+        pre, _ = read_extras(self.model_dir, self.manifest)
+        Xp = apply_preprocessing(X, pre)
+        D = None
+        for first, w, b in iter_shards(self.model_dir, self.manifest):
+            part = predict_above((w, b, first), Xp, threshold, **kw)
+            D = part if D is None else D + part
+        if D is None:   # a model of no shard
+            import scipy.sparse as sp
+
+            D = sp.csr_matrix((X.shape[0], self.label_space), dtype=np.float32 if return_scores else np.int32)
+        return D
+
     def chunk_rows(self, args: argparse.Namespace, k: int) -> int:
         """Instances per block: --chunk-rows, fewer when --max-memory says so (headstart.resources)."""
         if self.max_memory is None:
@@ -207,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
     from ..io import PredictionWriter
 
     common.check_output_file(args.output, "predictions file")
+    if args.threshold is not None:
+        return run_threshold(args)
     scorer = ModelScorer(args.model, args)
     k = min(args.k, scorer.num_trained)
     if k < args.k:
@@ -221,4 +255,34 @@ def run(args: argparse.Namespace) -> int:
             writer.write(labels, scores)
             n += labels.shape[0]
     common.say(args, f"wrote top-{k} predictions of {n} instances -> {args.output}")
+    return 0
+
+
+def run_threshold(args: argparse.Namespace) -> int:
+    """``predict --threshold T``: every label with score > T, per block of instances."""
+    import math
+
+    from ..io import DecisionWriter
+
+    if not math.isfinite(args.threshold):
+        args._parser.error(f"argument --threshold: must be a finite number, got {args.threshold}")
+    if getattr(args, "scheduler", None) or getattr(args, "dask_workers", None):
+        args._parser.error("--threshold is not offered on Dask (--scheduler / --dask-workers): predict the top k "
+                           "there, or the decisions locally")
+    scorer = ModelScorer(args.model, args)
+    if scorer.num_trained == 0:
+        raise ModelFormatError(f"{args.model}: the model has no trained labels")
+    n = nnz = 0
+    total = count_rows(args.data, args)
+    with DecisionWriter(args.output, scorer.label_space) as writer, \
+            common.ProgressBar(total or 0, args.command, "instances", enabled=not args.quiet and total is not None) as bar:
+        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
+                                        n_labels=scorer.label_space):
+            D = scorer.above(X, args.threshold, return_scores=True)
+            writer.write(D)
+            n += X.shape[0]
+            nnz += D.nnz
+            bar.advance(X.shape[0])
+    common.say(args, f"wrote the decisions score > {args.threshold:g} of {n} instances ({nnz} labels, "
+                     f"{nnz / max(n, 1):.2f} per instance) -> {args.output}")
     return 0

@@ -618,6 +618,25 @@ def format_sparse(r0, r1, indptr, indices, data, lptr, labels, feat_offset, with
 
 
 @njit(nogil=True, cache=True)
+def format_decisions(indptr, labels, scores, out):
+    """Format rows of variable length, ``label:score`` with 6 significant digits: row r is
+    entries [indptr[r], indptr[r + 1]) of ``labels`` / ``scores``."""
+    p = 0
+    for r in range(indptr.shape[0] - 1):
+        for e in range(indptr[r], indptr[r + 1]):
+            if e > indptr[r]:
+                out[p] = 32
+                p += 1
+            p = _write_uint(out, p, labels[e])
+            out[p] = 58
+            p += 1
+            p = write_float(out, p, np.float64(scores[e]), True, 6, 6)
+        out[p] = 10
+        p += 1
+    return p
+
+
+@njit(nogil=True, cache=True)
 def format_predictions(labels, scores, out):
     """Format an (n, k) block of predictions, ``label:score`` with 6 significant digits."""
     p = 0

@@ -5,6 +5,12 @@ Format::
     num_points k num_labels
     label:score label:score ...        <- exactly k tokens per line, in the given order
 
+Thresholded decisions (:class:`DecisionWriter`, ``headstart predict --threshold``) have
+the layout of a label file (``headstart.io.read_label_file`` reads them as 0/1 labels)::
+
+    num_points num_labels
+    label:score label:score ...        <- every label scoring above the threshold, best first
+
 Scores are written with 6 significant digits.  Label ids are 0-based, in
 ``[0, num_labels)``, distinct within a line, and ``k <= num_labels``.  A file written by
 :class:`PredictionWriter` without a known row count has its header padded with trailing
@@ -31,7 +37,7 @@ from .atomic import atomic_write
 PRED_HEADER = ("num_points", "k", "num_labels")
 _HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
-__all__ = ["write_predictions", "read_predictions", "PredictionWriter"]
+__all__ = ["write_predictions", "read_predictions", "PredictionWriter", "DecisionWriter"]
 
 
 def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
@@ -234,6 +240,54 @@ class PredictionWriter:
                 self.abort()
         except Exception:
             pass
+
+
+class DecisionWriter(PredictionWriter):
+    """Stream thresholded decisions into a file, atomically (as :class:`PredictionWriter`):
+    per instance, every label with its score, best score first (then lower label).
+
+    ::
+
+        with DecisionWriter("dec.txt", n_labels=L) as w:
+            w.write(predict_above(model, X, 0.0, return_scores=True))
+    """
+
+    def __init__(self, path, n_labels: int, n_rows: int | None = None):
+        super().__init__(path, 0, n_labels, n_rows)
+
+    def _header(self, n: int | None, pad: bool) -> bytes:
+        text = f"{n if n is not None else 0} {self.n_labels}".encode()
+        if pad:
+            text = text.ljust(_HEADER_WIDTH)
+        return text + b"\n"
+
+    def write(self, D) -> None:
+        """Append the rows of ``D`` (scipy sparse, n_labels columns): its stored entries are
+        the decisions, their values the scores."""
+        if self._closed:
+            raise ValueError("write to a closed DecisionWriter")
+        import scipy.sparse as sp
+
+        if not sp.issparse(D) or D.shape[1] != self.n_labels:
+            raise DataFormatError(f"decisions must be a sparse matrix of {self.n_labels} columns, got "
+                                  f"{type(D).__name__} of shape {getattr(D, 'shape', None)}")
+        D = sp.csr_matrix(D)
+        n = D.shape[0]
+        if n == 0:
+            return
+        scores = D.data.astype(np.float32)
+        if not np.all(np.isfinite(scores)):
+            raise DataFormatError("decision scores must be finite")
+        rows = np.repeat(np.arange(n), np.diff(D.indptr))
+        order = np.lexsort((D.indices, -scores, rows))    # per row: best score first, then lower label
+        labels = D.indices[order].astype(np.int64)
+        scores = scores[order]
+        indptr = D.indptr.astype(np.int64)
+        # budget per entry: label <= 10 digits, ':', score, separator; one newline per row
+        out = np.empty(labels.size * (12 + K.FLOAT_MAX_CHARS) + n, dtype=np.uint8)
+        used = K.format_decisions(indptr, labels, scores, out)
+        self._f.write(out[:used].tobytes())
+        self.rows += n
 
 
 def write_predictions(path, labels, scores, n_labels: int) -> None:

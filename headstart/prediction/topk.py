@@ -250,25 +250,32 @@ def _dense_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_
 def _above_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept,
                  threshold, counts):  # pragma: no cover - compiled
     """Labels whose (float32) score exceeds ``threshold`` in rows [r0, r1), row by row in
-    increasing label order; ``counts[i]`` = how many in row i.  Returns the local label ids."""
+    increasing label order; ``counts[i]`` = how many in row i.  Returns (the local label
+    ids, their float32 scores)."""
     L = intercept.shape[0]
     buf = np.empty(L, dtype=np.float64)
     out = np.empty(max(16, 4 * (r1 - r0)), dtype=np.int32)
+    val = np.empty(out.size, dtype=np.float32)
     m = 0
     for i in range(r0, r1):
         _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, buf)
         c = 0
         for j in range(L):
-            if np.float32(buf[j]) > threshold:
+            s = np.float32(buf[j])
+            if s > threshold:
                 if m == out.size:
                     grown = np.empty(2 * out.size, dtype=np.int32)
                     grown[:m] = out
                     out = grown
+                    grown_v = np.empty(2 * val.size, dtype=np.float32)
+                    grown_v[:m] = val
+                    val = grown_v
                 out[m] = j
+                val[m] = s
                 m += 1
                 c += 1
         counts[i] = c
-    return out[:m]
+    return out[:m], val[:m]
 
 
 # --------------------------------------------------------------------------- inputs
@@ -492,9 +499,10 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
 
 def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_columns: int | None = None,
                   chunk_rows: int | None = None, threads: int | None = 0, max_memory: int = DEFAULT_MAX_MEMORY,
-                  preprocess: bool = True) -> sp.csr_matrix:
+                  preprocess: bool = True, return_scores: bool = False) -> sp.csr_matrix:
     """Indicator matrix of the labels scoring above ``threshold``: CSR ``(n, n_columns)``
-    int32 with a 1 at (i, label) for every label with score > ``threshold``.
+    int32 with a 1 at (i, label) for every label with score > ``threshold`` (with
+    ``return_scores``: float32, the score at each such (i, label)).
 
     Scores are exactly those of :func:`decision_function` (float32), so the result equals
     ``decision_function(...) > threshold`` without ever holding the dense scores: memory
@@ -515,12 +523,13 @@ def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_co
     n = X.shape[0]
     counts = np.zeros(n, dtype=np.int64)
     parts: dict[int, np.ndarray] = {}
+    vals: dict[int, np.ndarray] = {}
     if n and pred.num_labels:
         thr = np.float32(threshold)
 
         def body(r0: int, a: int, z: int, xi: tuple) -> None:
-            parts[r0 + a] = _above_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data,
-                                         pred.intercept, thr, counts[r0:])
+            parts[r0 + a], vals[r0 + a] = _above_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data,
+                                                       pred.intercept, thr, counts[r0:])
 
         _for_chunks(pred, X, _chunk_rows(chunk_rows, pred.num_labels, max_memory), resolve_threads(threads),
                     preprocess, body)
@@ -528,7 +537,11 @@ def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_co
     np.cumsum(counts, out=indptr[1:])
     indices = (np.concatenate([parts[r] for r in sorted(parts)]) if parts else np.zeros(0, np.int32))
     indices = indices.astype(np.int64 if n_columns > np.iinfo(np.int32).max else np.int32) + pred.first_label
-    return sp.csr_matrix((np.ones(indices.size, dtype=np.int32), indices, indptr), shape=(n, int(n_columns)))
+    if return_scores:
+        data = np.concatenate([vals[r] for r in sorted(vals)]) if vals else np.zeros(0, np.float32)
+    else:
+        data = np.ones(indices.size, dtype=np.int32)
+    return sp.csr_matrix((data, indices, indptr), shape=(n, int(n_columns)))
 
 
 def merge_topk(labels_a: np.ndarray, scores_a: np.ndarray, labels_b: np.ndarray, scores_b: np.ndarray,
