@@ -25,12 +25,13 @@ class DataFormatError(HeadstartError, ValueError):
     """
 
     def __init__(self, message: str, path: str | None = None, line: int | None = None,
-                 column: int | None = None, token: str | None = None):
+                 column: int | None = None, token: str | None = None, row: int | None = None):
         self.message = message
         self.path = None if path is None else str(path)
         self.line = line
         self.column = column
         self.token = token
+        self.row = row      # 0-based instance of an in-memory matrix (or of a file without lines)
         super().__init__(self._render())
 
     def _render(self) -> str:
@@ -44,6 +45,8 @@ class DataFormatError(HeadstartError, ValueError):
             where += ": "
         elif self.line is not None:
             where = f"line {self.line}: "
+        if self.row is not None and self.line is None:
+            where += f"instance {self.row} (counting from 0): "
         text = where + self.message
         if self.token is not None:
             shown = self.token if len(self.token) <= 40 else self.token[:37] + "..."

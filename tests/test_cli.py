@@ -357,6 +357,23 @@ def test_evaluate_threshold_gives_libmultilabel_f1_in_memory_and_streamed(traine
     assert code == 2 and "--threshold needs the model" in err
 
 
+def test_evaluate_ranks_a_predictions_file_by_its_scores(trained, bibtex_dir, tmp_path, capsys):
+    """A predictions file whose lines do not list the labels best first (another tool's)
+    is ranked by the scores, not by position: the same metrics as the sorted file."""
+    _, model_dir = trained
+    test = bibtex_dir / "test.txt.gz"
+    pred = tmp_path / "p.txt"
+    assert run(capsys, "predict", model_dir, test, "-o", pred, "--allow-gaps", "-k", "5")[0] == 0
+    head, body = pred.read_text().split("\n", 1)
+    rev = tmp_path / "rev.txt"
+    rev.write_text(head + "\n" + "".join(" ".join(line.split()[::-1]) + "\n" for line in body.strip("\n").split("\n")))
+    code, want, err = run(capsys, "evaluate", "--predictions", pred, test, "--json")
+    assert code == 0, err
+    code, got, err = run(capsys, "evaluate", "--predictions", rev, test, "--json")
+    assert code == 0, err
+    assert json.loads(got) == json.loads(want)
+
+
 def test_predict_threshold_writes_every_decision_with_its_score(trained, bibtex_dir, tmp_path, capsys):
     """predict --threshold T: per instance every label with score > T, best first, its
     score the decision function's; the same file whether the model is held in memory or
@@ -395,6 +412,41 @@ def test_predict_threshold_writes_every_decision_with_its_score(trained, bibtex_
     code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "x.txt", "--allow-gaps",
                        "--threshold", "nan")
     assert code == 2 and not (tmp_path / "x.txt").exists()
+
+
+def test_an_instance_the_preprocessing_refuses_is_named_by_its_place_in_the_file(tmp_path, capsys):
+    """A test instance outside the model's transform domain is named by the file and its
+    line (XMC) or its instance number (libsvm), whatever --chunk-rows (it was the row
+    within the block before); a FIFO as output is refused before any work."""
+    rng = np.random.default_rng(3)
+    n, d = 80, 6
+    X = rng.random((n, d)).astype(np.float32)
+    Y = (rng.random((n, 3)) < 0.4).astype(np.float32)
+    import scipy.sparse as sp
+    from headstart.io import write_xmc
+
+    write_xmc(tmp_path / "train.txt", sp.csr_matrix(X), sp.csr_matrix(Y))
+    X[70, 0] = -0.5
+    write_xmc(tmp_path / "test.txt", sp.csr_matrix(X), sp.csr_matrix(Y))
+    body = (tmp_path / "test.txt").read_text().split("\n", 1)[1]
+    (tmp_path / "test.svm").write_text("".join(
+        line.split(" ", 1)[0] + " " + " ".join(f"{int(t.split(':')[0]) + 1}:{t.split(':')[1]}"
+                                               for t in line.split(" ")[1:]) + "\n"
+        for line in body.strip().split("\n")))
+    model = tmp_path / "m"
+    code, _, err = run(capsys, "train", tmp_path / "train.txt", "-o", model, "--transform", "sqrt", "-q")
+    assert code == 0, err
+    for chunk in ("16", "16384"):
+        code, _, err = run(capsys, "predict", model, tmp_path / "test.txt", "-o", tmp_path / "p.txt",
+                           "--chunk-rows", chunk)
+        assert code == 2 and f"{tmp_path / 'test.txt'}:72: the feature transform sqrt needs values >= 0" in err, err
+        code, _, err = run(capsys, "evaluate", model, tmp_path / "test.svm", "--chunk-rows", chunk, "--threshold", "0")
+        assert code == 2 and f"{tmp_path / 'test.svm'}: instance 70 (counting from 0): the feature" in err, err
+    code, _, err = run(capsys, "train", tmp_path / "test.txt", "-o", tmp_path / "m2", "--transform", "sqrt")
+    assert code == 2 and "test.txt:72: the feature transform sqrt" in err
+    os.mkfifo(tmp_path / "fifo")
+    code, _, err = run(capsys, "predict", model, tmp_path / "train.txt", "-o", tmp_path / "fifo")
+    assert code == 2 and "not a regular file" in err
 
 
 # --------------------------------------------------------------------------- process level

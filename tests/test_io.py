@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
 import time
 import tracemalloc
 from pathlib import Path
@@ -422,6 +423,28 @@ def test_libsvm_is_read_in_pieces(tmp_path, monkeypatch):
     assert e.value.line == 1
     with pytest.raises(DataFormatError, match="XMC header"):
         read_libsvm(put(tmp_path, b"3 4 5\n0 1:1\n", "h.svm"))
+
+
+def test_atomic_write_keeps_a_symlink_and_refuses_a_fifo(tmp_path):
+    """A write by rename would replace whatever is at the path: a symbolic link gets its
+    target rewritten (the link stays), a FIFO or another non-regular file is refused
+    with the path named and left as it is."""
+    target = tmp_path / "target.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target.name)
+    with atomic_write(link, "w") as f:
+        f.write("new")
+    assert link.is_symlink() and target.read_text() == "new" and no_temp_files(tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ParameterError, match="fifo: cannot write there: it is not a regular file"):
+        with atomic_write(fifo, "wb") as f:
+            f.write(b"x")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and no_temp_files(tmp_path)
+    with pytest.raises(ParameterError, match="it is a directory"):
+        with atomic_write(tmp_path, "wb"):
+            pass
 
 
 def test_libsvm_binary_labels(tmp_path, monkeypatch):

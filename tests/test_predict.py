@@ -436,10 +436,12 @@ def test_preprocessing_fewer_columns_and_errors():
     assert part.shape == (2, 2)
     with pytest.raises(DataFormatError, match="X has 4 features but the tf-idf weights cover 3"):
         apply_preprocessing(sp.csr_matrix((1, 4), dtype=np.float32), pre)
-    with pytest.raises(DataFormatError, match="row 1, feature 2 has value -1.0"):
+    with pytest.raises(DataFormatError, match=r"instance 1 \(counting from 0\): .*feature 2 has value -1.0") as e:
         fit_preprocessing(sp.csr_matrix(np.array([[1, 0, 0], [0, 1, -1]], np.float32)), False, True)
-    with pytest.raises(DataFormatError, match="row 0, feature 1"):
+    assert e.value.row == 1
+    with pytest.raises(DataFormatError, match="instance 0 .*feature 1") as e:
         apply_preprocessing(np.array([[1, -2, 0]], np.float32), pre)
+    assert e.value.row == 0
     # negative values are fine without tf-idf
     pre2, Xn = fit_preprocessing(np.array([[3, -4]], np.float32), True, False)
     np.testing.assert_allclose(Xn, [[0.6, -0.8]])

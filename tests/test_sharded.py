@@ -211,10 +211,13 @@ def test_sigkill_then_resume_gives_the_uninterrupted_model(bibtex_dir, reference
     assert leftovers == []
 
 
-def test_ctrl_c_stops_within_a_pass_and_keeps_the_finished_shards(tmp_path):
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_ctrl_c_stops_within_a_pass_and_keeps_the_finished_shards(tmp_path, sig, code, word):
     """SIGINT to a sharded run (2 threads, from zero: seconds per 100-label chunk) ends it
     at once -- before, the threads went on through every chunk left -- with exit 130,
-    the finished shards kept and the way to resume named."""
+    the finished shards kept and the way to resume named.  SIGTERM (a batch scheduler's
+    stop, `timeout`) does the same with exit 143: before, it killed the process and left
+    the temporary files behind."""
     from _reference import data_path
 
     train = data_path("debian-deps")
@@ -237,15 +240,15 @@ def test_ctrl_c_stops_within_a_pass_and_keeps_the_finished_shards(tmp_path):
             time.sleep(0.01)
         assert listed and proc.poll() is None, "the run ended, or wrote no shard, before it could be interrupted"
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
         waited = time.monotonic() - t0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err and "--resume" in err
+    assert proc.returncode == code, err
+    assert word in err and "--resume" in err
     # the 29 chunks left take ~30 s or more on 2 cores; stopping within a pass takes well under a second
     assert waited < 10, f"{waited:.1f} s from SIGINT to exit"
     shards = read_manifest(out)["shards"]

@@ -14,7 +14,7 @@ from scipy.optimize import minimize
 from headstart.cli.main import main
 from headstart.errors import DataFormatError, ModelFormatError, ParameterError
 from headstart.estimator import prepare_data
-from headstart.io import read_xmc
+from headstart.io import read_predictions, read_xmc, write_xmc
 from headstart.model.format import load_model, save_model
 from headstart.model.manifest import read_manifest
 from headstart.params import TrainParams
@@ -427,6 +427,51 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert main(["shortlist-predict", part, str(tmp_path / "missing.txt"), "--first-stage", fs, "--evaluate"]) == 2
     err = capsys.readouterr().err
     assert "incomplete, missing [30, 159)" in err and "shortlist-train --resume" in err
+
+
+def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib):
+    """A first stage without filling (rows with few candidates) or with K < k: prediction
+    widens the candidates to max(K, k) and fills them with the most frequent training
+    labels, so every row gets k real labels with their real scores (the CLI writes them;
+    it failed on the padding before); a first stage of another label space or feature
+    width than the model is refused, naming both."""
+    X, Y, Xt, _ = bib
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=5, neighbours=2, fill=False))
+    cand0, _ = fs.candidates(Xt)
+    assert (cand0 < 0).any()                              # some rows have fewer than K
+    model, _ = fit_shortlisted(X, Y, TrainParams(threads=2), candidates_to_shortlist(
+        fs.candidates(X, training=True)[0], Y.shape[1]))
+    F = (sp.csr_matrix(Xt) @ model.weights.T).toarray() + model.intercept
+    for k in (3, 8):
+        labels, scores = predict_model(model, Xt, fs, k)
+        assert (labels >= 0).all() and np.isfinite(scores).all()
+        cand, _ = fs.prediction_candidates(Xt, k)
+        assert cand.shape[1] == max(5, k) and (cand >= 0).all()
+        for r in range(0, Xt.shape[0], 41):
+            own = cand0[r][cand0[r] >= 0]
+            assert set(own.tolist()) <= set(cand[r].tolist())   # the stage's own candidates stay
+            s = F[r, cand[r]].astype(np.float32)
+            order = np.lexsort((cand[r], -s))[:k]
+            assert labels[r].tolist() == cand[r][order].tolist()
+            np.testing.assert_allclose(scores[r], s[order], rtol=1e-6, atol=1e-6)
+    out = tmp_path / "m"
+    train_shortlisted_dir(X, Y, TrainParams(threads=2), candidates_to_shortlist(
+        fs.candidates(X, training=True)[0], Y.shape[1]), out)
+    fs.save(tmp_path / "fs")
+    Xt_file = tmp_path / "t.txt"
+    write_xmc(Xt_file, Xt, sp.csr_matrix(bib[3]))
+    pred = tmp_path / "p.txt"
+    assert main(["shortlist-predict", str(out), str(Xt_file), "--first-stage", str(tmp_path / "fs"), "-o", str(pred),
+                 "-k", "8", "-q"]) == 0
+    got_l, got_s = read_predictions(pred)
+    want_l, want_s = predict_model_dir(out, Xt, fs, 8)
+    assert np.array_equal(got_l, want_l) and np.allclose(got_s, want_s, rtol=1e-5, atol=1e-6)
+    other = FirstStage.fit(X[:, :1000], Y[:, :150], FirstStageParams(K=5))
+    with pytest.raises(ParameterError, match="made for 150 labels, the model .* has 159"):
+        predict_model_dir(out, Xt, other, 3)
+    wide = FirstStage.fit(sp.hstack([X, X[:, :3]]).tocsr(), Y, FirstStageParams(K=5))
+    with pytest.raises(ParameterError, match=f"made on {X.shape[1] + 3} features, the model .* on {X.shape[1]}"):
+        predict_model_dir(out, Xt, wide, 3)
 
 
 def test_dask_run_equals_in_memory_run(tmp_path, bib, first):

@@ -88,7 +88,7 @@ def test_identity_is_a_no_op():
                                                  ("log-one-plus", -1.0, "> -1"), ("log-one-plus", -3.0, "> -1")])
 def test_values_outside_the_domain_are_refused(name, value, domain):
     X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, value, 1.0]], dtype=np.float32))
-    msg = rf"transform {name} needs values {domain}.*row 1, feature 1 has value {value}"
+    msg = rf"instance 1 \(counting from 0\): the feature transform {name} needs values {domain}.*; feature 1 has value {value}"
     with pytest.raises(DataFormatError, match=msg):
         fit_preprocessing(X, normalize=False, tfidf=False, transform=name)
     with pytest.raises(DataFormatError, match=msg):

@@ -4,6 +4,7 @@ progress display and small checks done before long work starts."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -12,7 +13,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import ParameterError
+from ..errors import DataFormatError, ParameterError
 from .. import params as _params
 from ..params import TrainParams
 
@@ -199,7 +200,8 @@ def check_output_dir(path: str) -> None:
     p = Path(path)
     if not p.exists():
         if not p.parent.is_dir():
-            raise ModelFormatError(f"{path}: parent directory {p.parent} does not exist")
+            why = "is not a directory" if p.parent.exists() else "does not exist"
+            raise ModelFormatError(f"{path}: parent directory {p.parent} {why}")
         return
     if not p.is_dir():
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
@@ -208,12 +210,16 @@ def check_output_dir(path: str) -> None:
 
 
 def check_output_file(path: str, what: str) -> None:
+    from ..io.atomic import regular_target
+
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"{path}: {what} is a directory")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
-        raise ParameterError(f"{path}: cannot write the {what}: directory {parent} does not exist")
+        why = "is not a directory" if parent.exists() else "does not exist"
+        raise ParameterError(f"{path}: cannot write the {what}: {parent} {why}")
+    regular_target(path)   # refuses a FIFO, a device or a socket before any work
 
 
 # --------------------------------------------------------------------------- progress
@@ -279,15 +285,49 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def data_format(path: str, args: argparse.Namespace) -> str:
+    """The format DATA is read in: --format, or the one detected."""
+    from .. import io as hio
+
+    fmt = getattr(args, "data_format", "auto")
+    if fmt == "auto" and not getattr(args, "labels_file", None):
+        fmt = hio.detect_format(path)
+    return fmt
+
+
+class RowLocator:
+    """Errors about an instance of a block of DATA (a transform's domain, tf-idf's counts:
+    ``DataFormatError.row``, 0-based in the block) re-raised about the file: its path and
+    the instance's place in the whole file -- the line for XMC text (one line per
+    instance after the header), the 0-based instance otherwise -- whatever the block
+    size.  ``with locator.block(n): ...`` around the work on each block, in order."""
+
+    def __init__(self, path: str, args: argparse.Namespace):
+        self.path = path
+        self.lines = data_format(path, args) == "xmc"
+        self.first = 0
+
+    @contextlib.contextmanager
+    def block(self, rows: int):
+        first = self.first
+        self.first += int(rows)
+        try:
+            yield
+        except DataFormatError as e:
+            if e.row is None or e.path is not None:
+                raise
+            r = first + e.row
+            raise DataFormatError(e.message, self.path, line=r + 2 if self.lines else None, token=e.token,
+                                  row=None if self.lines else r) from None
+
+
 def iter_batches(path: str, args: argparse.Namespace, chunk_rows: int, n_features: int | None = None,
                  n_labels: int | None = None):
     """``(X, Y)`` blocks of at most ``chunk_rows`` rows.  XMC text is streamed (only one
     block in memory); the other formats are read whole and cut into blocks."""
     from .. import io as hio
 
-    fmt = getattr(args, "data_format", "auto")
-    if fmt == "auto" and not getattr(args, "labels_file", None):
-        fmt = hio.detect_format(path)
+    fmt = data_format(path, args)
     if fmt == "xmc":
         if getattr(args, "zero_based", False):
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")

@@ -29,10 +29,12 @@ STANDARD_KS = (1, 3, 5)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.usage = "%(prog)s [options] MODEL_DIR TEST | --predictions FILE TEST"
     p.add_argument("paths", metavar="MODEL_DIR TEST", nargs="+",
                    help="model directory and test data; only TEST with --predictions")
     p.add_argument("--predictions", metavar="FILE",
-                   help="evaluate this predictions file instead of predicting with a model")
+                   help="evaluate this predictions file instead of predicting with a model (each line's "
+                        "labels ranked by their scores)")
     p.add_argument("--json", action="store_true", help='print one JSON object {"P@1": ..., ...}')
     p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
                    help="also score the decisions 'score > T' of every label (0: the classifiers' sign): "
@@ -93,7 +95,13 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions:
         from ..io import read_predictions
 
-        labels, _ = read_predictions(args.predictions)
+        labels, scores = read_predictions(args.predictions)
+        # rank by score (ties: the file's order): a file of another tool need not list
+        # its labels best first, and ranking by position would count them wrongly
+        order = np.argsort(-scores, axis=1, kind="stable")
+        if not np.array_equal(order, np.broadcast_to(np.arange(labels.shape[1]), order.shape)):
+            log.info("%s: labels not listed best first on some lines: ranked by their scores", args.predictions)
+            labels = np.take_along_axis(labels, order, axis=1)
         label_space = _prediction_label_space(args.predictions)
         X, Y = common.read_dataset(args.data, args, n_labels=label_space)
         if Y.shape[1] != label_space:
@@ -151,9 +159,12 @@ def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)
+    where = common.RowLocator(args.data, args)
     for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
                                     n_labels=L):
-        D = scorer.above(X, args.threshold)
+        scorer.check_block(X, Y, args)
+        with where.block(X.shape[0]):
+            D = scorer.above(X, args.threshold)
         a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
         tp += a
         pp += b_

@@ -113,7 +113,35 @@ def _caused_by_interrupt(e: BaseException) -> bool:
     return False
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a batch scheduler's or ``timeout``'s stop): raised in the main thread like
+    Ctrl-C, so that the same clean-up runs (workers stop, temporary files and model
+    directories are removed, finished shards are kept) -- by default the process would
+    die at once and leave them behind."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as e:   # before the command started: the imports of a slow start
+        _error(None, "terminated" if isinstance(e, Terminated) else "interrupted")
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on bad usage
     verbose = getattr(args, "verbose", 0) or 0
@@ -138,9 +166,9 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _error(args, str(e))
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        _error(args, "interrupted")
-        return 130
+    except KeyboardInterrupt as e:
+        _error(args, "terminated" if isinstance(e, Terminated) else "interrupted")
+        return 143 if isinstance(e, Terminated) else 130
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
         if verbose:
             traceback.print_exc()

@@ -135,6 +135,17 @@ class ModelScorer:
         return predict_topk_streaming(self.model_dir, X, k, threads=self.threads, allow_gaps=self.allow_gaps,
                                       **kw)
 
+    def check_block(self, X, Y, args: argparse.Namespace) -> None:
+        """Refuse a block of DATA whose label space or (unhashed) width is not the model's,
+        naming the file."""
+        line = 1 if count_rows(args.data, args) is not None else None
+        if Y.shape[1] != self.label_space:
+            raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
+                                  f"has {self.label_space}; they must be the same label ids", args.data, line)
+        if self.data_features is not None and X.shape[1] > self.n_features:
+            raise DataFormatError(f"the data has {X.shape[1]} features but the model was trained on "
+                                  f"{self.n_features}; they must be the same feature ids", args.data, line)
+
     def above(self, X, threshold: float, return_scores: bool = False):
         """The decisions score > ``threshold`` of the instances X (CSR over the label
         space; with ``return_scores`` the scores as values), shard by shard when the
@@ -198,15 +209,14 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
                      ) -> Iterator[tuple[np.ndarray, np.ndarray, object]]:
     """(labels, scores, Y) per block of DATA, with a progress bar over instances."""
     total = count_rows(args.data, args)
+    where = common.RowLocator(args.data, args)
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
         for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
-            if Y.shape[1] != scorer.label_space:
-                raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
-                                      f"has {scorer.label_space}; they must be the same label ids",
-                                      args.data, 1 if count_rows(args.data, args) is not None else None)
-            labels, scores = scorer.topk(X, k)
+            scorer.check_block(X, Y, args)
+            with where.block(X.shape[0]):
+                labels, scores = scorer.topk(X, k)
             yield labels, scores, Y
             bar.advance(X.shape[0])
 
@@ -274,11 +284,14 @@ def run_threshold(args: argparse.Namespace) -> int:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     n = nnz = 0
     total = count_rows(args.data, args)
+    where = common.RowLocator(args.data, args)
     with DecisionWriter(args.output, scorer.label_space) as writer, \
             common.ProgressBar(total or 0, args.command, "instances", enabled=not args.quiet and total is not None) as bar:
         for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
-            D = scorer.above(X, args.threshold, return_scores=True)
+            scorer.check_block(X, Y, args)
+            with where.block(X.shape[0]):
+                D = scorer.above(X, args.threshold, return_scores=True)
             writer.write(D)
             n += X.shape[0]
             nnz += D.nnz

@@ -12,7 +12,9 @@ HELP = "predict top-k among the first stage's candidates (O(K) labels per instan
 DESCRIPTION = """\
 For every instance of DATA: its K candidate labels from the first stage saved by
 'headstart shortlist --save-first-stage DIR', scored by the model's weights, the best k
-written as 'label:score' tokens (the format of 'headstart predict').  A dense + sparse
+written as 'label:score' tokens (the format of 'headstart predict'); an instance with
+fewer than max(K, k) candidates (a first stage made with --no-fill, or -k above its K)
+gets the most frequent training labels as further candidates.  A dense + sparse
 model needs --dense X.npy (the dense features of DATA).  --evaluate prints P@k and the
 recall of the candidates."""
 
@@ -33,17 +35,25 @@ def run(args: argparse.Namespace) -> int:
     from ..io import read_dense_features, write_predictions
     from ..metrics import precision_at_k
     from ..shortlist import FirstStage, predict_model_dir, recall
-    from ..shortlist.api import open_model_dir
+    from ..model.extras import read_extras
+    from ..model.manifest import OPTIONAL_MANIFEST_KEYS
+    from ..shortlist.api import check_first_stage, open_model_dir
 
     if not args.output and not args.evaluate:
         args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
     if args.output:
         common.check_output_file(args.output, "predictions file")
-    label_space = open_model_dir(args.model)["label_space"]   # refuse an incomplete model before any work
+    m = open_model_dir(args.model)   # refuse an incomplete model before any work
+    label_space = m["label_space"]
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)
+    check_first_stage(fs, m, *read_extras(args.model, m)[:1],
+                      {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}, args.model)
+    if args.k > label_space:
+        args._parser.error(f"argument -k: the model has {label_space} labels, got -k {args.k}")
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
     dense = read_dense_features(args.dense) if args.dense else None
-    cand, _ = fs.candidates(X)
+    # at least k candidates per instance, empty slots filled with frequent labels
+    cand, _ = fs.prediction_candidates(X, args.k)
     # the model is read shard by shard: at 670K labels its weights need not fit in memory
     labels, scores = predict_model_dir(args.model, X, fs, args.k, dense=dense, threads=args.threads or None,
                                        candidates=cand)

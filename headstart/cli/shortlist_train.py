@@ -63,8 +63,10 @@ def run(args: argparse.Namespace) -> int:
         print(params.to_json())
         return 0
     err = args._parser.error
-    if args.train is None or not args.output or not args.shortlist:
-        err("the following arguments are required: TRAIN, -o/--output MODEL_DIR, --shortlist FILE")
+    missing = [name for name, given in (("TRAIN", args.train is not None), ("-o/--output MODEL_DIR", args.output),
+                                        ("--shortlist FILE", args.shortlist)) if not given]
+    if missing:   # (not argparse's own check: --print-params needs none of them)
+        err("the following arguments are required: " + ", ".join(missing))
     if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
         err(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
     if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_reg != 1.0

@@ -7,6 +7,7 @@ import logging
 import os
 import time
 
+from ..errors import DataFormatError
 from . import common
 
 NAME = "train"
@@ -105,16 +106,26 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int:
     """Read, train, save; ``compiled_ahead``: seconds this process spent compiling
     kernels before reading (reported with the trainer's own compile time)."""
-    from ..estimator import fit_to_directory, resolve_label_range
+    from ..estimator import resolve_label_range
 
     t0 = time.perf_counter()
     X, Y = common.read_dataset(args.train, args)
     t_read = time.perf_counter() - t0
+    if X.shape[0] == 0:
+        raise DataFormatError("the file has no instances: nothing to train on", args.train)
     first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
     log.info("read %s: %d points, %d features, %d labels, %d nonzeros in %.2f s",
              args.train, X.shape[0], X.shape[1], Y.shape[1], X.nnz if hasattr(X, "nnz") else X.size, t_read)
     log.info("training labels [%d, %d) with %s", first, first + count, params)
     _check_memory(args, params, X, Y, count)
+
+    # an instance the preprocessing refuses is named by its place in the file
+    with common.RowLocator(args.train, args).block(X.shape[0]):
+        return _train_read(args, params, X, Y, first, count, compiled_ahead)
+
+
+def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, compiled_ahead: float) -> int:
+    from ..estimator import fit_to_directory
 
     if args.resume or args.shard_size or args.scheduler or args.dask_workers:
         return _run_sharded(args, params, X, Y, first, count)

@@ -29,10 +29,13 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
+
+from ..errors import ParameterError
 
 __all__ = ["atomic_write", "atomic_directory", "fsync_dir", "TEMP_NAME_RE"]
 
@@ -66,6 +69,27 @@ def _create_temp(directory: str, name: str) -> tuple[int, str]:
     raise FileExistsError(f"could not create a temporary file in {directory}")
 
 
+def regular_target(path: str | os.PathLike[str]) -> str:
+    """The file an atomic write replaces for ``path``: a symbolic link's target (the
+    link stays a link, its target gets the new content), the path itself otherwise.
+    Refused (ParameterError) when that exists and is not a regular file -- a FIFO, a
+    device, a socket or a directory: a write by rename would replace the node itself
+    (``-o /dev/full`` as root replaced the device) instead of writing into it."""
+    path = os.fspath(path)
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target
+    except OSError as e:
+        raise ParameterError(f"{path}: cannot write there: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, device or socket)"
+        raise ParameterError(f"{path}: cannot write there: it is {kind}; headstart writes whole files "
+                             f"atomically (a temporary file renamed into place): give a file path")
+    return target
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: str = "utf-8",
                  fsync: bool = True) -> Iterator[IO[Any]]:
@@ -77,9 +101,12 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', not {mode!r}")
-    path = os.fspath(path)
+    path = regular_target(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = _create_temp(directory, os.path.basename(path))
+    try:
+        fd, tmp = _create_temp(directory, os.path.basename(path))
+    except OSError as e:   # name the file asked for, not the temporary one
+        raise type(e)(e.errno, e.strerror, path) from None
     try:
         if mode == "wb":
             f = os.fdopen(fd, "wb")
@@ -116,7 +143,10 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """
     path = Path(path)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
-    tmp.mkdir()
+    try:
+        tmp.mkdir()
+    except OSError as e:   # name the directory asked for, not the temporary one
+        raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
     try:
         yield tmp
         _install_directory(tmp, path)

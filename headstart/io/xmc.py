@@ -407,6 +407,11 @@ def _read_libsvm(path, spec: SparseSpec, n_features, n_labels, dt):
                     raise DataFormatError(e.message + " (line 1 looks like an XMC header "
                                           "'num_points num_features num_labels': use read_xmc)",
                                           e.path, e.line, e.column, e.token) from None
+                words = first.split()
+                if e.line == 1 and len(words) > 1 and all(w.isdigit() for w in words):
+                    raise DataFormatError(e.message + f" (line 1 is {len(words)} integers: an XMC header has "
+                                          "3, 'num_points num_features num_labels', and libsvm files have none)",
+                                          e.path, e.line, e.column, e.token) from None
                 raise
             max_feature = max(max_feature, r.max_feature)
             max_label = max(max_label, r.max_label)

@@ -59,7 +59,7 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
     missing = uncovered([(a, b) for a, b, _, _ in entries], 0, ref["label_space"])
     if missing and not allow_gaps:
         raise ModelFormatError(f"cannot merge: the merged model would miss {ranges_text(missing)} of "
-                               f"[0, {ref['label_space']}) (pass allow_gaps=True to merge anyway)")
+                               f"[0, {ref['label_space']}) (allow_gaps=True, on the command line --allow-gaps, merges anyway)")
     prepare_target(out_path)
     manifest = dict(ref, shards=[], extra_files={})
     with building(out_path) as tmp:

@@ -17,7 +17,7 @@ from .ranges import missing_ranges_of, ranges_text
 from .shards import iter_shards
 
 
-def require_complete(path: str | os.PathLike, m: dict, hint: str = " (pass allow_gaps=True to load it anyway)") -> None:
+def require_complete(path: str | os.PathLike, m: dict, hint: str = " (allow_gaps=True, on the command line --allow-gaps, loads it anyway)") -> None:
     """ModelFormatError unless the shards of manifest ``m`` cover the whole label space."""
     missing = missing_ranges_of(m)
     if missing:

@@ -110,8 +110,8 @@ def _tfidf(X: sp.csr_matrix | np.ndarray, idf: np.ndarray, after: str = "") -> N
             row, col = divmod(int(bad), X.shape[1])
             value = float(X[row, col])
     if bad >= 0:
-        raise DataFormatError(f"tf-idf needs non-negative finite counts; row {row}, feature {col} has value "
-                              f"{value!r}{after}")
+        raise DataFormatError(f"tf-idf needs non-negative finite counts; feature {col} has value "
+                              f"{value!r}{after}", row=row)
 
 
 def _normalize(X: sp.csr_matrix | np.ndarray) -> None:
@@ -147,9 +147,9 @@ def fit_preprocessing(X: Any, normalize: bool, tfidf: bool, transform: str = "id
             if bad.any():
                 p = int(np.argmax(bad))
                 row = int(np.searchsorted(Xc.indptr, p, side="right") - 1)
-                raise DataFormatError(f"tf-idf needs non-negative finite counts; row {row}, feature "
+                raise DataFormatError(f"tf-idf needs non-negative finite counts; feature "
                                       f"{int(Xc.indices[p])} has value {float(Xc.data[p])!r}"
-                                      + _after(pre))
+                                      + _after(pre), row=row)
         pre.idf = fit_idf(Xc)
     return pre, _weigh_and_normalize(Xc, pre)
 

@@ -580,7 +580,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     if missing and not allow_gaps:
         raise ModelFormatError(f"{model_dir}: model is incomplete, missing {len(missing)} label range(s) "
                                f"starting with [{missing[0][0]}, {missing[0][1]}) "
-                               "(pass allow_gaps=True to predict with it anyway)")
+                               "(allow_gaps=True, on the command line --allow-gaps, predicts with it anyway)")
     pre, _ = read_extras(model_dir, m)
     X = _check_X(X, m["n_features"], pre if preprocess else None, "dense" in m)
     if preprocess:

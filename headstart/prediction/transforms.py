@@ -107,8 +107,8 @@ def transform_values_inplace(X: sp.csr_matrix | np.ndarray, name: str, *, hashed
             value = float(flat[bad])
     if bad >= 0:
         what = "hashed feature" if hashed else "feature"
-        raise DataFormatError(f"the feature transform {name} needs {_DOMAIN[name]}; row {row}, {what} {col} "
-                              f"has value {value!r}")
+        raise DataFormatError(f"the feature transform {name} needs {_DOMAIN[name]}; {what} {col} "
+                              f"has value {value!r}", row=row)
 
 
 # --------------------------------------------------------------------------- feature hashing

@@ -257,9 +257,10 @@ def _features(ext: dict, preprocessing: Preprocessing, n_features: int, X: Any, 
 def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, *, dense: Any = None,
                   threads: int | None = None, candidates: np.ndarray | None = None):
     """Top-k (labels int32, scores float32) of every row of X among its first-stage
-    candidates (computed from the sparse part of X unless ``candidates`` is given)."""
+    candidates (computed from the sparse part of X unless ``candidates`` is given: then
+    :meth:`FirstStage.prediction_candidates`, at least k per row)."""
     if candidates is None:
-        candidates, _ = first_stage.candidates(sp.csr_matrix(X))
+        candidates, _ = first_stage.prediction_candidates(sp.csr_matrix(X), k)
     Xm = model_features(model, X, dense)
     return predict_candidates(model.weights, model.intercept, Xm, candidates, k, first_label=model.first_label,
                               missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads)
@@ -283,6 +284,19 @@ def open_model_dir(model_dir: str | os.PathLike) -> dict:
     return m
 
 
+def check_first_stage(first_stage: FirstStage, manifest: dict, preprocessing: Preprocessing, ext: dict,
+                      model_dir) -> None:
+    """Refuse a first stage made on other training data than the model: another label
+    space, or (unless the model hashes its features) another width of the sparse
+    features."""
+    n_sparse = int(manifest["n_features"])
+    if DENSE_KEY in ext:
+        _, n_sparse, _ = DenseSparseParams.from_manifest(ext[DENSE_KEY])
+    if preprocessing.hashing is not None:
+        n_sparse = first_stage.n_features     # the raw width is not recorded: hashing takes any
+    first_stage.check_model(int(manifest["label_space"]), n_sparse, f"the model {os.fspath(model_dir)}")
+
+
 def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstStage, k: int = 5, *,
                       dense: Any = None, threads: int | None = None, candidates: np.ndarray | None = None,
                       block_nnz: int = PREDICT_BLOCK_NNZ):
@@ -298,8 +312,9 @@ def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstSt
     m = open_model_dir(model_dir)
     preprocessing, _ = read_extras(model_dir, m)
     ext = {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}
+    check_first_stage(first_stage, m, preprocessing, ext, model_dir)
     if candidates is None:
-        candidates, _ = first_stage.candidates(sp.csr_matrix(X))
+        candidates, _ = first_stage.prediction_candidates(sp.csr_matrix(X), k)
     scores = CandidateScores(_features(ext, preprocessing, m["n_features"], X, dense), candidates,
                              m["n_features"], threads)
     block: list = []

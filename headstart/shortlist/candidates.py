@@ -437,11 +437,15 @@ class FirstStage:
             self.info["index_seconds"] = time.perf_counter() - t0
         return self._index
 
-    def candidates(self, X: sp.csr_matrix, *, training: bool = False, K: int | None = None):
+    def candidates(self, X: sp.csr_matrix, *, training: bool = False, K: int | None = None,
+                   fill: bool | None = None):
         """(labels, scores), each (n, K): the candidates of every row of X, best first
         (label -1 where there are fewer).  ``training``: X is the training data the stage
-        was fitted on, and (method neighbours) a row does not count itself."""
+        was fitted on, and (method neighbours) a row does not count itself.  ``fill``
+        (default: the stage's own setting) fills empty slots with the most frequent
+        training labels."""
         K = int(K or self.params.K)
+        fill = self.params.fill if fill is None else bool(fill)
         if X.shape[1] > self.n_features:
             raise ParameterError(f"X has {X.shape[1]} features, the first stage was fitted on {self.n_features}")
         Q = normalize_rows(sp.csr_matrix(X))
@@ -458,12 +462,28 @@ class FirstStage:
             labels = np.full((Q.shape[0], K), -1, dtype=np.int64)
             scores = np.full((Q.shape[0], K), -np.inf)
             yi = (self.Y.indptr.astype(np.int64), self.Y.indices.astype(np.int64))
-            prior = self.prior if self.params.fill else self.prior[:0]
+            prior = self.prior if fill else self.prior[:0]
             _blocks(Q.shape[0], resolve_threads(self.threads),
                     lambda a, b: labels_from_neighbours(a, b, nb_ids, nb_sims, *yi, self.n_labels, K, prior,
                                                         labels, scores))
         self.info["search_seconds"] = self.info.get("search_seconds", 0.0) + time.perf_counter() - t0
         return labels, scores
+
+    def prediction_candidates(self, X: sp.csr_matrix, k: int):
+        """The candidates that prediction scores: at least k per row (the stage's K, or k
+        if larger), empty slots filled with the most frequent training labels whatever
+        the stage's ``fill`` (which shapes training shortlists), so that every row has k
+        labels to rank whenever the label space has them."""
+        return self.candidates(X, K=max(int(self.params.K), int(k)), fill=True)
+
+    def check_model(self, label_space: int, n_features: int, where: str = "the model") -> None:
+        """Refuse a model of another label space or feature width than this stage's."""
+        if int(label_space) != self.n_labels:
+            raise ParameterError(f"the first stage was made for {self.n_labels} labels, {where} has "
+                                 f"{label_space}: they must come from the same training data")
+        if int(n_features) != self.n_features:
+            raise ParameterError(f"the first stage was made on {self.n_features} features, {where} on "
+                                 f"{n_features}: they must come from the same training data")
 
     # ---- on disk: params JSON + arrays npz (no pickle); the ANN index is rebuilt
     def save(self, path: str | os.PathLike) -> None:
