@@ -55,6 +55,20 @@ class PreparedData:
     def n_train(self) -> int:
         return int(self.X.shape[0])
 
+    def digest(self) -> str:
+        """sha256 of the preprocessed training data (X's and Y's arrays in fixed dtypes),
+        stored in a model directory so that resuming or merging refuses a model trained
+        on other data of the same shapes and label counts (a regenerated tf-idf)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        X, Y = self.X, self.Y
+        for a, dt in ((X.indptr, np.int64), (X.indices, np.int32), (X.data, np.float32),
+                      (Y.indptr, np.int64), (Y.indices, np.int64)):
+            h.update(np.ascontiguousarray(a, dtype=dt).data)
+        h.update(np.asarray([X.shape[0], X.shape[1], Y.shape[1]], dtype=np.int64).data)
+        return h.hexdigest()
+
     @property
     def n_features(self) -> int:
         return int(self.X.shape[1])
@@ -152,12 +166,13 @@ def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, n
     from .training.trainer import report_problems
 
     data = prepare_data(X, Y, params, first_label, num_labels)
+    digest = data.digest()      # before training renumbers X in place
     with spooled_model(path) as spool:
         _, _, stats = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop),
                                    progress=progress, sink=spool.add, collect=False,
                                    inplace=data.owned or own_data, trajectories=trajectories)
         spool.finish(data.n_features, data.label_space, data.n_train, params, data.preprocessing,
-                     data.label_counts)
+                     data.label_counts, data_sha256=digest)
     report_problems(stats)
     return stats, spool.nnz
 

@@ -130,6 +130,17 @@ def test_resume_checks_parameters_and_data(bibtex, tmp_path):
     Y2.eliminate_zeros()
     with pytest.raises(ModelFormatError, match="label counts"):
         train_sharded(X, Y2, PARAMS, out, num_labels=8, resume=True)
+    # other values, same shapes and label counts (a regenerated tf-idf): the data's digest
+    X3 = sp.csr_matrix(X, copy=True)
+    X3.data *= 3
+    with pytest.raises(ModelFormatError, match="trained on other data .* sha256"):
+        train_sharded(X3, Y, PARAMS, out, num_labels=8, resume=True)
+    # a model written before the digest existed resumes as before
+    m = json.loads((out / MANIFEST).read_text())
+    assert len(m.pop("data_sha256")) == 64
+    (out / MANIFEST).write_text(json.dumps(m))
+    train_sharded(X, Y, PARAMS, out, num_labels=8, resume=True)
+    assert sum(s["num_labels"] for s in read_manifest(out)["shards"]) == 8
 
 
 def test_unfinished_model_is_not_replaced_without_resume(bibtex, tmp_path):
@@ -289,6 +300,23 @@ def test_merge_of_label_range_jobs(pieces, bibtex, reference, tmp_path, capsys):
     np.testing.assert_array_equal(merged.intercept, np.concatenate([p.intercept for p in parts]))
     # and a label-range job trains the same weights as a run over all labels
     assert abs(merged.weights[:NUM] - reference[0].weights).max() == 0.0
+
+
+def test_merge_refuses_pieces_trained_on_other_data(pieces, bibtex, tmp_path, capsys):
+    """Same shapes and label counts, other values (every feature x 3, as a regenerated
+    tf-idf would give): the data's sha256 in the manifests tells them apart."""
+    from headstart.io import write_xmc
+
+    X, Y = bibtex
+    X3 = sp.csr_matrix(X, copy=True)
+    X3.data *= 3
+    write_xmc(tmp_path / "x3.txt", X3, Y)
+    other = tmp_path / "other"
+    assert _main(["train", str(tmp_path / "x3.txt"), "-o", str(other), "--first-label", "60", "--threads", "2",
+                  "-q"]) == 0
+    assert _main(["merge", str(tmp_path / "o"), str(pieces / "a"), str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "were trained on other data" in err and not (tmp_path / "o").exists()
 
 
 def test_merge_reports_overlap(pieces, tmp_path, capsys):

@@ -41,7 +41,7 @@ import scipy.sparse as sp
 from ..errors import ModelFormatError, ParameterError
 from ..estimator import PreparedData, prepare_data
 from ..model.extras import read_extras
-from ..model.manifest import MANIFEST, read_manifest
+from ..model.manifest import DATA_DIGEST_KEY, MANIFEST, read_manifest
 from ..model.ranges import contiguous_runs, finished_ranges_of, missing_ranges_of
 from ..model.writer import ModelWriter
 from ..params import TrainParams
@@ -81,6 +81,9 @@ def _check_same_data(path: Path, writer: ModelWriter, data: PreparedData) -> Non
     if counts is not None and not np.array_equal(counts, data.label_counts):
         raise ModelFormatError(f"{path}: cannot resume: the label counts of the model differ from those "
                                "of the data (is it the same training file?)")
+    if DATA_DIGEST_KEY in m and m[DATA_DIGEST_KEY] != data.digest():
+        raise ModelFormatError(f"{path}: cannot resume: the model was trained on other data (same shapes and "
+                               "label counts, other values: its sha256 differs from this data's)")
 
 
 def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedData, *,
@@ -112,7 +115,8 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
             raise ModelFormatError(f"{path}: a model already exists there: continue it with --resume "
                                    "(resume=True), or replace it (overwrite=True)")
     return ModelWriter.create(path, data.n_features, data.label_space, params, data.preprocessing,
-                              data.label_counts, data.n_train, overwrite=True, extensions=extensions)
+                              data.label_counts, data.n_train, overwrite=True, extensions=extensions,
+                              data_sha256=data.digest())
 
 
 def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str, Any] | None) -> None:

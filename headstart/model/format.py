@@ -15,7 +15,12 @@ Layout of a model directory::
      "preprocessing": {"normalize": bool, "tfidf": bool},
      "shards": [{"file": "shards/labels-0000000-0000159.npz", "first_label": 0,
                  "num_labels": 160, "nnz": 1234, "sha256": "..."}, ...],
-     "extra_files": {"preprocessing.npz": "<sha256>", "label_counts.npz": "<sha256>"}}
+     "extra_files": {"preprocessing.npz": "<sha256>", "label_counts.npz": "<sha256>"},
+     "data_sha256": "..."}          # optional: the preprocessed training data's digest
+
+``data_sha256`` (written by ``headstart train`` and the sharded trainer) lets resuming and
+merging refuse a model trained on other data of the same shapes and label counts; a
+model without it (written before it existed, or by :func:`save_model`) is not checked.
 
 A shard holds the CSR arrays of its labels (``indptr`` int64, ``indices`` int32,
 ``data`` float32), ``intercept`` (float32), ``shape`` (int64 ``[num_labels, n_features]``)

@@ -44,6 +44,10 @@ _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
 #: (``dense``: dense + sparse features, ``shortlist``: shortlisted training; see
 #: headstart.shortlist); absent for plain one-vs-all models
 OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist")
+#: optional: sha256 of the preprocessed training data (:meth:`headstart.estimator.PreparedData.digest`),
+#: so that resuming or merging refuses a model trained on other data of the same shapes;
+#: absent in models written before it existed (then not checked)
+DATA_DIGEST_KEY = "data_sha256"
 _PREPROCESSING_KEYS = {"normalize", "tfidf", "transform", "hash"}
 
 
@@ -82,9 +86,11 @@ def params_difference(a: TrainParams | dict, b: TrainParams | dict,
 
 
 def base_manifest(n_features: int, label_space: int, n_train: int, params: TrainParams,
-                  preprocessing: Preprocessing, extensions: dict[str, Any] | None = None) -> dict[str, Any]:
+                  preprocessing: Preprocessing, extensions: dict[str, Any] | None = None,
+                  data_sha256: str | None = None) -> dict[str, Any]:
     """The manifest of a model without shards and with the extra files not yet written;
-    ``extensions``: the optional fields of a model variant (OPTIONAL_MANIFEST_KEYS)."""
+    ``extensions``: the optional fields of a model variant (OPTIONAL_MANIFEST_KEYS);
+    ``data_sha256``: the training data's digest (DATA_DIGEST_KEY)."""
     m = {
         "format": FORMAT_NAME, "version": FORMAT_VERSION,
         "n_features": int(n_features), "label_space": int(label_space), "n_train": int(n_train),
@@ -95,6 +101,8 @@ def base_manifest(n_features: int, label_space: int, n_train: int, params: Train
         if key not in OPTIONAL_MANIFEST_KEYS or not isinstance(value, dict):
             raise ModelFormatError(f"unknown model extension {key!r} (known: {', '.join(OPTIONAL_MANIFEST_KEYS)})")
         m[key] = json.loads(json.dumps(value))
+    if data_sha256 is not None:
+        m[DATA_DIGEST_KEY] = str(data_sha256)
     return m
 
 
@@ -149,7 +157,7 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     missing = _MANIFEST_KEYS - set(m)
     if missing:
         raise ModelFormatError(f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS)
+    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS) - {DATA_DIGEST_KEY}
     if extra:
         raise ModelFormatError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
     for key in ("n_features", "label_space", "n_train"):
@@ -164,6 +172,9 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     for key in OPTIONAL_MANIFEST_KEYS:
         if key in m and not isinstance(m[key], dict):
             raise ModelFormatError(f"{where}: field {key!r} must be an object")
+    if DATA_DIGEST_KEY in m and not (isinstance(m[DATA_DIGEST_KEY], str) and _SHA_RE.match(m[DATA_DIGEST_KEY])):
+        raise ModelFormatError(f"{where}: field {DATA_DIGEST_KEY!r} must be a sha256 hex digest, got "
+                               f"{m[DATA_DIGEST_KEY]!r}")
     try:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:

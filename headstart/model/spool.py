@@ -111,13 +111,14 @@ class ModelSpool:
 
     # ---- at the end
     def finish(self, n_features: int, label_space: int, n_train: int, params: Any, preprocessing: Any,
-               label_counts: Any = None, extensions: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+               label_counts: Any = None, extensions: dict[str, Any] | None = None,
+               data_sha256: str | None = None) -> list[dict[str, Any]]:
         """Write the extras, one shard per contiguous run of trained labels (copied from
         the spool), and the manifest; delete the spool.  Returns the shard entries."""
         if self._n_features is not None and self._n_features != int(n_features):
             raise ModelFormatError(f"{self.directory}: the chunks have {self._n_features} features, the model "
                                    f"{n_features}")
-        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions)
+        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256)
         write_extras(self.directory, manifest, preprocessing, label_counts)
         for run in _runs(sorted(self._chunks, key=lambda c: int(c[0][0]))):
             manifest["shards"].append(self._write_shard(run, int(n_features)))

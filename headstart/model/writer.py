@@ -108,7 +108,8 @@ class ModelWriter:
     @classmethod
     def create(cls, path: str | os.PathLike, n_features: int, label_space: int, params: TrainParams,
                preprocessing: Preprocessing | None = None, label_counts: Any = None, n_train: int = 0,
-               *, overwrite: bool = False, extensions: dict[str, Any] | None = None) -> "ModelWriter":
+               *, overwrite: bool = False, extensions: dict[str, Any] | None = None,
+               data_sha256: str | None = None) -> "ModelWriter":
         """Create an empty model directory atomically (refuses an existing model unless ``overwrite``)."""
         path = Path(os.path.abspath(path))
         for name, v in (("n_features", n_features), ("label_space", label_space), ("n_train", n_train)):
@@ -118,7 +119,7 @@ class ModelWriter:
             raise ModelFormatError(f"params must be a TrainParams, got {type(params).__name__}")
         preprocessing = preprocessing or Preprocessing()
         prepare_target(path, overwrite=overwrite)
-        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions)
+        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256)
         with building(path) as tmp:
             write_extras(tmp, manifest, preprocessing, label_counts)
             write_manifest(tmp, manifest)
