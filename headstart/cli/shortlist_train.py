@@ -98,9 +98,11 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         r.stats.write(args.stats)
     s = r.stats.summary()
+    compiled = float(r.info.get("compile_seconds", 0.0))
     common.say(args, f"trained {r.trained_labels} labels of [{first}, {first + count}) on their shortlists "
-                     f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s: {s['newton_iterations']} Newton "
-                     f"iterations, {r.nnz} nonzero weights -> {args.output}")
+                     f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s"
+                     + (f" (+ {compiled:.1f} s compiling kernels, first run only)" if compiled > 1.0 else "")
+                     + f": {s['newton_iterations']} Newton iterations, {r.nnz} nonzero weights -> {args.output}")
     missing = int(sum(b - a for a, b in r.missing))
     if params.timeout > 0 and missing > 0:
         common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "
