@@ -159,12 +159,7 @@ def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)
-    where = common.RowLocator(args.data, args)
-    for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
-                                    n_labels=L):
-        scorer.check_block(X, Y, args)
-        with where.block(X.shape[0]):
-            D = scorer.above(X, args.threshold)
+    for D, _, Y in predict.scored_blocks(scorer, args, 1, lambda X: scorer.above(X, args.threshold), progress=False):
         a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
         tp += a
         pp += b_

@@ -103,14 +103,16 @@ def _quiet_compiler_warnings() -> None:
     warnings.filterwarnings("ignore", category=NumbaWarning)
 
 
-def _caused_by_interrupt(e: BaseException) -> bool:
+def _interrupt_of(e: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM's Terminated) that ``e`` is or was caused
+    by, if any."""
     seen = set()
     while e is not None and id(e) not in seen:
         if isinstance(e, KeyboardInterrupt):
-            return True
+            return e
         seen.add(id(e))
         e = e.__cause__ or e.__context__
-    return False
+    return None
 
 
 class Terminated(KeyboardInterrupt):
@@ -124,6 +126,14 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+def _stopped(args: argparse.Namespace | None, e: BaseException) -> int:
+    """Say how the run was stopped (Ctrl-C or SIGTERM, also when it arrived inside a
+    kernel and came out as the cause of another error); the exit code of each."""
+    term = isinstance(_interrupt_of(e), Terminated)
+    _error(args, "terminated" if term else "interrupted")
+    return 143 if term else 130
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
@@ -134,8 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     except KeyboardInterrupt as e:   # before the command started: the imports of a slow start
-        _error(None, "terminated" if isinstance(e, Terminated) else "interrupted")
-        return 143 if isinstance(e, Terminated) else 130
+        return _stopped(None, e)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -167,8 +176,7 @@ def _main(argv: list[str] | None) -> int:
         _error(args, str(e))
         return EXIT_USAGE
     except KeyboardInterrupt as e:
-        _error(args, "terminated" if isinstance(e, Terminated) else "interrupted")
-        return 143 if isinstance(e, Terminated) else 130
+        return _stopped(args, e)
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
         if verbose:
             traceback.print_exc()
@@ -186,12 +194,11 @@ def _main(argv: list[str] | None) -> int:
         _error(args, _describe_os_error(e))
         return EXIT_FAILURE
     except Exception as e:  # a bug: say so briefly, the traceback is one -v away
-        if _caused_by_interrupt(e):
+        if _interrupt_of(e) is not None:
             # Ctrl-C inside a numba kernel's object-mode block (the solver's clock) comes
             # out of the kernel as a SystemError caused by the KeyboardInterrupt (with one
             # training thread the kernel runs in this, the signal-receiving, thread)
-            _error(args, "interrupted")
-            return 130
+            return _stopped(args, e)
         if verbose:
             traceback.print_exc()
         _error(args, f"internal error: {type(e).__name__}: {e}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -108,6 +108,7 @@ class ModelScorer:
         nnz = sum(int(s["nnz"]) for s in m["shards"])
         weight_bytes = 8 * nnz + 12 * self.num_trained
         self.model = None
+        self._preprocessing = None
         model_memory = args.model_memory * 2 ** 20
         max_mb = getattr(args, "max_memory", None)
         self.max_memory = None if max_mb is None else max_mb * 2 ** 20
@@ -138,13 +139,15 @@ class ModelScorer:
     def check_block(self, X, Y, args: argparse.Namespace) -> None:
         """Refuse a block of DATA whose label space or (unhashed) width is not the model's,
         naming the file."""
-        line = 1 if count_rows(args.data, args) is not None else None
+        what = None
         if Y.shape[1] != self.label_space:
-            raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
-                                  f"has {self.label_space}; they must be the same label ids", args.data, line)
-        if self.data_features is not None and X.shape[1] > self.n_features:
-            raise DataFormatError(f"the data has {X.shape[1]} features but the model was trained on "
-                                  f"{self.n_features}; they must be the same feature ids", args.data, line)
+            what = (f"the data has {Y.shape[1]} labels but the model's label space has {self.label_space}; they "
+                    "must be the same label ids")
+        elif self.data_features is not None and X.shape[1] > self.n_features:
+            what = (f"the data has {X.shape[1]} features but the model was trained on {self.n_features}; they must "
+                    "be the same feature ids")
+        if what is not None:   # the header's line, where the file has one
+            raise DataFormatError(what, args.data, 1 if count_rows(args.data, args) is not None else None)
 
     def above(self, X, threshold: float, return_scores: bool = False):
         """The decisions score > ``threshold`` of the instances X (CSR over the label
@@ -157,20 +160,28 @@ class ModelScorer:
             kw["max_memory"] = self.max_memory
         if self.model is not None:
             return predict_above(self.model, X, threshold, **kw)
-        from ..model import iter_shards, read_extras
+        import scipy.sparse as sp
+
+        from ..model import iter_shards
         from ..prediction.preprocess import apply_preprocessing
 
-        pre, _ = read_extras(self.model_dir, self.manifest)
-        Xp = apply_preprocessing(X, pre)
-        D = None
-        for first, w, b in iter_shards(self.model_dir, self.manifest):
-            part = predict_above((w, b, first), Xp, threshold, **kw)
-            D = part if D is None else D + part
-        if D is None:   # a model of no shard
-            import scipy.sparse as sp
+        Xp = apply_preprocessing(X, self.preprocessing())
+        parts = [predict_above((w, b, first), Xp, threshold, **kw).tocoo()
+                 for first, w, b in iter_shards(self.model_dir, self.manifest)]
+        # the shards' columns are disjoint: one matrix of all their entries
+        dtype = np.float32 if return_scores else np.int32
+        return sp.csr_matrix((np.concatenate([p.data for p in parts] or [np.zeros(0, dtype)]),
+                              (np.concatenate([p.row for p in parts] or [np.zeros(0, np.int64)]),
+                               np.concatenate([p.col for p in parts] or [np.zeros(0, np.int64)]))),
+                             shape=(X.shape[0], self.label_space), dtype=dtype)
 
-            D = sp.csr_matrix((X.shape[0], self.label_space), dtype=np.float32 if return_scores else np.int32)
-        return D
+    def preprocessing(self):
+        """The model's preprocessing (read once, for scoring shard by shard)."""
+        if self._preprocessing is None:
+            from ..model import read_extras
+
+            self._preprocessing, _ = read_extras(self.model_dir, self.manifest)
+        return self._preprocessing
 
     def chunk_rows(self, args: argparse.Namespace, k: int) -> int:
         """Instances per block: --chunk-rows, fewer when --max-memory says so (headstart.resources)."""
@@ -205,10 +216,12 @@ def count_rows(path: str, args: argparse.Namespace) -> int | None:
     return None
 
 
-def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
-                     ) -> Iterator[tuple[np.ndarray, np.ndarray, object]]:
-    """(labels, scores, Y) per block of DATA, with a progress bar over instances."""
-    total = count_rows(args.data, args)
+def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: Callable, progress: bool = True
+                  ) -> Iterator[tuple[Any, Any, Any]]:
+    """(score(X), X, Y) per block of DATA (blocks sized for k labels per instance), each
+    checked against the model, an instance refused by the preprocessing named by its
+    place in the file; with a progress bar over instances."""
+    total = count_rows(args.data, args) if progress else None
     where = common.RowLocator(args.data, args)
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
@@ -216,9 +229,16 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
                                         n_labels=scorer.label_space):
             scorer.check_block(X, Y, args)
             with where.block(X.shape[0]):
-                labels, scores = scorer.topk(X, k)
-            yield labels, scores, Y
+                result = score(X)
+            yield result, X, Y
             bar.advance(X.shape[0])
+
+
+def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
+                     ) -> Iterator[tuple[np.ndarray, np.ndarray, object]]:
+    """(labels, scores, Y) per block of DATA, with a progress bar over instances."""
+    for (labels, scores), _, Y in scored_blocks(scorer, args, k, lambda X: scorer.topk(X, k)):
+        yield labels, scores, Y
 
 
 def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
@@ -283,19 +303,11 @@ def run_threshold(args: argparse.Namespace) -> int:
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     n = nnz = 0
-    total = count_rows(args.data, args)
-    where = common.RowLocator(args.data, args)
-    with DecisionWriter(args.output, scorer.label_space) as writer, \
-            common.ProgressBar(total or 0, args.command, "instances", enabled=not args.quiet and total is not None) as bar:
-        for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, 1), n_features=scorer.data_features,
-                                        n_labels=scorer.label_space):
-            scorer.check_block(X, Y, args)
-            with where.block(X.shape[0]):
-                D = scorer.above(X, args.threshold, return_scores=True)
+    with DecisionWriter(args.output, scorer.label_space) as writer:
+        for D, X, _ in scored_blocks(scorer, args, 1, lambda X: scorer.above(X, args.threshold, return_scores=True)):
             writer.write(D)
             n += X.shape[0]
             nnz += D.nnz
-            bar.advance(X.shape[0])
     common.say(args, f"wrote the decisions score > {args.threshold:g} of {n} instances ({nnz} labels, "
                      f"{nnz / max(n, 1):.2f} per instance) -> {args.output}")
     return 0

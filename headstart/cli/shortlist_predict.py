@@ -35,8 +35,6 @@ def run(args: argparse.Namespace) -> int:
     from ..io import read_dense_features, write_predictions
     from ..metrics import precision_at_k
     from ..shortlist import FirstStage, predict_model_dir, recall
-    from ..model.extras import read_extras
-    from ..model.manifest import OPTIONAL_MANIFEST_KEYS
     from ..shortlist.api import check_first_stage, open_model_dir
 
     if not args.output and not args.evaluate:
@@ -46,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
     m = open_model_dir(args.model)   # refuse an incomplete model before any work
     label_space = m["label_space"]
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)
-    check_first_stage(fs, m, *read_extras(args.model, m)[:1],
-                      {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}, args.model)
+    check_first_stage(fs, m, args.model)   # before the data is read (predict_model_dir checks it too)
     if args.k > label_space:
         args._parser.error(f"argument -k: the model has {label_space} labels, got -k {args.k}")
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)

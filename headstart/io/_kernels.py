@@ -638,18 +638,8 @@ def format_decisions(indptr, labels, scores, out):
 
 @njit(nogil=True, cache=True)
 def format_predictions(labels, scores, out):
-    """Format an (n, k) block of predictions, ``label:score`` with 6 significant digits."""
-    p = 0
+    """Format an (n, k) block of predictions (C-contiguous), ``label:score`` with 6
+    significant digits: :func:`format_decisions` with k entries per row."""
     n, k = labels.shape
-    for r in range(n):
-        for c in range(k):
-            if c > 0:
-                out[p] = 32
-                p += 1
-            p = _write_uint(out, p, labels[r, c])
-            out[p] = 58
-            p += 1
-            p = write_float(out, p, np.float64(scores[r, c]), True, 6, 6)
-        out[p] = 10
-        p += 1
-    return p
+    indptr = np.arange(n + 1, dtype=np.int64) * k
+    return format_decisions(indptr, labels.reshape(-1), scores.reshape(-1), out)

@@ -291,15 +291,14 @@ def open_model_dir(model_dir: str | os.PathLike) -> dict:
     return m
 
 
-def check_first_stage(first_stage: FirstStage, manifest: dict, preprocessing: Preprocessing, ext: dict,
-                      model_dir) -> None:
-    """Refuse a first stage made on other training data than the model: another label
-    space, or (unless the model hashes its features) another width of the sparse
-    features."""
+def check_first_stage(first_stage: FirstStage, manifest: dict, model_dir) -> None:
+    """Refuse a first stage made on other training data than the model (``manifest``):
+    another label space, or (unless the model hashes its features) another width of the
+    sparse features."""
     n_sparse = int(manifest["n_features"])
-    if DENSE_KEY in ext:
-        _, n_sparse, _ = DenseSparseParams.from_manifest(ext[DENSE_KEY])
-    if preprocessing.hashing is not None:
+    if DENSE_KEY in manifest:
+        _, n_sparse, _ = DenseSparseParams.from_manifest(manifest[DENSE_KEY])
+    if manifest["preprocessing"]["hash"] is not None:
         n_sparse = first_stage.n_features     # the raw width is not recorded: hashing takes any
     first_stage.check_model(int(manifest["label_space"]), n_sparse, f"the model {os.fspath(model_dir)}")
 
@@ -319,7 +318,7 @@ def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstSt
     m = open_model_dir(model_dir)
     preprocessing, _ = read_extras(model_dir, m)
     ext = {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}
-    check_first_stage(first_stage, m, preprocessing, ext, model_dir)
+    check_first_stage(first_stage, m, model_dir)
     if candidates is None:
         candidates, _ = first_stage.prediction_candidates(sp.csr_matrix(X), k)
     scores = CandidateScores(_features(ext, preprocessing, m["n_features"], X, dense), candidates,
