@@ -136,6 +136,25 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
         raise ParameterError(_option_wording(str(e))) from None
 
 
+def params_unless_printed(args: argparse.Namespace) -> TrainParams | None:
+    """The training parameters of the options, or None when ``--print-params`` asked
+    only to print them (then they have been printed and the command is done)."""
+    params = resolve_params(args)
+    if args.print_params:
+        print(params.to_json())
+        return None
+    return params
+
+
+def require(args: argparse.Namespace, *given: tuple[str, Any]) -> None:
+    """argparse's 'the following arguments are required' for every (name, value) whose
+    value is None or empty; checked here, not by argparse, because ``--print-params``
+    needs none of them."""
+    missing = [name for name, value in given if value is None or value == ""]
+    if missing:
+        args._parser.error("the following arguments are required: " + ", ".join(missing))
+
+
 def _option_wording(message: str) -> str:
     """'parameter aop_t must ...' -> 'parameter aop_t (--aop-t) must ...'."""
     for f in fields(TrainParams):

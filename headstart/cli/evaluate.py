@@ -41,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "Micro-F1, Macro-F1 and Another-Macro-F1 as LibMultiLabel computes them (with a "
                         "model only: a predictions file holds the top k, not every decision); write a "
                         "negative T as --threshold=-0.5")
+    predict.add_thresholds_option(p, "also score the decisions 'score > the label's threshold in FILE' (with a "
+                                     "model only)")
     g = p.add_argument_group("propensities")
     g.add_argument("--train", metavar="FILE",
                    help="training data whose label counts give the propensities (default: the counts "
@@ -76,13 +78,14 @@ def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> No
 def run(args: argparse.Namespace) -> int:
     err = args._parser.error
     predict.check_prediction_args(args)
-    if args.threshold is not None and not math.isfinite(args.threshold):
-        err(f"argument --threshold: must be a finite number, got {args.threshold}")
+    predict.check_threshold_args(args)
+    thresholded = args.threshold is not None or args.thresholds is not None
     if args.predictions:
         if len(args.paths) != 1:
             err("with --predictions give only TEST (the predictions file replaces MODEL_DIR)")
-        if args.threshold is not None:
-            err("--threshold needs the model (a predictions file holds only the top k of each instance)")
+        if thresholded:
+            option = "--threshold" if args.thresholds is None else "--thresholds"
+            err(f"{option} needs the model (a predictions file holds only the top k of each instance)")
         args.model, args.data = None, args.paths[0]
     else:
         if len(args.paths) != 2:
@@ -143,28 +146,30 @@ def run(args: argparse.Namespace) -> int:
         else:
             props = propensities(counts, n_train, A=args.propensity_a, B=args.propensity_b)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
-    extra = _threshold_scores(scorer, args) if args.threshold is not None else None
+    extra, rule = _threshold_scores(scorer, args) if thresholded else (None, "")
     print_metrics(metrics, args.json, extra)
     if extra and not args.json:
-        print("  ".join(f"{key} {100 * v:.2f}" for key, v in extra.items()) + f"  (decisions: score > {args.threshold:g})")
+        print("  ".join(f"{key} {100 * v:.2f}" for key, v in extra.items()) + f"  (decisions: {rule})")
     return 0
 
 
-def _threshold_scores(scorer, args: argparse.Namespace) -> dict:
-    """Micro-, Macro- and Another-Macro-F1 of every label's decision score > --threshold,
-    block by block of the test data (and shard by shard of a model held on disk)."""
+def _threshold_scores(scorer, args: argparse.Namespace) -> tuple[dict, str]:
+    """Micro-, Macro- and Another-Macro-F1 of every label's decision score > --threshold
+    (or its --thresholds entry), block by block of the test data (and shard by shard of a
+    model held on disk); and the rule's description."""
     from ..metrics import decision_counts, f1_from_counts, label_counts
 
     L = scorer.label_space
+    threshold, rule = predict.decision_threshold(args, L)
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)
-    for D, _, Y in predict.scored_blocks(scorer, args, 1, lambda X: scorer.above(X, args.threshold), progress=False):
+    for D, _, Y in predict.scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold), progress=False):
         a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
         tp += a
         pp += b_
         rel += label_counts(Y)
-    return f1_from_counts(tp, pp, rel)
+    return f1_from_counts(tp, pp, rel), rule
 
 
 def _prediction_label_space(path: str) -> int:

@@ -21,7 +21,8 @@ blocks of rows; a model larger than --model-memory is streamed shard by shard.  
 output file appears complete or not at all.  With --threshold T, write instead every
 label scoring above T ('label:score' tokens, best first, any number per line) after a
 header 'num_points num_labels': a label file of the decisions, as LibMultiLabel's
-positive predictions."""
+positive predictions; with --thresholds FILE, the same with one threshold per label
+(from 'headstart thresholds')."""
 
 log = logging.getLogger("headstart.cli.predict")
 
@@ -56,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
                    help="write every label with score > T (0: the classifiers' sign) instead of the top k; "
                         "write a negative T as --threshold=-0.5")
+    add_thresholds_option(p, "write every label with score > its threshold in FILE")
     d = p.add_argument_group("prediction on Dask (docs/distributed.md)")
     d.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="score blocks of --chunk-rows instances on the Dask cluster of this scheduler "
@@ -64,6 +66,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
                    help="score blocks of instances on a local Dask cluster of N worker processes")
     common.add_data_options(p)
+
+
+def add_thresholds_option(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--thresholds", metavar="FILE", default=None,
+                   help=f"{what} (one number per label, as 'headstart thresholds' writes them, or a .npy "
+                        "vector); not with --threshold")
+
+
+def decision_threshold(args: argparse.Namespace, label_space: int):
+    """The decision rule of --threshold T or --thresholds FILE: (a number or one number
+    per label, its description for messages)."""
+    if args.thresholds is None:
+        return args.threshold, f"score > {args.threshold:g}"
+    from ..io.labelvec import read_label_values
+
+    return (read_label_values(args.thresholds, label_space, "thresholds", "threshold"),
+            f"score > the label's threshold in {args.thresholds}")
+
+
+def check_threshold_args(args: argparse.Namespace) -> None:
+    import math
+
+    err = args._parser.error
+    if args.threshold is not None and args.thresholds is not None:
+        err("arguments --threshold and --thresholds: give one of them")
+    if args.threshold is not None and not math.isfinite(args.threshold):
+        err(f"argument --threshold: must be a finite number, got {args.threshold}")
 
 
 def check_prediction_args(args: argparse.Namespace) -> None:
@@ -149,8 +178,8 @@ class ModelScorer:
         if what is not None:   # the header's line, where the file has one
             raise DataFormatError(what, args.data, 1 if count_rows(args.data, args) is not None else None)
 
-    def above(self, X, threshold: float, return_scores: bool = False):
-        """The decisions score > ``threshold`` of the instances X (CSR over the label
+    def above(self, X, threshold, return_scores: bool = False):
+        """The decisions score > ``threshold`` (a number or one per label) of the instances X (CSR over the label
         space; with ``return_scores`` the scores as values), shard by shard when the
         model is streamed (each shard's decisions are its own labels' columns)."""
         from ..prediction.topk import predict_above
@@ -268,8 +297,9 @@ def run(args: argparse.Namespace) -> int:
     check_prediction_args(args)
     from ..io import PredictionWriter
 
+    check_threshold_args(args)
     common.check_output_file(args.output, "predictions file")
-    if args.threshold is not None:
+    if args.threshold is not None or args.thresholds is not None:
         return run_threshold(args)
     scorer = ModelScorer(args.model, args)
     k = min(args.k, scorer.num_trained)
@@ -289,25 +319,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_threshold(args: argparse.Namespace) -> int:
-    """``predict --threshold T``: every label with score > T, per block of instances."""
-    import math
-
+    """``predict --threshold T`` / ``--thresholds FILE``: every label with score > its
+    threshold, per block of instances."""
     from ..io import DecisionWriter
 
-    if not math.isfinite(args.threshold):
-        args._parser.error(f"argument --threshold: must be a finite number, got {args.threshold}")
     if getattr(args, "scheduler", None) or getattr(args, "dask_workers", None):
-        args._parser.error("--threshold is not offered on Dask (--scheduler / --dask-workers): predict the top k "
-                           "there, or the decisions locally")
+        args._parser.error("--threshold and --thresholds are not offered on Dask (--scheduler / --dask-workers): "
+                           "predict the top k there, or the decisions locally")
     scorer = ModelScorer(args.model, args)
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
+    threshold, rule = decision_threshold(args, scorer.label_space)
     n = nnz = 0
     with DecisionWriter(args.output, scorer.label_space) as writer:
-        for D, X, _ in scored_blocks(scorer, args, 1, lambda X: scorer.above(X, args.threshold, return_scores=True)):
+        for D, X, _ in scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold, return_scores=True)):
             writer.write(D)
             n += X.shape[0]
             nnz += D.nnz
-    common.say(args, f"wrote the decisions score > {args.threshold:g} of {n} instances ({nnz} labels, "
+    common.say(args, f"wrote the decisions {rule} of {n} instances ({nnz} labels, "
                      f"{nnz / max(n, 1):.2f} per instance) -> {args.output}")
     return 0

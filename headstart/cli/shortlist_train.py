@@ -58,15 +58,12 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import ParameterError
     from ..estimator import resolve_label_range
 
-    params = common.resolve_params(args)
-    if args.print_params:
-        print(params.to_json())
+    params = common.params_unless_printed(args)
+    if params is None:
         return 0
     err = args._parser.error
-    missing = [name for name, given in (("TRAIN", args.train is not None), ("-o/--output MODEL_DIR", args.output),
-                                        ("--shortlist FILE", args.shortlist)) if not given]
-    if missing:   # (not argparse's own check: --print-params needs none of them)
-        err("the following arguments are required: " + ", ".join(missing))
+    common.require(args, ("TRAIN", args.train), ("-o/--output MODEL_DIR", args.output),
+                   ("--shortlist FILE", args.shortlist))
     if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
         err(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
     if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_reg != 1.0

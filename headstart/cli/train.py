@@ -52,10 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def check_args(args: argparse.Namespace, parser_error) -> None:
-    if args.train is None:
-        parser_error("the following arguments are required: TRAIN")
-    if not args.output:
-        parser_error("the following arguments are required: -o/--output MODEL_DIR")
+    common.require(args, ("TRAIN", args.train), ("-o/--output MODEL_DIR", args.output))
     if args.first_label < 0:
         parser_error(f"argument --first-label: must be >= 0, got {args.first_label}")
     if args.num_labels is not None and args.num_labels < 1:
@@ -71,9 +68,8 @@ def check_args(args: argparse.Namespace, parser_error) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    params = common.resolve_params(args)
-    if args.print_params:
-        print(params.to_json())
+    params = common.params_unless_printed(args)
+    if params is None:
         return 0
     check_args(args, args._parser.error)
     # everything that can be checked before the (long) training is checked now

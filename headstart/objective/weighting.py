@@ -24,8 +24,6 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import DataFormatError, ParameterError
-
 
 def _none(counts, n, params):
     return np.ones(counts.size), np.ones(counts.size)
@@ -67,43 +65,6 @@ def label_costs(params, label_counts: np.ndarray, n: int) -> tuple[np.ndarray, n
 def read_costs(path: str | os.PathLike, num_labels: int) -> np.ndarray:
     """One non-negative finite cost per label from ``path``: a .npy vector, or text with
     whitespace-separated numbers.  Errors name the file, line and token."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(6)
-    except OSError as e:
-        raise ParameterError(f"{path}: cannot read label costs: {e.strerror}") from None
-    if magic == b"\x93NUMPY":
-        try:
-            a = np.load(path, allow_pickle=False)
-        except ValueError as e:
-            raise DataFormatError(f"{path}: not a plain numeric .npy array: {e}") from None
-        if a.ndim == 2 and 1 in a.shape:
-            a = a.reshape(-1)
-        if a.ndim != 1 or a.dtype.kind not in "fiu":
-            raise DataFormatError(f"{path}: expected a numeric vector of {num_labels} label costs, "
-                                  f"got shape {a.shape} dtype {a.dtype}")
-        a = a.astype(np.float64)
-        if a.size != num_labels:
-            raise DataFormatError(f"{path}: {a.size} label costs, the data has {num_labels} labels")
-        bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
-        if bad.size:
-            raise DataFormatError(f"{path}: entry {bad[0]}: cost {a[bad[0]]!r} is not a finite number >= 0")
-        return a
-    values = []
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, 1):
-            for tok in line.split():
-                try:
-                    v = float(tok)
-                except ValueError:
-                    raise DataFormatError(f"{path}:{lineno}: {tok!r} is not a number") from None
-                if not np.isfinite(v) or v < 0:
-                    raise DataFormatError(f"{path}:{lineno}: cost {tok!r} is not a finite number >= 0")
-                if len(values) == num_labels:
-                    raise DataFormatError(f"{path}:{lineno}: more than {num_labels} label costs "
-                                          f"(the data has {num_labels} labels)")
-                values.append(v)
-    if len(values) != num_labels:
-        raise DataFormatError(f"{path}: {len(values)} label costs, the data has {num_labels} labels")
-    return np.asarray(values, dtype=np.float64)
+    from ..io.labelvec import read_label_values
+
+    return read_label_values(path, num_labels, "label costs", "cost", minimum=0.0)

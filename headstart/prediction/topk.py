@@ -249,9 +249,9 @@ def _dense_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_
 @njit(nogil=True, cache=True)
 def _above_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept,
                  threshold, counts):  # pragma: no cover - compiled
-    """Labels whose (float32) score exceeds ``threshold`` in rows [r0, r1), row by row in
-    increasing label order; ``counts[i]`` = how many in row i.  Returns (the local label
-    ids, their float32 scores)."""
+    """Labels j whose (float32) score exceeds ``threshold[j]`` (float64, one per local
+    label) in rows [r0, r1), row by row in increasing label order; ``counts[i]`` = how
+    many in row i.  Returns (the local label ids, their float32 scores)."""
     L = intercept.shape[0]
     buf = np.empty(L, dtype=np.float64)
     out = np.empty(max(16, 4 * (r1 - r0)), dtype=np.int32)
@@ -262,7 +262,7 @@ def _above_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_
         c = 0
         for j in range(L):
             s = np.float32(buf[j])
-            if s > threshold:
+            if s > threshold[j]:
                 if m == out.size:
                     grown = np.empty(2 * out.size, dtype=np.int32)
                     grown[:m] = out
@@ -497,12 +497,15 @@ def decision_function(model_or_weights: Any, X: Any, *, max_memory: int = DEFAUL
     return out
 
 
-def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_columns: int | None = None,
+def predict_above(model_or_weights: Any, X: Any, threshold: Any = 0.0, *, n_columns: int | None = None,
                   chunk_rows: int | None = None, threads: int | None = 0, max_memory: int = DEFAULT_MAX_MEMORY,
                   preprocess: bool = True, return_scores: bool = False) -> sp.csr_matrix:
     """Indicator matrix of the labels scoring above ``threshold``: CSR ``(n, n_columns)``
     int32 with a 1 at (i, label) for every label with score > ``threshold`` (with
-    ``return_scores``: float32, the score at each such (i, label)).
+    ``return_scores``: float32, the score at each such (i, label)).  ``threshold`` is one
+    number for every label, or a vector of ``n_columns`` numbers indexed by global label
+    id (per-label thresholds, e.g. from :func:`headstart.tuning.scutfbr`), compared with
+    the float32 score in float64.
 
     Scores are exactly those of :func:`decision_function` (float32), so the result equals
     ``decision_function(...) > threshold`` without ever holding the dense scores: memory
@@ -510,23 +513,19 @@ def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_co
     label ids; ``n_columns`` defaults to the model's label space (else first label +
     number of labels).  Labels in a model's ``missing_ranges`` are never set.
     """
-    if not isinstance(threshold, (int, float, np.integer, np.floating)) or isinstance(threshold, bool) \
-            or np.isnan(threshold):
-        raise ParameterError(f"parameter threshold must be a number, got {threshold!r}")
     pred = _as_predictor(model_or_weights)
     if n_columns is None:
         n_columns = getattr(model_or_weights, "label_space", None) or pred.first_label + pred.num_labels
     if n_columns < pred.first_label + pred.num_labels:
         raise ParameterError(f"parameter n_columns must be >= {pred.first_label + pred.num_labels} (the "
                              f"model's last label + 1), got {n_columns!r}")
+    thr = _label_thresholds(threshold, int(n_columns))[pred.first_label:pred.first_label + pred.num_labels]
     X = _check_X(X, pred.n_features, None, pred.all_features)
     n = X.shape[0]
     counts = np.zeros(n, dtype=np.int64)
     parts: dict[int, np.ndarray] = {}
     vals: dict[int, np.ndarray] = {}
     if n and pred.num_labels:
-        thr = np.float32(threshold)
-
         def body(r0: int, a: int, z: int, xi: tuple) -> None:
             parts[r0 + a], vals[r0 + a] = _above_block(a, z, *xi, pred.wt_indptr, pred.wt_indices, pred.wt_data,
                                                        pred.intercept, thr, counts[r0:])
@@ -542,6 +541,23 @@ def predict_above(model_or_weights: Any, X: Any, threshold: float = 0.0, *, n_co
     else:
         data = np.ones(indices.size, dtype=np.int32)
     return sp.csr_matrix((data, indices, indptr), shape=(n, int(n_columns)))
+
+
+def _label_thresholds(threshold: Any, n_columns: int) -> np.ndarray:
+    """float64 threshold per global label id: a scalar as its float32 value (the
+    comparison with a float32 score is then exactly the float32 one), or a vector."""
+    if isinstance(threshold, (int, float, np.integer, np.floating)) and not isinstance(threshold, bool):
+        if np.isnan(threshold):
+            raise ParameterError(f"parameter threshold must be a number, got {threshold!r}")
+        return np.full(n_columns, np.float64(np.float32(threshold)))
+    t = np.asarray(threshold) if isinstance(threshold, (np.ndarray, list, tuple)) else None
+    if t is None or t.dtype.kind not in "fiu" or t.shape != (n_columns,):
+        raise ParameterError(f"parameter threshold must be a number or a vector of {n_columns} numbers (one per "
+                             f"label), got {threshold!r:.80}")
+    t = t.astype(np.float64)
+    if np.isnan(t).any():
+        raise ParameterError(f"parameter threshold: entry {int(np.flatnonzero(np.isnan(t))[0])} is NaN")
+    return t
 
 
 def merge_topk(labels_a: np.ndarray, scores_a: np.ndarray, labels_b: np.ndarray, scores_b: np.ndarray,

@@ -1,0 +1,180 @@
+"""Per-label decision thresholds by cross-validation: SCut with the fbr fallback, the
+method of LibMultiLabel's ``train_thresholding`` (Fan & Lin, "A study on threshold
+selection for multi-label classification", 2007; SCut: Yang, SIGIR 2001).
+
+A one-vs-all classifier decides ``score > 0``; for a rare label that threshold is
+badly placed (the loss is dominated by the negatives), which is why Macro-F1 rises
+when every label gets its own threshold.  The thresholds are chosen on held-out
+instances, never on the ones a model was trained on:
+
+* SCut (one fold): the threshold with the best F1 on the fold's instances;
+* fbr: if that F1 is not above ``fbr``, the label's cut is not trusted and its
+  threshold becomes the fold's largest score (it then predicts almost nothing) -- rare
+  labels otherwise get a threshold that fits one or two held-out positives;
+* ``scutfbr(rows, fbr)``: the mean over ``folds`` inner folds of those thresholds;
+* ``fbr`` itself is chosen per label from ``fbr_values`` by an outer cross-validation
+  (the mean F1 of ``scutfbr`` on the outer folds' held-out instances), ties to the
+  largest value, and the final threshold is ``scutfbr(all rows, the chosen fbr)``.
+
+That is LibMultiLabel's nested procedure.  Where it runs one LIBLINEAR problem per
+label and fold, here each fold is one one-vs-all training of all labels at once (the
+same folds for every label, which sharing the trainings needs), so the cost is
+``folds * (folds + 1) + folds`` trainings on 4/9, 2/3 or all of the data: about 9
+full trainings for 3 folds.  The model to use the thresholds with is the ordinary one
+trained on all the data with the same parameters (``headstart train``), as in
+LibMultiLabel.
+
+Preprocessing (tf-idf, normalisation, transforms, hashing) is fitted once on all the
+training data and the folds are cut from the result, as LibMultiLabel preprocesses
+before its cross-validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ParameterError
+from ..params import TrainParams
+
+log = logging.getLogger("headstart.tuning")
+
+#: LibMultiLabel's candidate fbr values (linear.py, ``_thresholding_one_label``)
+FBR_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+#: dense validation scores per block of labels (bytes): the block is B labels x n rows
+BLOCK_BYTES = 64 * 2**20
+
+
+@dataclass
+class Thresholds:
+    """The result: ``thresholds[l]`` for every label of the label space (decide
+    ``score > thresholds[l]``), the fbr chosen per label, and the mean outer-fold F1
+    of every fbr value (labels x values)."""
+
+    thresholds: np.ndarray
+    fbr: np.ndarray
+    fbr_values: np.ndarray
+    outer_f1: np.ndarray
+    trainings: int
+
+
+def trainings_needed(folds: int) -> int:
+    """How many one-vs-all trainings :func:`scutfbr` runs for ``folds`` folds."""
+    return folds * (folds + 1) + folds
+
+
+def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3,
+            fbr_values: tuple[float, ...] | np.ndarray = FBR_VALUES, seed: int = 0,
+            progress: Callable[[int], None] | None = None) -> Thresholds:
+    """Per-label thresholds of one-vs-all models trained with ``params`` on (X, Y), by
+    nested ``folds``-fold cross-validation (see the module docstring).
+
+    ``progress`` is called with the number of labels of each training as it finishes
+    (``trainings_needed(folds) * L`` in all)."""
+    from ..estimator import prepare_data
+
+    params = TrainParams() if params is None else params
+    fbr_values = np.asarray(fbr_values, dtype=np.float64).reshape(-1)
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise ParameterError(f"parameter folds must be an integer >= 2, got {folds!r}")
+    if fbr_values.size == 0 or not np.all(np.isfinite(fbr_values)) or np.any((fbr_values < 0) | (fbr_values >= 1)):
+        raise ParameterError(f"parameter fbr_values must be numbers in [0, 1), got {fbr_values.tolist()!r}")
+    data = prepare_data(X, Y, params)
+    n = data.n_train
+    if n < folds * folds:
+        raise ParameterError(f"{n} instances are too few for {folds} x {folds} nested folds "
+                             f"(at least {folds * folds} are needed)")
+    # the folds train on preprocessed rows: no second tf-idf, normalisation or hashing
+    inner = dataclasses.replace(params, normalize=False, tfidf=False, feature_transform="identity", hash_buckets=0)
+    X, Yr = data.X.tocsr(), sp.csr_matrix(data.Y)
+    L = Yr.shape[1]
+    rng = np.random.default_rng(seed)
+    run = _Runner(X, Yr, inner, progress)
+
+    outer = _split(rng.permutation(n), folds)
+    f1_sum = np.zeros((L, fbr_values.size))
+    for val in outer:
+        train = np.setdiff1d(np.arange(n), val, assume_unique=True)
+        t_fbr = _inner_thresholds(run, train, fbr_values[None, :], folds, rng)        # L x values
+        W, b = run.train(train)
+        F = np.empty_like(t_fbr)
+        for a, z, S, yp, yi in run.blocks(W, b, val):
+            from ._kernels import f1_at
+
+            f1_at(S, yp, yi, np.ascontiguousarray(t_fbr[a:z]), F[a:z])
+        f1_sum += F
+    mean_f1 = f1_sum / folds
+    # the largest fbr among the best; where every F1 is 0 the smallest (LibMultiLabel)
+    best = fbr_values.size - 1 - np.argmax(mean_f1[:, ::-1], axis=1)
+    chosen = fbr_values[best]
+    chosen[mean_f1.max(axis=1) == 0] = fbr_values.min()
+    final = _inner_thresholds(run, np.arange(n), chosen[:, None], folds, rng)[:, 0]
+    return Thresholds(thresholds=final, fbr=chosen, fbr_values=fbr_values, outer_f1=mean_f1,
+                      trainings=run.trainings)
+
+
+def _split(perm: np.ndarray, folds: int) -> list[np.ndarray]:
+    """``folds`` held-out parts of ``perm``, as equal as can be, each sorted (rows of X
+    are then read in order)."""
+    m = perm.size
+    return [np.sort(perm[(f * m) // folds:((f + 1) * m) // folds]) for f in range(folds)]
+
+
+def _inner_thresholds(run: "_Runner", rows: np.ndarray, fbr: np.ndarray, folds: int,
+                      rng: np.random.Generator) -> np.ndarray:
+    """scutfbr(rows): for each label (rows of ``fbr``, or one row broadcast) and fbr
+    value, the mean over ``folds`` folds of ``rows`` of the fold's SCut threshold when its
+    F1 is above fbr, else of the fold's largest score."""
+    from ._kernels import best_cuts
+
+    L = run.Y.shape[1]
+    acc = np.zeros((L, fbr.shape[1]))
+    for val_local in _split(rng.permutation(rows.size), folds):
+        val = rows[val_local]
+        train = np.setdiff1d(rows, val, assume_unique=True)
+        W, b = run.train(train)
+        t, f, top = np.empty(L), np.empty(L), np.empty(L)
+        for a, z, S, yp, yi in run.blocks(W, b, val):
+            best_cuts(S, yp, yi, t[a:z], f[a:z], top[a:z])
+        acc += np.where(f[:, None] > fbr, t[:, None], top[:, None])
+    return acc / folds
+
+
+class _Runner:
+    """The trainings and validation scores of the cross-validation, on the preprocessed
+    data."""
+
+    def __init__(self, X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams,
+                 progress: Callable[[int], None] | None):
+        self.X, self.Y, self.params, self.progress = X, Y, params, progress
+        self.trainings = 0
+
+    def train(self, rows: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
+        from ..estimator import fit_model
+
+        model, _ = fit_model(self.X[rows], self.Y[rows], self.params, progress=self.progress, own_data=True)
+        self.trainings += 1
+        return model.weights, model.intercept
+
+    def blocks(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray):
+        """(a, z, S, y_indptr, y_indices) for label blocks [a, z): S the labels' dense
+        float32 scores on ``rows`` (labels x rows), y_* their positives among ``rows``."""
+        from ..prediction.topk import decision_function
+
+        Xv = self.X[rows]
+        Yv = sp.csc_matrix(self.Y[rows])
+        Yv.sort_indices()
+        L, n = W.shape[0], rows.size
+        step = max(1, min(L, BLOCK_BYTES // max(1, 8 * n)))   # the scores and their transposed copy
+        for a in range(0, L, step):
+            z = min(L, a + step)
+            S = decision_function((W[a:z], b[a:z]), Xv, threads=self.params.threads, preprocess=False,
+                                  max_memory=max(BLOCK_BYTES, 4 * n * (z - a)))
+            yp = (Yv.indptr[a:z + 1] - Yv.indptr[a]).astype(np.int64)
+            yi = Yv.indices[Yv.indptr[a]:Yv.indptr[z]].astype(np.int64)
+            yield a, z, np.ascontiguousarray(S.T), yp, yi
