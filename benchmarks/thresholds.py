@@ -2,8 +2,9 @@
 LibMultiLabel's ``libmultilabel.linear.train_thresholding``, on the same data and
 machine, in one run.
 
-    python benchmarks/thresholds.py --data bibtex --peer-python /tmp/thr-bench/venv/bin/python \
-        [--peer-python OTHER_VENV/bin/python ...] [--threads 2] [--timeout 1800] [--json out.json]
+    python benchmarks/thresholds.py --data bibtex [medical ...] --peer-python /tmp/thr-bench/venv/bin/python \
+        [--peer-python OTHER_VENV/bin/python ...] [--threads 2] [--peer-threads 2,1] [--repeat N] \
+        [--timeout 1800] [--json out.json]
 
 LibMultiLabel is not a dependency of headstart and pins liblinear-multicore, which
 replaces liblinear-official's ``liblinear`` module: it runs from its own venv
@@ -87,6 +88,18 @@ print(json.dumps({"wall_s": wall, "cpu_s": cpu, "version": version("libmultilabe
 """
 
 
+def busy_cpu_s() -> float:
+    """CPU seconds all processes of the machine have used (from /proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")      # all but idle and iowait
+
+
+def other_cores(busy0: float, own_cpu: float, wall: float) -> float:
+    """Average cores used by other processes during a run of ``wall`` seconds."""
+    return round(max(0.0, busy_cpu_s() - busy0 - own_cpu) / wall, 2) if wall > 0 else 0.0
+
+
 def dataset_paths(name: str) -> tuple[Path, Path]:
     """A data set name (data/NAME, else /work/shared/data/NAME) or a folder with
     train.txt.gz and test.txt.gz."""
@@ -139,22 +152,25 @@ def run_headstart(X, Y, Xt, Yt, threads: int, seed: int, repeat: int) -> dict:
     scutfbr(X[:m], Y[:m], params, seed=seed)
     fit_model(X[:m], Y[:m], params)
     warmup = time.perf_counter() - t0
-    walls, cpus = [], []
+    walls, cpus, others = [], [], []
     for _ in range(repeat):
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0, c0, b0 = time.perf_counter(), time.process_time(), busy_cpu_s()
         r = scutfbr(X, Y, params, seed=seed)
         t_cv = time.perf_counter() - t0
         model, _ = fit_model(X, Y, params)
         walls.append(time.perf_counter() - t0)
         cpus.append(time.process_time() - c0)
+        others.append(other_cores(b0, cpus[-1], walls[-1]))
     D = decision_function(model, Xt, threads=threads, max_memory=2**32)
     return {"status": "ok", "wall_s": statistics.median(walls), "walls_s": walls, "cpu_s": statistics.median(cpus),
-            "cv_s": t_cv, "warmup_s": warmup, "trainings": r.trainings + 1,
+            "other_cores": others, "cv_s": t_cv, "warmup_s": warmup, "trainings": r.trainings + 1,
             "f1": f1(Yt, D, r.thresholds), "f1_threshold0": f1(Yt, D),
             "thresholds": r.thresholds.tolist(), "fbr": r.fbr.tolist()}
 
 
 def run_peer(python: str, X, Y, Xt, Yt, threads: int, seed: int, repeat: int, timeout: float) -> dict:
+    import resource
+
     options = f"{OPTIONS} -m {threads}"
     base = Path("/tmp/thr-bench")
     base.mkdir(parents=True, exist_ok=True)
@@ -163,6 +179,8 @@ def run_peer(python: str, X, Y, Xt, Yt, threads: int, seed: int, repeat: int, ti
             sp.save_npz(f"{work}/{name}.npz", sp.csr_matrix(M, dtype=np.float64))
         runs = []
         for _ in range(repeat):
+            t0, b0 = time.perf_counter(), busy_cpu_s()
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             try:
                 p = subprocess.run([python, "-c", PEER_CODE, work, options, str(seed)], capture_output=True,
                                    text=True, timeout=timeout or None)
@@ -172,37 +190,44 @@ def run_peer(python: str, X, Y, Xt, Yt, threads: int, seed: int, repeat: int, ti
                 return {"status": "error: " + p.stderr.strip().splitlines()[-1], "python": python,
                         "options": options}
             runs.append(json.loads(p.stdout.strip().splitlines()[-1]))
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            own = c1.ru_utime - c0.ru_utime + c1.ru_stime - c0.ru_stime
+            runs[-1]["other_cores"] = other_cores(b0, own, time.perf_counter() - t0)
         D = np.load(f"{work}/decisions.npy")
     out = runs[0]
     t = np.asarray(out["thresholds"])
     out.update(status="ok", python=python, options=options, seed=seed,
                wall_s=statistics.median(r["wall_s"] for r in runs), walls_s=[r["wall_s"] for r in runs],
                cpu_s=statistics.median(r["cpu_s"] for r in runs), f1=f1(Yt, D),
+               other_cores=[r["other_cores"] for r in runs],
                same_thresholds_every_run=all(r["thresholds"] == out["thresholds"] for r in runs))
     out["thresholds"] = t.tolist()
     return out
 
 
 def table(results: list[dict]) -> str:
-    head = ("| data set | method | wall s | CPU s | time / headstart | Micro-F1 | Macro-F1 | Another-Macro-F1 |\n"
-            "|---|---|---:|---:|---:|---:|---:|---:|")
+    head = ("| data set | method | wall s | CPU s | time / headstart | other cores | Micro-F1 | Macro-F1 | Another-Macro-F1 |\n"
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|")
     rows = [head]
     for res in results:
         hs = res["headstart"]
         entries = [("headstart scutfbr + final training", hs, hs["f1"]),
                    ("headstart, threshold 0 (final model only)", None, hs["f1_threshold0"])]
         for peer in res["peers"]:
-            label = (f"LibMultiLabel {peer.get('version', '?')} train_thresholding, {peer.get('algorithm', '')}"
-                     if "version" in peer else f"LibMultiLabel ({peer['python']})")
+            label = (f"LibMultiLabel {peer['version']} train_thresholding, {peer['algorithm']}"
+                     if "version" in peer else f"LibMultiLabel ({peer['python']})") + f", `{peer['options']}`"
             entries.append((label, peer, peer.get("f1")))
         for label, timing, f in entries:
             if timing is not None and timing.get("status") != "ok":
-                rows.append(f"| {res['data']} | {label} | {timing['status']} | | | | | |")
+                rows.append(f"| {res['data']} | {label} | {timing['status']} | | | | | | |")
                 continue
             wall = f"{timing['wall_s']:.2f}" if timing else "--"
+            if timing and len(timing["walls_s"]) > 1:
+                wall += " (" + ", ".join(f"{w:.2f}" for w in timing["walls_s"]) + ")"
             cpu = f"{timing['cpu_s']:.2f}" if timing else "--"
             ratio = f"{timing['wall_s'] / hs['wall_s']:.1f}x" if timing else "--"
-            rows.append(f"| {res['data']} | {label} | {wall} | {cpu} | {ratio} | {f['Micro-F1']:.2f} | "
+            other = "/".join(f"{v:.2f}" for v in timing["other_cores"]) if timing else "--"
+            rows.append(f"| {res['data']} | {label} | {wall} | {cpu} | {ratio} | {other} | {f['Micro-F1']:.2f} | "
                         f"{f['Macro-F1']:.2f} | {f['Another-Macro-F1']:.2f} |")
     return "\n".join(rows)
 
@@ -216,6 +241,8 @@ def main(argv=None) -> int:
                     help="python of a venv with libmultilabel installed (repeatable; "
                          "default /tmp/thr-bench/venv/bin/python)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--peer-threads", metavar="LIST",
+                    help="LIBLINEAR -m values for LibMultiLabel, comma-separated, one row each (default: --threads)")
     ap.add_argument("--seed", type=int, default=0, help="headstart's fold seed and the peer's np.random.seed")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs per side (median reported)")
     ap.add_argument("--timeout", type=float, default=0, help="seconds per LibMultiLabel run (0: none)")
@@ -224,6 +251,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write all results (thresholds included) as JSON")
     args = ap.parse_args(argv)
     peers = args.peer_python or ["/tmp/thr-bench/venv/bin/python"]
+    peer_threads = [int(m) for m in args.peer_threads.split(",")] if args.peer_threads else [args.threads]
 
     results = []
     for name in args.data:
@@ -237,9 +265,10 @@ def main(argv=None) -> int:
         print(f"  headstart {res['headstart']['wall_s']:.2f} s", file=sys.stderr, flush=True)
         res["peers"] = []
         for py in peers:
-            r = run_peer(py, X, Y, Xt, Yt, args.threads, args.seed, args.repeat, args.timeout)
-            print(f"  {py}: {r['status']} {r.get('wall_s', 0):.2f} s", file=sys.stderr, flush=True)
-            res["peers"].append(r)
+            for m in peer_threads:
+                r = run_peer(py, X, Y, Xt, Yt, m, args.seed, args.repeat, args.timeout)
+                print(f"  {py} -m {m}: {r['status']} {r.get('wall_s', 0):.2f} s", file=sys.stderr, flush=True)
+                res["peers"].append(r)
         res["load_after"] = os.getloadavg()
         results.append(res)
 

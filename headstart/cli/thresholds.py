@@ -1,5 +1,6 @@
 """``headstart thresholds TRAIN -o FILE [training options]``: per-label decision
-thresholds by cross-validation (headstart.tuning), for ``predict/evaluate --thresholds``."""
+thresholds by cross-validation (headstart.tuning), for ``predict/evaluate --thresholds``.
+The helpers below also serve ``headstart costs`` (the other tuner)."""
 
 from __future__ import annotations
 
@@ -26,54 +27,73 @@ one threshold per label, one per line, written atomically."""
 log = logging.getLogger("headstart.cli.thresholds")
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..tuning import FBR_VALUES
-
+def add_tuning_arguments(p: argparse.ArgumentParser, what: str, values_option: str, values: tuple,
+                         values_help: str) -> argparse._ArgumentGroup:
+    """TRAIN, -o FILE, the cross-validation's options and the training options."""
     p.add_argument("train", metavar="TRAIN", nargs="?", help="training data file")
-    p.add_argument("-o", "--output", metavar="FILE", help="thresholds file to write")
+    p.add_argument("-o", "--output", metavar="FILE", help=f"{what} file to write")
     g = p.add_argument_group("cross-validation")
-    g.add_argument("--folds", type=common._number(int), default=3, metavar="N",
-                   help="folds of the outer and of the inner cross-validation (default: 3)")
-    g.add_argument("--fbr", metavar="LIST", default=",".join(f"{v:g}" for v in FBR_VALUES),
-                   help="candidate fbr values in [0, 1), comma-separated (default: %(default)s)")
+    g.add_argument("--folds", type=common._number(int), default=3, metavar="N", help="folds (default: 3)")
+    g.add_argument(values_option, metavar="LIST", default=",".join(f"{v:g}" for v in values),
+                   help=f"{values_help}, comma-separated (default: %(default)s)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split (default: 0)")
     common.add_train_params(p)
     common.add_data_options(p)
+    return g
 
 
-def _fbr_values(args: argparse.Namespace) -> np.ndarray:
+def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str) -> np.ndarray:
+    """The comma-separated numbers of ``option``, each satisfying ``ok`` (else a usage error)."""
     try:
-        v = np.asarray([float(x) for x in args.fbr.split(",")], dtype=np.float64)
+        v = np.asarray([float(x) for x in text.split(",")], dtype=np.float64)
     except ValueError:
-        args._parser.error(f"argument --fbr: expected comma-separated numbers, got {args.fbr!r}")
-    if v.size == 0 or not np.all(np.isfinite(v)) or np.any((v < 0) | (v >= 1)):
-        args._parser.error(f"argument --fbr: every value must be in [0, 1), got {args.fbr!r}")
+        args._parser.error(f"argument {option}: expected comma-separated numbers, got {text!r}")
+    if v.size == 0 or not np.all(np.isfinite(v)) or not np.all(ok(v)):
+        args._parser.error(f"argument {option}: every value must be {rule}, got {text!r}")
     return v
 
 
-def run(args: argparse.Namespace) -> int:
-    from ..tuning import scutfbr, trainings_needed
-    from ..io.labelvec import write_label_values
-
+def tune(args: argparse.Namespace, what: str, trainings: int, tuner):
+    """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
+    progress bar over ``trainings`` trainings of all labels; (result, labels, seconds),
+    or None when --print-params only printed the parameters."""
     params = common.params_unless_printed(args)
     if params is None:
-        return 0
+        return None
     common.require(args, ("TRAIN", args.train), ("-o/--output FILE", args.output))
     if args.folds < 2:
         args._parser.error(f"argument --folds: must be >= 2, got {args.folds}")
-    fbr = _fbr_values(args)
-    common.check_output_file(args.output, "thresholds file")
+    common.check_output_file(args.output, f"{what} file")
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)
     t0 = time.perf_counter()
-    total = trainings_needed(args.folds) * Y.shape[1]
     with common.RowLocator(args.train, args).block(X.shape[0]), \
-            common.ProgressBar(total, "cross-validate", "labels", enabled=not args.quiet) as bar:
-        r = scutfbr(X, Y, params, folds=args.folds, fbr_values=fbr, seed=args.seed, progress=bar.advance)
+            common.ProgressBar(trainings * Y.shape[1], "cross-validate", "labels", enabled=not args.quiet) as bar:
+        r = tuner(X, Y, params, bar.advance)
+    return r, Y.shape[1], time.perf_counter() - t0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from ..tuning import FBR_VALUES
+
+    add_tuning_arguments(p, "thresholds", "--fbr", FBR_VALUES, "candidate fbr values in [0, 1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..io.labelvec import write_label_values
+    from ..tuning import scutfbr, trainings_needed
+
+    fbr = number_list(args, "--fbr", args.fbr, lambda v: (v >= 0) & (v < 1), "in [0, 1)")
+    out = tune(args, "thresholds", trainings_needed(args.folds),
+               lambda X, Y, params, progress: scutfbr(X, Y, params, folds=args.folds, fbr_values=fbr,
+                                                      seed=args.seed, progress=progress))
+    if out is None:
+        return 0
+    r, L, seconds = out
     write_label_values(args.output, r.thresholds)
-    common.say(args, f"chose thresholds of {Y.shape[1]} labels by {args.folds}-fold nested cross-validation "
-                     f"({r.trainings} trainings) in {time.perf_counter() - t0:.2f} s: median {np.median(r.thresholds):.3g}, "
+    common.say(args, f"chose thresholds of {L} labels by {args.folds}-fold nested cross-validation "
+                     f"({r.trainings} trainings) in {seconds:.2f} s: median {np.median(r.thresholds):.3g}, "
                      f"{int(np.sum(r.thresholds < 0))} below 0 -> {args.output}")
     return 0

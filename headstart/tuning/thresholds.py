@@ -31,23 +31,20 @@ before its cross-validation.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..errors import ParameterError
 from ..params import TrainParams
+from .folds import FoldRunner, split
 
 log = logging.getLogger("headstart.tuning")
 
 #: LibMultiLabel's candidate fbr values (linear.py, ``_thresholding_one_label``)
 FBR_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
-#: dense validation scores per block of labels (bytes): the block is B labels x n rows
-BLOCK_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -76,27 +73,17 @@ def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3
 
     ``progress`` is called with the number of labels of each training as it finishes
     (``trainings_needed(folds) * L`` in all)."""
-    from ..estimator import prepare_data
-
     params = TrainParams() if params is None else params
     fbr_values = np.asarray(fbr_values, dtype=np.float64).reshape(-1)
     if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
         raise ParameterError(f"parameter folds must be an integer >= 2, got {folds!r}")
     if fbr_values.size == 0 or not np.all(np.isfinite(fbr_values)) or np.any((fbr_values < 0) | (fbr_values >= 1)):
         raise ParameterError(f"parameter fbr_values must be numbers in [0, 1), got {fbr_values.tolist()!r}")
-    data = prepare_data(X, Y, params)
-    n = data.n_train
-    if n < folds * folds:
-        raise ParameterError(f"{n} instances are too few for {folds} x {folds} nested folds "
-                             f"(at least {folds * folds} are needed)")
-    # the folds train on preprocessed rows: no second tf-idf, normalisation or hashing
-    inner = dataclasses.replace(params, normalize=False, tfidf=False, feature_transform="identity", hash_buckets=0)
-    X, Yr = data.X.tocsr(), sp.csr_matrix(data.Y)
-    L = Yr.shape[1]
+    run = FoldRunner(X, Y, params, progress, min_rows=folds * folds, what=f"{folds} x {folds} nested folds")
+    n, L = run.n, run.L
     rng = np.random.default_rng(seed)
-    run = _Runner(X, Yr, inner, progress)
 
-    outer = _split(rng.permutation(n), folds)
+    outer = split(rng.permutation(n), folds)
     f1_sum = np.zeros((L, fbr_values.size))
     for val in outer:
         train = np.setdiff1d(np.arange(n), val, assume_unique=True)
@@ -118,14 +105,7 @@ def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3
                       trainings=run.trainings)
 
 
-def _split(perm: np.ndarray, folds: int) -> list[np.ndarray]:
-    """``folds`` held-out parts of ``perm``, as equal as can be, each sorted (rows of X
-    are then read in order)."""
-    m = perm.size
-    return [np.sort(perm[(f * m) // folds:((f + 1) * m) // folds]) for f in range(folds)]
-
-
-def _inner_thresholds(run: "_Runner", rows: np.ndarray, fbr: np.ndarray, folds: int,
+def _inner_thresholds(run: FoldRunner, rows: np.ndarray, fbr: np.ndarray, folds: int,
                       rng: np.random.Generator) -> np.ndarray:
     """scutfbr(rows): for each label (rows of ``fbr``, or one row broadcast) and fbr
     value, the mean over ``folds`` folds of ``rows`` of the fold's SCut threshold when its
@@ -134,7 +114,7 @@ def _inner_thresholds(run: "_Runner", rows: np.ndarray, fbr: np.ndarray, folds: 
 
     L = run.Y.shape[1]
     acc = np.zeros((L, fbr.shape[1]))
-    for val_local in _split(rng.permutation(rows.size), folds):
+    for val_local in split(rng.permutation(rows.size), folds):
         val = rows[val_local]
         train = np.setdiff1d(rows, val, assume_unique=True)
         W, b = run.train(train)
@@ -143,38 +123,3 @@ def _inner_thresholds(run: "_Runner", rows: np.ndarray, fbr: np.ndarray, folds: 
             best_cuts(S, yp, yi, t[a:z], f[a:z], top[a:z])
         acc += np.where(f[:, None] > fbr, t[:, None], top[:, None])
     return acc / folds
-
-
-class _Runner:
-    """The trainings and validation scores of the cross-validation, on the preprocessed
-    data."""
-
-    def __init__(self, X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams,
-                 progress: Callable[[int], None] | None):
-        self.X, self.Y, self.params, self.progress = X, Y, params, progress
-        self.trainings = 0
-
-    def train(self, rows: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
-        from ..estimator import fit_model
-
-        model, _ = fit_model(self.X[rows], self.Y[rows], self.params, progress=self.progress, own_data=True)
-        self.trainings += 1
-        return model.weights, model.intercept
-
-    def blocks(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray):
-        """(a, z, S, y_indptr, y_indices) for label blocks [a, z): S the labels' dense
-        float32 scores on ``rows`` (labels x rows), y_* their positives among ``rows``."""
-        from ..prediction.topk import decision_function
-
-        Xv = self.X[rows]
-        Yv = sp.csc_matrix(self.Y[rows])
-        Yv.sort_indices()
-        L, n = W.shape[0], rows.size
-        step = max(1, min(L, BLOCK_BYTES // max(1, 8 * n)))   # the scores and their transposed copy
-        for a in range(0, L, step):
-            z = min(L, a + step)
-            S = decision_function((W[a:z], b[a:z]), Xv, threads=self.params.threads, preprocess=False,
-                                  max_memory=max(BLOCK_BYTES, 4 * n * (z - a)))
-            yp = (Yv.indptr[a:z + 1] - Yv.indptr[a]).astype(np.int64)
-            yi = Yv.indices[Yv.indptr[a]:Yv.indptr[z]].astype(np.int64)
-            yield a, z, np.ascontiguousarray(S.T), yp, yi

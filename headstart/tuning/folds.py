@@ -1,0 +1,85 @@
+"""The cross-validation both tuners run: the training data preprocessed once, folds cut
+from it, one one-vs-all training of all labels per fold, and the held-out scores or
+decisions of its model."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ParameterError
+from ..params import TrainParams
+
+#: dense validation scores per block of labels (bytes): the block is B labels x n rows
+BLOCK_BYTES = 64 * 2**20
+
+
+def split(perm: np.ndarray, folds: int) -> list[np.ndarray]:
+    """``folds`` held-out parts of ``perm``, as equal as can be, each sorted (rows of X
+    are then read in order)."""
+    m = perm.size
+    return [np.sort(perm[(f * m) // folds:((f + 1) * m) // folds]) for f in range(folds)]
+
+
+
+class FoldRunner:
+    """The trainings and held-out scores of a cross-validation on (X, Y) with ``params``.
+
+    Preprocessing (tf-idf, normalisation, transforms, hashing) is fitted once on all of
+    the data and the folds are cut from the result, as LibMultiLabel preprocesses before
+    its cross-validation; the folds' trainings then run without preprocessing."""
+
+    def __init__(self, X: Any, Y: Any, params: TrainParams, progress: Callable[[int], None] | None,
+                 min_rows: int, what: str):
+        from ..estimator import prepare_data
+
+        data = prepare_data(X, Y, params)
+        if data.n_train < min_rows:
+            raise ParameterError(f"{data.n_train} instances are too few for {what} (at least {min_rows} are needed)")
+        self.X, self.Y = data.X.tocsr(), sp.csr_matrix(data.Y)
+        self.n, self.L = self.Y.shape
+        self.params = dataclasses.replace(params, normalize=False, tfidf=False, feature_transform="identity",
+                                          hash_buckets=0)
+        self.progress = progress
+        self.trainings = 0
+
+    def train(self, rows: np.ndarray, params: TrainParams | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+        """(weights, intercept) of all labels trained on ``rows`` (with ``params``
+        instead of the runner's own, e.g. other costs)."""
+        from ..estimator import fit_model
+
+        model, _ = fit_model(self.X[rows], self.Y[rows], params or self.params, progress=self.progress,
+                             own_data=True)
+        self.trainings += 1
+        return model.weights, model.intercept
+
+    def decision_counts(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per label: true positives, predicted positives and positives of the decisions
+        score > 0 on ``rows``."""
+        from ..metrics import decision_counts
+        from ..prediction.topk import predict_above
+
+        D = predict_above((W, b), self.X[rows], 0.0, threads=self.params.threads, preprocess=False)
+        return decision_counts(self.Y[rows], D, 0.5)
+
+    def blocks(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray):
+        """(a, z, S, y_indptr, y_indices) for label blocks [a, z): S the labels' dense
+        float32 scores on ``rows`` (labels x rows), y_* their positives among ``rows``."""
+        from ..prediction.topk import decision_function
+
+        Xv = self.X[rows]
+        Yv = sp.csc_matrix(self.Y[rows])
+        Yv.sort_indices()
+        L, n = W.shape[0], rows.size
+        step = max(1, min(L, BLOCK_BYTES // max(1, 8 * n)))   # the scores and their transposed copy
+        for a in range(0, L, step):
+            z = min(L, a + step)
+            S = decision_function((W[a:z], b[a:z]), Xv, threads=self.params.threads, preprocess=False,
+                                  max_memory=max(BLOCK_BYTES, 4 * n * (z - a)))
+            yp = (Yv.indptr[a:z + 1] - Yv.indptr[a]).astype(np.int64)
+            yi = Yv.indices[Yv.indptr[a]:Yv.indptr[z]].astype(np.int64)
+            yield a, z, np.ascontiguousarray(S.T), yp, yi
