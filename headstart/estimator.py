@@ -278,8 +278,10 @@ class OvAClassifier:
         return kw
 
     # --------------------------------------------------------------- prediction
-    def predict(self, X, **kw) -> sp.csr_matrix:
-        """Sparse indicator matrix (CSR, int32, n x L): a 1 where a label's score is > 0.
+    def predict(self, X, threshold=0.0, **kw) -> sp.csr_matrix:
+        """Sparse indicator matrix (CSR, int32, n x L): a 1 where a label's score is >
+        ``threshold`` (0, or one number per label, e.g. from
+        :func:`headstart.tuning.scutfbr`).
 
         Why a threshold and not the top k: each label's classifier is trained on +1/-1
         targets, so score 0 is its own decision boundary, and ``predict`` returns what
@@ -292,7 +294,7 @@ class OvAClassifier:
         from .prediction.topk import predict_above
 
         model = self._check_X(X)
-        return predict_above(model, X, 0.0, n_columns=model.label_space, **self._threads(kw))
+        return predict_above(model, X, threshold, n_columns=model.label_space, **self._threads(kw))
 
     def predict_topk(self, X, k: int = 5, **kw) -> tuple[np.ndarray, np.ndarray]:
         """(labels, scores) of shape (n, k): the k best labels per row, best first."""

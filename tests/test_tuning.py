@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 import headstart
 from headstart.metrics import f1_scores
-from headstart.prediction.topk import decision_function, predict_above
+from headstart.prediction.topk import decision_function
 from headstart.tuning import scutfbr
 from headstart.tuning._kernels import best_cuts, f1_at
 from test_cli import run
@@ -156,7 +156,7 @@ def test_thresholds_raise_macro_f1_on_bibtex(bib):
     clf = headstart.OvAClassifier(init="aop", normalize=True, threads=2).fit(X, Y)
     S = clf.decision_function(Xt)
     sign = f1_scores(Yt, S, 0.0)
-    D = predict_above(clf.model_, Xt, r.thresholds)
+    D = clf.predict(Xt, threshold=r.thresholds)
     assert np.array_equal(D.toarray().astype(bool), S > r.thresholds[None, :])
     tuned = f1_scores(Yt, D.toarray(), 0.5)
     assert tuned["Macro-F1"] > sign["Macro-F1"] + 0.1
