@@ -492,6 +492,10 @@ def test_dask_run_equals_in_memory_run(tmp_path, bib, first):
     assert (got.weights != model.weights).nnz == 0 and np.array_equal(got.intercept, model.intercept)
 
 
+# ~2 minutes of PyNNDescent compiling its Numba code in a fresh environment, the
+# largest single item of the suite; benchmarks/shortlist.py --backend pynndescent
+# measures the same recall against the exact search on real data (docs/shortlist.md)
+@pytest.mark.slow
 def test_pynndescent_backend_finds_nearly_the_exact_candidates(bib):
     pytest.importorskip("pynndescent")
     X, Y, Xt, Yt = bib
