@@ -143,6 +143,30 @@ def test_predict_over_dask_equals_streaming(client, data, reference, tmp_path):
         np.testing.assert_array_equal(got[1], want[1])
 
 
+def test_thresholded_prediction_over_dask_equals_the_local_one(client, data, reference, tmp_path):
+    """Decisions score > a number or one threshold per label, on Dask, equal the local
+    predict_above of the whole model, with the scattered model and with every worker
+    streaming the shards."""
+    import scipy.sparse as sp
+
+    from headstart.distributed.dask_backend import iter_predict_dask
+    from headstart.model.format import save_model
+    from headstart.prediction.topk import predict_above
+
+    (X, Y), (Xt, _) = data
+    save_model(reference[0], tmp_path / "m", shard_size=10)
+    model = load_model(tmp_path / "m", allow_gaps=True)
+    per_label = np.random.default_rng(0).normal(-0.5, 0.3, size=model.label_space)
+    for threshold in (-0.3, per_label):
+        want = predict_above(model, Xt, threshold, return_scores=True)
+        for model_memory in (1 << 30, 0):
+            blocks = (Xt[r:r + 600] for r in range(0, Xt.shape[0], 600))
+            got = sp.vstack(list(iter_predict_dask(tmp_path / "m", blocks, 1, client=client, allow_gaps=True,
+                                                   model_memory=model_memory, threshold=threshold)))
+            assert got.nnz == want.nnz > 0
+            assert (got != want).nnz == 0
+
+
 def test_dask_applies_the_transform_and_hashing_like_the_local_run(client, data, tmp_path):
     """TrainParams' feature transform and hashing reach the workers: the model and its
     predictions of raw test data are those of the local run."""
@@ -236,3 +260,8 @@ def test_cli_train_and_predict_with_local_dask_workers(bibtex_dir, tmp_path):
                               "--allow-gaps", "--dask-workers", "2", "--chunk-rows", "1000"],
                        check=True, timeout=600)
     assert (tmp_path / "d.txt").read_bytes() == (tmp_path / "l.txt").read_bytes()
+    # decisions above a threshold: the same file on Dask as locally
+    for name, extra in (("td.txt", ["--dask-workers", "2"]), ("tl.txt", [])):
+        subprocess.run(run + ["predict", str(tmp_path / "l"), test, "-o", str(tmp_path / name), "--allow-gaps",
+                              "--threshold=-0.5", "--chunk-rows", "1000", *extra], check=True, timeout=600)
+    assert (tmp_path / "td.txt").read_bytes() == (tmp_path / "tl.txt").read_bytes()

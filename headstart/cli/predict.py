@@ -179,30 +179,18 @@ class ModelScorer:
             raise DataFormatError(what, args.data, 1 if count_rows(args.data, args) is not None else None)
 
     def above(self, X, threshold, return_scores: bool = False):
-        """The decisions score > ``threshold`` (a number or one per label) of the instances X (CSR over the label
-        space; with ``return_scores`` the scores as values), shard by shard when the
-        model is streamed (each shard's decisions are its own labels' columns)."""
-        from ..prediction.topk import predict_above
+        """The decisions score > ``threshold`` (a number or one per label) of the
+        instances X (CSR over the label space; with ``return_scores`` the scores as
+        values), shard by shard when the model is streamed."""
+        from ..prediction.topk import predict_above, predict_above_streaming
 
-        kw = dict(n_columns=self.label_space, threads=self.threads, return_scores=return_scores)
+        kw = dict(threads=self.threads, return_scores=return_scores)
         if self.max_memory is not None:
             kw["max_memory"] = self.max_memory
         if self.model is not None:
-            return predict_above(self.model, X, threshold, **kw)
-        import scipy.sparse as sp
-
-        from ..model import iter_shards
-        from ..prediction.preprocess import apply_preprocessing
-
-        Xp = apply_preprocessing(X, self.preprocessing())
-        parts = [predict_above((w, b, first), Xp, threshold, **kw).tocoo()
-                 for first, w, b in iter_shards(self.model_dir, self.manifest)]
-        # the shards' columns are disjoint: one matrix of all their entries
-        dtype = np.float32 if return_scores else np.int32
-        return sp.csr_matrix((np.concatenate([p.data for p in parts] or [np.zeros(0, dtype)]),
-                              (np.concatenate([p.row for p in parts] or [np.zeros(0, np.int64)]),
-                               np.concatenate([p.col for p in parts] or [np.zeros(0, np.int64)]))),
-                             shape=(X.shape[0], self.label_space), dtype=dtype)
+            return predict_above(self.model, X, threshold, n_columns=self.label_space, **kw)
+        return predict_above_streaming(self.model_dir, X, threshold, allow_gaps=self.allow_gaps,
+                                       manifest=self.manifest, preprocessing=self.preprocessing(), **kw)
 
     def preprocessing(self):
         """The model's preprocessing (read once, for scoring shard by shard)."""
@@ -270,13 +258,15 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
         yield labels, scores, Y
 
 
-def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
-                     ) -> Iterator[tuple[np.ndarray, np.ndarray, object]]:
-    """Like :func:`iter_predictions`, with the blocks scored on Dask workers (in order)."""
+def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, threshold: Any = None
+                     ) -> Iterator[tuple[Any, ...]]:
+    """Like :func:`iter_predictions` (or, with a ``threshold``, (decisions, rows, None) per
+    block), with the blocks scored on Dask workers (in order)."""
     from ..distributed.dask_backend import iter_predict_dask
 
     if args.dask_workers is not None and args.dask_workers < 1:
         args._parser.error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
+    rows: list[int] = []
 
     def blocks():
         for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
@@ -284,13 +274,14 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
                                       f"has {scorer.label_space}; they must be the same label ids", args.data)
+            rows.append(X.shape[0])
             yield X
 
-    for labels, scores in iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
-                                            n_workers=args.dask_workers, threads=args.threads or None,
-                                            model_memory=args.model_memory * 2 ** 20,
-                                            allow_gaps=args.allow_gaps):
-        yield labels, scores, None
+    for i, out in enumerate(iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
+                                              n_workers=args.dask_workers, threads=args.threads or None,
+                                              model_memory=args.model_memory * 2 ** 20,
+                                              allow_gaps=args.allow_gaps, threshold=threshold)):
+        yield (out, rows[i], None) if threshold is not None else (*out, None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -323,18 +314,20 @@ def run_threshold(args: argparse.Namespace) -> int:
     threshold, per block of instances."""
     from ..io import DecisionWriter
 
-    if getattr(args, "scheduler", None) or getattr(args, "dask_workers", None):
-        args._parser.error("--threshold and --thresholds are not offered on Dask (--scheduler / --dask-workers): "
-                           "predict the top k there, or the decisions locally")
     scorer = ModelScorer(args.model, args)
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     threshold, rule = decision_threshold(args, scorer.label_space)
+    if getattr(args, "scheduler", None) or getattr(args, "dask_workers", None):
+        decided = dask_predictions(scorer, args, 1, threshold)
+    else:
+        decided = ((D, X.shape[0], Y) for D, X, Y in
+                   scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold, return_scores=True)))
     n = nnz = 0
     with DecisionWriter(args.output, scorer.label_space) as writer:
-        for D, X, _ in scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold, return_scores=True)):
+        for D, rows, _ in decided:
             writer.write(D)
-            n += X.shape[0]
+            n += rows
             nnz += D.nnz
     common.say(args, f"wrote the decisions {rule} of {n} instances ({nnz} labels, "
                      f"{nnz / max(n, 1):.2f} per instance) -> {args.output}")

@@ -333,13 +333,19 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
 
 # --------------------------------------------------------------------------- prediction
 def predict_block_task(model: Any, model_dir: str | None, X, k: int, threads: int | None,
-                       allow_gaps: bool):
+                       allow_gaps: bool, threshold: Any = None):
     """Dask task: top-k of a block of instances with a scattered model, or by streaming
-    the shards of ``model_dir`` (when ``model`` is None)."""
-    from ..prediction.topk import predict_topk, predict_topk_streaming
+    the shards of ``model_dir`` (when ``model`` is None); with a ``threshold`` (a number
+    or one per label) instead the decisions score > threshold, with their scores (CSR)."""
+    from ..prediction.topk import predict_above, predict_above_streaming, predict_topk, predict_topk_streaming
 
     t = int(threads) if threads else _worker_threads()
     X = aligned(X)
+    if threshold is not None:
+        if model is not None:
+            return predict_above(model, X, threshold, threads=t, return_scores=True)
+        return predict_above_streaming(model_dir, X, threshold, threads=t, allow_gaps=allow_gaps,
+                                       return_scores=True)
     if model is not None:
         return predict_topk(model, X, k, threads=t)
     return predict_topk_streaming(model_dir, X, k, threads=t, allow_gaps=allow_gaps)
@@ -354,9 +360,12 @@ def _model_weight_bytes(manifest: dict[str, Any]) -> int:
 def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: int, *, client: Any = None,
                       scheduler: str | None = None, n_workers: int | None = None,
                       threads: int | None = None, model_memory: int = 1 << 30, allow_gaps: bool = False,
-                      window: int | None = None, processes: bool = True) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                      window: int | None = None, processes: bool = True, threshold: Any = None) -> Iterator[Any]:
     """``(labels, scores)`` of every block of instances (matrices), in order, computed on
-    Dask workers; at most ``window`` blocks are in flight (default: 2 per worker).
+    Dask workers; at most ``window`` blocks are in flight (default: 2 per worker).  With
+    a ``threshold`` (a number, or one per label of the label space) instead the CSR
+    matrix of the decisions score > threshold of every block, their scores as values
+    (:func:`headstart.prediction.topk.predict_above`).
 
     A model whose weights fit in ``model_memory`` bytes is loaded here and scattered to
     the workers once; a larger one is streamed shard by shard on every worker from
@@ -384,13 +393,15 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         window = window or 2 * _cluster_size(c)[1]
         model_f = None
+        if threshold is not None and not np.isscalar(threshold):
+            threshold = c.scatter(np.asarray(threshold, dtype=np.float64), broadcast=True, hash=False)
         if _model_weight_bytes(m) <= model_memory:
             model_f = c.scatter(load_model(model_dir, allow_gaps=allow_gaps), broadcast=True, hash=False)
         pending: list[Any] = []
         try:
             for i, X in enumerate(blocks):
                 pending.append(c.submit(predict_block_task, model_f, model_dir, X, int(k), threads,
-                                        allow_gaps, pure=False, retries=1,
+                                        allow_gaps, threshold, pure=False, retries=1,
                                         key=f"headstart-predict-{token}-{i}-{uuid.uuid4().hex[:6]}"))
                 while len(pending) >= window:
                     yield pending.pop(0).result()

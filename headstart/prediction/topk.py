@@ -581,6 +581,16 @@ def merge_topk(labels_a: np.ndarray, scores_a: np.ndarray, labels_b: np.ndarray,
     return out_l, out_s
 
 
+def _check_complete(model_dir: Path, m: dict, allow_gaps: bool) -> None:
+    """Refuse a model with gaps unless ``allow_gaps`` (its missing labels are then never
+    predicted)."""
+    missing = missing_ranges_of(m)
+    if missing and not allow_gaps:
+        raise ModelFormatError(f"{model_dir}: model is incomplete, missing {len(missing)} label range(s) "
+                               f"starting with [{missing[0][0]}, {missing[0][1]}) "
+                               "(allow_gaps=True, on the command line --allow-gaps, predicts with it anyway)")
+
+
 def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chunk_rows: int | None = None,
                            threads: int | None = 0, *, max_memory: int = DEFAULT_MAX_MEMORY,
                            preprocess: bool = True, allow_gaps: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -592,11 +602,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     check_k(k)
     model_dir = Path(model_dir)
     m = read_manifest(model_dir)
-    missing = missing_ranges_of(m)
-    if missing and not allow_gaps:
-        raise ModelFormatError(f"{model_dir}: model is incomplete, missing {len(missing)} label range(s) "
-                               f"starting with [{missing[0][0]}, {missing[0][1]}) "
-                               "(allow_gaps=True, on the command line --allow-gaps, predicts with it anyway)")
+    _check_complete(model_dir, m, allow_gaps)
     pre, _ = read_extras(model_dir, m)
     X = _check_X(X, m["n_features"], pre if preprocess else None, "dense" in m)
     if preprocess:
@@ -609,4 +615,31 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     return labels, scores
 
 
-__all__ = ["predict_topk", "predict_topk_streaming", "merge_topk", "decision_function", "predict_above", "prepare"]
+def predict_above_streaming(model_dir: str | os.PathLike, X: Any, threshold: Any = 0.0, *,
+                            threads: int | None = 0, max_memory: int = DEFAULT_MAX_MEMORY, preprocess: bool = True,
+                            allow_gaps: bool = False, return_scores: bool = False,
+                            manifest: dict | None = None, preprocessing: Preprocessing | None = None
+                            ) -> sp.csr_matrix:
+    """:func:`predict_above` over a model directory, one shard in memory at a time (the
+    shards' decisions are their own labels' columns, joined once).  ``manifest`` and
+    ``preprocessing`` spare re-reading them for every block of a stream."""
+    model_dir = Path(model_dir)
+    m = read_manifest(model_dir) if manifest is None else manifest
+    _check_complete(model_dir, m, allow_gaps)
+    L = int(m["label_space"])
+    threshold = _label_thresholds(threshold, L)
+    if preprocess:
+        pre = read_extras(model_dir, m)[0] if preprocessing is None else preprocessing
+        X = apply_preprocessing(_check_X(X, m["n_features"], pre, "dense" in m), pre)
+    parts = [predict_above((w, b, first), X, threshold, n_columns=L, threads=threads, max_memory=max_memory,
+                           return_scores=return_scores).tocoo()
+             for first, w, b in iter_shards(model_dir, m)]
+    dtype = np.float32 if return_scores else np.int32
+    return sp.csr_matrix((np.concatenate([p.data for p in parts] or [np.zeros(0, dtype)]),
+                          (np.concatenate([p.row for p in parts] or [np.zeros(0, np.int64)]),
+                           np.concatenate([p.col for p in parts] or [np.zeros(0, np.int64)]))),
+                         shape=(X.shape[0], L), dtype=dtype)
+
+
+__all__ = ["predict_topk", "predict_topk_streaming", "merge_topk", "decision_function", "predict_above",
+           "predict_above_streaming", "prepare"]
