@@ -268,7 +268,8 @@ class OvAClassifier:
         also takes fewer, e.g. from a svmlight file whose last features do not occur)."""
         model = self._check_fitted()
         shape = getattr(X, "shape", None)
-        if shape is not None and len(shape) == 2 and shape[1] != model.n_features:
+        hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
+        if not hashed and shape is not None and len(shape) == 2 and shape[1] != model.n_features:
             raise DataFormatError(f"X has {shape[1]} features, but OvAClassifier is expecting "
                                   f"{model.n_features} features as input")
         return model

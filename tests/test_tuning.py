@@ -171,6 +171,10 @@ def test_scutfbr_refuses_bad_parameters(bib):
         scutfbr(X[:50], Y[:50], PARAMS, fbr_values=(0.1, 1.5))
     with pytest.raises(headstart.ParameterError, match="too few"):
         scutfbr(X[:5], Y[:5], PARAMS)
+    with pytest.raises(headstart.ParameterError, match="seed"):
+        scutfbr(X[:50], Y[:50], PARAMS, seed=-1)
+    with pytest.raises(headstart.ParameterError, match="timeout"):
+        scutfbr(X[:50], Y[:50], headstart.TrainParams(timeout=1.0))
 
 
 def test_cli_thresholds_predict_and_evaluate(bibtex_dir, tmp_path, capsys):
@@ -208,13 +212,53 @@ def test_cli_threshold_files_are_read_strictly(bibtex_dir, tmp_path, capsys):
     assert code == 2 and "bad.txt:11: 'x' is not a number" in err and not out.exists()
     bad.write_text("0.5\n" * 3)
     code, _, err = run(capsys, "evaluate", model, test, "--thresholds", bad, "--allow-gaps")
-    assert code == 2 and "3 thresholds, the data has 159 labels" in err
+    assert code == 2 and "3 thresholds, the model has 159 labels" in err
     code, _, err = run(capsys, "predict", model, test, "-o", out, "--thresholds", bad, "--threshold", "0")
     assert code == 2 and "give one of them" in err
     code, _, err = run(capsys, "thresholds", train, "-o", tmp_path / "t.txt", "--folds", "1")
     assert code == 2 and "--folds" in err and not (tmp_path / "t.txt").exists()
     code, _, err = run(capsys, "thresholds", train, "-o", tmp_path / "t.txt", "--fbr", "0.2,1")
     assert code == 2 and "--fbr" in err
+    for bad in (["--seed=-1"], ["--timeout", "5"]):     # refused before the data is read
+        code, _, err = run(capsys, "thresholds", train, "-o", tmp_path / "t.txt", *bad)
+        assert code == 2 and bad[0].split("=")[0] in err and not (tmp_path / "t.txt").exists()
+    small = tmp_path / "small.txt"
+    small.write_text("8 3 2\n" + "0 0:1 1:0.5\n1 2:1\n" * 4)
+    code, _, err = run(capsys, "thresholds", small, "-o", tmp_path / "t.txt")
+    assert code == 2 and "small.txt" in err and "too few for --folds 3" in err
+    code, _, err = run(capsys, "thresholds", small, "-o", small)
+    assert code == 2 and "is the training data file" in err and small.read_text().startswith("8 3 2")
+
+
+def test_one_comparison_rule_for_a_number_and_a_vector():
+    """A float32 score against 0.1: the same decision for --threshold 0.1 and a vector of
+    0.1s (both exact in float64), where rounding only the number to float32 would not."""
+    from headstart.prediction.topk import predict_above
+
+    W = sp.csr_matrix(np.array([[0.1, 0.3]], dtype=np.float32))
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32))
+    one = predict_above((W, np.zeros(1)), X, 0.1).toarray()
+    vec = predict_above((W, np.zeros(1)), X, np.array([0.1])).toarray()
+    assert np.array_equal(one, vec) and one.ravel().tolist() == [1, 1]   # float32(0.1) > 0.1 exactly
+
+
+def test_thresholds_with_a_hashing_model_and_npy_files(bibtex_dir, tmp_path, capsys):
+    """Per-label thresholds on a model that hashes its features (raw data of any width),
+    in memory and from the API; thresholds written and read as .npy."""
+    train, test = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
+    opts = ["--hash-buckets", "64", "--hash-functions", "4", "--threads", "2", "--fbr", "0.1"]
+    assert run(capsys, "thresholds", train, "-o", tmp_path / "t.npy", *opts)[0] == 0
+    t = np.load(tmp_path / "t.npy", allow_pickle=False)
+    assert t.shape == (159,) and t.dtype == np.float64
+    assert run(capsys, "train", train, "-o", tmp_path / "m", "-q", *opts[:-2])[0] == 0
+    code, out, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "p.txt", "--thresholds",
+                         tmp_path / "t.npy")
+    assert code == 0, err
+    m = headstart.load(tmp_path / "m")
+    Xt, _ = headstart.read_xmc(test)
+    want = m.decision_function(Xt).astype(np.float64) > t[None, :]
+    assert np.array_equal(m.predict(Xt, threshold=t).toarray().astype(bool), want)
+    assert np.array_equal(headstart.io.read_label_file(tmp_path / "p.txt").toarray().astype(bool), want)
 
 
 def reference_costs(X, Y, params, folds, candidates, seed, tmp):

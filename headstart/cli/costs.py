@@ -20,7 +20,7 @@ cost for all labels, the one with the best Micro-F1 (LibMultiLabel's 'cost_sensi
 and 'cost_sensitive_micro').  Every cost and fold is a one-vs-all training of all labels
 with the training options given here.  Then train the model with the same options and
 '--weighting file --weights-pos-file FILE'.  FILE holds one cost per label, one per
-line, written atomically."""
+line (a .npy vector if FILE ends in .npy), written atomically."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from ..io.labelvec import write_label_values
     from ..tuning import cost_sensitive, cost_trainings
 
-    costs = number_list(args, "--costs", args.costs, lambda v: v > 0, "> 0")
-    out = tune(args, "costs", cost_trainings(args.folds, costs),
+    costs = number_list(args, "--costs", args.costs, lambda v: v > 0, "finite and > 0")
+    out = tune(args, "costs", cost_trainings(args.folds, costs), args.folds,
                lambda X, Y, params, progress: cost_sensitive(X, Y, params, folds=args.folds, costs=costs,
                                                              micro=args.micro, seed=args.seed, progress=progress))
     if out is None:

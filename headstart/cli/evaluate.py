@@ -118,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         scorer = predict.ModelScorer(args.model, args)
         label_space = scorer.label_space
+        # a thresholds file is read (and refused) before the long pass over the data
+        decision = predict.decision_threshold(args, label_space) if thresholded else None
         k = args.k
         parts_l, parts_y = [], []
         for lab, _, Yc in predict.iter_predictions(scorer, args, k):
@@ -146,21 +148,20 @@ def run(args: argparse.Namespace) -> int:
         else:
             props = propensities(counts, n_train, A=args.propensity_a, B=args.propensity_b)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
-    extra, rule = _threshold_scores(scorer, args) if thresholded else (None, "")
+    extra, rule = (_threshold_scores(scorer, args, *decision) if thresholded else (None, ""))
     print_metrics(metrics, args.json, extra)
     if extra and not args.json:
         print("  ".join(f"{key} {100 * v:.2f}" for key, v in extra.items()) + f"  (decisions: {rule})")
     return 0
 
 
-def _threshold_scores(scorer, args: argparse.Namespace) -> tuple[dict, str]:
-    """Micro-, Macro- and Another-Macro-F1 of every label's decision score > --threshold
-    (or its --thresholds entry), block by block of the test data (and shard by shard of a
-    model held on disk); and the rule's description."""
+def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) -> tuple[dict, str]:
+    """Micro-, Macro- and Another-Macro-F1 of every label's decision score > ``threshold``
+    (a number or one per label), block by block of the test data (and shard by shard of
+    a model held on disk); and the rule's description."""
     from ..metrics import decision_counts, f1_from_counts, label_counts
 
     L = scorer.label_space
-    threshold, rule = predict.decision_threshold(args, L)
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)

@@ -81,7 +81,7 @@ def decision_threshold(args: argparse.Namespace, label_space: int):
         return args.threshold, f"score > {args.threshold:g}"
     from ..io.labelvec import read_label_values
 
-    return (read_label_values(args.thresholds, label_space, "thresholds", "threshold"),
+    return (read_label_values(args.thresholds, label_space, "thresholds", "threshold", owner="the model"),
             f"score > the label's threshold in {args.thresholds}")
 
 

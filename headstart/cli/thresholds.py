@@ -18,11 +18,13 @@ HELP = "choose one decision threshold per label by cross-validation (LibMultiLab
 DESCRIPTION = """\
 Choose, for every label, the threshold t of its decision 'score > t' that maximises F1
 on held-out instances of TRAIN: SCut with the fbr fallback, fbr chosen per label by a
-nested cross-validation (Fan & Lin 2007; LibMultiLabel's 'thresholding').  Every fold
-is a one-vs-all training of all labels with the training options given here, so it
-costs about 9 trainings for 3 folds.  Use the same options for 'headstart train' on all
-of TRAIN, then 'predict --thresholds FILE' or 'evaluate --thresholds FILE'.  FILE holds
-one threshold per label, one per line, written atomically."""
+nested cross-validation (Fan & Lin 2007; LibMultiLabel's 'thresholding').  It aims at
+Macro-F1 (each label's own F1) and may lower Micro-F1.  Every fold is a one-vs-all
+training of all labels with the training options given here: 15 trainings for 3 folds,
+on 4/9 to all of TRAIN (the work of about 9 trainings on all of it).  Use the same
+options for 'headstart train' on all of TRAIN, then 'predict --thresholds FILE' or
+'evaluate --thresholds FILE'.  FILE holds one threshold per label, one per line (a .npy
+vector if FILE ends in .npy), written atomically."""
 
 log = logging.getLogger("headstart.cli.thresholds")
 
@@ -30,14 +32,16 @@ log = logging.getLogger("headstart.cli.thresholds")
 def add_tuning_arguments(p: argparse.ArgumentParser, what: str, values_option: str, values: tuple,
                          values_help: str) -> argparse._ArgumentGroup:
     """TRAIN, -o FILE, the cross-validation's options and the training options."""
+    p.usage = "%(prog)s TRAIN -o FILE [options]"
     p.add_argument("train", metavar="TRAIN", nargs="?", help="training data file")
-    p.add_argument("-o", "--output", metavar="FILE", help=f"{what} file to write")
+    p.add_argument("-o", "--output", metavar="FILE", help=f"{what} file to write (required; text, one per "
+                                                          "line, or .npy if FILE ends in .npy)")
     g = p.add_argument_group("cross-validation")
     g.add_argument("--folds", type=common._number(int), default=3, metavar="N", help="folds (default: 3)")
     g.add_argument(values_option, metavar="LIST", default=",".join(f"{v:g}" for v in values),
                    help=f"{values_help}, comma-separated (default: %(default)s)")
     g.add_argument("--seed", type=common._number(int), default=0,
-                   help="seed of the folds' random split (default: 0)")
+                   help="seed of the folds' random split, >= 0 (default: 0)")
     common.add_train_params(p)
     common.add_data_options(p)
     return g
@@ -54,20 +58,33 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
     return v
 
 
-def tune(args: argparse.Namespace, what: str, trainings: int, tuner):
+def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner):
     """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
     progress bar over ``trainings`` trainings of all labels; (result, labels, seconds),
-    or None when --print-params only printed the parameters."""
+    or None when --print-params only printed the parameters.  TRAIN needs at least
+    ``min_rows`` instances."""
+    import os
+
     params = common.params_unless_printed(args)
     if params is None:
         return None
+    err = args._parser.error
     common.require(args, ("TRAIN", args.train), ("-o/--output FILE", args.output))
     if args.folds < 2:
-        args._parser.error(f"argument --folds: must be >= 2, got {args.folds}")
+        err(f"argument --folds: must be >= 2, got {args.folds}")
+    if args.seed < 0:
+        err(f"argument --seed: must be >= 0, got {args.seed}")
+    if params.timeout > 0:
+        err("argument --timeout: cross-validation needs every label trained in every fold (no time budget)")
+    if os.path.exists(args.output) and os.path.exists(args.train) and os.path.samefile(args.output, args.train):
+        err(f"argument -o/--output: {args.output} is the training data file")
     common.check_output_file(args.output, f"{what} file")
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)
+    if X.shape[0] < min_rows:
+        raise DataFormatError(f"{X.shape[0]} instances are too few for --folds {args.folds} (at least {min_rows} "
+                              "are needed)", args.train)
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(trainings * Y.shape[1], "cross-validate", "labels", enabled=not args.quiet) as bar:
@@ -78,22 +95,26 @@ def tune(args: argparse.Namespace, what: str, trainings: int, tuner):
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from ..tuning import FBR_VALUES
 
-    add_tuning_arguments(p, "thresholds", "--fbr", FBR_VALUES, "candidate fbr values in [0, 1)")
+    add_tuning_arguments(p, "thresholds", "--fbr", FBR_VALUES,
+                         "candidate fbr values in [0, 1): a fold's cut whose F1 is not above fbr is not "
+                         "trusted, and the label's threshold there becomes its highest score (it predicts "
+                         "almost nothing); fbr is chosen per label by the outer cross-validation")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..io.labelvec import write_label_values
     from ..tuning import scutfbr, trainings_needed
 
-    fbr = number_list(args, "--fbr", args.fbr, lambda v: (v >= 0) & (v < 1), "in [0, 1)")
-    out = tune(args, "thresholds", trainings_needed(args.folds),
+    fbr = number_list(args, "--fbr", args.fbr, lambda v: (v >= 0) & (v < 1), "a number in [0, 1)")
+    out = tune(args, "thresholds", trainings_needed(args.folds), args.folds * args.folds,
                lambda X, Y, params, progress: scutfbr(X, Y, params, folds=args.folds, fbr_values=fbr,
                                                       seed=args.seed, progress=progress))
     if out is None:
         return 0
     r, L, seconds = out
     write_label_values(args.output, r.thresholds)
+    median = f"median {np.median(r.thresholds):.3g}, " if L else ""
     common.say(args, f"chose thresholds of {L} labels by {args.folds}-fold nested cross-validation "
-                     f"({r.trainings} trainings) in {seconds:.2f} s: median {np.median(r.thresholds):.3g}, "
+                     f"({r.trainings} trainings) in {seconds:.2f} s: {median}"
                      f"{int(np.sum(r.thresholds < 0))} below 0 -> {args.output}")
     return 0

@@ -20,9 +20,10 @@ from .atomic import atomic_write
 
 
 def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "label values",
-                      one: str = "value", minimum: float | None = None) -> np.ndarray:
+                      one: str = "value", minimum: float | None = None, owner: str = "the data") -> np.ndarray:
     """``num_labels`` finite float64 numbers (each >= ``minimum`` when given) from
-    ``path``; ``what`` names them in errors (e.g. "label costs"), ``one`` names one."""
+    ``path``; ``what`` names them in errors (e.g. "label costs"), ``one`` names one,
+    ``owner`` what has ``num_labels`` labels."""
     path = os.fspath(path)
     rule = "a finite number" + ("" if minimum is None else f" >= {minimum:g}")
     try:
@@ -42,7 +43,7 @@ def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "lab
                                   f"got shape {a.shape} dtype {a.dtype}")
         a = a.astype(np.float64)
         if a.size != num_labels:
-            raise DataFormatError(f"{path}: {a.size} {what}, the data has {num_labels} labels")
+            raise DataFormatError(f"{path}: {a.size} {what}, {owner} has {num_labels} labels")
         bad = np.flatnonzero(~np.isfinite(a) | (False if minimum is None else a < minimum))
         if bad.size:
             raise DataFormatError(f"{path}: entry {bad[0]}: {one} {a[bad[0]]!r} is not {rule}")
@@ -59,15 +60,20 @@ def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "lab
                     raise DataFormatError(f"{path}:{lineno}: {one} {tok!r} is not {rule}")
                 if len(values) == num_labels:
                     raise DataFormatError(f"{path}:{lineno}: more than {num_labels} {what} "
-                                          f"(the data has {num_labels} labels)")
+                                          f"({owner} has {num_labels} labels)")
                 values.append(v)
     if len(values) != num_labels:
-        raise DataFormatError(f"{path}: {len(values)} {what}, the data has {num_labels} labels")
+        raise DataFormatError(f"{path}: {len(values)} {what}, {owner} has {num_labels} labels")
     return np.asarray(values, dtype=np.float64)
 
 
 def write_label_values(path: str | os.PathLike, values: np.ndarray) -> None:
-    """One number per line (repr: reads back bit for bit), written atomically."""
+    """One number per line (repr: reads back bit for bit), or a float64 .npy vector when
+    ``path`` ends in .npy; written atomically."""
     values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if os.fspath(path).endswith(".npy"):
+        with atomic_write(path, "wb") as fh:
+            np.save(fh, values, allow_pickle=False)
+        return
     with atomic_write(path, "w") as fh:
         fh.write("".join(f"{float(v)!r}\n" for v in values))

@@ -504,11 +504,13 @@ def predict_above(model_or_weights: Any, X: Any, threshold: Any = 0.0, *, n_colu
     int32 with a 1 at (i, label) for every label with score > ``threshold`` (with
     ``return_scores``: float32, the score at each such (i, label)).  ``threshold`` is one
     number for every label, or a vector of ``n_columns`` numbers indexed by global label
-    id (per-label thresholds, e.g. from :func:`headstart.tuning.scutfbr`), compared with
-    the float32 score in float64.
+    id (per-label thresholds, e.g. from :func:`headstart.tuning.scutfbr`).  The float32
+    score is compared with the threshold exactly, in float64, for one number as for a
+    vector (so ``--threshold 0.1`` and a file of 0.1s decide alike).
 
     Scores are exactly those of :func:`decision_function` (float32), so the result equals
-    ``decision_function(...) > threshold`` without ever holding the dense scores: memory
+    ``decision_function(...).astype(np.float64) > threshold`` (numpy itself would round a
+    Python float to float32 first) without ever holding the dense scores: memory
     beyond the inputs is one score buffer per thread and the result.  Columns are global
     label ids; ``n_columns`` defaults to the model's label space (else first label +
     number of labels).  Labels in a model's ``missing_ranges`` are never set.
@@ -520,7 +522,7 @@ def predict_above(model_or_weights: Any, X: Any, threshold: Any = 0.0, *, n_colu
         raise ParameterError(f"parameter n_columns must be >= {pred.first_label + pred.num_labels} (the "
                              f"model's last label + 1), got {n_columns!r}")
     thr = _label_thresholds(threshold, int(n_columns))[pred.first_label:pred.first_label + pred.num_labels]
-    X = _check_X(X, pred.n_features, None, pred.all_features)
+    X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None, pred.all_features)
     n = X.shape[0]
     counts = np.zeros(n, dtype=np.int64)
     parts: dict[int, np.ndarray] = {}
@@ -544,16 +546,16 @@ def predict_above(model_or_weights: Any, X: Any, threshold: Any = 0.0, *, n_colu
 
 
 def _label_thresholds(threshold: Any, n_columns: int) -> np.ndarray:
-    """float64 threshold per global label id: a scalar as its float32 value (the
-    comparison with a float32 score is then exactly the float32 one), or a vector."""
+    """float64 threshold per global label id, from one number or a vector."""
     if isinstance(threshold, (int, float, np.integer, np.floating)) and not isinstance(threshold, bool):
         if np.isnan(threshold):
             raise ParameterError(f"parameter threshold must be a number, got {threshold!r}")
-        return np.full(n_columns, np.float64(np.float32(threshold)))
+        return np.full(n_columns, np.float64(threshold))
     t = np.asarray(threshold) if isinstance(threshold, (np.ndarray, list, tuple)) else None
     if t is None or t.dtype.kind not in "fiu" or t.shape != (n_columns,):
+        got = f"shape {t.shape} dtype {t.dtype}" if t is not None else type(threshold).__name__
         raise ParameterError(f"parameter threshold must be a number or a vector of {n_columns} numbers (one per "
-                             f"label), got {threshold!r:.80}")
+                             f"label), got {got}")
     t = t.astype(np.float64)
     if np.isnan(t).any():
         raise ParameterError(f"parameter threshold: entry {int(np.flatnonzero(np.isnan(t))[0])} is NaN")

@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..params import TrainParams
-from .folds import FoldRunner, split
+from .folds import FoldRunner, check_cv, split
 
 #: LibMultiLabel's candidate costs (linear.py, ``_cost_sensitive_one_label``)
 COSTS = (1.0, 1.33, 1.8, 2.5, 3.67, 6.0, 13.0)
@@ -55,8 +55,7 @@ def cost_sensitive(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
     decisions score > 0 (see the module docstring)."""
     params = TrainParams() if params is None else params
     cand = np.asarray(costs, dtype=np.float64).reshape(-1)
-    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
-        raise ParameterError(f"parameter folds must be an integer >= 2, got {folds!r}")
+    check_cv(params, folds, seed)
     if cand.size == 0 or not np.all(np.isfinite(cand)) or np.any(cand <= 0):
         raise ParameterError(f"parameter costs must be positive numbers, got {cand.tolist()!r}")
     if params.weighting != "none":

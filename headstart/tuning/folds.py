@@ -17,6 +17,18 @@ from ..params import TrainParams
 BLOCK_BYTES = 64 * 2**20
 
 
+def check_cv(params: TrainParams, folds: Any, seed: Any) -> None:
+    """The parameters every tuner needs: folds >= 2, a seed numpy accepts, and every
+    label trained in every fold (a time budget would leave labels without a model)."""
+    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+        raise ParameterError(f"parameter folds must be an integer >= 2, got {folds!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"parameter seed must be an integer >= 0, got {seed!r}")
+    if params.timeout > 0:
+        raise ParameterError("cross-validation needs every label trained in every fold: parameter timeout "
+                             f"must be 0 (no time budget), got {params.timeout!r}")
+
+
 def split(perm: np.ndarray, folds: int) -> list[np.ndarray]:
     """``folds`` held-out parts of ``perm``, as equal as can be, each sorted (rows of X
     are then read in order)."""

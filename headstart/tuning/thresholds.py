@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..params import TrainParams
-from .folds import FoldRunner, split
+from .folds import FoldRunner, check_cv, split
 
 log = logging.getLogger("headstart.tuning")
 
@@ -75,8 +75,7 @@ def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3
     (``trainings_needed(folds) * L`` in all)."""
     params = TrainParams() if params is None else params
     fbr_values = np.asarray(fbr_values, dtype=np.float64).reshape(-1)
-    if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
-        raise ParameterError(f"parameter folds must be an integer >= 2, got {folds!r}")
+    check_cv(params, folds, seed)
     if fbr_values.size == 0 or not np.all(np.isfinite(fbr_values)) or np.any((fbr_values < 0) | (fbr_values >= 1)):
         raise ParameterError(f"parameter fbr_values must be numbers in [0, 1), got {fbr_values.tolist()!r}")
     run = FoldRunner(X, Y, params, progress, min_rows=folds * folds, what=f"{folds} x {folds} nested folds")
