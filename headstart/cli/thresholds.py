@@ -14,11 +14,12 @@ from ..errors import DataFormatError
 from . import common
 
 NAME = "thresholds"
-HELP = "choose one decision threshold per label by cross-validation (LibMultiLabel's thresholding)"
+HELP = "choose one decision threshold per label by cross-validation (SCut + fbr, LibMultiLabel <= 0.3's thresholding)"
 DESCRIPTION = """\
 Choose, for every label, the threshold t of its decision 'score > t' that maximises F1
 on held-out instances of TRAIN: SCut with the fbr fallback, fbr chosen per label by a
-nested cross-validation (Fan & Lin 2007; LibMultiLabel's 'thresholding').  It aims at
+nested cross-validation (Fan & Lin 2007; LibMultiLabel's 'thresholding' up to version
+0.3.3, whose later versions use another method).  It aims at
 Macro-F1 (each label's own F1) and may lower Micro-F1.  Every fold is a one-vs-all
 training of all labels with the training options given here: 15 trainings for 3 folds,
 on 4/9 to all of TRAIN (the work of about 9 trainings on all of it).  Use the same

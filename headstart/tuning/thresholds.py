@@ -1,5 +1,6 @@
 """Per-label decision thresholds by cross-validation: SCut with the fbr fallback, the
-method of LibMultiLabel's ``train_thresholding`` (Fan & Lin, "A study on threshold
+method of LibMultiLabel's ``train_thresholding`` up to version 0.3.3 (from 0.4.0 it is
+another method, "micromacro-freq"; docs/benchmarks.md compares both) (Fan & Lin, "A study on threshold
 selection for multi-label classification", 2007; SCut: Yang, SIGIR 2001).
 
 A one-vs-all classifier decides ``score > 0``; for a rare label that threshold is
@@ -43,7 +44,7 @@ from .folds import FoldRunner, check_cv, split
 
 log = logging.getLogger("headstart.tuning")
 
-#: LibMultiLabel's candidate fbr values (linear.py, ``_thresholding_one_label``)
+#: LibMultiLabel's candidate fbr values (linear.py, ``_thresholding_one_label``, <= 0.3.3)
 FBR_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
 
