@@ -140,11 +140,19 @@ def f1(Yt, D: np.ndarray, t: np.ndarray | float = 0.0) -> dict:
     return {k: round(100 * v, 2) for k, v in scores.items()}
 
 
-def run_headstart(X, Y, Xt, Yt, threads: int, seed: int, repeat: int) -> dict:
+def run_headstart(X, Y, Xt, Yt, threads: int, seed: int, repeat: int, method: str = "scutfbr") -> dict:
+    from types import SimpleNamespace
+
     from headstart.estimator import fit_model
     from headstart.params import TrainParams
     from headstart.prediction.topk import decision_function
-    from headstart.tuning import scutfbr
+    from headstart import tuning
+
+    def scutfbr(X, Y, params, seed):
+        if method == "scutfbr":
+            return tuning.scutfbr(X, Y, params, seed=seed)
+        t = tuning.micromacro(X, Y, params, seed=seed)
+        return SimpleNamespace(thresholds=t, trainings=3, fbr=np.zeros(0))
 
     params = TrainParams(**HEADSTART, threads=threads)
     t0 = time.perf_counter()                         # warm-up: compile (or load) the kernels
@@ -211,7 +219,7 @@ def table(results: list[dict]) -> str:
     rows = [head]
     for res in results:
         hs = res["headstart"]
-        entries = [("headstart scutfbr + final training", hs, hs["f1"]),
+        entries = [(f"headstart {hs.get('method', 'scutfbr')} + final training", hs, hs["f1"]),
                    ("headstart, threshold 0 (final model only)", None, hs["f1_threshold0"])]
         for peer in res["peers"]:
             label = (f"LibMultiLabel {peer['version']} train_thresholding, {peer['algorithm']}"
@@ -248,6 +256,8 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=0, help="seconds per LibMultiLabel run (0: none)")
     ap.add_argument("--no-normalize", dest="normalize", action="store_false",
                     help="give both sides the rows as read (default: L2-normalised rows on both sides)")
+    ap.add_argument("--method", choices=("scutfbr", "micromacro"), default="scutfbr",
+                    help="headstart's method (compare scutfbr with LibMultiLabel <= 0.3.3, micromacro with >= 0.4)")
     ap.add_argument("--json", metavar="FILE", help="write all results (thresholds included) as JSON")
     args = ap.parse_args(argv)
     peers = args.peer_python or ["/tmp/thr-bench/venv/bin/python"]
@@ -260,7 +270,8 @@ def main(argv=None) -> int:
                "normalize": args.normalize, "threads": args.threads, "load_before": os.getloadavg()}
         print(f"{name}: {X.shape[0]} train / {Xt.shape[0]} test rows, {X.shape[1]} features, {Y.shape[1]} labels",
               file=sys.stderr, flush=True)
-        res["headstart"] = run_headstart(X, Y, Xt, Yt, args.threads, args.seed, args.repeat)
+        res["headstart"] = run_headstart(X, Y, Xt, Yt, args.threads, args.seed, args.repeat, args.method)
+        res["headstart"]["method"] = args.method
         res["headstart"]["params"] = dict(HEADSTART, threads=args.threads)
         print(f"  headstart {res['headstart']['wall_s']:.2f} s", file=sys.stderr, flush=True)
         res["peers"] = []

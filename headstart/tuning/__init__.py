@@ -1,12 +1,13 @@
 """What training alone does not choose, chosen by cross-validation on the training data,
 as LibMultiLabel's linear techniques do: per-label decision thresholds
-(:func:`scutfbr`, its ``thresholding``) and per-label positives' costs
+(:func:`micromacro`, its ``thresholding`` from version 0.4, and :func:`scutfbr`, the one
+up to 0.3.3) and per-label positives' costs
 (:func:`cost_sensitive`, its ``cost_sensitive`` and ``cost_sensitive_micro``)."""
 
 from __future__ import annotations
 
 from .costs import COSTS, Costs, cost_sensitive, cost_trainings
-from .thresholds import FBR_VALUES, Thresholds, scutfbr, trainings_needed
+from .thresholds import FBR_VALUES, Thresholds, micromacro, scutfbr, trainings_needed
 
-__all__ = ["COSTS", "Costs", "cost_sensitive", "cost_trainings", "FBR_VALUES", "Thresholds", "scutfbr",
-           "trainings_needed"]
+__all__ = ["COSTS", "Costs", "cost_sensitive", "cost_trainings", "FBR_VALUES", "Thresholds", "micromacro",
+           "scutfbr", "trainings_needed"]

@@ -120,3 +120,103 @@ def f1_at(S, y_indptr, y_indices, T, out):  # pragma: no cover - compiled
                 if s[y_indices[k]] > t:
                     tp += 1
             out[j, m] = _f1(tp, predicted, z - a)
+
+
+@njit(nogil=True, cache=True)
+def _micro_plus_macro(tp, fp, fn, stats):  # pragma: no cover - compiled
+    # the label's F1 over the labels seen so far (the others' F1 are constants) plus the
+    # Micro-F1 of its counts added to those of the labels before it; 0/0 counts as 0
+    d = 2.0 * tp + fp + fn
+    macro = 2.0 * tp / d / stats[3] if d > 0 else 0.0
+    TP = tp + stats[0]
+    D = 2.0 * TP + fp + fn + stats[1] + stats[2]
+    micro = 2.0 * TP / D if D > 0 else 0.0
+    return micro + macro
+
+
+@njit(nogil=True, cache=True)
+def micromacro_cuts(S, offsets, y_indptr, y_indices, stats, t_out):  # pragma: no cover - compiled
+    """The micromacro-freq thresholds (Li, Lin et al., CIKM 2023; LibMultiLabel >= 0.4's
+    ``train_thresholding``) of the B labels of a block, in the order given (most frequent
+    first).  ``S[j]`` holds label j's out-of-fold scores: fold f's held-out instances are
+    columns ``offsets[f]:offsets[f + 1]``; ``y_*`` are its positives in those columns.
+
+    In each fold the cut maximises the Micro-F1 of the label's counts added to ``stats``
+    (tp, fp, fn of the labels before it, summed over their folds) plus the label's F1
+    divided by the number of labels so far (``stats[3]``, counting this one); of equal
+    cuts the highest.  As for SCut only the cuts just below a positive (or above every
+    score: no decision) can be best.  The label's threshold is the mean of its folds';
+    then its best counts, summed over the folds, join ``stats``."""
+    B, n = S.shape
+    folds = offsets.shape[0] - 1
+    is_pos = np.zeros(n, dtype=np.bool_)
+    for j in range(B):
+        a, z = y_indptr[j], y_indptr[j + 1]
+        for k in range(a, z):
+            is_pos[y_indices[k]] = True
+        stats[3] += 1.0
+        s = S[j]
+        acc = 0.0
+        sum_tp = sum_fp = sum_fn = 0.0
+        for f in range(folds):
+            lo, hi = offsets[f], offsets[f + 1]
+            P = 0
+            top = -np.inf
+            for i in range(lo, hi):
+                if is_pos[i]:
+                    P += 1
+                if s[i] > top:
+                    top = s[i]
+            # no decision: the threshold just above the fold's highest score
+            best = _micro_plus_macro(0.0, 0.0, float(P), stats)
+            best_r, best_tp, best_fp = -1, 0, 0
+            q = np.empty(P, dtype=np.float32)
+            if P > 0:
+                m = 0
+                for i in range(lo, hi):
+                    if is_pos[i]:
+                        q[m] = s[i]
+                        m += 1
+                q = -np.sort(-q)
+                above = np.zeros(P, dtype=np.int64)
+                for i in range(lo, hi):
+                    if is_pos[i] or s[i] < q[P - 1]:
+                        continue
+                    l, h = 0, P - 1
+                    while l < h:
+                        mid = (l + h) // 2
+                        if q[mid] <= s[i]:
+                            h = mid
+                        else:
+                            l = mid + 1
+                    above[l] += 1
+                neg = 0
+                for r in range(P):
+                    neg += above[r]
+                    if r + 1 < P and q[r + 1] == q[r]:
+                        continue
+                    o = _micro_plus_macro(float(r + 1), float(neg), float(P - r - 1), stats)
+                    if o > best:
+                        best, best_r, best_tp, best_fp = o, r, r + 1, neg
+            if best_r < 0:
+                t = np.float64(np.nextafter(np.float32(top), np.float32(np.inf)))
+            else:
+                cut = q[best_r]
+                below = -np.inf
+                for i in range(lo, hi):
+                    if s[i] < cut and s[i] > below:
+                        below = s[i]
+                if below == -np.inf:
+                    t = np.float64(np.nextafter(np.float32(cut), np.float32(-np.inf)))
+                else:
+                    t = 0.5 * (np.float64(cut) + np.float64(below))
+            acc += t
+            sum_tp += best_tp
+            sum_fp += best_fp
+            sum_fn += P - best_tp
+        t_out[j] = acc / folds
+        stats[0] += sum_tp
+        stats[1] += sum_fp
+        stats[2] += sum_fn
+        for k in range(a, z):
+            is_pos[y_indices[k]] = False
