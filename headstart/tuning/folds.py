@@ -36,7 +36,6 @@ def split(perm: np.ndarray, folds: int) -> list[np.ndarray]:
     return [np.sort(perm[(f * m) // folds:((f + 1) * m) // folds]) for f in range(folds)]
 
 
-
 class FoldRunner:
     """The trainings and held-out scores of a cross-validation on (X, Y) with ``params``.
 
