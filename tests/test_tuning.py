@@ -227,7 +227,7 @@ def test_cli_threshold_files_are_read_strictly(bibtex_dir, tmp_path, capsys):
     code, _, err = run(capsys, "thresholds", small, "-o", tmp_path / "t.txt", "--method", "scutfbr")
     assert code == 2 and "small.txt" in err and "too few for --folds 3" in err
     code, _, err = run(capsys, "thresholds", small, "-o", small)
-    assert code == 2 and "is the training data file" in err and small.read_text().startswith("8 3 2")
+    assert code == 2 and "would replace an input" in err and small.read_text().startswith("8 3 2")
 
 
 def test_one_comparison_rule_for_a_number_and_a_vector():
@@ -410,3 +410,23 @@ def test_micromacro_raises_micro_and_macro_f1_on_bibtex(bib, bibtex_dir, tmp_pat
                        "--threads", "2")
     assert code == 0, err
     np.testing.assert_array_equal(np.loadtxt(out), t)
+
+
+def test_no_command_writes_its_output_over_an_input(bibtex_dir, tmp_path, capsys):
+    """'-o' naming a file the command reads is refused before any work: the atomic write
+    would otherwise replace the user's data with the output."""
+    import shutil
+
+    test = tmp_path / "test.txt.gz"
+    shutil.copy(bibtex_dir / "test.txt.gz", test)
+    before = test.read_bytes()
+    model = tmp_path / "m"
+    assert run(capsys, "train", bibtex_dir / "train.txt.gz", "-o", model, "-q", "--num-labels", "3")[0] == 0
+    thr = tmp_path / "t.txt"
+    np.savetxt(thr, np.zeros(159))
+    for argv in (["predict", model, test, "-o", test, "--allow-gaps"],
+                 ["predict", model, test, "-o", thr, "--thresholds", thr, "--allow-gaps"],
+                 ["convert", test, test]):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "would replace an input" in err, (argv, err)
+    assert test.read_bytes() == before and np.loadtxt(thr).shape == (159,)

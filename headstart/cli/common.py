@@ -228,12 +228,26 @@ def check_output_dir(path: str) -> None:
         raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
 
 
-def check_output_file(path: str, what: str) -> None:
+#: the options that name files a command reads: an output must not replace one of them
+INPUT_OPTIONS = ("train", "test", "data", "input", "labels_file", "params", "predictions", "shortlist", "thresholds",
+                 "dense", "weights_pos_file", "weights_neg_file")
+
+
+def check_output_file(path: str, what: str, args: argparse.Namespace | None = None) -> None:
+    """Fail before any work when ``path`` cannot become the ``what`` file, or (with the
+    command's ``args``) is one of the files the command reads: the atomic write would
+    replace the user's data with the output."""
     from ..io.atomic import regular_target
 
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"{path}: {what} is a directory")
+    if args is not None and p.exists():
+        for name in INPUT_OPTIONS:
+            given = getattr(args, name, None)
+            if isinstance(given, str) and os.path.exists(given) and os.path.samefile(given, path):
+                raise ParameterError(f"{path}: the {what} would replace an input of this command ({given}); "
+                                     "write it elsewhere")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         why = "is not a directory" if parent.exists() else "does not exist"

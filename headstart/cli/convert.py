@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     if args.to != "slice" and args.out_labels:
         raise ParameterError("--out-labels is only for --to slice")
     for out in [args.output] + ([args.out_labels] if args.out_labels else []):
-        common.check_output_file(out, "output file")
+        common.check_output_file(out, "output file", args)
     X, Y = common.read_dataset(args.input, args)
     if args.to == "xmc":
         hio.write_xmc(args.output, X, Y, one_based=args.out_one_based)

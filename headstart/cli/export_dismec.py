@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from ..model import load_model
     from ..model.dismec import dismec_options, write_dismec_model
 
-    common.check_output_file(args.output, "DiSMEC++ model file")
+    common.check_output_file(args.output, "DiSMEC++ model file", args)
     model = load_model(args.model)
     files = write_dismec_model(model, args.output, fmt=_FORMATS[args.format])
     opts = " ".join(dismec_options(model))

@@ -289,7 +289,7 @@ def run(args: argparse.Namespace) -> int:
     from ..io import PredictionWriter
 
     check_threshold_args(args)
-    common.check_output_file(args.output, "predictions file")
+    common.check_output_file(args.output, "predictions file", args)
     if args.threshold is not None or args.thresholds is not None:
         return run_threshold(args)
     scorer = ModelScorer(args.model, args)

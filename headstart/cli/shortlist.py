@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import ParameterError
     from ..shortlist import FirstStageParams, build_shortlist, recall, write_shortlist
 
-    common.check_output_file(args.output, "shortlist file")
+    common.check_output_file(args.output, "shortlist file", args)
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
                            fill=args.fill, keep=args.keep)
     X, Y = common.read_dataset(args.train, args)

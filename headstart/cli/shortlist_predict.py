@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and not args.evaluate:
         args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
     if args.output:
-        common.check_output_file(args.output, "predictions file")
+        common.check_output_file(args.output, "predictions file", args)
     m = open_model_dir(args.model)   # refuse an incomplete model before any work
     label_space = m["label_space"]
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             "--init-dense-weights/--init-dense-bias need --dense X.npy")
     common.check_output_dir(args.output)
     if args.stats:
-        common.check_output_file(args.stats, "statistics file")
+        common.check_output_file(args.stats, "statistics file", args)
     from ..io import read_dense_features
     from ..shortlist import DenseSparseParams, read_shortlist, train_shortlisted_dir
 

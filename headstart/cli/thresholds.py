@@ -66,8 +66,6 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     progress bar over ``trainings`` trainings of all labels; (result, labels, seconds),
     or None when --print-params only printed the parameters.  TRAIN needs at least
     ``min_rows`` instances."""
-    import os
-
     params = common.params_unless_printed(args)
     if params is None:
         return None
@@ -79,9 +77,7 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
         err(f"argument --seed: must be >= 0, got {args.seed}")
     if params.timeout > 0:
         err("argument --timeout: cross-validation needs every label trained in every fold (no time budget)")
-    if os.path.exists(args.output) and os.path.exists(args.train) and os.path.samefile(args.output, args.train):
-        err(f"argument -o/--output: {args.output} is the training data file")
-    common.check_output_file(args.output, f"{what} file")
+    common.check_output_file(args.output, f"{what} file", args)
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)

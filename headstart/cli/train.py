@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     # everything that can be checked before the (long) training is checked now
     common.check_output_dir(args.output)
     if args.stats:
-        common.check_output_file(args.stats, "statistics file")
+        common.check_output_file(args.stats, "statistics file", args)
     if params.pretrained:
         from ..model.manifest import read_manifest
 
