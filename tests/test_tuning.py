@@ -27,16 +27,22 @@ def f1(y: np.ndarray, d: np.ndarray) -> float:
     return 2 * tp / den if den else 0.0
 
 
+def no_decision(top: float) -> float:
+    """A fold's 'predict nothing' threshold: above its largest score, never below 0."""
+    return 0.0 if top < 0 else float(np.nextafter(np.float32(top), np.float32(np.inf)))
+
+
 def brute_cut(s: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
-    """(threshold, F1, top) by trying every distinct decision set 'score > t'; of equal
-    F1 the highest t, and 0 unless it beats the decision score > 0."""
+    """(threshold, F1, no-decision threshold) by trying every distinct decision set
+    'score > t'; of equal F1 the highest t, and 0 unless it beats the decision score > 0."""
     v = np.unique(s.astype(np.float64))
     cands = np.concatenate([[v[0] - 1.0], (v[:-1] + v[1:]) / 2, [v[-1] + 1.0]])
     scores = [f1(y, s > t) for t in cands]
     best = max(scores)
     t = max(c for c, f in zip(cands, scores) if f == best)
     f0 = f1(y, s > 0)
-    return (t, best, float(s.max())) if best > f0 else (0.0, f0, float(s.max()))
+    top = no_decision(float(s.max()))
+    return (t, best, top) if best > f0 else (0.0, f0, top)
 
 
 def test_best_cuts_are_the_brute_force_optimum():
@@ -359,7 +365,7 @@ def literal_micromacro(S, Y, parts, order):
             if cut == -1:
                 ts.append(np.nextafter(ss[0], -np.inf))
             elif cut == s.size - 1:
-                ts.append(np.nextafter(ss[-1], np.inf))
+                ts.append(no_decision(ss[-1]))
             else:
                 ts.append((ss[cut] + ss[cut + 1]) / 2)
             stp, sfp, sfn = stp + counts[0], sfp + counts[1], sfn + counts[2]
