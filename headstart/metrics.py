@@ -636,6 +636,14 @@ def decision_counts(Y_true, Y_pred, threshold: float = 0.0) -> tuple[np.ndarray,
     return tp, pp, truth.col_counts.astype(np.int64)
 
 
+def label_f1(tp, pp, relevant) -> np.ndarray:
+    """F1 = 2 TP / (2 TP + FP + FN) = 2 TP / (predicted + relevant) of counts of any
+    shape (per label, per label and setting, or summed: then Micro-F1); 0/0 counts as 0."""
+    tp = np.asarray(tp, dtype=np.float64)
+    den = np.asarray(pp) + np.asarray(relevant)
+    return np.divide(2.0 * tp, den, out=np.zeros(np.broadcast(tp, den).shape), where=den > 0)
+
+
 def f1_from_counts(tp: np.ndarray, pp: np.ndarray, relevant: np.ndarray) -> dict:
     """:func:`f1_scores` from :func:`decision_counts`."""
     L = tp.size
@@ -647,7 +655,7 @@ def f1_from_counts(tp: np.ndarray, pp: np.ndarray, relevant: np.ndarray) -> dict
 
     micro_den = int(np.sum(2 * tp + fp + fn))
     micro = 2.0 * float(tp.sum()) / micro_den if micro_den else 0.0
-    macro = float(ratio(2.0 * tp, 2 * tp + fp + fn).sum()) / L if L else 0.0
+    macro = float(label_f1(tp, pp, relevant).sum()) / L if L else 0.0
     mp = float(ratio(tp.astype(np.float64), tp + fp).sum()) / L if L else 0.0
     mr = float(ratio(tp.astype(np.float64), tp + fn).sum()) / L if L else 0.0
     another = 2 * mp * mr / (mp + mr) if mp + mr > 0 else 0.0

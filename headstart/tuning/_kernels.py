@@ -37,20 +37,61 @@ def _no_decision(top):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
+def _positive_cuts(s, lo, hi, is_pos, P):  # pragma: no cover - compiled
+    """The candidate cuts of one label on instances [lo, hi) with P positives (marked in
+    ``is_pos``): ``q`` the positives' scores, highest first, and ``above[r]`` the number
+    of negatives first predicted at cut r (the r + 1 best-scored positives and every
+    negative scoring at least q[r]).  Only cuts just below a positive can be best (moving
+    a cut down past a negative adds a false positive and nothing else), and counting the
+    negatives needs one pass over them with a binary search among the P scores each,
+    O(n log P) instead of sorting all n scores."""
+    q = np.empty(P, dtype=np.float32)
+    above = np.zeros(P, dtype=np.int64)
+    if P == 0:
+        return q, above
+    m = 0
+    for i in range(lo, hi):
+        if is_pos[i]:
+            q[m] = s[i]
+            m += 1
+    q = -np.sort(-q)                              # descending
+    for i in range(lo, hi):
+        if is_pos[i] or s[i] < q[P - 1]:
+            continue                              # below every positive: never predicted
+        l, h = 0, P - 1                           # first r with q[r] <= s[i]
+        while l < h:
+            mid = (l + h) // 2
+            if q[mid] <= s[i]:
+                h = mid
+            else:
+                l = mid + 1
+        above[l] += 1
+    return q, above
+
+
+@njit(nogil=True, cache=True)
+def _threshold_below(s, lo, hi, cut):  # pragma: no cover - compiled
+    """The threshold that keeps the instances of [lo, hi) scoring at least ``cut``: the
+    midpoint between ``cut`` and the next lower score, or just below ``cut``."""
+    below = -np.inf
+    for i in range(lo, hi):
+        if s[i] < cut and s[i] > below:
+            below = s[i]
+    if below == -np.inf:
+        return np.float64(np.nextafter(np.float32(cut), np.float32(-np.inf)))
+    return 0.5 * (np.float64(cut) + np.float64(below))
+
+
+@njit(nogil=True, cache=True)
 def best_cuts(S, y_indptr, y_indices, t_out, f_out, top_out):  # pragma: no cover - compiled
     """For every label j of the block: the threshold ``t_out[j]`` with the best F1 on
     these instances (``f_out[j]``), or 0 when no cut beats the default decision
     score > 0; ``top_out[j]`` is the fbr fallback's threshold, which decides nothing:
     the label's largest score, or 0 when that is negative (see :func:`_no_decision`).
 
-    Only cuts just below a positive can be best (moving the cut down past a negative adds
-    a false positive and nothing else), so with P positives sorted by score the candidate
-    cuts are P, and cut r (the r + 1 best-scored positives and every negative scoring at
-    least as high) needs the number of negatives above each positive score: one pass over
-    the negatives, a binary search among the P scores each, O(n log P) per label instead
-    of sorting all n scores.  Of equally good cuts the highest is kept (LibMultiLabel's
-    scan does the same); the threshold is the midpoint between the cut's lowest score and
-    the next lower score of the fold."""
+    The candidate cuts are those of :func:`_positive_cuts`.  Of equally good cuts the
+    highest is kept (LibMultiLabel's scan does the same); the threshold is the midpoint
+    between the cut's lowest score and the next lower score of the fold."""
     B, n = S.shape
     is_pos = np.zeros(n, dtype=np.bool_)
     for j in range(B):
@@ -74,25 +115,7 @@ def best_cuts(S, y_indptr, y_indices, t_out, f_out, top_out):  # pragma: no cove
         t_out[j] = 0.0
         f_out[j] = f0
         if P > 0:
-            q = np.empty(P, dtype=np.float32)
-            for k in range(a, z):
-                q[k - a] = s[y_indices[k]]
-            q = -np.sort(-q)                      # descending
-            above = np.zeros(P, dtype=np.int64)   # negatives first counted at cut r
-            for i in range(n):
-                if is_pos[i]:
-                    continue
-                v = s[i]
-                if v < q[P - 1]:
-                    continue                      # below every positive: never predicted
-                lo, hi = 0, P - 1                 # first r with q[r] <= v
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if q[mid] <= v:
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                above[lo] += 1
+            q, above = _positive_cuts(s, 0, n, is_pos, P)
             best, best_r, neg = -1.0, -1, 0
             for r in range(P):
                 neg += above[r]
@@ -102,15 +125,7 @@ def best_cuts(S, y_indptr, y_indices, t_out, f_out, top_out):  # pragma: no cove
                 if f > best:
                     best, best_r = f, r
             if best > f0:
-                cut = q[best_r]
-                below = -np.inf                   # the next lower score of the fold
-                for i in range(n):
-                    if s[i] < cut and s[i] > below:
-                        below = s[i]
-                if below == -np.inf:
-                    t_out[j] = np.nextafter(np.float32(cut), np.float32(-np.inf))
-                else:
-                    t_out[j] = 0.5 * (np.float64(cut) + np.float64(below))
+                t_out[j] = _threshold_below(s, 0, n, q[best_r])
                 f_out[j] = best
         for k in range(a, z):
             is_pos[y_indices[k]] = False
@@ -182,49 +197,19 @@ def micromacro_cuts(S, offsets, y_indptr, y_indices, stats, t_out):  # pragma: n
                     P += 1
                 if s[i] > top:
                     top = s[i]
-            # no decision: the threshold just above the fold's highest score
+            # no decision in this fold (the threshold of _no_decision)
             best = _micro_plus_macro(0.0, 0.0, float(P), stats)
             best_r, best_tp, best_fp = -1, 0, 0
-            q = np.empty(P, dtype=np.float32)
-            if P > 0:
-                m = 0
-                for i in range(lo, hi):
-                    if is_pos[i]:
-                        q[m] = s[i]
-                        m += 1
-                q = -np.sort(-q)
-                above = np.zeros(P, dtype=np.int64)
-                for i in range(lo, hi):
-                    if is_pos[i] or s[i] < q[P - 1]:
-                        continue
-                    l, h = 0, P - 1
-                    while l < h:
-                        mid = (l + h) // 2
-                        if q[mid] <= s[i]:
-                            h = mid
-                        else:
-                            l = mid + 1
-                    above[l] += 1
-                neg = 0
-                for r in range(P):
-                    neg += above[r]
-                    if r + 1 < P and q[r + 1] == q[r]:
-                        continue
-                    o = _micro_plus_macro(float(r + 1), float(neg), float(P - r - 1), stats)
-                    if o > best:
-                        best, best_r, best_tp, best_fp = o, r, r + 1, neg
-            if best_r < 0:
-                t = _no_decision(top)
-            else:
-                cut = q[best_r]
-                below = -np.inf
-                for i in range(lo, hi):
-                    if s[i] < cut and s[i] > below:
-                        below = s[i]
-                if below == -np.inf:
-                    t = np.float64(np.nextafter(np.float32(cut), np.float32(-np.inf)))
-                else:
-                    t = 0.5 * (np.float64(cut) + np.float64(below))
+            q, above = _positive_cuts(s, lo, hi, is_pos, P)
+            neg = 0
+            for r in range(P):
+                neg += above[r]
+                if r + 1 < P and q[r + 1] == q[r]:
+                    continue                      # a tie: the cut goes below all of them
+                o = _micro_plus_macro(float(r + 1), float(neg), float(P - r - 1), stats)
+                if o > best:
+                    best, best_r, best_tp, best_fp = o, r, r + 1, neg
+            t = _no_decision(top) if best_r < 0 else _threshold_below(s, lo, hi, q[best_r])
             acc += t
             sum_tp += best_tp
             sum_fp += best_fp

@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ParameterError
+from ..metrics import label_f1
 from ..params import TrainParams
 from .folds import FoldRunner, check_cv, split
 
@@ -79,15 +80,10 @@ def cost_sensitive(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
                 pp[:, c] += q
                 if c == 0:
                     relevant += r
-    f1 = _f1(tp, pp, relevant[:, None])
-    micro_f1 = _f1(tp.sum(0), pp.sum(0), relevant.sum())
+    f1 = label_f1(tp, pp, relevant[:, None])
+    micro_f1 = label_f1(tp.sum(0), pp.sum(0), relevant.sum())
     if micro:
         chosen = np.full(L, cand[int(np.argmax(micro_f1))])
     else:
         chosen = cand[np.argmax(f1, axis=1)]          # argmax: the first of equals
     return Costs(costs=chosen, candidates=cand, f1=f1, micro_f1=micro_f1, trainings=run.trainings)
-
-
-def _f1(tp, predicted, relevant):
-    den = predicted + relevant
-    return np.where(den > 0, 2.0 * tp / np.maximum(den, 1), 0.0)

@@ -77,20 +77,34 @@ class FoldRunner:
         D = predict_above((W, b), self.X[rows], 0.0, threads=self.params.threads, preprocess=False)
         return decision_counts(self.Y[rows], D, 0.5)
 
+    def block_labels(self, n: int) -> int:
+        """Labels per block of dense scores on ``n`` instances: the scores and their
+        label-major copy within :data:`BLOCK_BYTES`."""
+        return max(1, min(self.L, BLOCK_BYTES // max(1, 8 * n)))
+
+    def scores(self, W: sp.csr_matrix, b: np.ndarray, Xv: sp.csr_matrix, out: np.ndarray | None = None
+               ) -> np.ndarray:
+        """The dense float32 scores of the labels (W, b) on the instances Xv, label-major
+        (labels x instances, so that a label's scores are contiguous for the kernels),
+        written into ``out`` when given (e.g. a fold's columns of a larger block)."""
+        from ..prediction.topk import decision_function
+
+        S = decision_function((W, b), Xv, threads=self.params.threads, preprocess=False,
+                              max_memory=max(BLOCK_BYTES, 4 * Xv.shape[0] * W.shape[0]))
+        if out is None:
+            return np.ascontiguousarray(S.T)
+        out[...] = S.T
+        return out
+
     def blocks(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray):
         """(a, z, S, y_indptr, y_indices) for label blocks [a, z): S the labels' dense
         float32 scores on ``rows`` (labels x rows), y_* their positives among ``rows``."""
-        from ..prediction.topk import decision_function
-
         Xv = self.X[rows]
         Yv = sp.csc_matrix(self.Y[rows])
         Yv.sort_indices()
-        L, n = W.shape[0], rows.size
-        step = max(1, min(L, BLOCK_BYTES // max(1, 8 * n)))   # the scores and their transposed copy
-        for a in range(0, L, step):
-            z = min(L, a + step)
-            S = decision_function((W[a:z], b[a:z]), Xv, threads=self.params.threads, preprocess=False,
-                                  max_memory=max(BLOCK_BYTES, 4 * n * (z - a)))
+        step = self.block_labels(rows.size)
+        for a in range(0, self.L, step):
+            z = min(self.L, a + step)
             yp = (Yv.indptr[a:z + 1] - Yv.indptr[a]).astype(np.int64)
             yi = Yv.indices[Yv.indptr[a]:Yv.indptr[z]].astype(np.int64)
-            yield a, z, np.ascontiguousarray(S.T), yp, yi
+            yield a, z, self.scores(W[a:z], b[a:z], Xv), yp, yi

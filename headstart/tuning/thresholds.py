@@ -10,8 +10,9 @@ instances, never on the ones a model was trained on:
 
 * SCut (one fold): the threshold with the best F1 on the fold's instances;
 * fbr: if that F1 is not above ``fbr``, the label's cut is not trusted and its
-  threshold becomes the fold's largest score (it then predicts almost nothing) -- rare
-  labels otherwise get a threshold that fits one or two held-out positives;
+  threshold becomes one that predicts nothing in that fold (just above its largest
+  score, never below 0: :func:`headstart.tuning._kernels._no_decision`) -- rare labels
+  otherwise get a threshold that fits one or two held-out positives;
 * ``scutfbr(rows, fbr)``: the mean over ``folds`` inner folds of those thresholds;
 * ``fbr`` itself is chosen per label from ``fbr_values`` by an outer cross-validation
   (the mean F1 of ``scutfbr`` on the outer folds' held-out instances), ties to the
@@ -32,7 +33,6 @@ before its cross-validation.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -40,9 +40,8 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..params import TrainParams
-from .folds import BLOCK_BYTES, FoldRunner, check_cv, split
-
-log = logging.getLogger("headstart.tuning")
+from ._kernels import best_cuts, f1_at, micromacro_cuts
+from .folds import FoldRunner, check_cv, split
 
 #: LibMultiLabel's candidate fbr values (linear.py, ``_thresholding_one_label``, <= 0.3.3)
 FBR_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -91,8 +90,6 @@ def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3
         W, b = run.train(train)
         F = np.empty_like(t_fbr)
         for a, z, S, yp, yi in run.blocks(W, b, val):
-            from ._kernels import f1_at
-
             f1_at(S, yp, yi, np.ascontiguousarray(t_fbr[a:z]), F[a:z])
         f1_sum += F
     mean_f1 = f1_sum / folds
@@ -109,10 +106,8 @@ def _inner_thresholds(run: FoldRunner, rows: np.ndarray, fbr: np.ndarray, folds:
                       rng: np.random.Generator) -> np.ndarray:
     """scutfbr(rows): for each label (rows of ``fbr``, or one row broadcast) and fbr
     value, the mean over ``folds`` folds of ``rows`` of the fold's SCut threshold when its
-    F1 is above fbr, else of the fold's largest score."""
-    from ._kernels import best_cuts
-
-    L = run.Y.shape[1]
+    F1 is above fbr, else of the fold's no-decision threshold."""
+    L = run.L
     acc = np.zeros((L, fbr.shape[1]))
     for val_local in split(rng.permutation(rows.size), folds):
         val = rows[val_local]
@@ -136,9 +131,6 @@ def micromacro(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int 
     folds'.  ``folds`` trainings on (folds - 1) / folds of the data; with the same folds
     for every label (LibMultiLabel draws them per label).  Returns one threshold per
     label (decide score > threshold)."""
-    from ..prediction.topk import decision_function
-    from ._kernels import micromacro_cuts
-
     params = TrainParams() if params is None else params
     check_cv(params, folds, seed)
     run = FoldRunner(X, Y, params, progress, min_rows=folds, what=f"{folds} folds")
@@ -154,14 +146,12 @@ def micromacro(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int 
     Xf = [run.X[val] for val in parts]
     stats = np.zeros(4)
     thresholds = np.zeros(L)
-    step = max(1, min(L, BLOCK_BYTES // max(1, 8 * n)))
+    step = run.block_labels(n)
     for a in range(0, L, step):
         labels = order[a:a + step]
         S = np.empty((labels.size, n), dtype=np.float32)
         for f, ((W, b), Xv) in enumerate(zip(models, Xf)):
-            S[:, offsets[f]:offsets[f + 1]] = decision_function(
-                (W[labels], b[labels]), Xv, threads=run.params.threads, preprocess=False,
-                max_memory=max(BLOCK_BYTES, 4 * Xv.shape[0] * labels.size)).T
+            run.scores(W[labels], b[labels], Xv, out=S[:, offsets[f]:offsets[f + 1]])
         Yb = Yv[:, labels]
         t = np.empty(labels.size)
         micromacro_cuts(S, offsets, Yb.indptr.astype(np.int64), Yb.indices.astype(np.int64), stats, t)
