@@ -141,7 +141,7 @@ def report(args) -> dict:
     m = re.search(r"recall on .*?: ([\d.]+)% of the test positives", logs["shortlist"])
     if m:
         r["steps"]["shortlist"]["test_recall"] = float(m.group(1))
-    m = re.search(r"trained (\d+) labels .*?\((\d+) shortlisted pairs\) in ([\d.]+) s: (\d+) Newton iterations, "
+    m = re.search(r"trained (\d+) labels .*?\((\d+) shortlisted pairs\) in ([\d.]+) s(?: \(\+ [^)]*\))?: (\d+) Newton iterations, "
                   r"(\d+) nonzero weights", logs["train"])
     if m:
         r["steps"]["train"].update(labels=int(m.group(1)), pairs=int(m.group(2)), train_seconds=float(m.group(3)),

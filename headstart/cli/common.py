@@ -283,6 +283,12 @@ class ProgressBar:
             self._task = self._progress.add_task(self.description, total=self.total, rate="")
         return self
 
+    def set_total(self, total: int) -> None:
+        """A total known only once the work has started (a tree's number of problems)."""
+        self.total = int(total)
+        if self._progress is not None:
+            self._progress.update(self._task, total=self.total)
+
     def advance(self, n: int) -> None:
         if self._progress is not None:
             self._progress.advance(self._task, n)

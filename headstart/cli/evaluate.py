@@ -117,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
         labels = labels[:, :k]
     else:
         scorer = predict.ModelScorer(args.model, args)
+        if thresholded:
+            scorer.refuse_tree("--threshold/--thresholds")
         label_space = scorer.label_space
         # a thresholds file is read (and refused) before the long pass over the data
         decision = predict.decision_threshold(args, label_space) if thresholded else None
@@ -129,11 +131,9 @@ def run(args: argparse.Namespace) -> int:
             raise DataFormatError("the test data has no instances; there is nothing to evaluate", args.data)
         labels = np.vstack(parts_l)
         Y = sp.vstack(parts_y, format="csr")
-        from ..model.extras import read_extras
-
-        _, model_counts = read_extras(args.model, scorer.manifest)
-        if model_counts is not None and scorer.manifest["n_train"] > 0:
-            counts, n_train = model_counts, int(scorer.manifest["n_train"])
+        model_counts, model_n = scorer.label_counts()
+        if model_counts is not None and model_n > 0:
+            counts, n_train = model_counts, model_n
     if args.train:
         _, Ytr = common.read_dataset(args.train, args, n_labels=label_space)
         if Ytr.shape[1] != label_space:

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .._threads import usable_cores
-from ..errors import DataFormatError, ModelFormatError
+from ..errors import DataFormatError, ModelFormatError, ParameterError
 from . import common
 
 NAME = "predict"
@@ -46,6 +46,9 @@ def add_prediction_options(p: argparse.ArgumentParser) -> None:
                         "(default: no bound beyond --chunk-rows and --model-memory)")
     g.add_argument("--allow-gaps", action="store_true",
                    help="predict with an incomplete model (labels without a shard are never predicted)")
+    g.add_argument("--beam-width", type=common._number(int), default=10, metavar="B",
+                   help="label-tree models ('headstart tree'): nodes kept per level of the beam search "
+                        "(default: 10, LibMultiLabel's)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,6 +122,10 @@ class ModelScorer:
 
         self.model_dir = model_dir
         self.manifest = m = read_manifest(model_dir)
+        self.tree = None
+        if "tree" in m:
+            self._init_tree(model_dir, args)
+            return
         self.n_features = int(m["n_features"])
         # libsvm data (no header) is read at the model's width, except for a hashed model:
         # its raw features may be any ids, hashing maps them to the model's features
@@ -156,8 +163,38 @@ class ModelScorer:
             log.info("%s: %s of weights > --model-memory: streaming %d shard(s) per block", model_dir,
                      common.human_bytes(weight_bytes), len(m["shards"]))
 
+    def _init_tree(self, model_dir: str, args: argparse.Namespace) -> None:
+        """A label-tree model (headstart.tree): loaded whole, top-k by beam search."""
+        from ..tree import load_tree
+
+        if getattr(args, "beam_width", 10) < 1:
+            args._parser.error(f"argument --beam-width: must be >= 1, got {args.beam_width}")
+        self.tree = load_tree(model_dir)
+        self.model = None
+        self.beam_width = getattr(args, "beam_width", 10)
+        self.threads = args.threads
+        self.max_memory = None
+        self.n_features = self.tree.model.n_features
+        self.data_features = None if self.tree.model.preprocessing.hashing else self.n_features
+        self.label_space = self.num_trained = self.tree.num_labels
+        self.missing = []
+        log.info("%s: label tree of %d nodes, %d outputs, %d weights", model_dir, self.tree.tree.num_nodes,
+                 self.tree.num_outputs, self.tree.model.nnz)
+
+    def label_counts(self) -> tuple[np.ndarray | None, int]:
+        """(training positives per label, training instances) stored with the model."""
+        if self.tree is not None:
+            return self.tree.label_counts(), int(self.manifest["n_train"])
+        from ..model.extras import read_extras
+
+        _, counts = read_extras(self.model_dir, self.manifest)
+        return counts, int(self.manifest["n_train"])
+
     def topk(self, X, k: int) -> tuple[np.ndarray, np.ndarray]:
         from ..prediction.topk import predict_topk, predict_topk_streaming
+
+        if self.tree is not None:
+            return self.tree.predict_topk(X, k, beam_width=self.beam_width, threads=self.threads)
 
         kw = {} if self.max_memory is None else {"max_memory": self.max_memory}
         if self.model is not None:
@@ -184,6 +221,8 @@ class ModelScorer:
         values), shard by shard when the model is streamed."""
         from ..prediction.topk import predict_above, predict_above_streaming
 
+        self.refuse_tree("decision thresholds (--threshold/--thresholds)")
+
         kw = dict(threads=self.threads, return_scores=return_scores)
         if self.max_memory is not None:
             kw["max_memory"] = self.max_memory
@@ -191,6 +230,11 @@ class ModelScorer:
             return predict_above(self.model, X, threshold, n_columns=self.label_space, **kw)
         return predict_above_streaming(self.model_dir, X, threshold, allow_gaps=self.allow_gaps,
                                        manifest=self.manifest, preprocessing=self.preprocessing(), **kw)
+
+    def refuse_tree(self, what: str) -> None:
+        if self.tree is not None:
+            raise ParameterError(f"{self.model_dir}: a label-tree model scores only the labels its beam search "
+                                 f"reaches: {what} is for one-vs-all models; predict the top k")
 
     def preprocessing(self):
         """The model's preprocessing (read once, for scoring shard by shard)."""
@@ -264,6 +308,7 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
     block), with the blocks scored on Dask workers (in order)."""
     from ..distributed.dask_backend import iter_predict_dask
 
+    scorer.refuse_tree("prediction on Dask (--scheduler/--dask-workers)")
     if args.dask_workers is not None and args.dask_workers < 1:
         args._parser.error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
     rows: list[int] = []
@@ -315,6 +360,7 @@ def run_threshold(args: argparse.Namespace) -> int:
     from ..io import DecisionWriter
 
     scorer = ModelScorer(args.model, args)
+    scorer.refuse_tree("--threshold/--thresholds")
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     threshold, rule = decision_threshold(args, scorer.label_space)

@@ -41,9 +41,10 @@ _MANIFEST_KEYS = {"format", "version", "n_features", "label_space", "n_train", "
                   "preprocessing", "shards", "extra_files"}
 _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
 #: optional manifest fields of model variants, each a JSON object validated by its owner
-#: (``dense``: dense + sparse features, ``shortlist``: shortlisted training; see
-#: headstart.shortlist); absent for plain one-vs-all models
-OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist")
+#: (``dense``: dense + sparse features, ``shortlist``: shortlisted training, see
+#: headstart.shortlist; ``tree``: a label tree whose outputs are the rows, see
+#: headstart.tree); absent for plain one-vs-all models
+OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree")
 #: optional: sha256 of the preprocessed training data (:meth:`headstart.estimator.PreparedData.digest`),
 #: so that resuming or merging refuses a model trained on other data of the same shapes;
 #: absent in models written before it existed (then not checked)

@@ -324,6 +324,9 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
         preprocessing = m.preprocessing
         exclude = list(getattr(m, "missing_ranges", None) or [])
         all_features = "dense" in (getattr(m, "extensions", None) or {})
+        if "tree" in (getattr(m, "extensions", None) or {}):
+            raise ModelFormatError("this is a label-tree model (its rows are tree nodes' outputs, not labels): "
+                                   "predict with headstart.tree.load_tree(path).predict_topk or 'headstart predict'")
     elif isinstance(model_or_weights, tuple) and len(model_or_weights) in (2, 3):
         W, b = model_or_weights[0], model_or_weights[1]
         first = int(model_or_weights[2]) if len(model_or_weights) == 3 else 0
@@ -585,7 +588,10 @@ def merge_topk(labels_a: np.ndarray, scores_a: np.ndarray, labels_b: np.ndarray,
 
 def _check_complete(model_dir: Path, m: dict, allow_gaps: bool) -> None:
     """Refuse a model with gaps unless ``allow_gaps`` (its missing labels are then never
-    predicted)."""
+    predicted), and a label-tree model (its rows are not labels)."""
+    if "tree" in m:
+        raise ModelFormatError(f"{model_dir}: a label-tree model: predict with headstart.tree.load_tree(path)"
+                               ".predict_topk or 'headstart predict'")
     missing = missing_ranges_of(m)
     if missing and not allow_gaps:
         raise ModelFormatError(f"{model_dir}: model is incomplete, missing {len(missing)} label range(s) "

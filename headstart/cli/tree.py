@@ -1,0 +1,74 @@
+"""``headstart tree TRAIN -o MODEL_DIR [--branching K] [--max-depth D] [training options]``:
+a label tree (LibMultiLabel's ``train_tree``), predicted by ``headstart predict`` with
+beam search (headstart.tree)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+
+from ..errors import DataFormatError
+from . import common
+
+NAME = "tree"
+HELP = "train a label tree: labels clustered by k-means, one one-vs-all problem per node (LibMultiLabel's tree)"
+DESCRIPTION = """\
+Cluster the labels of TRAIN recursively into a tree by k-means on their representations
+(the normalised sum of each label's positive instances), at most --branching children per
+node and --max-depth levels, and train one one-vs-all problem per node with the training
+options given here: an internal node learns which of its children holds a relevant label,
+a leaf learns its labels.  Only the root sees every instance; any other node is trained on
+the instances with one of its labels, so a tree costs a fraction of full one-vs-all on
+large label sets (LibMultiLabel's 'tree' model, after Bonsai).  'headstart predict
+MODEL_DIR DATA' then finds the top-k labels by beam search (--beam-width nodes per level);
+'headstart evaluate' scores the predictions file.  MODEL_DIR is written atomically."""
+
+log = logging.getLogger("headstart.cli.tree")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.usage = "%(prog)s TRAIN -o MODEL_DIR [options]"
+    p.add_argument("train", metavar="TRAIN", nargs="?", help="training data file")
+    p.add_argument("-o", "--output", metavar="MODEL_DIR", help="model directory to write (required)")
+    g = p.add_argument_group("tree")
+    g.add_argument("--branching", type=common._number(int), default=100, metavar="K",
+                   help="most children per node, >= 2 (default: 100, LibMultiLabel's K)")
+    g.add_argument("--max-depth", type=common._number(int), default=10, metavar="D",
+                   help="most levels below the root, >= 1 (default: 10, LibMultiLabel's dmax)")
+    g.add_argument("--seed", type=common._number(int), default=0,
+                   help="seed of the k-means seeding, >= 0 (default: 0)")
+    common.add_train_params(p)
+    common.add_data_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..tree import fit_tree
+
+    params = common.params_unless_printed(args)
+    if params is None:
+        return 0
+    err = args._parser.error
+    common.require(args, ("TRAIN", args.train), ("-o/--output MODEL_DIR", args.output))
+    for option, value, least in (("--branching", args.branching, 2), ("--max-depth", args.max_depth, 1),
+                                 ("--seed", args.seed, 0)):
+        if value < least:
+            err(f"argument {option}: must be >= {least}, got {value}")
+    if params.timeout > 0:
+        err("argument --timeout: a tree needs every node trained (no time budget)")
+    common.check_output_dir(args.output)
+    X, Y = common.read_dataset(args.train, args)
+    if X.shape[0] == 0:
+        raise DataFormatError("the file has no instances: nothing to train on", args.train)
+    t0 = time.perf_counter()
+    with common.RowLocator(args.train, args).block(X.shape[0]), \
+            common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
+        model = fit_tree(X, Y, params, branching=args.branching, max_depth=args.max_depth, seed=args.seed,
+                         progress=bar.advance, on_built=bar.set_total)
+    model.save(args.output)
+    t = model.tree
+    common.say(args, f"trained a tree of {t.num_nodes} nodes ({int(t.leaf.sum())} leaves, depth "
+                     f"{int(t.depth.max()) if t.num_nodes else 0}), {model.num_outputs} binary problems for "
+                     f"{model.num_labels} labels in {time.perf_counter() - t0:.2f} s (tree built in "
+                     f"{model.build_seconds:.2f} s), {model.model.nnz} weights -> {args.output}")
+    return 0

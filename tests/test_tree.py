@@ -1,0 +1,330 @@
+"""Label trees (headstart.tree): clustering, per-node problems, beam search against a
+brute-force reference, the model directory, and the command line."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart import TrainParams
+from headstart.errors import ModelFormatError, ParameterError
+from headstart.tree import Tree, build_tree, fit_tree, kmeans, label_representations, load_tree
+from headstart.tree.search import LINK_LOGISTIC, LINK_SQUARED_HINGE, beam_search, node_index
+from headstart.tree.train import node_labels, node_problem
+
+ROOT = Path(__file__).resolve().parent.parent
+BIBTEX = ROOT / "data" / "bibtex"
+FAST = dict(epsilon=0.01, threads=1)
+
+
+def _clustered(rng, groups=4, per=6, d=40):
+    """Label representations in ``groups`` well separated groups (disjoint feature blocks)."""
+    rows = []
+    for g in range(groups):
+        for _ in range(per):
+            v = np.zeros(d)
+            block = slice(g * (d // groups), (g + 1) * (d // groups))
+            v[block] = rng.random(d // groups) + 1.0
+            rows.append(v / np.linalg.norm(v))
+    return sp.csr_matrix(np.array(rows))
+
+
+def _check_tree(t: Tree, L: int, K: int, D: int) -> None:
+    assert t.node_ptr[0] == 0 and t.node_ptr[-1] == t.num_outputs
+    assert sorted(np.concatenate([t.outputs(v) for v in range(t.num_nodes) if t.leaf[v]]).tolist()) == list(range(L))
+    kids = np.concatenate([t.outputs(v) for v in range(t.num_nodes) if not t.leaf[v]] or [np.zeros(0, int)])
+    assert sorted(kids.tolist()) == list(range(1, t.num_nodes))
+    for v in range(t.num_nodes):
+        if not t.leaf[v]:
+            assert 2 <= t.outputs(v).size <= K
+            assert np.all(t.outputs(v) > v)
+            assert np.all(t.depth[t.outputs(v)] == t.depth[v] + 1)
+    assert t.depth.max() <= D
+
+
+def test_label_representations_are_normalised_sums():
+    rng = np.random.default_rng(0)
+    X = sp.random(30, 12, density=0.3, random_state=1, format="csr")
+    Yd = (rng.random((30, 5)) < 0.3).astype(np.float32)
+    Yd[:, 4] = 0                                  # a label without positives
+    Y = sp.csr_matrix(Yd)
+    R = label_representations(X, Y).toarray()
+    ref = Y.toarray().T @ X.toarray()
+    norms = np.linalg.norm(ref, axis=1, keepdims=True)
+    ref = np.divide(ref, norms, out=np.zeros_like(ref), where=norms > 0)
+    np.testing.assert_allclose(R, ref, atol=1e-12)
+    assert not R[4].any()
+
+
+def test_kmeans_finds_separated_groups_and_is_a_lloyd_fixed_point():
+    rng = np.random.default_rng(3)
+    R = _clustered(rng)
+    a = kmeans(R, 4, np.random.default_rng(0))
+    groups = [set(a[g * 6:(g + 1) * 6].tolist()) for g in range(4)]
+    assert all(len(g) == 1 for g in groups) and len(set().union(*groups)) == 4
+    # fixed point: every row is nearest to the mean of its own cluster
+    Rd = R.toarray()
+    C = np.array([Rd[a == c].mean(axis=0) for c in range(4)])
+    d = ((Rd[:, None, :] - C[None]) ** 2).sum(-1)
+    assert np.array_equal(np.argmin(d, axis=1), a)
+
+
+@pytest.mark.parametrize("K,D", [(2, 10), (3, 2), (4, 1), (100, 10)])
+def test_tree_structure(K, D):
+    R = _clustered(np.random.default_rng(5), groups=5, per=7)
+    t = build_tree(R, branching=K, max_depth=D, seed=1)
+    _check_tree(t, 35, K, D)
+    if K >= 35:
+        assert t.num_nodes == 1 and t.leaf[0]
+    # same seed, same tree
+    t2 = build_tree(R, branching=K, max_depth=D, seed=1)
+    assert np.array_equal(t.target, t2.target) and np.array_equal(t.node_ptr, t2.node_ptr)
+
+
+def test_identical_representations_make_a_leaf():
+    R = sp.csr_matrix(np.ones((10, 3)) / math.sqrt(3))
+    t = build_tree(R, branching=2, max_depth=5)
+    assert t.num_nodes == 1 and sorted(t.outputs(0).tolist()) == list(range(10))
+
+
+def test_bad_tree_parameters():
+    R = _clustered(np.random.default_rng(0))
+    for kw in (dict(branching=1), dict(max_depth=0), dict(branching=2.5)):
+        with pytest.raises(ParameterError):
+            build_tree(R, **kw)
+
+
+def test_node_problems_match_a_direct_computation():
+    rng = np.random.default_rng(2)
+    n, L = 60, 12
+    Y = sp.csr_matrix((rng.random((n, L)) < 0.15).astype(np.float32))
+    X = sp.random(n, 20, density=0.3, random_state=3, format="csr")
+    t = build_tree(label_representations(X, Y), branching=3, max_depth=3, seed=0)
+    under = node_labels(t)
+    Yd = Y.toarray() > 0
+    for v in range(t.num_nodes):
+        rows, T = node_problem(Y, sp.csc_matrix(Y), t, v, under)
+        mine = np.arange(n) if v == 0 else np.flatnonzero(Yd[:, under[v]].any(axis=1))
+        assert np.array_equal(rows, mine)
+        if t.leaf[v]:
+            ref = Yd[np.ix_(rows, t.outputs(v))]
+        else:
+            ref = np.stack([Yd[np.ix_(rows, under[c])].any(axis=1) for c in t.outputs(v)], axis=1)
+        assert np.array_equal(T.toarray() > 0, ref)
+
+
+def _reference_beam(W, b, t: Tree, x, beam, link, L, k):
+    """Literal beam search in Python (the method of LibMultiLabel's TreeModel)."""
+    s = (W @ x) + b
+    lp = (-np.log1p(np.exp(-s)) if link == LINK_LOGISTIC else -np.maximum(0.0, 1.0 - s) ** 2)
+    cur = [(0, 0.0)]
+    while any(not t.leaf[v] for v, _ in cur):
+        nxt = []
+        for v, sc in cur:
+            if t.leaf[v]:
+                nxt.append((v, sc))
+            else:
+                nxt.extend((int(c), sc + lp[o]) for o, c in zip(range(t.node_ptr[v], t.node_ptr[v + 1]), t.outputs(v)))
+        cur = sorted(nxt, key=lambda p: -p[1])[:beam]
+    scores = np.zeros(L)
+    reached = np.zeros(L, dtype=bool)
+    for v, sc in cur:
+        for o in range(t.node_ptr[v], t.node_ptr[v + 1]):
+            scores[t.target[o]] = math.exp(sc + lp[o])
+            reached[t.target[o]] = True
+    order = sorted(range(L), key=lambda j: (-scores[j], j))
+    return np.array(order[:k]), scores[order[:k]], reached
+
+
+@pytest.mark.parametrize("link", [LINK_SQUARED_HINGE, LINK_LOGISTIC])
+@pytest.mark.parametrize("beam", [1, 2, 50])
+def test_beam_search_equals_reference(link, beam):
+    rng = np.random.default_rng(7 + beam)
+    n, d, L = 40, 15, 23
+    R = sp.csr_matrix(rng.random((L, d)))
+    t = build_tree(label_representations(sp.identity(d, format="csr"), sp.csr_matrix(R.T)), 3, 4, seed=2)
+    W = sp.random(t.num_outputs, d, density=0.5, random_state=4, format="csr", dtype=np.float32)
+    W.data = (W.data * 4 - 2).astype(np.float32)
+    b = rng.normal(size=t.num_outputs).astype(np.float32)
+    X = sp.random(n, d, density=0.4, random_state=5, format="csr", dtype=np.float32)
+    k = 6
+    labels, scores = beam_search(node_index(W, t.node_ptr), b, t, L, X, k=k, beam=beam, link=link, threads=2)
+    Wd, Xd = W.toarray().astype(np.float64), X.toarray().astype(np.float64)
+    for i in range(n):
+        ref_l, ref_s, _ = _reference_beam(Wd, b.astype(np.float64), t, Xd[i], beam, link, L, k)
+        np.testing.assert_allclose(scores[i], ref_s, rtol=1e-5, atol=1e-7)
+        # the same labels where the scores are not tied (ties: lower label id first)
+        assert np.array_equal(labels[i], ref_l), (i, labels[i], ref_l, scores[i], ref_s)
+
+
+def test_wide_beam_is_exhaustive():
+    """With a beam as wide as the tree, every label's score is exp(sum of its path's
+    log-scores): the top-k of the exhaustive scores."""
+    rng = np.random.default_rng(11)
+    d, L = 10, 17
+    t = build_tree(sp.csr_matrix(rng.random((L, d))), 2, 6, seed=0)
+    W = sp.csr_matrix(rng.normal(size=(t.num_outputs, d)).astype(np.float32))
+    b = np.zeros(t.num_outputs, dtype=np.float32)
+    X = sp.csr_matrix(rng.normal(size=(8, d)).astype(np.float32))
+    labels, scores = beam_search(node_index(W, t.node_ptr), b, t, L, X, k=L, beam=t.num_nodes)
+    S = X.toarray().astype(np.float64) @ W.toarray().T.astype(np.float64)
+    lp = -np.maximum(0, 1 - S) ** 2
+    total = np.zeros((8, L))
+    parent_out = {}
+    for v in range(t.num_nodes):
+        for o in range(t.node_ptr[v], t.node_ptr[v + 1]):
+            if not t.leaf[v]:
+                parent_out[int(t.target[o])] = o
+    for v in range(t.num_nodes):
+        if t.leaf[v]:
+            path, u = [], v
+            while u != 0:
+                path.append(parent_out[u])
+                u = next(p for p in range(t.num_nodes) if not t.leaf[p] and u in t.outputs(p).tolist())
+            for o in range(t.node_ptr[v], t.node_ptr[v + 1]):
+                total[:, t.target[o]] = np.exp(lp[:, path].sum(axis=1) + lp[:, o])
+    for i in range(8):
+        np.testing.assert_allclose(np.sort(scores[i])[::-1], np.sort(total[i])[::-1], rtol=1e-5, atol=1e-30)
+        np.testing.assert_allclose(total[i, labels[i]], scores[i], rtol=1e-5, atol=1e-30)
+
+
+def test_unreached_labels_fill_the_row_at_score_zero():
+    rng = np.random.default_rng(1)
+    d, L = 6, 12
+    t = build_tree(sp.csr_matrix(rng.random((L, d))), 2, 6, seed=0)
+    W = sp.csr_matrix(rng.normal(size=(t.num_outputs, d)).astype(np.float32))
+    b = np.zeros(t.num_outputs, dtype=np.float32)
+    X = sp.csr_matrix(rng.normal(size=(3, d)).astype(np.float32))
+    labels, scores = beam_search(node_index(W, t.node_ptr), b, t, L, X, k=L, beam=1)
+    for i in range(3):
+        assert sorted(labels[i].tolist()) == list(range(L))       # every label once
+        zero = scores[i] == 0
+        assert np.all(np.diff(labels[i][zero]) > 0)                # the unreached ones by id
+        assert np.all(scores[i][~zero] > 0)
+    with pytest.raises(ParameterError):
+        beam_search(node_index(W, t.node_ptr), b, t, L, X, k=L + 1)
+    with pytest.raises(ParameterError):
+        beam_search(node_index(W, t.node_ptr), b, t, L, X, k=2, beam=0)
+
+
+@pytest.fixture(scope="module")
+def bibtex():
+    from headstart.io import read_data
+
+    X, Y = read_data(str(BIBTEX / "train.txt.gz"))[:2]
+    Xt, Yt = read_data(str(BIBTEX / "test.txt.gz"))[:2]
+    return X, Y, Xt, Yt
+
+
+def test_single_leaf_tree_is_one_vs_all(bibtex):
+    """A tree whose root holds every label (branching >= labels) is full one-vs-all: the
+    same weights as headstart train, bit for bit."""
+    from headstart.estimator import fit_model
+
+    X, Y, _, _ = bibtex
+    p = TrainParams(normalize=True, **FAST)
+    m = fit_tree(X[:800], Y[:800], p, branching=Y.shape[1])
+    ova, _ = fit_model(X[:800], Y[:800], p)
+    assert m.tree.num_nodes == 1 and np.array_equal(m.tree.target, np.arange(Y.shape[1]))
+    assert (m.model.weights != ova.weights).nnz == 0
+    assert np.array_equal(m.model.intercept, ova.intercept)
+
+
+def test_tree_on_bibtex_matches_one_vs_all_accuracy_and_round_trips(bibtex, tmp_path):
+    from headstart.estimator import fit_model
+    from headstart.metrics import precision_at_k
+    from headstart.prediction.topk import predict_topk
+
+    X, Y, Xt, Yt = bibtex
+    p = TrainParams(normalize=True, threads=2)
+    m = fit_tree(X, Y, p, branching=16, max_depth=10)
+    _check_tree(m.tree, Y.shape[1], 16, 10)
+    assert m.tree.depth.max() >= 2
+    labels, scores = m.predict_topk(Xt, 5)
+    assert np.all(np.diff(scores, axis=1) <= 0)
+    ova, _ = fit_model(X, Y, p)
+    lo, _ = predict_topk(ova, Xt, 5)
+    for k in (1, 3, 5):   # measured: 62.66 / 38.56 / 28.14 against 64.02 / 38.74 / 28.06
+        assert precision_at_k(Yt, labels, k) >= precision_at_k(Yt, lo, k) - 0.02
+    m.save(tmp_path / "m")
+    back = load_tree(tmp_path / "m")
+    l2, s2 = back.predict_topk(Xt, 5, threads=1)
+    assert np.array_equal(labels, l2) and np.array_equal(scores, s2)
+    np.testing.assert_array_equal(back.label_counts(), np.asarray(Y.sum(axis=0)).ravel())
+    # one-vs-all prediction refuses the directory: its rows are not labels
+    import headstart
+
+    with pytest.raises(ModelFormatError, match="label-tree"):
+        headstart.load(tmp_path / "m").predict_topk(Xt[:3], 5)
+
+
+def test_dense_features_and_empty_labels():
+    rng = np.random.default_rng(4)
+    n, d, L = 120, 8, 30
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    Y = np.zeros((n, L), dtype=np.float32)
+    Y[np.arange(n), rng.integers(0, 20, n)] = 1          # labels 20..29 have no positives
+    m = fit_tree(X, sp.csr_matrix(Y), TrainParams(**FAST), branching=4, max_depth=3)
+    _check_tree(m.tree, L, 4, 3)
+    labels, scores = m.predict_topk(X, 3)
+    assert labels.shape == (n, 3) and np.all(np.isfinite(scores))
+    assert np.array_equal(m.label_counts(), Y.sum(axis=0).astype(np.int64))
+
+
+def _forge(model_dir: Path, edit) -> None:
+    mf = model_dir / "manifest.json"
+    m = json.loads(mf.read_text())
+    edit(m["tree"])
+    mf.write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda t: t["target"].__setitem__(-1, t["target"][0]), "exactly once|child"),
+    (lambda t: t["node_ptr"].__setitem__(-1, 10**6), "outputs"),
+    (lambda t: t.pop("seed"), "exactly the fields"),
+    (lambda t: t["leaf"].__setitem__(0, 1), "exactly once|child"),
+])
+def test_forged_tree_is_refused(tmp_path, edit, match):
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.random((40, 6)).astype(np.float32))
+    Y = sp.csr_matrix((rng.random((40, 9)) < 0.3).astype(np.float32))
+    m = fit_tree(X, Y, TrainParams(**FAST), branching=3, max_depth=2)
+    m.save(tmp_path / "m")
+    _forge(tmp_path / "m", edit)
+    with pytest.raises(ModelFormatError, match=match):
+        load_tree(tmp_path / "m")
+
+
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "headstart", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def test_cli_tree_predict_evaluate(tmp_path):
+    train, test = BIBTEX / "train.txt.gz", BIBTEX / "test.txt.gz"
+    r = _cli("tree", train, "-o", tmp_path / "m", "--normalize", "--branching", "16", "--threads", "2")
+    assert r.returncode == 0, r.stderr
+    assert "binary problems for 159 labels" in r.stdout
+    r = _cli("predict", tmp_path / "m", test, "-o", tmp_path / "p.txt", "--beam-width", "5")
+    assert r.returncode == 0, r.stderr
+    r = _cli("evaluate", "--predictions", tmp_path / "p.txt", test, "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert m["P@1"] > 0.6
+    r2 = _cli("evaluate", tmp_path / "m", test, "--beam-width", "5", "--json")
+    assert r2.returncode == 0, r2.stderr
+    assert json.loads(r2.stdout)["P@1"] == m["P@1"]
+    # what a tree cannot do is refused with exit 2 and a reason
+    r = _cli("predict", tmp_path / "m", test, "-o", tmp_path / "q.txt", "--threshold", "0")
+    assert r.returncode == 2 and "label-tree" in r.stderr and not (tmp_path / "q.txt").exists()
+    r = _cli("predict", tmp_path / "m", test, "-o", tmp_path / "q.txt", "--beam-width", "0")
+    assert r.returncode == 2 and "--beam-width" in r.stderr
+    r = _cli("tree", train, "-o", tmp_path / "m2", "--branching", "1")
+    assert r.returncode == 2 and "--branching" in r.stderr and not (tmp_path / "m2").exists()
