@@ -88,6 +88,17 @@ def model_info(path: str) -> dict:
         "preprocessing": m["preprocessing"],
         "params": m["params"],
     }
+    if "tree" in m:
+        # a label tree (headstart.tree): its rows are the nodes' outputs, not labels
+        from ..tree import load_tree
+
+        t = load_tree(path)
+        tr = t.tree
+        out["label_tree"] = {"labels": t.num_labels, "outputs (rows of the weights)": tr.num_outputs,
+                             "nodes": tr.num_nodes, "leaves": int(tr.leaf.sum()), "depth": int(tr.depth.max()),
+                             "branching": m["tree"]["branching"], "max_depth": m["tree"]["max_depth"],
+                             "seed": m["tree"]["seed"]}
+        counts = t.label_counts()
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
     return out
