@@ -1,12 +1,16 @@
 """Training a label tree: one one-vs-all problem per node, on the node's instances.
 
-Each node is an ordinary headstart one-vs-all training (same loss, regulariser,
+Each node's problems are headstart's usual binary problems (same loss, regulariser,
 initialisation, stopping rule and pruning as ``headstart train``): an internal node
-has one binary problem per child ("is one of this child's labels relevant?"), a leaf
-one per label.  As in LibMultiLabel's ``train_tree``, the root is trained on every
-instance and any other node only on the instances with at least one of its labels --
-so a label deep in the tree costs O(its node's instances), not O(n), which is where the
-speed-up over full one-vs-all comes from.
+has one per child ("is one of this child's labels relevant?"), a leaf one per label.
+As in LibMultiLabel's ``train_tree``, the root is trained on every instance and any
+other node only on the instances with at least one of its labels -- so a label deep in
+the tree costs O(its node's instances), not O(n), which is where the speed-up over
+full one-vs-all comes from.  The root runs as one ordinary one-vs-all training, all
+other nodes together as one shortlisted training (see :func:`fit_tree`).
+
+Memory: besides the data and the model, the per-output instance lists of the
+shortlisted training, sum over nodes of (outputs x instances) entries (docs/tree.md).
 
 Preprocessing (tf-idf, normalisation, transforms, hashing) is fitted once on all of the
 training data; the nodes' trainings then run without it, and the model applies it
@@ -114,7 +118,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     Xp = sp.csr_matrix(data.X, dtype=np.float32)   # dense features too: the nodes slice rows
     Yc = sp.csc_matrix(data.Y)
     Yr = Yc.tocsr()
-    tree = build_tree(label_representations(Xp, Yc), branching, max_depth, seed)
+    tree = build_tree(label_representations(Xp, Yc), branching, max_depth, seed, threads=params.effective_threads())
     build_seconds = time.perf_counter() - t0
     under = node_labels(tree)
     if on_built:
