@@ -49,6 +49,12 @@ def add_prediction_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--beam-width", type=common._number(int), default=10, metavar="B",
                    help="label-tree models ('headstart tree'): nodes kept per level of the beam search "
                         "(default: 10, LibMultiLabel's)")
+    g.add_argument("--beam-score", choices=("sigmoid", "squared-hinge"), default="sigmoid",
+                   help="label-tree models: a node output s adds log sigmoid(A s) to its path (LibMultiLabel "
+                        ">= 0.10) or -max(0, 1 - s)^2 (LibMultiLabel <= 0.9) (default: sigmoid)")
+    g.add_argument("--sigmoid-a", type=common._number(float), default=3.0, metavar="A",
+                   help="label-tree models: A of --beam-score sigmoid, > 0 (default: 3, LibMultiLabel's prob_A; "
+                        "1: a logistic-loss model's own probabilities)")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -169,9 +175,12 @@ class ModelScorer:
 
         if getattr(args, "beam_width", 10) < 1:
             args._parser.error(f"argument --beam-width: must be >= 1, got {args.beam_width}")
+        if not 0 < getattr(args, "sigmoid_a", 3.0) < float("inf"):
+            args._parser.error(f"argument --sigmoid-a: must be a number > 0, got {args.sigmoid_a}")
         self.tree = load_tree(model_dir)
         self.model = None
-        self.beam_width = getattr(args, "beam_width", 10)
+        self.beam = dict(beam_width=getattr(args, "beam_width", 10), score=getattr(args, "beam_score", "sigmoid"),
+                         sigmoid_a=getattr(args, "sigmoid_a", 3.0))
         self.threads = args.threads
         self.max_memory = None
         self.n_features = self.tree.model.n_features
@@ -194,7 +203,7 @@ class ModelScorer:
         from ..prediction.topk import predict_topk, predict_topk_streaming
 
         if self.tree is not None:
-            return self.tree.predict_topk(X, k, beam_width=self.beam_width, threads=self.threads)
+            return self.tree.predict_topk(X, k, threads=self.threads, **self.beam)
 
         kw = {} if self.max_memory is None else {"max_memory": self.max_memory}
         if self.model is not None:

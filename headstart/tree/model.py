@@ -55,13 +55,16 @@ class TreeModel:
         out[t.target[is_label]] = np.asarray(counts)[is_label]
         return out
 
-    def predict_topk(self, X: Any, k: int = 5, *, beam_width: int = 10, threads: int = 0,
-                     chunk_rows: int = 65536) -> tuple[np.ndarray, np.ndarray]:
-        """(labels, scores), both (rows, k), best first, by beam search
-        (:mod:`.search`); X raw (the model's preprocessing is applied here)."""
+    def predict_topk(self, X: Any, k: int = 5, *, beam_width: int = 10, score: str = "sigmoid",
+                     sigmoid_a: float = 3.0, threads: int = 0, chunk_rows: int = 65536
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """(labels, scores), both (rows, k), best first, by beam search (:mod:`.search`:
+        ``score`` "sigmoid" -- log sigmoid(sigmoid_a * s), LibMultiLabel's default -- or
+        "squared-hinge"); X raw (the model's preprocessing is applied here)."""
         from ..prediction.topk import _check_X, _chunk_csr
-        from .search import beam_search, link_of, node_index
+        from .search import beam_search, check_score, node_index
 
+        check_score(score, sigmoid_a)
         m = self.model
         if self._index is None:    # built once per model: a sort of the weights
             self._index = node_index(m.weights, self.tree.node_ptr)
@@ -71,7 +74,7 @@ class TreeModel:
         for r0 in range(0, X.shape[0], chunk_rows):
             Xc = _chunk_csr(X, r0, min(r0 + chunk_rows, X.shape[0]), pre)
             parts.append(beam_search(self._index, m.intercept, self.tree, self.num_labels, Xc, k, beam_width,
-                                     link_of(m.params.loss), threads))
+                                     score, sigmoid_a, threads))
         if not parts:
             return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float32)
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])

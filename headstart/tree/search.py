@@ -6,9 +6,10 @@ is replaced by its children, each scored ``path + log p(output)``, leaves stay w
 their score, and the best ``beam`` candidates form the next beam; when the beam holds
 leaves only, each label of a beam leaf gets ``exp(path + log p(output))``.
 
-``log p`` turns a decision value s into a log-probability-like score:
-``-max(0, 1 - s)^2`` for the margin losses (the squared hinge's own link, LibMultiLabel's
-choice), ``-log(1 + exp(-s))`` for the logistic loss.  A label that no beam reaches has
+``log p`` turns a decision value s into a log-probability-like score (``score``):
+``"sigmoid"``, ``log sigmoid(a s) = -log(1 + exp(-a s))`` (LibMultiLabel's since 0.10,
+a = 3 its default; a = 1 is a logistic-loss model's own probability), or
+``"squared-hinge"``, ``-max(0, 1 - s)^2`` (LibMultiLabel's up to 0.9).  A label that no beam reaches has
 score 0 (as in LibMultiLabel); when fewer than k labels are reached, the rest of the row
 is filled with the lowest unreached label ids at score 0.
 
@@ -36,17 +37,26 @@ from ..errors import ParameterError
 from ..shortlist.candidates import _blocks
 from ..validation import check_k
 
-LINK_SQUARED_HINGE, LINK_LOGISTIC = 0, 1
+#: the beam's scores (``score`` of :func:`beam_search`), LibMultiLabel's default first
+SCORES = ("sigmoid", "squared-hinge")
+LINK_SIGMOID, LINK_SQUARED_HINGE = 0, 1
+#: LibMultiLabel 0.10's ``prob_A``
+SIGMOID_A = 3.0
 
 
-def link_of(loss: str) -> int:
-    return LINK_LOGISTIC if loss == "logistic" else LINK_SQUARED_HINGE
+def check_score(score: str, a: float) -> int:
+    if score not in SCORES:
+        raise ParameterError(f"parameter score must be one of {', '.join(SCORES)}, got {score!r}")
+    if isinstance(a, bool) or not isinstance(a, (int, float, np.number)) or not (0 < a < math.inf):
+        raise ParameterError(f"parameter sigmoid_a must be a number > 0, got {a!r}")
+    return SCORES.index(score)
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _logp(s, link):
-    if link == LINK_LOGISTIC:
-        return -math.log1p(math.exp(-s)) if s > -30.0 else s
+def _logp(s, link, slope):
+    if link == LINK_SIGMOID:
+        z = slope * s
+        return -math.log1p(math.exp(-z)) if z > -30.0 else z   # log sigmoid(z), = z - log(1 + e^z) ~ z
     m = 1.0 - s
     return -m * m if m > 0.0 else 0.0
 
@@ -127,7 +137,7 @@ def _offer(bs, bk, bv, size, cap, s, key, val):
 
 @nb.njit(cache=True, nogil=True)
 def beam_search_block(r0, r1, x_indptr, x_indices, x_data, feat_ptr, feats, ent_ptr, ent_out, ent_w, intercept,
-                      node_ptr, target, leaf, n_labels, beam, k, link, out_labels, out_scores):
+                      node_ptr, target, leaf, n_labels, beam, k, link, slope, out_labels, out_scores):
     """Top-k labels and scores of rows r0..r1-1 (see the module docstring).  Candidates
     of a level are ranked by path score, ties to the earlier one (beam order, then the
     node's output order); labels by log-score, ties to the lower label id."""
@@ -164,7 +174,7 @@ def beam_search_block(r0, r1, x_indptr, x_indices, x_data, feat_ptr, feats, ent_
                             node_ptr, acc)
                 o0 = node_ptr[v]
                 for j in range(node_ptr[v + 1] - o0):
-                    nsize = _offer(nxt_score, nxt_seq, nxt_node, nsize, beam, cur_score[b] + _logp(acc[j], link),
+                    nsize = _offer(nxt_score, nxt_seq, nxt_node, nsize, beam, cur_score[b] + _logp(acc[j], link, slope),
                                    seq, target[o0 + j])
                     seq += 1
             if not internal:
@@ -181,7 +191,7 @@ def beam_search_block(r0, r1, x_indptr, x_indices, x_data, feat_ptr, feats, ent_
             o0 = node_ptr[v]
             for j in range(node_ptr[v + 1] - o0):
                 lab = target[o0 + j]
-                m = _offer(top_s, top_l, top_v, m, k, cur_score[b] + _logp(acc[j], link), lab, lab)
+                m = _offer(top_s, top_l, top_v, m, k, cur_score[b] + _logp(acc[j], link, slope), lab, lab)
         for a in range(m):
             out_labels[r, a] = top_l[a]
             out_scores[r, a] = np.float32(math.exp(top_s[a]))
@@ -198,11 +208,13 @@ def beam_search_block(r0, r1, x_indptr, x_indices, x_data, feat_ptr, feats, ent_
 
 
 def beam_search(index: NodeIndex, intercept: np.ndarray, tree, n_labels: int, X: sp.csr_matrix, k: int = 5,
-                beam: int = 10, link: int = LINK_SQUARED_HINGE, threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                beam: int = 10, score: str = "sigmoid", sigmoid_a: float = SIGMOID_A, threads: int = 0
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(labels int64, scores float32), both (rows, k), best first, of the preprocessed
     CSR instances X (sorted indices) under the tree's outputs (``index``:
     :func:`node_index` of their weights, ``intercept``)."""
     check_k(k)
+    link = check_score(score, sigmoid_a)
     if k > n_labels:
         raise ParameterError(f"k = {k} is more than the model's {n_labels} labels")
     if isinstance(beam, bool) or not isinstance(beam, (int, np.integer)) or beam < 1:
@@ -221,7 +233,7 @@ def beam_search(index: NodeIndex, intercept: np.ndarray, tree, n_labels: int, X:
 
     def run(r0: int, r1: int) -> None:
         beam_search_block(r0, r1, xp, xi, xd, *index, b, tree.node_ptr, tree.target, leaf, n_labels, int(beam),
-                          k, link, labels, scores)
+                          k, link, float(sigmoid_a), labels, scores)
 
     _blocks(n, resolve_threads(threads), run, block=256)
     return labels, scores
