@@ -99,6 +99,14 @@ def test_bad_tree_parameters():
     for kw in (dict(branching=1), dict(max_depth=0), dict(branching=2.5)):
         with pytest.raises(ParameterError):
             build_tree(R, **kw)
+    X = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    Y = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    for p, kw, match in ((dict(init="pretrained", pretrained="m"), {}, "no saved model"),
+                         (dict(weighting="file", weights_pos_file="c.npy"), {}, "costs per label"),
+                         (dict(timeout=5.0), {}, "every node"), ({}, dict(seed=-1), "seed"),
+                         ({}, dict(branching=1), "branching")):
+        with pytest.raises(ParameterError, match=match):
+            fit_tree(X, Y, TrainParams(**p), **kw)
 
 
 def test_node_problems_match_a_direct_computation():

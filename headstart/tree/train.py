@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import train_shortlisted
 from ..params import TrainParams
@@ -94,6 +95,19 @@ def _rest_problems(Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, under: list
     return Yo, S, ylen
 
 
+def _check_tree_training(params: TrainParams) -> None:
+    """What a tree's problems cannot take: they are its nodes' outputs, not labels, and
+    every one of them must be trained."""
+    if params.init == "pretrained":
+        raise ParameterError("init 'pretrained' starts labels from a saved model's rows; a tree's problems are "
+                             "its nodes' outputs, which no saved model has")
+    if params.weighting == "file":
+        raise ParameterError("weighting 'file' gives costs per label; a tree's problems are its nodes' outputs "
+                             "(use a weighting computed from the counts, or none)")
+    if params.timeout > 0:
+        raise ParameterError(f"a tree needs every node trained: parameter timeout must be 0, got {params.timeout!r}")
+
+
 def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: int = 100, max_depth: int = 10,
              seed: int = 0, progress: Callable[[int], None] | None = None,
              on_built: Callable[[int], None] | None = None) -> TreeModel:
@@ -105,14 +119,8 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     params = params or TrainParams()
     check_tree_params(branching, max_depth)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        from ..errors import ParameterError
-
         raise ParameterError(f"parameter seed must be an integer >= 0, got {seed!r}")
-    if params.init == "pretrained":
-        from ..errors import ParameterError
-
-        raise ParameterError("init 'pretrained' starts labels from a saved model's rows; a tree's problems are "
-                             "its nodes' outputs, which no saved model has")
+    _check_tree_training(params)
     t0 = time.perf_counter()
     data = prepare_data(X, Y, params)
     Xp = sp.csr_matrix(data.X, dtype=np.float32)   # dense features too: the nodes slice rows
