@@ -128,6 +128,32 @@ def test_node_problems_match_a_direct_computation():
         assert np.array_equal(T.toarray() > 0, ref)
 
 
+def _sorted_index(W, node_ptr):
+    """The per-node feature-major index by one stable sort of the nonzeros by (node, feature)."""
+    W = sp.csr_matrix(W)
+    W.sort_indices()
+    nodes, d = node_ptr.size - 1, max(W.shape[1], 1)
+    out = np.repeat(np.arange(W.shape[0]), np.diff(W.indptr))
+    owner = np.repeat(np.arange(nodes), np.diff(node_ptr))[out]
+    key = owner * d + W.indices
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if key.size else np.zeros(0, dtype=np.int64)
+    feat_ptr = np.searchsorted(key[starts] // d, np.arange(nodes + 1))
+    return feat_ptr, key[starts] % d, np.r_[starts, key.size], out[order] - node_ptr[owner[order]], W.data[order]
+
+
+def test_node_index_equals_a_sort_of_the_weights():
+    rng = np.random.default_rng(0)
+    for trial in range(25):
+        sizes = rng.integers(0, 6, rng.integers(1, 30))
+        node_ptr = np.r_[0, np.cumsum(sizes)].astype(np.int64)
+        W = sp.random(int(node_ptr[-1]), int(rng.integers(1, 40)), density=rng.random(), format="csr",
+                      random_state=trial, dtype=np.float32)
+        for got, want in zip(node_index(W, node_ptr, threads=2), _sorted_index(W, node_ptr)):
+            assert np.array_equal(got, want), trial
+
+
 def _reference_beam(W, b, t: Tree, x, beam, score, a, L, k):
     """Literal beam search in Python (the method of LibMultiLabel's TreeModel)."""
     s = (W @ x) + b

@@ -65,9 +65,13 @@ class TreeModel:
         from .search import beam_search, check_score, node_index
 
         check_score(score, sigmoid_a)
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+            from ..errors import ParameterError
+
+            raise ParameterError(f"parameter chunk_rows must be an integer >= 1, got {chunk_rows!r}")
         m = self.model
         if self._index is None:    # built once per model: a sort of the weights
-            self._index = node_index(m.weights, self.tree.node_ptr)
+            self._index = node_index(m.weights, self.tree.node_ptr, threads)
         X = _check_X(X, m.n_features, m.preprocessing)
         pre = None if m.preprocessing.is_identity else m.preprocessing
         parts = []
