@@ -33,8 +33,9 @@ demo: $(STAMP)
 # The suite in up to 4 worker processes (pytest-xdist; one per usable core, at
 # most 4: each holds its own numba kernels, ~0.5-1 GB), whole files to one worker so
 # that a module's fixtures are built once.  Fresh clone, 2 cores, 2026-11-28: the tests
-# 14:41 min, bash .ci/run 16:31 with the install (1074 tests; most of the time is Numba
-# compiling each loss x regulariser x initialiser the suite covers, once).
+# 14:41 min, bash .ci/run 16:31 with the install (1074 tests) on a busy day; 8:47 and
+# 9:36 (1105 tests) on a quiet machine later that day.  Most of the time is Numba
+# compiling each loss x regulariser x initialiser the suite covers, once.
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
