@@ -71,15 +71,21 @@ def node_problem(Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, v: int, under
     return rows, T
 
 
-def _rest_problems(Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, under: list[np.ndarray]
-                   ) -> tuple[sp.csc_matrix, sp.csc_matrix, np.ndarray]:
-    """The problems of the outputs of every node but the root, over all n
-    instances: their positives Y (n x outputs, CSC) and, as each output's shortlist S,
-    its node's instances; and the positives per output."""
-    n = Yr.shape[0]
+#: a node with more (outputs x instances) than this is trained on its own, as one-vs-all
+#: on its rows (lanes share the passes over them), not in the shortlisted batch, whose
+#: instance lists would hold that many entries: on a tail-heavy synthetic set (Amazon-670K
+#: shape at scale 0.05) k-means left leaves of thousands of labels over most rows, and the
+#: batch's lists took 11 GB.
+BIG_NODE_PAIRS = 2**22
+
+
+def _batch_problems(problems: list[tuple[np.ndarray, sp.csr_matrix]], n: int
+                    ) -> tuple[sp.csc_matrix, sp.csc_matrix]:
+    """The nodes' problems (rows, targets) as one shortlisted training over all n
+    instances: positives Y (n x outputs, CSC) and, as each output's list S, its node's
+    instances."""
     cols_y, cols_s = [], []
-    for v in range(1, tree.num_nodes):
-        rows, T = node_problem(Yr, Yc, tree, v, under)
+    for rows, T in problems:
         Tc = sp.csc_matrix(T)
         Tc.sort_indices()
         cols_y.append((np.diff(Tc.indptr), rows[Tc.indices]))
@@ -92,7 +98,7 @@ def _rest_problems(Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, under: list
     sptr = np.concatenate([[0], np.cumsum(slen)])
     S = sp.csc_matrix((np.ones(int(sptr[-1]), dtype=np.float32), np.concatenate([np.tile(r, k) for _, k, r in cols_s]),
                        sptr), shape=(n, ylen.size))
-    return Yo, S, ylen
+    return Yo, S
 
 
 def _check_tree_training(params: TrainParams) -> None:
@@ -133,26 +139,43 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         on_built(tree.num_outputs)
     node_params = dataclasses.replace(params, normalize=False, tfidf=False, feature_transform="identity",
                                       hash_buckets=0)
-    # The root (every instance) is one ordinary one-vs-all training: its labels share
-    # each pass over X (the lanes of headstart.training).  Every other output is a
-    # problem on its node's instances -- exactly what shortlisted training solves (each
-    # label on its positives plus a list of instances, headstart.shortlist): one call
-    # trains all of them, the node's instances as every output's list.  A tree of
-    # 22,908 labels with K = 100 has ~10,000 nodes of a few labels each; one training
-    # call per node spent more time starting threads and workspaces than solving.
-    _, T0 = node_problem(Yr, Yc, tree, 0, under)
-    root, _ = fit_model(Xp, T0, node_params, progress=progress, own_data=False)
-    W0, b0 = root.weights, np.asarray(root.intercept, dtype=np.float32)
-    counts = [np.diff(sp.csc_matrix(T0).indptr).astype(np.int64)]
-    Wr, br = sp.csr_matrix((0, Xp.shape[1]), dtype=np.float32), np.zeros(0, dtype=np.float32)
-    if tree.num_nodes > 1:
-        Yo, S, c = _rest_problems(Yr, Yc, tree, under)
-        counts.append(c)
+    # The root (every instance) and any node with many instances and outputs are ordinary
+    # one-vs-all trainings on their rows: their problems share each pass over the rows (the
+    # lanes of headstart.training).  Every other node is a problem on a few instances --
+    # what shortlisted training solves (each label on its positives plus a list of
+    # instances, headstart.shortlist): one call trains all of them, the node's instances
+    # as every output's list.  A tree of 22,908 labels with K = 100 has ~5,000 nodes of a
+    # few labels each; one training call per node spent more time starting threads and
+    # workspaces than solving.
+    n = Xp.shape[0]
+    blocks: list[Any] = [None] * tree.num_nodes
+    small: list[int] = []
+    problems = []
+    for v in range(tree.num_nodes):
+        rows, T = node_problem(Yr, Yc, tree, v, under)
+        if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
+            model, _ = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
+            blocks[v] = (model.weights, np.asarray(model.intercept, dtype=np.float32),
+                         np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
+        else:
+            small.append(v)
+            problems.append((rows, T))
+    if small:
+        Yo, S = _batch_problems(problems, n)
+        del problems
         Wr, br, _ = train_shortlisted(Xp, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress)
-    W = sp.vstack([W0, Wr], format="csr", dtype=np.float32)
-    ova = OvAModel(weights=W, intercept=np.concatenate([b0, br]).astype(np.float32), n_features=data.n_features,
-                   label_space=tree.num_outputs, params=params, preprocessing=data.preprocessing,
-                   label_counts=np.concatenate(counts), n_train=data.n_train)
+        counts = np.diff(Yo.indptr).astype(np.int64)
+        del Yo, S
+        at = 0
+        for v in small:
+            m = int(tree.node_ptr[v + 1] - tree.node_ptr[v])
+            blocks[v] = (Wr[at:at + m], br[at:at + m], counts[at:at + m])
+            at += m
+    W = sp.vstack([b[0] for b in blocks], format="csr", dtype=np.float32)
+    ova = OvAModel(weights=W, intercept=np.concatenate([b[1] for b in blocks]).astype(np.float32),
+                   n_features=data.n_features, label_space=tree.num_outputs, params=params,
+                   preprocessing=data.preprocessing, label_counts=np.concatenate([b[2] for b in blocks]),
+                   n_train=data.n_train)
     ova.extensions["tree"] = tree_extension(tree, data.label_space, branching, max_depth, seed)
     return TreeModel(ova, tree, data.label_space, build_seconds=build_seconds,
                      train_seconds=time.perf_counter() - t0 - build_seconds)
