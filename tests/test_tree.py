@@ -198,15 +198,21 @@ def test_beam_search_equals_reference(score, a, beam):
         assert np.array_equal(labels[i], ref_l), (i, labels[i], ref_l, scores[i], ref_s)
 
 
-def test_wide_beam_is_exhaustive():
-    """With a beam as wide as the tree, every label's score is exp(sum of its path's
-    log-scores): the top-k of the exhaustive scores."""
-    rng = np.random.default_rng(11)
-    d, L = 10, 17
+def _random_tree(rng, d, L, n):
+    """A binary tree over L random label vectors, dense random weights without
+    intercepts, and n random instances: (tree, W, b, X)."""
     t = build_tree(sp.csr_matrix(rng.random((L, d))), 2, 6, seed=0)
     W = sp.csr_matrix(rng.normal(size=(t.num_outputs, d)).astype(np.float32))
     b = np.zeros(t.num_outputs, dtype=np.float32)
-    X = sp.csr_matrix(rng.normal(size=(8, d)).astype(np.float32))
+    X = sp.csr_matrix(rng.normal(size=(n, d)).astype(np.float32))
+    return t, W, b, X
+
+
+def test_wide_beam_is_exhaustive():
+    """With a beam as wide as the tree, every label's score is exp(sum of its path's
+    log-scores): the top-k of the exhaustive scores."""
+    d, L = 10, 17
+    t, W, b, X = _random_tree(np.random.default_rng(11), d, L, 8)
     labels, scores = beam_search(node_index(W, t.node_ptr), b, t, L, X, k=L, beam=t.num_nodes, score="squared-hinge")
     S = X.toarray().astype(np.float64) @ W.toarray().T.astype(np.float64)
     lp = -np.maximum(0, 1 - S) ** 2
@@ -230,12 +236,8 @@ def test_wide_beam_is_exhaustive():
 
 
 def test_unreached_labels_fill_the_row_at_score_zero():
-    rng = np.random.default_rng(1)
     d, L = 6, 12
-    t = build_tree(sp.csr_matrix(rng.random((L, d))), 2, 6, seed=0)
-    W = sp.csr_matrix(rng.normal(size=(t.num_outputs, d)).astype(np.float32))
-    b = np.zeros(t.num_outputs, dtype=np.float32)
-    X = sp.csr_matrix(rng.normal(size=(3, d)).astype(np.float32))
+    t, W, b, X = _random_tree(np.random.default_rng(1), d, L, 3)
     labels, scores = beam_search(node_index(W, t.node_ptr), b, t, L, X, k=L, beam=1, score="squared-hinge")
     for i in range(3):
         assert sorted(labels[i].tolist()) == list(range(L))       # every label once

@@ -89,16 +89,17 @@ def model_info(path: str) -> dict:
         "params": m["params"],
     }
     if "tree" in m:
-        # a label tree (headstart.tree): its rows are the nodes' outputs, not labels
-        from ..tree import load_tree
+        # a label tree (headstart.tree): its rows are the nodes' outputs, not labels; the
+        # tree is in the manifest (the weights are not read)
+        from ..model.manifest import MANIFEST
+        from ..tree.model import label_counts_of, tree_from_manifest
 
-        t = load_tree(path)
-        tr = t.tree
-        out["label_tree"] = {"labels": t.num_labels, "outputs (rows of the weights)": tr.num_outputs,
+        tr, num_labels = tree_from_manifest(str(Path(path) / MANIFEST), m["tree"], m["label_space"])
+        out["label_tree"] = {"labels": num_labels, "outputs (rows of the weights)": tr.num_outputs,
                              "nodes": tr.num_nodes, "leaves": int(tr.leaf.sum()), "depth": int(tr.depth.max()),
                              "branching": m["tree"]["branching"], "max_depth": m["tree"]["max_depth"],
                              "seed": m["tree"]["seed"]}
-        counts = t.label_counts()
+        counts = label_counts_of(tr, counts, num_labels)
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
     return out

@@ -325,8 +325,7 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
         exclude = list(getattr(m, "missing_ranges", None) or [])
         all_features = "dense" in (getattr(m, "extensions", None) or {})
         if "tree" in (getattr(m, "extensions", None) or {}):
-            raise ModelFormatError("this is a label-tree model (its rows are tree nodes' outputs, not labels): "
-                                   "predict with headstart.tree.load_tree(path).predict_topk or 'headstart predict'")
+            raise ModelFormatError(f"this is {_TREE_MODEL}")
     elif isinstance(model_or_weights, tuple) and len(model_or_weights) in (2, 3):
         W, b = model_or_weights[0], model_or_weights[1]
         first = int(model_or_weights[2]) if len(model_or_weights) == 3 else 0
@@ -586,12 +585,16 @@ def merge_topk(labels_a: np.ndarray, scores_a: np.ndarray, labels_b: np.ndarray,
     return out_l, out_s
 
 
+#: why one-vs-all prediction refuses a label-tree model directory
+_TREE_MODEL = ("a label-tree model (its rows are tree nodes' outputs, not labels): predict with "
+               "headstart.tree.load_tree(path).predict_topk or 'headstart predict'")
+
+
 def _check_complete(model_dir: Path, m: dict, allow_gaps: bool) -> None:
     """Refuse a model with gaps unless ``allow_gaps`` (its missing labels are then never
     predicted), and a label-tree model (its rows are not labels)."""
     if "tree" in m:
-        raise ModelFormatError(f"{model_dir}: a label-tree model: predict with headstart.tree.load_tree(path)"
-                               ".predict_topk or 'headstart predict'")
+        raise ModelFormatError(f"{model_dir}: {_TREE_MODEL}")
     missing = missing_ranges_of(m)
     if missing and not allow_gaps:
         raise ModelFormatError(f"{model_dir}: model is incomplete, missing {len(missing)} label range(s) "

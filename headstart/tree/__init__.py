@@ -8,7 +8,7 @@ node trained on the node's instances only, top-k labels by beam search.
 """
 
 from .build import Tree, build_tree, kmeans, label_representations
-from .model import TreeModel, is_tree, load_tree
+from .model import TreeModel, label_counts_of, load_tree
 from .train import fit_tree
 
-__all__ = ["Tree", "TreeModel", "build_tree", "fit_tree", "is_tree", "kmeans", "label_representations", "load_tree"]
+__all__ = ["Tree", "TreeModel", "build_tree", "fit_tree", "kmeans", "label_counts_of", "label_representations", "load_tree"]

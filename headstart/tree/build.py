@@ -58,20 +58,13 @@ class Tree:
     def outputs(self, node: int) -> np.ndarray:
         return self.target[self.node_ptr[node]:self.node_ptr[node + 1]]
 
-    def labels_under(self, node: int) -> np.ndarray:
-        """The label ids of the leaves below ``node`` (sorted)."""
-        out, stack = [], [node]
-        while stack:
-            v = stack.pop()
-            if self.leaf[v]:
-                out.append(self.outputs(v))
-            else:
-                stack.extend(self.outputs(v).tolist())
-        return np.sort(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
+    def output_is_label(self) -> np.ndarray:
+        """Per output: whether it is a label (a leaf's output) rather than a child node."""
+        return np.repeat(self.leaf, np.diff(self.node_ptr))
 
 
-def check_tree_params(branching: int, max_depth: int) -> None:
-    for name, v, lo in (("branching", branching, 2), ("max_depth", max_depth, 1)):
+def check_tree_params(branching: int, max_depth: int, seed: int = 0) -> None:
+    for name, v, lo in (("branching", branching, 2), ("max_depth", max_depth, 1), ("seed", seed, 0)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise ParameterError(f"parameter {name} must be an integer >= {lo}, got {v!r}")
 

@@ -44,16 +44,8 @@ class TreeModel:
         return self.tree.num_outputs
 
     def label_counts(self) -> np.ndarray | None:
-        """Training positives per label: a leaf's output is trained on every instance of
-        its label, so its count is the label's."""
-        counts = self.model.label_counts
-        if counts is None:
-            return None
-        t = self.tree
-        is_label = np.repeat(t.leaf, np.diff(t.node_ptr))
-        out = np.zeros(self.num_labels, dtype=np.int64)
-        out[t.target[is_label]] = np.asarray(counts)[is_label]
-        return out
+        """Training positives per label (:func:`label_counts_of`)."""
+        return label_counts_of(self.tree, self.model.label_counts, self.num_labels)
 
     def predict_topk(self, X: Any, k: int = 5, *, beam_width: int = 10, score: str = "sigmoid",
                      sigmoid_a: float = 3.0, threads: int = 0, chunk_rows: int = 65536
@@ -70,7 +62,7 @@ class TreeModel:
 
             raise ParameterError(f"parameter chunk_rows must be an integer >= 1, got {chunk_rows!r}")
         m = self.model
-        if self._index is None:    # built once per model: a sort of the weights
+        if self._index is None:    # built once per model (a counting sort of the weights)
             self._index = node_index(m.weights, self.tree.node_ptr, threads)
         X = _check_X(X, m.n_features, m.preprocessing)
         pre = None if m.preprocessing.is_identity else m.preprocessing
@@ -96,9 +88,16 @@ def tree_extension(tree: Tree, num_labels: int, branching: int, max_depth: int, 
             "leaf": tree.leaf.astype(int).tolist(), "depth": tree.depth.tolist()}
 
 
-def is_tree(manifest_or_model: Any) -> bool:
-    ext = manifest_or_model.extensions if isinstance(manifest_or_model, OvAModel) else manifest_or_model
-    return isinstance(ext, dict) and KEY in ext
+def label_counts_of(tree: Tree, output_counts: Any, num_labels: int) -> np.ndarray | None:
+    """Training positives per label from the outputs' counts (the model's label_counts):
+    a leaf's output is trained on every instance of its label, so its count is the
+    label's."""
+    if output_counts is None:
+        return None
+    is_label = tree.output_is_label()
+    out = np.zeros(num_labels, dtype=np.int64)
+    out[tree.target[is_label]] = np.asarray(output_counts)[is_label]
+    return out
 
 
 def _int_array(where: str, name: str, v: Any) -> np.ndarray:
@@ -128,13 +127,14 @@ def tree_from_manifest(where: str, ext: Any, num_outputs: int) -> tuple[Tree, in
                                f"of {nodes} node(s)")
     is_leaf = leaf.astype(bool)
     owner = np.repeat(np.arange(nodes), np.diff(ptr))
-    child = target[~is_leaf[owner]]
-    parents = owner[~is_leaf[owner]]
+    to_child = ~is_leaf[owner]
+    child = target[to_child]
+    parents = owner[to_child]
     if np.any(child <= parents) or np.any(child >= nodes) or \
             not np.array_equal(np.sort(child), np.arange(1, nodes)):
         raise ModelFormatError(f"{where}: tree: every node but the root must be the child of exactly one "
                                "earlier node")
-    labels = target[is_leaf[owner]]
+    labels = target[~to_child]
     if labels.size != L or not np.array_equal(np.sort(labels), np.arange(L)):
         raise ModelFormatError(f"{where}: tree: the leaves must hold each of the {L} labels exactly once")
     return Tree(ptr, target, is_leaf, depth.astype(np.int32)), L

@@ -123,9 +123,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     from ..estimator import fit_model, prepare_data
 
     params = params or TrainParams()
-    check_tree_params(branching, max_depth)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParameterError(f"parameter seed must be an integer >= 0, got {seed!r}")
+    check_tree_params(branching, max_depth, seed)
     _check_tree_training(params)
     t0 = time.perf_counter()
     data = prepare_data(X, Y, params)
