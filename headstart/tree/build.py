@@ -21,7 +21,7 @@ k-means here is Lloyd's algorithm with greedy k-means++ seeding and Euclidean di
 of R with the centroids (O(nnz(R) K) per iteration) in a compiled kernel over blocks of
 rows on the training threads; it stops when no label changes cluster (or after
 ``max_iter`` iterations: on debian-deps' 22,908 labels the root's k-means takes 67,
-the last 40 moving fewer than 1% of the labels each; 7.0 s on one thread, 4.8 s on two,
+the last 57 moving fewer than 1% of the labels each; 7.0 s on one thread, 4.8 s on two,
 9.2 s with scipy's sparse x dense product).  Cosine (spherical) k-means gives balanced
 trees but lost 10 points of P@1 on a tail-heavy synthetic set (docs/tree.md), so the
 Euclidean one stays.  Empty clusters are dropped; a node whose
