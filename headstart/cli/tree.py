@@ -19,10 +19,12 @@ Cluster the labels of TRAIN recursively into a tree by k-means on their represen
 node and --max-depth levels, and train one one-vs-all problem per node with the training
 options given here: an internal node learns which of its children holds a relevant label,
 a leaf learns its labels.  Only the root sees every instance; any other node is trained on
-the instances with one of its labels, so a tree costs a fraction of full one-vs-all on
-large label sets (LibMultiLabel's 'tree' model, after Bonsai).  'headstart predict
-MODEL_DIR DATA' then finds the top-k labels by beam search (--beam-width nodes per level);
-'headstart evaluate' scores the predictions file.  MODEL_DIR is written atomically."""
+the instances with one of its labels, so where labels form clusters a tree costs a
+fraction of full one-vs-all (debian-deps: a third); where they do not, k-means cannot
+split them and it buys nothing (docs/tree.md).  LibMultiLabel's 'tree' model, after
+Bonsai.  'headstart predict MODEL_DIR DATA' then finds the top-k labels by beam search
+(--beam-width nodes per level); 'headstart evaluate' scores the predictions file.
+MODEL_DIR is written atomically."""
 
 log = logging.getLogger("headstart.cli.tree")
 
