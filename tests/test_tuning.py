@@ -164,6 +164,8 @@ def test_thresholds_raise_macro_f1_on_bibtex(bib):
     sign = f1_scores(Yt, S, 0.0)
     D = clf.predict(Xt, threshold=r.thresholds)
     assert np.array_equal(D.toarray().astype(bool), S > r.thresholds[None, :])
+    # the record itself stands for its thresholds, as micromacro's array does
+    assert (clf.predict(Xt, threshold=r) != D).nnz == 0
     tuned = f1_scores(Yt, D.toarray(), 0.5)
     assert tuned["Macro-F1"] > sign["Macro-F1"] + 0.1
     assert tuned["Micro-F1"] > sign["Micro-F1"]

@@ -553,7 +553,8 @@ def _label_thresholds(threshold: Any, n_columns: int) -> np.ndarray:
         if np.isnan(threshold):
             raise ParameterError(f"parameter threshold must be a number, got {threshold!r}")
         return np.full(n_columns, np.float64(threshold))
-    t = np.asarray(threshold) if isinstance(threshold, (np.ndarray, list, tuple)) else None
+    array_like = isinstance(threshold, (np.ndarray, list, tuple)) or hasattr(threshold, "__array__")
+    t = np.asarray(threshold) if array_like else None
     if t is None or t.dtype.kind not in "fiu" or t.shape != (n_columns,):
         got = f"shape {t.shape} dtype {t.dtype}" if t is not None else type(threshold).__name__
         raise ParameterError(f"parameter threshold must be a number or a vector of {n_columns} numbers (one per "

@@ -59,6 +59,12 @@ class Thresholds:
     outer_f1: np.ndarray
     trainings: int
 
+    def __array__(self, dtype=None, copy=None):
+        # the record stands for its thresholds wherever a vector is expected
+        # (``predict(X, threshold=scutfbr(...))``), as micromacro's plain array does
+        t = self.thresholds if dtype is None else self.thresholds.astype(dtype)
+        return t.copy() if copy else t
+
 
 def trainings_needed(folds: int) -> int:
     """How many one-vs-all trainings :func:`scutfbr` runs for ``folds`` folds."""
