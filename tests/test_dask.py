@@ -247,6 +247,31 @@ def test_losing_every_worker_costs_a_round_not_the_run(client, data, reference, 
         client.wait_for_workers(2, timeout=120)
 
 
+def test_cli_evaluate_on_dask_equals_the_local_evaluation(client, reference, bibtex_dir, tmp_path, capsys):
+    """``headstart evaluate --scheduler``: the same metrics, and the same F1 of thresholded
+    decisions (whose scores the workers send back), as evaluating in this process."""
+    import json
+
+    from headstart.cli import main as cli_main
+    from headstart.model.format import save_model
+
+    save_model(reference[0], tmp_path / "m")
+    test = str(bibtex_dir / "test.txt.gz")
+    out = {}
+    for name, extra in (("local", []), ("dask", ["--scheduler", client.scheduler.address])):
+        for rule in (["-k", "5"], ["--threshold=-0.5"]):
+            code = cli_main.main(["evaluate", str(tmp_path / "m"), test, "--json", "--allow-gaps",
+                                  "--chunk-rows", "700", *rule, *extra])
+            assert code == 0
+            out[name, rule[0]] = json.loads(capsys.readouterr().out)
+    for rule in ("-k", "--threshold=-0.5"):
+        assert out["dask", rule] == out["local", rule]
+    assert "Macro-F1" in out["dask", "--threshold=-0.5"] and out["dask", "-k"]["P@1"] > 0
+    # a predictions file is evaluated here, not on Dask
+    with pytest.raises(SystemExit):
+        cli_main.main(["evaluate", "--predictions", str(tmp_path / "p.txt"), test, "--dask-workers", "1"])
+
+
 @pytest.mark.slow
 def test_cli_train_and_predict_with_local_dask_workers(bibtex_dir, tmp_path):
     """The command line end to end (starts its own LocalClusters: slow)."""

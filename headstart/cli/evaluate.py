@@ -53,6 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--propensity-b", type=common._number(float), default=1.5, metavar="B",
                    help="propensity constant B (default: 1.5; 0.4 Wikipedia, 2.6 Amazon)")
     predict.add_prediction_options(p)
+    predict.add_dask_options(p)
     common.add_data_options(p)
 
 
@@ -86,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         if thresholded:
             option = "--threshold" if args.thresholds is None else "--thresholds"
             err(f"{option} needs the model (a predictions file holds only the top k of each instance)")
+        if predict.on_dask(args):
+            err("--scheduler/--dask-workers score a model; a predictions file is evaluated here")
         args.model, args.data = None, args.paths[0]
     else:
         if len(args.paths) != 2:
@@ -124,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         decision = predict.decision_threshold(args, label_space) if thresholded else None
         k = args.k
         parts_l, parts_y = [], []
-        for lab, _, Yc in predict.iter_predictions(scorer, args, k):
+        predictions = predict.dask_predictions if predict.on_dask(args) else predict.iter_predictions
+        for lab, _, Yc in predictions(scorer, args, k):
             parts_l.append(lab)
             parts_y.append(sp.csr_matrix(Yc))
         if not parts_l:
@@ -165,7 +169,13 @@ def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) ->
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)
-    for D, _, Y in predict.scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold), progress=False):
+    if predict.on_dask(args):
+        # the workers send each decision's score; only the decisions themselves count
+        decided = ((sp.csr_matrix((np.ones(D.nnz, dtype=np.int8), D.indices, D.indptr), shape=D.shape), r, Y)
+                   for D, r, Y in predict.dask_predictions(scorer, args, 1, threshold))
+    else:
+        decided = predict.scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold), progress=False)
+    for D, _, Y in decided:
         a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
         tp += a
         pp += b_

@@ -67,6 +67,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write every label with score > T (0: the classifiers' sign) instead of the top k; "
                         "write a negative T as --threshold=-0.5")
     add_thresholds_option(p, "write every label with score > its threshold in FILE")
+    add_dask_options(p)
+    common.add_data_options(p)
+
+
+def add_dask_options(p: argparse.ArgumentParser) -> None:
     d = p.add_argument_group("prediction on Dask (docs/distributed.md)")
     d.add_argument("--scheduler", metavar="ADDRESS", default=None,
                    help="score blocks of --chunk-rows instances on the Dask cluster of this scheduler "
@@ -74,7 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "must be readable by the workers at the same path")
     d.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
                    help="score blocks of instances on a local Dask cluster of N worker processes")
-    common.add_data_options(p)
+
+
+def on_dask(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "scheduler", None) or getattr(args, "dask_workers", None))
 
 
 def add_thresholds_option(p: argparse.ArgumentParser, what: str) -> None:
@@ -313,14 +321,17 @@ def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
 
 def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, threshold: Any = None
                      ) -> Iterator[tuple[Any, ...]]:
-    """Like :func:`iter_predictions` (or, with a ``threshold``, (decisions, rows, None) per
-    block), with the blocks scored on Dask workers (in order)."""
+    """Like :func:`iter_predictions` (or, with a ``threshold``, (decisions, rows, Y) per
+    block), with the blocks scored on Dask workers (in order); the blocks' labels Y stay
+    here, queued until their block's result arrives."""
+    from collections import deque
+
     from ..distributed.dask_backend import iter_predict_dask
 
     scorer.refuse_tree("prediction on Dask (--scheduler/--dask-workers)")
     if args.dask_workers is not None and args.dask_workers < 1:
         args._parser.error(f"argument --dask-workers: must be >= 1, got {args.dask_workers}")
-    rows: list[int] = []
+    sent: deque = deque()
 
     def blocks():
         for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
@@ -328,14 +339,15 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
             if Y.shape[1] != scorer.label_space:
                 raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
                                       f"has {scorer.label_space}; they must be the same label ids", args.data)
-            rows.append(X.shape[0])
+            sent.append((X.shape[0], Y))
             yield X
 
-    for i, out in enumerate(iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
-                                              n_workers=args.dask_workers, threads=args.threads or None,
-                                              model_memory=args.model_memory * 2 ** 20,
-                                              allow_gaps=args.allow_gaps, threshold=threshold)):
-        yield (out, rows[i], None) if threshold is not None else (*out, None)
+    for out in iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
+                                 n_workers=args.dask_workers, threads=args.threads or None,
+                                 model_memory=args.model_memory * 2 ** 20,
+                                 allow_gaps=args.allow_gaps, threshold=threshold):
+        rows, Y = sent.popleft()
+        yield (out, rows, Y) if threshold is not None else (*out, Y)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -355,8 +367,7 @@ def run(args: argparse.Namespace) -> int:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     n = 0
     with PredictionWriter(args.output, k, scorer.label_space) as writer:
-        dask = getattr(args, "scheduler", None) or getattr(args, "dask_workers", None)
-        for labels, scores, _ in (dask_predictions if dask else iter_predictions)(scorer, args, k):
+        for labels, scores, _ in (dask_predictions if on_dask(args) else iter_predictions)(scorer, args, k):
             writer.write(labels, scores)
             n += labels.shape[0]
     common.say(args, f"wrote top-{k} predictions of {n} instances -> {args.output}")
@@ -373,7 +384,7 @@ def run_threshold(args: argparse.Namespace) -> int:
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     threshold, rule = decision_threshold(args, scorer.label_space)
-    if getattr(args, "scheduler", None) or getattr(args, "dask_workers", None):
+    if on_dask(args):
         decided = dask_predictions(scorer, args, 1, threshold)
     else:
         decided = ((D, X.shape[0], Y) for D, X, Y in
