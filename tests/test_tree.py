@@ -94,6 +94,40 @@ def test_identical_representations_make_a_leaf():
     assert t.num_nodes == 1 and sorted(t.outputs(0).tolist()) == list(range(10))
 
 
+@pytest.mark.parametrize("K", [2, 3, 5])
+def test_labels_without_representation_are_a_balanced_subtree(K):
+    """More than K labels without positives: one child of the root holds exactly them,
+    split evenly (depth log_K of their number), beside at most K - 1 k-means clusters of
+    the others; no other leaf mixes them in."""
+    R = _clustered(np.random.default_rng(5), groups=5, per=7).tolil()
+    R.resize((35 + 200, R.shape[1]))                 # labels 35..234: zero rows
+    R = sp.csr_matrix(R)
+    perm = np.random.default_rng(1).permutation(R.shape[0])
+    R = R[perm]                                      # blank labels spread over the ids
+    blank = set(np.flatnonzero(np.diff(R.indptr) == 0).tolist())
+    t = build_tree(R, branching=K, max_depth=20, seed=0)
+    _check_tree(t, R.shape[0], K, 20)
+    under = node_labels(t)
+    apart = [c for c in t.outputs(0) if set(under[c].tolist()) == blank]
+    assert len(apart) == 1
+    for v in range(t.num_nodes):
+        if t.leaf[v]:
+            labels = set(t.outputs(v).tolist())
+            assert labels <= blank or not labels & blank
+    depth_apart = t.depth[[v for v in range(t.num_nodes) if set(under[v].tolist()) <= blank]].max()
+    assert depth_apart <= 1 + math.ceil(math.log(len(blank) / K, K))
+    # K or fewer blank labels: no subtree of their own
+    few = sp.csr_matrix(R[np.r_[[i for i in range(R.shape[0]) if i not in blank], sorted(blank)[:K]]])
+    t2 = build_tree(few, branching=K, max_depth=20, seed=0)
+    _check_tree(t2, few.shape[0], K, 20)
+    blank2 = set(range(35, 35 + K))
+    assert not any(set(node_labels(t2)[c].tolist()) == blank2 for c in t2.outputs(0))
+    # only blank labels: the whole tree is the even split
+    t3 = build_tree(sp.csr_matrix((40, 3)), branching=K, max_depth=20)
+    _check_tree(t3, 40, K, 20)
+    assert t3.depth.max() == math.ceil(math.log(40 / K, K))
+
+
 def test_bad_tree_parameters():
     R = _clustered(np.random.default_rng(0))
     for kw in (dict(branching=1), dict(max_depth=0), dict(branching=2.5)):
@@ -117,8 +151,10 @@ def test_node_problems_match_a_direct_computation():
     t = build_tree(label_representations(X, Y), branching=3, max_depth=3, seed=0)
     under = node_labels(t)
     Yd = Y.toarray() > 0
+    scratch = np.full(L, -1, dtype=np.int64)
     for v in range(t.num_nodes):
-        rows, T = node_problem(Y, sp.csc_matrix(Y), t, v, under)
+        rows, T = node_problem(Y, sp.csc_matrix(Y), t, v, under, scratch if v % 2 else None)
+        assert np.all(scratch == -1)          # handed back as it came
         mine = np.arange(n) if v == 0 else np.flatnonzero(Yd[:, under[v]].any(axis=1))
         assert np.array_equal(rows, mine)
         if t.leaf[v]:

@@ -26,6 +26,16 @@ the last 57 moving fewer than 1% of the labels each; 7.0 s on one thread, 4.8 s 
 trees but lost 10 points of P@1 on a tail-heavy synthetic set (docs/tree.md), so the
 Euclidean one stays.  Empty clusters are dropped; a node whose
 labels all fall in one cluster (e.g. identical representations) stays a leaf.
+
+Labels without a representation (no training positive, or positives without features)
+cannot be told apart by any clustering.  Left to k-means they all go to the centroid of
+least norm together with a few other labels, level after level: with 994,000 such labels
+among 1,000,000 the tree grew a chain to the depth limit and took 90 s to build (one-vs-
+all trained all labels in 26 s).  When they are more than K, they are split off at the
+root into a subtree of their own (the root's K-th child, beside K - 1 k-means clusters),
+split evenly by label id (K parts per node, depth log_K of their number): its nodes have no positive instance, so the root learns to rank
+it last, and a beam that enters it scores at most K outputs per node.  Fewer than K of
+them stay with the others (the tree is then exactly LibMultiLabel's).
 """
 
 from __future__ import annotations
@@ -181,34 +191,54 @@ def build_tree(R: sp.csr_matrix, branching: int = 100, max_depth: int = 10, seed
     """The label tree over the rows of ``R`` (:func:`label_representations`); ``threads``
     for k-means' assignment step (the tree does not depend on it)."""
     check_tree_params(branching, max_depth)
+    R = sp.csr_matrix(R)
     L = R.shape[0]
     rng = np.random.default_rng(seed)
-    # breadth first: (labels, depth) per node; children listed as node ids
-    nodes: list[tuple[np.ndarray, int]] = [(np.arange(L, dtype=np.int64), 0)]
+    # labels without a representation: apart from the others when more than K (above)
+    blank = np.flatnonzero(np.diff(R.indptr) == 0)
+    if blank.size <= branching:
+        blank = blank[:0]
+    # breadth first: (labels, depth, whether they are the blank ones) per node; children
+    # listed as node ids
+    nodes: list[tuple[np.ndarray, int, bool]] = [(np.arange(L, dtype=np.int64), 0, blank.size == L)]
     outputs: list[np.ndarray] = []
     leaf: list[bool] = []
     i = 0
     while i < len(nodes):
-        labels, depth = nodes[i]
-        groups = None
+        labels, depth, apart = nodes[i]
+        groups: list[tuple[np.ndarray, bool]] = []
         if depth < max_depth and labels.size > branching:
-            assign = kmeans(R[labels], branching, rng, threads=threads)
-            order = np.argsort(assign, kind="stable")
-            cuts = np.flatnonzero(np.diff(assign[order])) + 1
-            groups = [labels[g] for g in np.split(order, cuts)]
-            if len(groups) < 2:
-                groups = None
-        if groups is None:
+            if apart:
+                groups = [(g, True) for g in np.array_split(labels, branching)]
+            else:
+                rest = np.setdiff1d(labels, blank, assume_unique=True) if i == 0 and blank.size else labels
+                k = branching - (rest.size < labels.size)    # the blank subtree is the K-th child
+                if rest.size > k >= 2:
+                    groups = [(g, False) for g in _kmeans_groups(R, rest, k, rng, threads)]
+                elif rest.size:
+                    groups = [(rest, False)]
+                if rest.size < labels.size:
+                    groups.append((blank, True))
+        if len(groups) < 2:
             outputs.append(labels)
             leaf.append(True)
         else:
             outputs.append(np.arange(len(nodes), len(nodes) + len(groups), dtype=np.int64))
             leaf.append(False)
-            nodes.extend((g, depth + 1) for g in groups)
+            nodes.extend((g, depth + 1, a) for g, a in groups)
         i += 1
     sizes = np.fromiter((o.size for o in outputs), dtype=np.int64, count=len(outputs))
     node_ptr = np.zeros(len(outputs) + 1, dtype=np.int64)
     np.cumsum(sizes, out=node_ptr[1:])
     target = np.concatenate(outputs) if outputs else np.zeros(0, dtype=np.int64)
     return Tree(node_ptr, target.astype(np.int64), np.asarray(leaf, dtype=bool),
-                np.asarray([d for _, d in nodes], dtype=np.int32))
+                np.asarray([d for _, d, _ in nodes], dtype=np.int32))
+
+
+def _kmeans_groups(R: sp.csr_matrix, labels: np.ndarray, branching: int, rng: np.random.Generator,
+                   threads: int) -> list[np.ndarray]:
+    """The non-empty k-means clusters of ``labels``, each ascending, by cluster id."""
+    assign = kmeans(R[labels], branching, rng, threads=threads)
+    order = np.argsort(assign, kind="stable")
+    cuts = np.flatnonzero(np.diff(assign[order])) + 1
+    return [labels[g] for g in np.split(order, cuts)]

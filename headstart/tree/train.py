@@ -44,26 +44,36 @@ def node_labels(tree: Tree) -> list[np.ndarray]:
     return under  # type: ignore[return-value]
 
 
-def node_problem(Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, v: int, under: list[np.ndarray]
-                 ) -> tuple[np.ndarray, sp.csr_matrix]:
+def node_problem(Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, v: int, under: list[np.ndarray],
+                 col_of: np.ndarray | None = None) -> tuple[np.ndarray, sp.csr_matrix]:
     """(rows, targets) of node v: the instances it is trained on and their 0/1 targets,
-    one column per output of the node (``under``: :func:`node_labels`)."""
+    one column per output of the node (``under``: :func:`node_labels`).  ``col_of``: a
+    scratch array of -1 per label, returned as it came (so that a node costs the
+    nonzeros of its rows and its labels, not O(labels): a tree of 10,000 nodes over a
+    million labels spent 5 s in scipy's column slicing, which allocates that per call)."""
     n = Yr.shape[0]
+    if col_of is None:
+        col_of = np.full(Yr.shape[1], -1, dtype=np.int64)
     if v == 0:
         rows = np.arange(n)
     else:
         rows = np.unique(Yc[:, under[v]].indices)
     out = tree.outputs(v)
-    if tree.leaf[v]:
-        return rows, sp.csr_matrix(Yr[rows][:, out], dtype=np.float32)
-    # the child of every label under v; a target is 1 when any of the child's labels is
-    col_of = np.full(Yr.shape[1], -1, dtype=np.int64)
-    for j, c in enumerate(out):
-        col_of[under[c]] = j
-    sub = Yr[rows]
-    sub.sort_indices()
-    r = np.repeat(np.arange(rows.size), np.diff(sub.indptr))
-    c = col_of[sub.indices]
+    # the output of every label under v: the label itself in a leaf, else its child; a
+    # target is 1 when any of the output's labels is relevant
+    mine = [out] if tree.leaf[v] else [under[c] for c in out]
+    try:
+        if tree.leaf[v]:
+            col_of[out] = np.arange(out.size)
+        else:
+            for j, c in enumerate(out):
+                col_of[under[c]] = j
+        sub = Yr[rows]
+        r = np.repeat(np.arange(rows.size), np.diff(sub.indptr))
+        c = col_of[sub.indices]
+    finally:
+        for labels in mine:
+            col_of[labels] = -1
     keep = c >= 0
     T = sp.csr_matrix((np.ones(int(keep.sum()), dtype=np.float32), (r[keep], c[keep])), shape=(rows.size, out.size))
     T.sum_duplicates()
@@ -149,8 +159,9 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     blocks: list[Any] = [None] * tree.num_nodes
     small: list[int] = []
     problems = []
+    col_of = np.full(Yr.shape[1], -1, dtype=np.int64)
     for v in range(tree.num_nodes):
-        rows, T = node_problem(Yr, Yc, tree, v, under)
+        rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
             model, _ = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
             blocks[v] = (model.weights, np.asarray(model.intercept, dtype=np.float32),
