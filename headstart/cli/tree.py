@@ -20,8 +20,8 @@ node and --max-depth levels, and train one one-vs-all problem per node with the 
 options given here: an internal node learns which of its children holds a relevant label,
 a leaf learns its labels.  Only the root sees every instance; any other node is trained on
 the instances with one of its labels, so where labels form clusters a tree costs a
-fraction of full one-vs-all (debian-deps: a third); where they do not, k-means cannot
-split them and it buys nothing (docs/tree.md).  LibMultiLabel's 'tree' model, after
+fraction of full one-vs-all (debian-deps: a third, with P@k as good); where they do not,
+it is faster but less accurate (docs/tree.md).  LibMultiLabel's 'tree' model, after
 Bonsai.  'headstart predict MODEL_DIR DATA' then finds the top-k labels by beam search
 (--beam-width nodes per level); 'headstart evaluate' scores the predictions file.
 MODEL_DIR is written atomically."""
