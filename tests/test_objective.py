@@ -365,6 +365,27 @@ def test_dense_and_sparse_origin_give_same_kernels():
         np.testing.assert_array_equal(Kd.diag(w), Ks.diag(w))
 
 
+@pytest.mark.parametrize("block_bytes", [4, 100, 1 << 24])
+def test_dense_features_convert_to_the_same_csr_as_scipy(block_bytes):
+    """dense_to_csr (blocks of rows, no COO detour) gives scipy's canonical CSR of the
+    float32 values: zero rows, values that vanish in float32, float64/int/Fortran input."""
+    from headstart.validation import dense_to_csr
+
+    rng = np.random.default_rng(8)
+    A = rng.normal(size=(40, 7))
+    A[rng.random(A.shape) < 0.4] = 0.0
+    A[5] = 0.0
+    A[6, 2] = 1e-50                                  # 0 in float32
+    full = rng.normal(size=(9, 3))                   # no zeros: the block fast path
+    for M in (A, np.asfortranarray(A), (A * 10).astype(np.int64), full, np.zeros((3, 4)), np.zeros((0, 5))):
+        got = dense_to_csr(M, block_bytes=block_bytes)
+        want = sp.csr_matrix(np.asarray(M, dtype=np.float32))
+        want.eliminate_zeros()
+        assert got.has_canonical_format and got.dtype == np.float32 and got.indices.dtype == np.int32
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+        assert np.array_equal(got.data, want.data)
+
+
 @pytest.mark.parametrize("loss", list(LOSS_CASES))
 def test_derivatives_at_once_are_d1_and_d2_bit_for_bit(loss):
     """A loss's fused ``derivatives`` (the logistic loss: one exp for both) returns exactly

@@ -182,6 +182,18 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                    help="slice: the label file that goes with the dense features .npy")
 
 
+def read_training_data(path: str, args: argparse.Namespace):
+    """:func:`read_dataset` for a command that trains: dense (slice) features become the
+    CSR matrix the kernels read right here, so the dense array is not kept beside its
+    copy for the whole run (a third of the data's memory, docs/robustness.md)."""
+    X, Y = read_dataset(path, args)
+    if not hasattr(X, "tocsr"):
+        from ..validation import check_features
+
+        X = check_features(X)
+    return X, Y
+
+
 def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = None,
                  n_labels: int | None = None):
     """(X, Y) of a data file through headstart.io, as the data options say.
