@@ -327,6 +327,22 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
                          "--json", "-k", 2)
     assert code == 0, err
     assert set(json.loads(out)) >= {"P@1", "P@2", "nDCG@2", "PSP@2", "R@2", "cov@2"}
+    # a dense array's width is its feature space: fewer columns are refused, not padded
+    np.save(tmp_path / "X9.npy", np.load(tmp_path / "X.npy")[:, :9])
+    for cmd in (["evaluate", tmp_path / "m2"], ["predict", tmp_path / "m2", "-o", tmp_path / "p.txt"]):
+        code, out, err = run(capsys, *cmd[:2], tmp_path / "X9.npy", *cmd[2:], "--labels", tmp_path / "Y.txt")
+        assert code == 2 and "X9.npy" in err and "9 columns but the model was trained on 10" in err
+        assert not (tmp_path / "p.txt").exists()
+
+
+def test_a_narrower_feature_header_is_read_with_a_warning(trained, tmp_path, capsys):
+    """An XMC file declaring fewer features than the model: its features are the model's
+    first ones (the rest absent), said once on stderr."""
+    _, model = trained
+    (tmp_path / "t.txt").write_text("2 1000 159\n3,4 0:1 7:0.5\n5 999:1\n")
+    code, out, err = run(capsys, "evaluate", model, tmp_path / "t.txt", "--allow-gaps", "--json")
+    assert code == 0, err
+    assert err.count("declares 1000 features, the model was trained on 1836") == 1
 
 
 def test_evaluate_threshold_gives_libmultilabel_f1_in_memory_and_streamed(trained, bibtex_dir, capsys):

@@ -137,6 +137,7 @@ class ModelScorer:
         self.model_dir = model_dir
         self.manifest = m = read_manifest(model_dir)
         self.tree = None
+        self._narrow_warned = False
         if "tree" in m:
             self._init_tree(model_dir, args)
             return
@@ -229,6 +230,16 @@ class ModelScorer:
         elif self.data_features is not None and X.shape[1] > self.n_features:
             what = (f"the data has {X.shape[1]} features but the model was trained on {self.n_features}; they must "
                     "be the same feature ids")
+        elif self.data_features is not None and X.shape[1] < self.n_features:
+            if not hasattr(X, "tocsr"):
+                # a dense array's width is its feature space: fewer columns are other features
+                what = (f"the dense features have {X.shape[1]} columns but the model was trained on "
+                        f"{self.n_features}; they must be the same columns")
+            elif not self._narrow_warned:
+                self._narrow_warned = True
+                log.warning("%s: the data declares %d features, the model was trained on %d: the features beyond "
+                            "are read as absent (right only if the ids are the same)", args.data, X.shape[1],
+                            self.n_features)
         if what is not None:   # the header's line, where the file has one
             raise DataFormatError(what, args.data, 1 if count_rows(args.data, args) is not None else None)
 
@@ -336,9 +347,7 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
     def blocks():
         for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
-            if Y.shape[1] != scorer.label_space:
-                raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space "
-                                      f"has {scorer.label_space}; they must be the same label ids", args.data)
+            scorer.check_block(X, Y, args)
             sent.append((X.shape[0], Y))
             yield X
 
