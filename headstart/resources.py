@@ -235,8 +235,11 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     label_nnz = n if label_nnz is None else int(label_nnz)
     L = n_labels if label_space is None else int(label_space)
     fu = d if features_used is None else min(int(features_used), d)
-    used, chunk_size, lanes = _training_layout(n, d, n_labels, threads, chunk_size, lanes, memory)
-    nv = d + 1
+    # the kernels work on the features that occur (training/locality.py), except from a
+    # pretrained start
+    dk = d if init == "pretrained" else fu
+    used, chunk_size, lanes = _training_layout(n, dk, n_labels, threads, chunk_size, lanes, memory)
+    nv = dk + 1
     cap = min(int(max_iter), 1000) + 1
     per_label_w = weight_density * (fu + 1)
 
@@ -253,17 +256,21 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     if dense_input:                                      # the CSR the kernels work on
         copies += nnz * _NNZ + (n + 1) * _F64
     if locality:                                         # X with features renumbered by frequency
-        copies += nnz * _NNZ + (n + 1) * _F64 + d * (_F64 + 4 + 4 + _F64)   # + counts, perm, inv, argsort
+        copies += nnz * _NNZ + (n + 1) * _F64
+    # the renumbering's tables (also when X is renumbered in place): counts, argsort, perm
+    # and inv per feature, or per feature that occurs in the compact form
+    # (training/locality.py: a feature space beyond 4 x the nonzeros)
+    copies += fu * (_F64 + _F64 + 4 + 4 + 4) if init != "pretrained" and d > 4 * nnz else d * (_F64 + 4 + 4 + _F64)
     parts["data copies"] = copies
     from .init import REGISTRY as _INITS
 
     # column sums and sums of squares (erm.Problem) + what the initialiser's prepare()
     # keeps (declared with the strategy)
     parts["init"] = 2 * nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
-    parts["workspaces"] = used * thread_workspace_bytes(n, d, lanes, _groups(lanes, init, loss))
+    parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
     parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
-    parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * d * _NNZ))
+    parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
     parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
     # trajectories are flat arrays per chunk (no array object per label and quantity)
     per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories else 0

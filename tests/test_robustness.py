@@ -427,10 +427,12 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 def test_train_refuses_what_cannot_fit(tmp_path):
-    """A 40-byte file claiming 2e9 features: the lane workspaces would need ~250 GiB.
-    headstart train refuses before allocating anything: exit 2, both numbers, the option."""
+    """A 40-byte file claiming 2e9 labels: their statistics alone would need ~400 GiB.
+    headstart train refuses before allocating anything: exit 2, both numbers, the option.
+    (A file claiming 2e9 *features* trains: the kernels work on the features that occur,
+    test_training.py.)"""
     data = tmp_path / "wide.txt"
-    data.write_bytes(b"2 2000000000 2\n0 5:1 7:2\n1 3:1\n")
+    data.write_bytes(b"2 10 2000000000\n0 5:1 7:2\n1 3:1\n")
     r = subprocess.run([sys.executable, "-m", "headstart", "train", str(data), "-o", str(tmp_path / "m")],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 2, r.stderr

@@ -413,6 +413,26 @@ def test_pretrained_start_at_a_solution_needs_no_iteration(tmp_path):
     np.testing.assert_array_equal(warm.intercept_, base.intercept_)
 
 
+@pytest.mark.parametrize("space", [3000, 10**9])
+@pytest.mark.parametrize("init,loss,reg", [("aop", "squared-hinge", "l2"), ("zero", "logistic", "l2"),
+                                           ("multi-pos", "squared-hinge", "elastic-50-50")])
+def test_features_that_never_occur_change_nothing(space, init, loss, reg):
+    """medical's 1449 features spread over a space of ``space`` ids (narrowed, and at 10^9
+    the compact renumbering): the same weights, mapped, bit for bit, and the same
+    statistics; nothing in the run is as long as the feature space."""
+    X, Y = dataset("medical")
+    ids = np.sort(np.random.default_rng(0).choice(space, X.shape[1], replace=False))
+    Xw = sp.csr_matrix((X.data, ids[X.indices].astype(np.int32), X.indptr), shape=(X.shape[0], space))
+    p = TrainParams(init=init, loss=loss, regularizer=reg, threads=2)
+    W, b, st = train_labels(X, Y, p, np.arange(Y.shape[1]))
+    Ww, bw, stw = train_labels(Xw, Y, p, np.arange(Y.shape[1]))
+    assert Ww.shape == (Y.shape[1], space)
+    mapped = sp.csr_matrix((W.data, ids[W.indices], W.indptr), shape=Ww.shape)
+    assert (mapped != Ww).nnz == 0 and np.array_equal(b, bw)
+    for col in ("iterations", "cg_steps", "f_init", "f_final", "nnz"):
+        assert np.array_equal(st[col], stw[col]), col
+
+
 @pytest.mark.parametrize("init", INITS)
 def test_dense_input_equals_csr(init):
     A, Y = edge_data()

@@ -170,23 +170,33 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     chunk by chunk, releasing each chunk as it is copied (see :func:`stack_rows`).
     """
     t_start = time.perf_counter()
-    order = FeatureOrder.by_frequency(X) if locality else None
+    order = FeatureOrder.by_frequency(X, compact=narrows(params)) if locality else None
     kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
-              groups=groups, trajectories=trajectories)
+              groups=groups, trajectories=trajectories, d_out=X.shape[1])
     if order is None:
         return _train(X, Y, params, labels, None, t_start, **kw)
+    # the kernels see only the features that occur (locality.py), unless the start may
+    # weigh the others
+    narrow = order.narrow if narrows(params) else (lambda M: M)
     if not inplace:
-        return _train(order.to_internal(X), Y, params, labels, order, t_start, **kw)
+        return _train(narrow(order.to_internal(X)), Y, params, labels, order, t_start, **kw)
     order.renumber_inplace(X)
     try:
-        return _train(X, Y, params, labels, order, t_start, **kw)
+        return _train(narrow(X), Y, params, labels, order, t_start, **kw)
     finally:
         order.restore_inplace(X)
 
 
+def narrows(params: TrainParams) -> bool:
+    """Whether training runs on the features that occur only (:mod:`.locality`): every
+    start but a saved model's is 0 on a feature that never occurs."""
+    return params.init != "pretrained"
+
+
 def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes,
-           trajectories, groups):
-    """train_labels on X in the kernels' feature order (``order`` maps it back)."""
+           trajectories, groups, d_out):
+    """train_labels on X in the kernels' feature order (``order`` maps it back to the
+    ``d_out`` features of the caller's X)."""
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
     P, colsum = prepare_problem(X, params)
@@ -260,7 +270,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         stats = chunk_stats(chunk, table, rec, cap, params.reg_scale)
         if not trajectories:
             stats = stats.without_trajectories()
-        W = chunk_weights(indptr, indices, data, d, order)
+        W = chunk_weights(indptr, indices, data, d_out, order)
         del indptr, indices, data
         if sink is not None:
             sink(ChunkResult(chunk, W, intercept, stats))
@@ -305,7 +315,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
 
     if collect:
         results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-        weights, intercept = stack_rows(results, d)
+        weights, intercept = stack_rows(results, d_out)
         stats_parts = [r.stats for r in results]
         results.clear()
     else:
