@@ -132,6 +132,24 @@ def test_info_on_data_and_model(trained, bibtex_dir, capsys):
     assert info["params"] == TrainParams(normalize=True, threads=2).to_dict()
 
 
+def test_info_label_frequency_without_a_count_per_label(tmp_path, capsys):
+    """A header declaring 2e9 labels: the summary from the labels that occur (no 16 GB
+    array), the median and mean over all of them as numpy's over the full counts."""
+    (tmp_path / "h.txt").write_text("3 10 2000000000\n0,7 1:1\n7 2:1\n1999999999 3:1\n")
+    code, out, err = run(capsys, "info", tmp_path / "h.txt", "--json")
+    assert code == 0, err
+    f = json.loads(out)["label_frequency"]
+    assert (f["labels"], f["labels_without_positives"], f["max_positives"]) == (2 * 10**9, 2 * 10**9 - 3, 2)
+    assert f["median_positives"] == 0.0 and f["mean_positives"] == 4 / (2 * 10**9)
+    from headstart.cli.info import label_frequency
+
+    counts = np.array([0, 3, 0, 1, 1, 9])
+    for c in (counts, counts[:5], counts[1:2]):
+        got = label_frequency(c[c > 0], c.size)
+        assert got == label_frequency(c)
+        assert got["median_positives"] == np.median(c) and got["tail_labels"] == int(np.sum(c <= 5))
+
+
 def test_predict_refuses_incomplete_model_unless_allowed(trained, bibtex_dir, tmp_path, capsys):
     _, model_dir = trained
     # the fixture model covers labels [3, 23) of 159: a gap

@@ -28,20 +28,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_data_options(p)
 
 
-def label_frequency(counts: np.ndarray) -> dict:
-    """Summary of per-label positive counts."""
+def label_frequency(counts: np.ndarray, labels: int | None = None) -> dict:
+    """Summary of per-label positive counts: one per label, or (with ``labels``, the size
+    of the label space) those of the labels that occur only -- a header may declare 2e9
+    labels, and a count per label would take 16 GB."""
     counts = np.asarray(counts, dtype=np.int64)
-    L = int(counts.size)
+    if labels is None:
+        labels = int(counts.size)
+    counts = np.sort(counts[counts > 0])
+    L, zeros = int(labels), int(labels) - int(counts.size)
     if L == 0:
         return {"labels": 0}
+
+    def at(p: int) -> float:        # the p-th smallest of all L counts
+        return 0.0 if p < zeros else float(counts[p - zeros])
+
     return {
         "labels": L,
-        "labels_without_positives": int(np.sum(counts == 0)),
-        "tail_labels": int(np.sum(counts <= TAIL)),
+        "labels_without_positives": zeros,
+        "tail_labels": zeros + int(np.sum(counts <= TAIL)),
         "tail_max_positives": TAIL,
-        "median_positives": float(np.median(counts)),
-        "mean_positives": float(counts.mean()),
-        "max_positives": int(counts.max()),
+        "median_positives": (at((L - 1) // 2) + at(L // 2)) / 2,
+        "mean_positives": float(counts.sum()) / L,
+        "max_positives": int(counts[-1]) if counts.size else 0,
     }
 
 
@@ -63,7 +72,7 @@ def data_info(path: str, args: argparse.Namespace) -> dict:
         "label_nonzeros": int(Y.nnz),
         "mean_labels_per_instance": float(Y.nnz / n) if n else 0.0,
         "instances_without_labels": int(np.sum(per_row == 0)),
-        "label_frequency": label_frequency(np.bincount(Y.indices, minlength=Y.shape[1])),
+        "label_frequency": label_frequency(np.unique(Y.indices, return_counts=True)[1], Y.shape[1]),
         "file_bytes": os.path.getsize(path),
     }
 
