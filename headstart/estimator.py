@@ -424,9 +424,13 @@ OvAClassifier.__doc__ = (OvAClassifier.__doc__ or "") + _parameters_doc()
 
 def load(path, **kw) -> OvAClassifier:
     """Load a saved model directory into a fitted :class:`OvAClassifier`."""
+    from .errors import ModelFormatError
     from .model.reader import load_model
+    from .prediction.topk import _TREE_MODEL
 
     model = load_model(path, **kw)
+    if "tree" in (model.extensions or {}):
+        raise ModelFormatError(f"{path}: {_TREE_MODEL}")
     clf = OvAClassifier(**model.params.to_dict())
     clf._set_model(model)
     return clf

@@ -88,6 +88,7 @@ def test_fit_sets_attributes_ending_in_underscore(fitted, bibtex):
     np.testing.assert_array_equal(fitted.classes_, np.arange(Y.shape[1]))
     assert fitted.coef_.shape == (Y.shape[1], X.shape[1]) and fitted.intercept_.shape == (Y.shape[1],)
     np.testing.assert_array_equal(fitted.n_iter_, fitted.stats_["iterations"])
+    assert "status" in fitted.stats_ and "no such column" not in fitted.stats_
     assert fitted.n_iter_.shape == (Y.shape[1],) and fitted.n_iter_.max() >= 1
 
 

@@ -118,6 +118,10 @@ class TrainingStats:
     def __getitem__(self, name: str) -> np.ndarray:
         return self.columns[name]
 
+    def __contains__(self, name: object) -> bool:
+        # without it ``"status" in stats`` would iterate through __getitem__ with 0, 1, ...
+        return name in self.columns
+
     def trajectory(self, i: int, name: str) -> np.ndarray:
         """Per-iteration values of label number ``i`` (row index, not label id)."""
         return self.iterations[name][self.iter_offsets[i]: self.iter_offsets[i + 1]]
