@@ -133,10 +133,10 @@ def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str
 
 
 # --------------------------------------------------------------------------- planning
-def default_shard_size(num_labels: int, threads: int) -> int:
+def default_shard_size(num_labels: int, threads: int, cap: int = MAX_DEFAULT_SHARD) -> int:
     """Like the trainer's chunk size: enough labels to keep the lanes busy, few enough
-    to balance the threads (and to lose little when interrupted)."""
-    return int(min(MAX_DEFAULT_SHARD, max(MIN_DEFAULT_SHARD, num_labels // max(4 * threads, 1))))
+    to balance the threads (and to lose little when interrupted), at most ``cap``."""
+    return int(min(cap, max(MIN_DEFAULT_SHARD, num_labels // max(4 * threads, 1))))
 
 
 def plan_shards(missing: Iterable[Range], shard_size: int, origin: int = 0) -> list[Range]:
