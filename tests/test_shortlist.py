@@ -429,6 +429,30 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "incomplete, missing [30, 159)" in err and "shortlist-train --resume" in err
 
 
+def test_cli_few_or_no_labels(tmp_path, capsys):
+    """k beyond a 3-label model is cut with a warning (as 'headstart predict' does); data
+    without labels is refused by 'shortlist' and 'evaluate' instead of giving nan."""
+    tiny, nolab = tmp_path / "tiny.txt", tmp_path / "nolab.txt"
+    tiny.write_text("4 3 3\n0,1 0:1 1:2\n1 1:1\n 2:1\n1 \n")
+    nolab.write_text("3 3 0\n 0:1\n 1:1\n 2:1\n")
+    sl, fs, m, pred = (str(tmp_path / x) for x in ("sl.txt", "fs", "m", "p.txt"))
+    assert main(["shortlist", str(tiny), "-o", sl, "-K", "2", "--save-first-stage", fs, "-q"]) == 0
+    assert main(["shortlist-train", str(tiny), "--shortlist", sl, "-o", m, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["shortlist-predict", m, str(tiny), "--first-stage", fs, "-o", pred]) == 0
+    assert "only 3 label(s): writing k = 3" in capsys.readouterr().err
+    with open(pred) as fh:
+        assert fh.readline().split() == ["4", "3", "3"]
+    assert main(["evaluate", "--predictions", pred, str(tiny), "-k", "5", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "metrics up to k = 3" in err and "P@3" in json.loads(out) and "P@5" not in json.loads(out)
+    assert main(["shortlist", str(nolab), "-o", str(tmp_path / "n.txt"), "-K", "2"]) == 2
+    assert "no labels" in capsys.readouterr().err and not (tmp_path / "n.txt").exists()
+    assert main(["train", str(nolab), "-o", str(tmp_path / "nm"), "-q"]) == 0
+    assert main(["evaluate", str(tmp_path / "nm"), str(nolab)]) == 2
+    assert "no labels: there is nothing to evaluate" in capsys.readouterr().err
+
+
 def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib):
     """A first stage without filling (rows with few candidates) or with K < k: prediction
     widens the candidates to max(K, k) and fills them with the most frequent training

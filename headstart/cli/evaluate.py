@@ -117,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
             raise DataFormatError(f"the predictions file has {labels.shape[0]} rows but the test data has "
                                   f"{Y.shape[0]} instances", args.predictions)
         k = min(args.k, labels.shape[1]) if labels.shape[1] else args.k
+        if k < args.k:
+            log.warning("%s holds %d label(s) per instance: metrics up to k = %d", args.predictions,
+                        labels.shape[1], k)
         labels = labels[:, :k]
     else:
         scorer = predict.ModelScorer(args.model, args)
@@ -151,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
             log.warning("only %d training instance(s): no propensity-scored metrics", n_train)
         else:
             props = propensities(counts, n_train, A=args.propensity_a, B=args.propensity_b)
+    if Y.shape[1] == 0:
+        raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
     extra, rule = (_threshold_scores(scorer, args, *decision) if thresholded else (None, ""))
     print_metrics(metrics, args.json, extra)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..errors import DataFormatError
 from . import common
 
 NAME = "shortlist"
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
                            fill=args.fill, keep=args.keep)
     X, Y = common.read_dataset(args.train, args)
+    if Y.shape[1] == 0:
+        raise DataFormatError("the data has no labels: there is nothing to shortlist", args.train)
     Xt = Yt = None
     if args.test:
         Xt, Yt = common.read_dataset(args.test, args, n_features=X.shape[1], n_labels=Y.shape[1])
