@@ -481,6 +481,12 @@ def test_an_instance_the_preprocessing_refuses_is_named_by_its_place_in_the_file
     os.mkfifo(tmp_path / "fifo")
     code, _, err = run(capsys, "predict", model, tmp_path / "train.txt", "-o", tmp_path / "fifo")
     assert code == 2 and "not a regular file" in err
+    # a link to a pipe (/dev/stdout into a pipe) is the pipe, not the name it resolves to
+    os.symlink(f"/proc/self/fd/{os.open(tmp_path / 'fifo', os.O_RDWR)}", tmp_path / "out")
+    code, _, err = run(capsys, "predict", model, tmp_path / "train.txt", "-o", tmp_path / "out")
+    assert code == 2 and "not a regular file" in err, err
+    code, _, err = run(capsys, "predict", model, tmp_path / "train.txt", "-o", "-")
+    assert code == 2 and "not to standard output" in err and not os.path.exists("-")
 
 
 # --------------------------------------------------------------------------- process level

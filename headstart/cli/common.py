@@ -251,6 +251,9 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
     replace the user's data with the output."""
     from ..io.atomic import regular_target
 
+    if path == "-":
+        raise ParameterError(f"-: the {what} is written atomically to a path, not to standard output: give a "
+                             "file path")
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"{path}: {what} is a directory")

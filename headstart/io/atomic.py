@@ -78,7 +78,9 @@ def regular_target(path: str | os.PathLike[str]) -> str:
     path = os.fspath(path)
     target = os.path.realpath(path) if os.path.islink(path) else path
     try:
-        st = os.stat(target)
+        # through the link itself: /dev/stdout into a pipe resolves to "/proc/N/fd/pipe:[M]",
+        # a name that exists nowhere, while the link leads to the pipe
+        st = os.stat(path)
     except FileNotFoundError:
         return target
     except OSError as e:
