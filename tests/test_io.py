@@ -447,6 +447,32 @@ def test_atomic_write_keeps_a_symlink_and_refuses_a_fifo(tmp_path):
             pass
 
 
+def test_leftovers_of_a_killed_writer_are_reported_not_removed(tmp_path, caplog):
+    """Temporary directories of a killed run (kill -9 cannot clean up) are named in a
+    warning when the same output is written again, and left alone (their writer may be
+    alive on another machine of a shared file system)."""
+    import logging
+
+    from headstart.io.atomic import atomic_directory
+
+    stale = tmp_path / f".m[1].tmp-{'ab' * 16}"
+    stale.mkdir()
+    (stale / "weights.spool").write_bytes(b"x" * 1000)
+    (tmp_path / f".other.tmp-{'cd' * 16}").mkdir()
+    with caplog.at_level(logging.WARNING, logger="headstart.io"):
+        with atomic_directory(tmp_path / "m[1]") as d:
+            (d / "f").write_text("new")
+    assert (tmp_path / "m[1]" / "f").read_text() == "new" and stale.is_dir()
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and "1 temporary directory next to it" in msgs[0] and stale.name in msgs[0]
+    assert ".other." not in msgs[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="headstart.io"):
+        with atomic_directory(tmp_path / "fresh") as d:
+            pass
+    assert not caplog.records
+
+
 def test_libsvm_binary_labels(tmp_path, monkeypatch):
     """LIBLINEAR's binary files (+1 / 1 / -1 labels) read as one label present on the
     positive lines, also when the first signed label comes in a later piece; a label

@@ -25,6 +25,7 @@ write left behind.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -38,6 +39,8 @@ from typing import IO, Any
 from ..errors import ParameterError
 
 __all__ = ["atomic_write", "atomic_directory", "fsync_dir", "TEMP_NAME_RE"]
+
+log = logging.getLogger("headstart.io")
 
 #: temporaries of this module: files ``.NAME.<12 hex>.tmp``, directories ``.NAME.tmp-<32 hex>``
 TEMP_NAME_RE = re.compile(r"^\..+\.(tmp-[0-9a-f]{32}|[0-9a-f]{12}\.tmp)$")
@@ -144,6 +147,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     Deciding *whether* ``path`` may be replaced is the caller's job.
     """
     path = Path(path)
+    _warn_leftovers(path)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
     try:
         tmp.mkdir()
@@ -155,6 +159,29 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _warn_leftovers(path: Path) -> None:
+    """Say so when temporaries of ``path`` are lying next to it: a process killed while
+    writing it (kill -9, a power cut) cannot remove its own, and they may hold a model's
+    worth of weights.  Not removed here: on a shared file system the writer may be alive
+    on another machine."""
+    try:
+        left = [p for p in path.parent.glob(f".{glob_escape(path.name)}.*")
+                if p.is_dir() and re.fullmatch(r"(tmp|old)-[0-9a-f]{32}", p.name[len(path.name) + 2:])]
+    except OSError:
+        return
+    if left:
+        size = sum(f.stat().st_size for p in left for f in p.rglob("*") if f.is_file())
+        one = len(left) == 1
+        log.warning("%s: %d temporary director%s next to it (%s, %.1f MB), left by a run killed while writing "
+                    "it; remove %s if no other run is writing %s", path, len(left), "y" if one else "ies",
+                    ", ".join(sorted(p.name for p in left)[:3]) + (", ..." if len(left) > 3 else ""),
+                    size / 2**20, "it" if one else "them", path.name)
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
 
 
 def _install_directory(tmp: Path, path: Path) -> None:
