@@ -345,6 +345,14 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
                          "--json", "-k", 2)
     assert code == 0, err
     assert set(json.loads(out)) >= {"P@1", "P@2", "nDCG@2", "PSP@2", "R@2", "cov@2"}
+    # prediction needs no labels: a .npy without --labels, an XMC file with another label count
+    code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "-o", tmp_path / "nl.txt")
+    assert code == 0, err
+    code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",
+                         "-o", tmp_path / "wl.txt")
+    assert code == 0 and (tmp_path / "nl.txt").read_bytes() == (tmp_path / "wl.txt").read_bytes()
+    code, out, err = run(capsys, "evaluate", tmp_path / "m2", tmp_path / "X.npy")
+    assert code == 2 and "--labels" in err
     # a dense array's width is its feature space: fewer columns are refused, not padded
     np.save(tmp_path / "X9.npy", np.load(tmp_path / "X.npy")[:, :9])
     for cmd in (["evaluate", tmp_path / "m2"], ["predict", tmp_path / "m2", "-o", tmp_path / "p.txt"]):
@@ -361,6 +369,11 @@ def test_a_narrower_feature_header_is_read_with_a_warning(trained, tmp_path, cap
     code, out, err = run(capsys, "evaluate", model, tmp_path / "t.txt", "--allow-gaps", "--json")
     assert code == 0, err
     assert err.count("declares 1000 features, the model was trained on 1836") == 1
+    (tmp_path / "u.txt").write_text("2 1836 0\n 0:1 7:0.5\n 999:1\n")   # unlabelled: predict only
+    code, out, err = run(capsys, "predict", model, tmp_path / "u.txt", "--allow-gaps", "-o", tmp_path / "p.txt")
+    assert code == 0, err
+    code, out, err = run(capsys, "evaluate", model, tmp_path / "u.txt", "--allow-gaps")
+    assert code == 2 and "0 labels but the model's label space has 159" in err
 
 
 def test_evaluate_threshold_gives_libmultilabel_f1_in_memory_and_streamed(trained, bibtex_dir, capsys):

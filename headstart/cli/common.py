@@ -208,8 +208,14 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
         fmt = "slice" if labels_file else hio.detect_format(path)
     if fmt == "slice":
         if not labels_file:
-            raise ParameterError(f"{path}: dense .npy features (slice format) need their label "
-                                 "file: add --labels FILE")
+            if not getattr(args, "labels_unused", False):
+                raise ParameterError(f"{path}: dense .npy features (slice format) need their label "
+                                     "file: add --labels FILE")
+            import numpy as np
+            import scipy.sparse as sp
+
+            X = hio.read_dense_features(path)   # prediction: no labels needed
+            return X, sp.csr_matrix((X.shape[0], n_labels or 0), dtype=np.float32)
         return hio.read_slice(path, labels_file)
     if labels_file:
         raise ParameterError(f"--labels is only for the slice format (.npy features), not {fmt}")

@@ -224,7 +224,7 @@ class ModelScorer:
         """Refuse a block of DATA whose label space or (unhashed) width is not the model's,
         naming the file."""
         what = None
-        if Y.shape[1] != self.label_space:
+        if Y.shape[1] != self.label_space and not getattr(args, "labels_unused", False):
             what = (f"the data has {Y.shape[1]} labels but the model's label space has {self.label_space}; they "
                     "must be the same label ids")
         elif self.data_features is not None and X.shape[1] > self.n_features:
@@ -362,6 +362,9 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
 def run(args: argparse.Namespace) -> int:
     check_prediction_args(args)
     from ..io import PredictionWriter
+
+    # prediction reads no labels: a .npy needs no --labels, a file's label count may differ
+    args.labels_unused = True
 
     check_threshold_args(args)
     common.check_output_file(args.output, "predictions file", args)
