@@ -128,6 +128,23 @@ def test_labels_without_representation_are_a_balanced_subtree(K):
     assert t3.depth.max() == math.ceil(math.log(40 / K, K))
 
 
+def test_features_that_never_occur_change_no_tree():
+    """The same tree whether the features are spread over 10^9 ids or not: k-means runs
+    on the features that occur (its centroids would otherwise be K x 10^9)."""
+    rng = np.random.default_rng(6)
+    n, d, L = 80, 15, 12
+    X = sp.csr_matrix((rng.random((n, d)) < 0.3) * rng.random((n, d)))
+    Y = sp.csr_matrix((rng.random((n, L)) < 0.2).astype(np.float32))
+    ids = np.sort(rng.choice(10**9, d, replace=False))
+    Xw = sp.csr_matrix((X.data, ids[X.indices].astype(np.int32), X.indptr), shape=(n, 10**9))
+    a = fit_tree(X, Y, TrainParams(**FAST), branching=3, max_depth=3)
+    b = fit_tree(Xw, Y, TrainParams(**FAST), branching=3, max_depth=3)
+    assert np.array_equal(a.tree.target, b.tree.target) and np.array_equal(a.tree.node_ptr, b.tree.node_ptr)
+    la, sa = a.predict_topk(X, 3)
+    lb, sb = b.predict_topk(Xw, 3)
+    assert np.array_equal(la, lb) and np.allclose(sa, sb, rtol=1e-5)
+
+
 def test_bad_tree_parameters():
     R = _clustered(np.random.default_rng(0))
     for kw in (dict(branching=1), dict(max_depth=0), dict(branching=2.5)):

@@ -79,6 +79,17 @@ def check_tree_params(branching: int, max_depth: int, seed: int = 0) -> None:
             raise ParameterError(f"parameter {name} must be an integer >= {lo}, got {v!r}")
 
 
+def occurring_columns(M: sp.spmatrix) -> sp.csr_matrix:
+    """CSR of M without its all-zero columns (the others renumbered in order): what
+    clustering needs, at the width of the features that occur (a header may declare 2e9)."""
+    M = sp.csr_matrix(M)
+    used = np.unique(M.indices)
+    if used.size == M.shape[1]:
+        return M
+    return sp.csr_matrix((M.data, np.searchsorted(used, M.indices).astype(np.int32), M.indptr),
+                         shape=(M.shape[0], used.size))
+
+
 def label_representations(X: sp.csr_matrix, Y: sp.spmatrix) -> sp.csr_matrix:
     """Rows of Y^T X, L2-normalised (a label without positives, or whose positives have
     no features, is a zero row)."""
@@ -191,7 +202,9 @@ def build_tree(R: sp.csr_matrix, branching: int = 100, max_depth: int = 10, seed
     """The label tree over the rows of ``R`` (:func:`label_representations`); ``threads``
     for k-means' assignment step (the tree does not depend on it)."""
     check_tree_params(branching, max_depth)
-    R = sp.csr_matrix(R)
+    # k-means on the features that occur: the same distances, and centroids (K dense rows)
+    # as long as those, not as the feature space a header declares
+    R = occurring_columns(R)
     L = R.shape[0]
     rng = np.random.default_rng(seed)
     # labels without a representation: apart from the others when more than K (above)

@@ -30,7 +30,7 @@ from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import train_shortlisted
 from ..params import TrainParams
-from .build import Tree, build_tree, check_tree_params, label_representations
+from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
 
 
@@ -140,7 +140,8 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     Xp = sp.csr_matrix(data.X, dtype=np.float32)   # dense features too: the nodes slice rows
     Yc = sp.csc_matrix(data.Y)
     Yr = Yc.tocsr()
-    tree = build_tree(label_representations(Xp, Yc), branching, max_depth, seed, threads=params.effective_threads())
+    tree = build_tree(label_representations(occurring_columns(Xp), Yc), branching, max_depth, seed,
+                      threads=params.effective_threads())
     build_seconds = time.perf_counter() - t0
     under = node_labels(tree)
     if on_built:
