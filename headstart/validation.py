@@ -49,6 +49,9 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     if not X.has_canonical_format:
         X.sum_duplicates()
     X.eliminate_zeros()
+    if X.shape[1] > np.iinfo(np.int32).max:
+        # feature ids are int32 throughout (as the file readers and model manifests refuse)
+        raise DataFormatError(f"{name} has {X.shape[1]} features; at most {np.iinfo(np.int32).max} are supported")
     if X.indices.dtype != np.int32:
         X.indices = X.indices.astype(np.int32)
     if n_features is not None and X.shape[1] != n_features:

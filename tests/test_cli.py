@@ -345,7 +345,13 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
                          "--json", "-k", 2)
     assert code == 0, err
     assert set(json.loads(out)) >= {"P@1", "P@2", "nDCG@2", "PSP@2", "R@2", "cov@2"}
-    # prediction needs no labels: a .npy without --labels, an XMC file with another label count
+    # prediction needs no labels: libsvm label ids beyond the model's, a .npy without
+    # --labels, an XMC file with another label count
+    (tmp_path / "t.svm").write_text("7 1:1\n0 2:1\n")
+    code, out, err = run(capsys, "predict", tmp_path / "m", tmp_path / "t.svm", "-o", tmp_path / "ts.txt", "-k", 1)
+    assert code == 0, err
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "t.svm")
+    assert code == 2 and "label id 7 out of range" in err
     code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "-o", tmp_path / "nl.txt")
     assert code == 0, err
     code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",

@@ -365,6 +365,15 @@ def test_dense_and_sparse_origin_give_same_kernels():
         np.testing.assert_array_equal(Kd.diag(w), Ks.diag(w))
 
 
+def test_more_features_than_int32_ids_are_refused():
+    """Feature ids are int32 throughout: a wider matrix is refused, not wrapped."""
+    from headstart.errors import DataFormatError
+
+    X = sp.csr_matrix((np.ones(1), (np.zeros(1, int), np.full(1, 2**31 + 4))), shape=(1, 2**31 + 5))
+    with pytest.raises(DataFormatError, match="2147483653 features; at most 2147483647"):
+        check_features(X)
+
+
 @pytest.mark.parametrize("block_bytes", [4, 100, 1 << 24])
 def test_dense_features_convert_to_the_same_csr_as_scipy(block_bytes):
     """dense_to_csr (blocks of rows, no COO detour) gives scipy's canonical CSR of the

@@ -225,6 +225,13 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
         return hio.read_xmc(path, one_based=getattr(args, "one_based", False))
     if getattr(args, "one_based", False):
         raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
+    if getattr(args, "labels_unused", False):
+        # prediction: the labels are read for the syntax only, any ids
+        import numpy as np
+        import scipy.sparse as sp
+
+        X, _ = hio.read_libsvm(path, n_features=n_features, zero_based=getattr(args, "zero_based", False))
+        return X, sp.csr_matrix((X.shape[0], n_labels or 0), dtype=np.float32)
     return hio.read_libsvm(path, n_features=n_features, n_labels=n_labels,
                            zero_based=getattr(args, "zero_based", False))
 

@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.output and not args.evaluate:
         args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
+    args.labels_unused = not args.evaluate   # predictions alone need no labels
     if args.output:
         common.check_output_file(args.output, "predictions file", args)
     m = open_model_dir(args.model)   # refuse an incomplete model before any work

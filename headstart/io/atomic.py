@@ -172,12 +172,15 @@ def _warn_leftovers(path: Path) -> None:
     except OSError:
         return
     if left:
-        size = sum(f.stat().st_size for p in left for f in p.rglob("*") if f.is_file())
+        try:   # a live writer may remove its files meanwhile; the warning must not fail the write
+            size = f"{sum(f.stat().st_size for p in left for f in p.rglob('*') if f.is_file()) / 2**20:.1f} MB"
+        except OSError:
+            size = "size unknown"
         one = len(left) == 1
-        log.warning("%s: %d temporary director%s next to it (%s, %.1f MB), left by a run killed while writing "
+        log.warning("%s: %d temporary director%s next to it (%s, %s), left by a run killed while writing "
                     "it; remove %s if no other run is writing %s", path, len(left), "y" if one else "ies",
                     ", ".join(sorted(p.name for p in left)[:3]) + (", ..." if len(left) > 3 else ""),
-                    size / 2**20, "it" if one else "them", path.name)
+                    size, "it" if one else "them", path.name)
 
 
 def glob_escape(name: str) -> str:
