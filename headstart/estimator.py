@@ -171,8 +171,19 @@ def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, n
         _, _, stats = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop),
                                    progress=progress, sink=spool.add, collect=False,
                                    inplace=data.owned or own_data, trajectories=trajectories)
-        spool.finish(data.n_features, data.label_space, data.n_train, params, data.preprocessing,
-                     data.label_counts, data_sha256=digest)
+        shards = spool.finish(data.n_features, data.label_space, data.n_train, params, data.preprocessing,
+                              data.label_counts, data_sha256=digest)
+        if len(stats) < data.stop - data.first_label:
+            # a time budget left gaps, which --resume trains (headstart.distributed): the
+            # shards' statistics go where it reads them, so that its statistics cover
+            # every label of the model, not only those it trained
+            from .distributed.sharded import write_stats_file
+
+            labels = stats["label"]
+            for e in shards:
+                a = e["first_label"]
+                write_stats_file(spool.directory, stats.take(np.flatnonzero((labels >= a) &
+                                                                            (labels < a + e["num_labels"]))))
     report_problems(stats)
     return stats, spool.nnz
 

@@ -458,6 +458,45 @@ def test_dense_input_equals_csr(init):
         np.testing.assert_array_equal(d.predict_topk(X, 2)[0], s.predict_topk(sp.csr_matrix(X), 2)[0])
 
 
+def test_a_directory_cut_by_the_time_budget_keeps_its_statistics_for_resume(tmp_path, monkeypatch):
+    """fit_to_directory (what 'headstart train' runs) stopped by the time budget saves the
+    statistics of its shards where --resume reads them: the resumed model's statistics
+    cover every label, as an uninterrupted run's.  (The cut is simulated.)"""
+    import headstart.estimator as est
+    from headstart.distributed import train_model_dir
+    from headstart.distributed.sharded import read_stats
+    from headstart.training.trainer import ChunkResult
+
+    X, Y = dataset("bibtex")
+    p = TrainParams(threads=2)
+    _, full = est.fit_model(X, Y, p, first_label=10, num_labels=40)
+    real = est.train_labels
+    keep = np.r_[12:20, 26:31, 40:44]
+
+    def cut(X, Y, params, labels, **kw):
+        sink = kw.pop("sink")
+
+        def part(c):
+            rows = np.flatnonzero(np.isin(c.labels, keep))
+            if rows.size:
+                sink(ChunkResult(c.labels[rows], c.weights[rows], c.intercept[rows], c.stats.take(rows)))
+
+        W, b, st = real(X, Y, params, labels, sink=part, **kw)
+        return W, b, st.take(np.flatnonzero(np.isin(st["label"], keep)))
+
+    monkeypatch.setattr(est, "train_labels", cut)
+    est.fit_to_directory(X, Y, p, tmp_path / "m", first_label=10, num_labels=40)
+    st, without = read_stats(tmp_path / "m")
+    assert without == [] and np.array_equal(st["label"], keep)
+    monkeypatch.setattr(est, "train_labels", real)
+    done = train_model_dir(X, Y, p, tmp_path / "m", first_label=10, num_labels=40, resume=True)
+    assert done.complete
+    st, without = read_stats(tmp_path / "m")
+    assert without == [] and np.array_equal(st["label"], np.arange(10, 50))
+    for col in ("iterations", "cg_steps", "f_final"):
+        np.testing.assert_array_equal(st[col], full[col])
+
+
 def test_a_time_budget_that_leaves_gaps_gives_a_model_with_gaps(tmp_path, monkeypatch):
     """With a timeout and several threads the trained labels need not be a prefix (each
     thread's chunk stops where the budget ran out): the model puts every row at its label
