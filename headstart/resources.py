@@ -260,7 +260,10 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # the renumbering's tables (also when X is renumbered in place): counts, argsort, perm
     # and inv per feature, or per feature that occurs in the compact form
     # (training/locality.py: a feature space beyond 4 x the nonzeros)
-    copies += fu * (_F64 + _F64 + 4 + 4 + 4) if init != "pretrained" and d > 4 * nnz else d * (_F64 + 4 + 4 + _F64)
+    if init != "pretrained" and d > 4 * nnz:     # + np.unique's sorted copy of the ids and its mask
+        copies += fu * (_F64 + _F64 + 4 + 4 + 4) + nnz * (4 + 1)
+    else:
+        copies += d * (_F64 + 4 + 4 + _F64)
     parts["data copies"] = copies
     from .init import REGISTRY as _INITS
 
