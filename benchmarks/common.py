@@ -70,6 +70,15 @@ def dataset_for(name: str, scale: float = 1.0, data_seed: int = 0, cache_dir: st
     return resolve_dataset(name)
 
 
+def add_peer_arguments(ap, default_peer: str) -> None:
+    """--data and --peer-python of the benchmarks that run LibMultiLabel from its own venv
+    (tree.py, thresholds.py)."""
+    ap.add_argument("--data", nargs="+", default=["bibtex"], metavar="NAME",
+                    help="data sets: data/NAME, /work/shared/data/NAME, or a folder (default: bibtex)")
+    ap.add_argument("--peer-python", action="append", metavar="PATH",
+                    help=f"python of a venv with libmultilabel installed (repeatable; default {default_peer})")
+
+
 def sample_labels(num_labels: int, n: int, seed: int) -> list[int]:
     """``n`` distinct label ids drawn uniformly from ``[0, num_labels)``, ascending."""
     if not 1 <= n <= num_labels:

@@ -50,6 +50,11 @@ import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from common import add_peer_arguments  # noqa: E402
+
+#: default python of the peer (a venv with libmultilabel; see the module text)
+PEER_PYTHON = "/tmp/thr-bench/venv/bin/python"
 
 OPTIONS = "-s 2 -e 0.01 -c 1 -B 1"
 HEADSTART = dict(loss="squared-hinge", C=1.0, epsilon=0.01, bias=1.0, regularize_bias=True, prune=0.0,
@@ -243,11 +248,7 @@ def table(results: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", nargs="+", default=["bibtex"], metavar="NAME",
-                    help="data sets: data/NAME, /work/shared/data/NAME, or a folder (default: bibtex)")
-    ap.add_argument("--peer-python", action="append", metavar="PATH",
-                    help="python of a venv with libmultilabel installed (repeatable; "
-                         "default /tmp/thr-bench/venv/bin/python)")
+    add_peer_arguments(ap, PEER_PYTHON)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--peer-threads", metavar="LIST",
                     help="LIBLINEAR -m values for LibMultiLabel, comma-separated, one row each (default: --threads)")
@@ -260,7 +261,7 @@ def main(argv=None) -> int:
                     help="headstart's method (compare scutfbr with LibMultiLabel <= 0.3.3, micromacro with >= 0.4)")
     ap.add_argument("--json", metavar="FILE", help="write all results (thresholds included) as JSON")
     args = ap.parse_args(argv)
-    peers = args.peer_python or ["/tmp/thr-bench/venv/bin/python"]
+    peers = args.peer_python or [PEER_PYTHON]
     peer_threads = [int(m) for m in args.peer_threads.split(",")] if args.peer_threads else [args.threads]
 
     results = []

@@ -67,7 +67,11 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import add_peer_arguments  # noqa: E402
 from thresholds import HEADSTART, OPTIONS, ROOT, busy_cpu_s, load, other_cores  # noqa: E402
+
+#: the peer's venv: LibMultiLabel 0.10.0 (pip install libmultilabel==0.10.0 scipy==1.13.1)
+LML_PYTHON = "/tmp/lml/bin/python"
 
 K, DMAX, BEAM, TOPK = 100, 10, 10, 5
 SIGMOID_A = 3.0
@@ -371,10 +375,7 @@ def table(results: list[dict]) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", nargs="+", default=["bibtex"], metavar="NAME",
-                    help="data sets: data/NAME, /work/shared/data/NAME, or a folder (default: bibtex)")
-    ap.add_argument("--peer-python", action="append", metavar="PATH",
-                    help="python of a venv with libmultilabel installed (repeatable; default /tmp/lml/bin/python)")
+    add_peer_arguments(ap, LML_PYTHON)
     ap.add_argument("--threads", default="2", metavar="LIST",
                     help="thread counts, comma-separated, one run of every side each (default 2)")
     ap.add_argument("--seed", type=int, default=0, help="headstart's tree seed and the peer's np.random.seed")
@@ -394,7 +395,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="FILE",
                     help="write the results as JSON; '{data}' in FILE gives one file per data set")
     args = ap.parse_args(argv)
-    peers = args.peer_python or ["/tmp/lml/bin/python"]
+    peers = args.peer_python or [LML_PYTHON]
     threads = [int(t) for t in args.threads.split(",")]
     ova_threads = [int(t) for t in args.ova_threads.split(",")] if args.ova_threads else threads
     scores = args.scores.split(",")
