@@ -211,11 +211,7 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
             if not getattr(args, "labels_unused", False):
                 raise ParameterError(f"{path}: dense .npy features (slice format) need their label "
                                      "file: add --labels FILE")
-            import numpy as np
-            import scipy.sparse as sp
-
-            X = hio.read_dense_features(path)   # prediction: no labels needed
-            return X, sp.csr_matrix((X.shape[0], n_labels or 0), dtype=np.float32)
+            return _without_labels(hio.read_dense_features(path), n_labels)
         return hio.read_slice(path, labels_file)
     if labels_file:
         raise ParameterError(f"--labels is only for the slice format (.npy features), not {fmt}")
@@ -226,14 +222,19 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
     if getattr(args, "one_based", False):
         raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
     if getattr(args, "labels_unused", False):
-        # prediction: the labels are read for the syntax only, any ids
-        import numpy as np
-        import scipy.sparse as sp
-
+        # prediction: the labels are read for their syntax only, whatever their ids
         X, _ = hio.read_libsvm(path, n_features=n_features, zero_based=getattr(args, "zero_based", False))
-        return X, sp.csr_matrix((X.shape[0], n_labels or 0), dtype=np.float32)
+        return _without_labels(X, n_labels)
     return hio.read_libsvm(path, n_features=n_features, n_labels=n_labels,
                            zero_based=getattr(args, "zero_based", False))
+
+
+def _without_labels(X, n_labels: int | None):
+    """(X, an empty label matrix of n_labels columns): what prediction reads ('labels_unused')."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    return X, sp.csr_matrix((X.shape[0], n_labels or 0), dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- checks

@@ -33,9 +33,10 @@ least norm together with a few other labels, level after level: with 994,000 suc
 among 1,000,000 the tree grew a chain to the depth limit and took 90 s to build (one-vs-
 all trained all labels in 26 s).  When they are more than K, they are split off at the
 root into a subtree of their own (the root's K-th child, beside K - 1 k-means clusters),
-split evenly by label id (K parts per node, depth log_K of their number): its nodes have no positive instance, so the root learns to rank
-it last, and a beam that enters it scores at most K outputs per node.  Fewer than K of
-them stay with the others (the tree is then exactly LibMultiLabel's).
+split evenly by label id (K parts per node, depth log_K of their number): its nodes have
+no positive instance, so the root learns to rank it last, and a beam that enters it
+scores at most K outputs per node.  K or fewer of them stay with the others (the tree is
+then built as LibMultiLabel's).
 """
 
 from __future__ import annotations
