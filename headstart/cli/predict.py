@@ -371,12 +371,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threshold is not None or args.thresholds is not None:
         return run_threshold(args)
     scorer = ModelScorer(args.model, args)
-    k = min(args.k, scorer.num_trained)
-    if k < args.k:
-        log.warning("the model has only %d label(s): writing k = %d predictions per instance",
-                    scorer.num_trained, k)
-    if k == 0:
-        raise ModelFormatError(f"{args.model}: the model has no trained labels")
+    k = k_for_model(args.k, scorer.num_trained, args.model)
     n = 0
     with PredictionWriter(args.output, k, scorer.label_space) as writer:
         for labels, scores, _ in (dask_predictions if on_dask(args) else iter_predictions)(scorer, args, k):
@@ -384,6 +379,17 @@ def run(args: argparse.Namespace) -> int:
             n += labels.shape[0]
     common.say(args, f"wrote top-{k} predictions of {n} instances -> {args.output}")
     return 0
+
+
+def k_for_model(k: int, labels: int, model_dir: str) -> int:
+    """``-k`` cut to the model's ``labels`` trained labels, with a warning; a model
+    without any is refused."""
+    if k > labels:
+        log.warning("the model has only %d label(s): writing k = %d predictions per instance", labels, labels)
+        k = labels
+    if k == 0:
+        raise ModelFormatError(f"{model_dir}: the model has no trained labels")
+    return k
 
 
 def run_threshold(args: argparse.Namespace) -> int:

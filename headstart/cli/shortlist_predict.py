@@ -4,10 +4,8 @@ candidates from the first stage, scored by the model, top-k out."""
 from __future__ import annotations
 
 import argparse
-import logging
 
-from ..errors import ParameterError
-from . import common
+from . import common, predict
 
 NAME = "shortlist-predict"
 HELP = "predict top-k among the first stage's candidates (O(K) labels per instance)"
@@ -19,9 +17,6 @@ fewer than max(K, k) candidates (a first stage made with --no-fill, or -k above 
 gets the most frequent training labels as further candidates.  A dense + sparse
 model needs --dense X.npy (the dense features of DATA).  --evaluate prints P@k and the
 recall of the candidates."""
-
-
-log = logging.getLogger("headstart.cli.shortlist_predict")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,13 +46,7 @@ def run(args: argparse.Namespace) -> int:
     label_space = m["label_space"]
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)
     check_first_stage(fs, m, args.model)   # before the data is read (predict_model_dir checks it too)
-    if args.k > label_space:
-        # as 'headstart predict' does: k is cut to the labels there are
-        log.warning("the model has only %d label(s): writing k = %d predictions per instance", label_space,
-                    label_space)
-        args.k = label_space
-    if args.k == 0:
-        raise ParameterError(f"{args.model}: the model has no labels")
+    args.k = predict.k_for_model(args.k, label_space, args.model)   # as 'headstart predict' cuts it
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
     dense = read_dense_features(args.dense) if args.dense else None
     # at least k candidates per instance, empty slots filled with frequent labels
