@@ -354,6 +354,58 @@ def test_candidate_prediction_equals_full_scores_restricted_to_candidates(bib, f
         np.testing.assert_allclose(scores[r], s[order], rtol=1e-6, atol=1e-6)
 
 
+def test_features_that_never_occur_change_nothing(tmp_path, bib, first):
+    """bibtex's features spread over 10^8 ids (a hashed vocabulary's header): the first
+    stage (both methods), shortlisted training (in memory and into a model directory)
+    and prediction through the candidates give the same results, mapped, bit for bit.
+    At that width every O(features) structure is avoided: the search index and the
+    training kernel see the columns that occur, and prediction merges sorted lists
+    instead of scattering x into a buffer of 10^8 features (shortlist.predict)."""
+    X, Y, Xt, _ = bib
+    space = 10**8
+    ids = np.sort(np.random.default_rng(3).choice(space, X.shape[1], replace=False))
+
+    def spread(M):
+        M = sp.csr_matrix(M)
+        return sp.csr_matrix((M.data, ids[M.indices].astype(np.int32), M.indptr), shape=(M.shape[0], space))
+
+    Xw, Xtw = spread(X), spread(Xt)
+    wide = build_shortlist(Xw, Y, FirstStageParams(K=15), threads=2)
+    assert (wide.shortlist != first.shortlist).nnz == 0 and np.array_equal(wide.train_candidates, first.train_candidates)
+    a = build_shortlist(X, Y, FirstStageParams(K=15, method="centroids"), threads=2)
+    b = build_shortlist(Xw, Y, FirstStageParams(K=15, method="centroids"), threads=2)
+    assert np.array_equal(a.train_candidates, b.train_candidates)
+    p = TrainParams(threads=2)
+    model, st = fit_shortlisted(X, Y, p, first.shortlist)
+    model_w, st_w = fit_shortlisted(Xw, Y, p, wide.shortlist)
+    assert model_w.weights.shape == (Y.shape[1], space)
+    mapped = sp.csr_matrix((model.weights.data, ids[model.weights.indices], model.weights.indptr),
+                           shape=model_w.weights.shape)
+    assert (mapped != model_w.weights).nnz == 0 and np.array_equal(model.intercept, model_w.intercept)
+    assert np.array_equal(st["f_final"], st_w["f_final"]) and np.array_equal(st["features"], st_w["features"])
+    train_shortlisted_dir(Xw, Y, p, wide.shortlist, tmp_path / "m", shard_size=60)
+    got = load_model(tmp_path / "m")
+    assert (got.weights != model_w.weights).nnz == 0 and np.array_equal(got.intercept, model_w.intercept)
+    la, sa = predict_model(model, Xt, first.first_stage, 5)
+    lb, sb = predict_model(model_w, Xtw, wide.first_stage, 5)
+    assert np.array_equal(la, lb) and np.array_equal(sa, sb)
+
+
+def test_used_columns_renumber_in_order_and_drop_the_others():
+    from headstart._columns import UsedColumns
+
+    M = sp.csr_matrix((np.array([1., 2, 3, 4], dtype=np.float32), np.array([7, 2, 9, 7]), np.array([0, 2, 3, 4])),
+                      shape=(3, 12))
+    c = UsedColumns.of(M)
+    assert c.used.tolist() == [2, 7, 9] and not c.all
+    assert c.compact(M).toarray().tolist() == M.toarray()[:, [2, 7, 9]].tolist()
+    Q = sp.csr_matrix(np.array([[5, 0, 1, 0, 0, 0, 0, 2, 0, 0, 0, 6]], dtype=np.float32))
+    assert c.compact(Q).toarray().tolist() == [[1, 2, 0]]      # columns 0 and 11 meet nothing
+    assert UsedColumns.of(sp.csr_matrix((2, 10**9))).compact(Q).shape == (1, 0)
+    full = sp.csr_matrix(np.eye(3, dtype=np.float32))
+    assert UsedColumns.of(full).all and UsedColumns.of(full).compact(full).shape == (3, 3)
+
+
 # --------------------------------------------------------------------------- sharded, resumable
 def test_sharded_resumed_run_equals_in_memory_run(tmp_path, bib, first):
     X, Y, _, _ = bib

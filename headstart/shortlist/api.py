@@ -32,7 +32,8 @@ from .features import MANIFEST_KEY as DENSE_KEY
 from .features import DenseSparseParams, combine, prediction_features
 from .predict import CandidateScores, predict_candidates
 from .starts import FILE, read_dense_start, read_dense_start_bias
-from .training import RunInputs, prepare_inputs, train_shortlisted
+from .._columns import UsedColumns
+from .training import RunInputs, compact_columns, prepare_inputs, train_shortlisted
 
 SHORTLIST_KEY = "shortlist"
 
@@ -67,9 +68,11 @@ class ShortlistedData:
 
     data: PreparedData            # X: the training columns (scaled when there is a dense part)
     shortlist: sp.csc_matrix
-    fscale: np.ndarray            # weight of an original feature = trained weight * fscale
+    fscale: np.ndarray | None     # weight of an original feature = trained weight * fscale (None: 1)
     extensions: dict[str, Any]
     inputs: RunInputs             # starts and per-label costs
+    train_X: sp.csr_matrix        # what the kernels see: data.X, or its columns that occur
+    columns: UsedColumns | None   # train_X's columns, when not all of data.X's (compact_columns)
 
 
 def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dense: Any = None,
@@ -89,7 +92,7 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     S = as_shortlist(shortlist, data.n_train, data.label_space)
     ext: dict[str, Any] = {SHORTLIST_KEY: {"source": str(source), "nnz": int(S.nnz),
                                            "sha256": shortlist_fingerprint(S)}}
-    fscale = np.ones(data.n_features)
+    fscale = None
     start_kw: dict[str, Any] = {}
     if dense is not None:
         dp = dense_params or DenseSparseParams()
@@ -104,8 +107,10 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
                     start_kw["dense_intercept"] = read_dense_start_bias(dp.dense_init_bias_file, data.label_space)
         ext[DENSE_KEY] = dp.manifest(n_sparse, n_dense)
         data = dataclasses.replace(data, X=Xc, preprocessing=Preprocessing())
-    inputs = prepare_inputs(data.X, data.Y, params, **start_kw)
-    return ShortlistedData(data, S, fscale, ext, inputs)
+    columns = compact_columns(data.X, params, dense is not None)
+    train_X = data.X if columns is None else columns.compact(data.X)
+    inputs = prepare_inputs(train_X, data.Y, params, **start_kw)
+    return ShortlistedData(data, S, fscale, ext, inputs, train_X, columns)
 
 
 def fit_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dense: Any = None,
@@ -119,8 +124,8 @@ def fit_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, dens
     sd = prepare_shortlisted(X, Y, params, shortlist, dense=dense, dense_params=dense_params,
                              first_label=first_label, num_labels=num_labels, source=source)
     d = sd.data
-    W, b, stats = train_shortlisted(d.X, d.Y, sd.shortlist, params, np.arange(d.first_label, d.stop),
-                                    fscale=sd.fscale, progress=progress, inputs=sd.inputs)
+    W, b, stats = train_shortlisted(sd.train_X, d.Y, sd.shortlist, params, np.arange(d.first_label, d.stop),
+                                    fscale=sd.fscale, progress=progress, inputs=sd.inputs, columns=sd.columns)
     W, b, missing = _place_rows(W, b, np.asarray(stats["label"]), d.first_label, d.num_labels)
     model = OvAModel(weights=W, intercept=b, n_features=d.n_features, label_space=d.label_space,
                      first_label=d.first_label, params=params, preprocessing=d.preprocessing,
@@ -160,16 +165,17 @@ def _place_rows(W: sp.csr_matrix, b: np.ndarray, labels: np.ndarray, first: int,
 
 # --------------------------------------------------------------------------- sharded / Dask
 class ShortlistArrays:
-    """What a Dask worker needs: X (training columns), Y (CSC), the shortlist, fscale and
-    the run's inputs (starts, costs); aligned when unpickled (see
-    headstart.distributed.dask_backend.aligned)."""
+    """What a Dask worker needs: X (training columns), Y (CSC), the shortlist, fscale,
+    the run's inputs (starts, costs) and X's columns (:class:`ShortlistedData`); aligned
+    when unpickled (see headstart.distributed.dask_backend.aligned)."""
 
-    def __init__(self, X, Y, shortlist, fscale, inputs):
+    def __init__(self, X, Y, shortlist, fscale, inputs, columns=None):
         self.X, self.Y, self.shortlist, self.fscale, self.inputs = X, Y, shortlist, fscale, inputs
+        self.columns = columns
 
     def __getstate__(self) -> dict[str, Any]:
         return {"X": self.X, "Y": self.Y, "shortlist": self.shortlist, "fscale": self.fscale,
-                "inputs": self.inputs}
+                "inputs": self.inputs, "columns": self.columns}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         from ..distributed.dask_backend import aligned
@@ -179,6 +185,7 @@ class ShortlistArrays:
         self.shortlist, self.fscale = aligned(state["shortlist"]), aligned(state["fscale"])
         i = state["inputs"]
         self.inputs = RunInputs(aligned_starts(i.starts), aligned(i.cost_pos), aligned(i.cost_neg))
+        self.columns = state["columns"]
 
 
 def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first: int, stop: int,
@@ -190,7 +197,7 @@ def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first:
     t0 = time.perf_counter()
     W, b, stats = train_shortlisted(arrays.X, arrays.Y, arrays.shortlist, params.replace(threads=t),
                                     np.arange(first, stop, dtype=np.int64), fscale=arrays.fscale,
-                                    inputs=arrays.inputs)
+                                    inputs=arrays.inputs, columns=arrays.columns)
     stats.meta.update({"task_seconds": time.perf_counter() - t0, "task_threads": t})
     labels = np.asarray(stats["label"], dtype=np.int64)
     off = np.flatnonzero(labels != first + np.arange(labels.size))
@@ -230,13 +237,14 @@ def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, m
     if scheduler or dask_workers or client is not None:
         from ..distributed.dask_backend import train_dask
 
-        payload = ShortlistArrays(sd.data.X, sd.data.Y, sd.shortlist, sd.fscale, sd.inputs)
+        payload = ShortlistArrays(sd.train_X, sd.data.Y, sd.shortlist, sd.fscale, sd.inputs, sd.columns)
         return train_dask(X, Y, params, model_dir, client=client, scheduler=scheduler, n_workers=dask_workers,
                           task_fn=train_shortlisted_range, payload=payload, **common)
 
     def train_fn(Xp, Yp, p, labels, *, chunk_size=None, sink=None, collect=True):
-        return train_shortlisted(Xp, Yp, sd.shortlist, p, labels, fscale=sd.fscale, chunk_size=chunk_size,
-                                 sink=sink, collect=collect, inputs=sd.inputs)
+        # Xp is sd.data.X (train_sharded's data); the kernels take its training columns
+        return train_shortlisted(sd.train_X, Yp, sd.shortlist, p, labels, fscale=sd.fscale, chunk_size=chunk_size,
+                                 sink=sink, collect=collect, inputs=sd.inputs, columns=sd.columns)
 
     # compile (first run) or load the kernel before the clock of training starts, so that
     # the training time reported is training (info["compile_seconds"]: the rest)

@@ -74,6 +74,7 @@ import numpy as np
 from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
+from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
 from ..errors import ModelFormatError, ParameterError
 
@@ -248,6 +249,9 @@ def _blocks(n: int, threads: int, fn: Callable[[int, int], None], block: int = 1
 def normalize_rows(X: sp.csr_matrix) -> sp.csr_matrix:
     """L2-normalised float32 copy (zero rows stay zero)."""
     X = sp.csr_matrix(X, dtype=np.float32, copy=True)
+    # canonical (sorted, no duplicates): scipy's multiply of matrices not known to be so
+    # takes O(columns) scratch, 0.8 GB for a 2^26-feature header
+    X.sum_duplicates()
     norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
     scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
     X.data *= np.repeat(scale, np.diff(X.indptr)).astype(np.float32)
@@ -255,9 +259,15 @@ def normalize_rows(X: sp.csr_matrix) -> sp.csr_matrix:
 
 
 def label_centroids(X: sp.csr_matrix, Y: sp.spmatrix) -> sp.csr_matrix:
-    """L2-normalised sum (= direction of the mean) of every label's positive rows."""
+    """L2-normalised sum (= direction of the mean) of every label's positive rows.
+
+    The product runs over the columns that occur (scipy's keeps O(columns) scratch),
+    its rows mapped back to X's feature ids."""
     Yc = sp.csc_matrix(Y, dtype=np.float32)
-    return normalize_rows(sp.csr_matrix(Yc.T @ X))
+    cols = UsedColumns.of(X)
+    C = sp.csr_matrix(Yc.T @ cols.compact(X))
+    C = sp.csr_matrix((C.data, cols.used[C.indices], C.indptr), shape=(C.shape[0], X.shape[1]))
+    return normalize_rows(C)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -294,13 +304,17 @@ class ExactIndex:
     def __init__(self, rows: sp.csr_matrix, threads: int | None = None, **_: Any):
         self.rows = rows
         self.n = rows.shape[0]
-        T = sp.csc_matrix(rows)
+        # posting lists of the columns that occur only: a header's 2^26 declared features
+        # would otherwise cost 0.8 GB of pointers (queries are renumbered the same way)
+        self.columns = UsedColumns.of(rows)
+        T = sp.csc_matrix(self.columns.compact(rows))
         T.sort_indices()
         # int32 row ids: the posting lists are streamed once per query that has the feature
         self._t = (T.indptr.astype(np.int64), T.indices.astype(np.int32), T.data.astype(np.float32))
         self.threads = resolve_threads(threads)
 
     def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False):
+        Q = self.columns.compact(Q)
         n = Q.shape[0]
         ids = np.full((n, k), -1, dtype=np.int64)
         sims = np.full((n, k), -np.inf)
@@ -324,7 +338,8 @@ class PyNNDescentIndex:
                                  "pip install 'headstart[ann]' (or use backend='exact')") from None
         self.rows = rows
         self.n = rows.shape[0]
-        self.index = pynndescent.NNDescent(rows, metric="cosine", n_neighbors=max(n_neighbors, 5),
+        self.columns = UsedColumns.of(rows)
+        self.index = pynndescent.NNDescent(self.columns.compact(rows), metric="cosine", n_neighbors=max(n_neighbors, 5),
                                            random_state=random_state, n_jobs=resolve_threads(threads),
                                            compressed=False)
         self._prepared = False
@@ -337,7 +352,7 @@ class PyNNDescentIndex:
         if not self._prepared:
             self.index.prepare()
             self._prepared = True
-        ids, dist = self.index.query(Q, k=k + 1 if exclude_self else k)
+        ids, dist = self.index.query(self.columns.compact(Q), k=k + 1 if exclude_self else k)
         if exclude_self:
             return self._drop_self(ids, dist, k)
         return ids.astype(np.int64), 1.0 - dist.astype(np.float64)

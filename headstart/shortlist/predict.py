@@ -4,7 +4,10 @@ trained labels only, top-k out.
 Per instance the cost is O(K) weight rows, never O(labels): x is scattered once into a
 dense per-thread buffer of the features and each candidate's (sparse, pruned) weight
 row is dotted with it -- or, for a row much longer than x, x's features are looked up in
-it by binary search (O(nnz(x) log nnz(w_l))).
+it by binary search (O(nnz(x) log nnz(w_l))).  Where the model declares more features
+than :data:`BUFFER_MAX` (a hashed or global vocabulary of 2^26 ids: a buffer would be
+0.5 GB per block of rows), x and the row are merged as two sorted lists instead
+(O(nnz(x) + nnz(w_l))), the products summed in the same order, so the same scores.
 Scores are ``x . w_l + intercept_l`` as in :mod:`headstart.prediction.topk` (float64
 accumulation, float32 output, ties to the lower label id); candidates the model does
 not cover (outside its label range, or in a gap) are skipped; rows with fewer than k
@@ -26,6 +29,8 @@ from .candidates import _blocks, _drain, _push
 # a weight row longer than SEARCH_RATIO x nnz(x) is searched (binary search per feature
 # of x), a shorter one scanned against the scattered x
 SEARCH_RATIO = 16
+# the dense buffer of x (float64 per feature, per block of rows) up to this many features
+BUFFER_MAX = 1 << 22
 
 
 @nb.njit(cache=True, nogil=True)
@@ -36,12 +41,14 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
     other slots are left as they are.  The weights keep their stored dtypes (int32
     indices, float32 values): converting a 670K-label model to int64 / float64 would
     triple its memory; the products are the same (float32 -> float64 is exact)."""
-    buf = np.zeros(n_features)
+    dense = n_features <= BUFFER_MAX
+    buf = np.zeros(n_features if dense else 0)
     nl = intercept.size
     for r in range(r0, r1):
         nx = x_indptr[r + 1] - x_indptr[r]
-        for p in range(x_indptr[r], x_indptr[r + 1]):
-            buf[x_indices[p]] = x_data[p]
+        if dense:
+            for p in range(x_indptr[r], x_indptr[r + 1]):
+                buf[x_indices[p]] = x_data[p]
         for a in range(cand.shape[1]):
             lab = cand[r, a]
             j = lab - first_label
@@ -58,12 +65,25 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
                     q = lo + np.searchsorted(w_indices[lo:up], f)
                     if q < up and w_indices[q] == f:
                         acc += x_data[p] * np.float64(w_data[q])
-            else:
+            elif dense:
                 for q in range(lo, up):
                     acc += buf[w_indices[q]] * np.float64(w_data[q])
+            else:
+                # both sorted: the row's entries in order, x's value where x has the feature
+                p = x_indptr[r]
+                pe = x_indptr[r + 1]
+                for q in range(lo, up):
+                    f = w_indices[q]
+                    while p < pe and x_indices[p] < f:
+                        p += 1
+                    if p == pe:
+                        break
+                    if x_indices[p] == f:
+                        acc += x_data[p] * np.float64(w_data[q])
             out[r, a] = np.float32(acc)
-        for p in range(x_indptr[r], x_indptr[r + 1]):
-            buf[x_indices[p]] = 0.0
+        if dense:
+            for p in range(x_indptr[r], x_indptr[r + 1]):
+                buf[x_indices[p]] = 0.0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -93,6 +113,8 @@ class CandidateScores:
 
     def __init__(self, X: sp.csr_matrix, candidates: np.ndarray, n_features: int, threads: int | None = None):
         X = sp.csr_matrix(X)
+        if not X.has_sorted_indices:
+            X = X.sorted_indices()      # the merge and the binary search walk x in order
         if X.shape[0] != candidates.shape[0]:
             raise ParameterError(f"X has {X.shape[0]} rows but there are candidates for {candidates.shape[0]}")
         if X.shape[1] > n_features:
@@ -106,6 +128,8 @@ class CandidateScores:
     def add(self, weights: sp.csr_matrix, intercept: np.ndarray, first_label: int = 0, covered=None) -> None:
         """Score the candidates that are rows of ``weights`` (labels first_label, ...)."""
         W = sp.csr_matrix(weights)
+        if not W.has_sorted_indices:
+            W = W.sorted_indices()
         if W.shape[1] != self.n_features:
             raise ParameterError(f"weights have {W.shape[1]} columns, the model {self.n_features} features")
         if covered is None:

@@ -180,15 +180,7 @@ def aligned_starts(T: Starts) -> Starts:
 
 # --------------------------------------------------------------------------- per label (compiled)
 @nb.njit(cache=True, nogil=True)
-def _scales(feats, fscale):
-    sc = np.empty(feats.size)
-    for q in range(feats.size):
-        sc[q] = fscale[feats[q]]
-    return sc
-
-
-@nb.njit(cache=True, nogil=True)
-def _part(plan, P, O, colsum, psum, pos, label, feats, rows, fscale, a, b, offset):
+def _part(plan, P, O, colsum, psum, pos, label, feats, rows, scales, a, b, offset):
     """The start of the part of local columns [a, b) (global ids offset + ...), computed
     by the registry's code on the sub-problem restricted to those columns and the bias
     column; returns it (b - a weights, bias weight last)."""
@@ -224,7 +216,7 @@ def _part(plan, P, O, colsum, psum, pos, label, feats, rows, fscale, a, b, offse
         pf[q] = feats[a + q] - offset
     xm[k] = colsum[nf] / max(m, 1)
     ps[k] = psum[nf]
-    R = core.SubProblem(pf, rows, xm, _scales(feats[a:b], fscale), label)
+    R = core.SubProblem(pf, rows, xm, scales[a:b].copy(), label)
     wp = np.zeros(k + 1)
     # the part's code may write O.wx (the caller recomputes the scores of the sum)
     core.initial_weights(core.local_plan(plan, R), Pp, O, wp, ps, pos, label)
@@ -232,13 +224,13 @@ def _part(plan, P, O, colsum, psum, pos, label, feats, rows, fscale, a, b, offse
 
 
 @nb.njit(cache=True, nogil=True)
-def start_vector(T, P, O, w, colsum, psum, pos, label, feats, rows, fscale):
+def start_vector(T, P, O, w, colsum, psum, pos, label, feats, rows, scales):
     """Write the start of ``label``'s sub-problem P into w and its scores into O.wx.
 
     ``colsum`` / ``psum``: the column sums of the sub-problem and of its positives (bias
     coordinate last, from :func:`.core_adapter.setup`); ``pos``: local rows of the
-    positives; ``feats`` / ``rows``: global ids of the local columns / rows; ``fscale``:
-    per global column, original weight = training weight * fscale."""
+    positives; ``feats`` / ``rows``: global ids of the local columns / rows; ``scales``:
+    per local column, original weight = training weight * scale."""
     m = P.indptr.size - 1
     nf = P.n_features
     nv = nf + 1
@@ -246,14 +238,14 @@ def start_vector(T, P, O, w, colsum, psum, pos, label, feats, rows, fscale):
         xm = np.empty(nv)
         for j in range(nv):
             xm[j] = colsum[j] / max(m, 1)
-        R = core.SubProblem(feats, rows, xm, _scales(feats, fscale), label)
+        R = core.SubProblem(feats, rows, xm, scales[:nf].copy(), label)
         if core.initial_weights(core.local_plan(T.whole, R), P, O, w, psum[:nv], pos, label):
             core.round_start(w)
             core.scores(P, w, O.wx)
         return
     ns = np.searchsorted(feats, T.n_sparse)
-    ws = _part(T.sparse, P, O, colsum, psum, pos, label, feats, rows, fscale, 0, ns, 0)
-    wd = _part(T.dense, P, O, colsum, psum, pos, label, feats, rows, fscale, ns, nf, T.n_sparse)
+    ws = _part(T.sparse, P, O, colsum, psum, pos, label, feats, rows, scales, 0, ns, 0)
+    wd = _part(T.dense, P, O, colsum, psum, pos, label, feats, rows, scales, ns, nf, T.n_sparse)
     for q in range(ns):
         w[q] = ws[q]
     for q in range(ns, nf):

@@ -36,6 +36,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._columns import UsedColumns
 from .._prefetch import prefetch_ahead
 from .._threads import Abort
 from ..params import TrainParams
@@ -139,7 +140,7 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
 
 
 @nb.njit(cache=True, nogil=True)
-def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
+def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
                 bias, loss, reg, regularize_bias, S, T, epsilon, d1_zero, cost_scale, cost_pos, cost_neg, deadline,
                 abort, post, solve, direct_rows):
     """Train ``labels`` on their sub-problems.
@@ -148,6 +149,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
     post-processing ``post`` (its threshold applied to the original-space weights), over
     the global features, rows in the order of ``labels``; stats columns as
     :func:`stat_fields` (objective values of f / reg_scale, as the core's kernels).
+    ``d``: X's columns; ``gfeat``: the global feature id of each, for the weights
+    returned (empty: X's own ids; the starts see X's ids).
     ``T``: the starts (:class:`.starts.Starts`); ``cost_pos`` / ``cost_neg``: per-label
     costs before C (empty: all 1).  With ``deadline`` > 0 (a perf_counter time) no label
     starts after it: only labels[:done] are trained; the same once another thread sets
@@ -157,6 +160,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
     nl = labels.size
     colmap = np.full(d, -1, dtype=np.int32)
     feats = np.empty(64, dtype=np.int32)
+    scales = np.empty(64)
     rows = np.empty(64, dtype=np.int64)
     posl = np.empty(64, dtype=np.int64)
     sub_indptr = np.empty(65, dtype=np.int64)
@@ -195,6 +199,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         sub_indices = _grow(sub_indices, tot)
         sub_data = _grow(sub_data, tot)
         feats = _grow(feats, min(tot, d))
+        scales = _grow(scales, min(tot, d))
         colsum = _grow(colsum, min(tot, d) + 1)
         if empty:
             # no positive, nothing shortlisted: one negative row with no feature but the
@@ -207,6 +212,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         else:
             nf = extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data,
                          colsum)
+        for q in range(nf):
+            scales[q] = fscale[feats[q]]
         colsum = _grow(colsum, nf + 1)
         psum = _grow(psum, nf + 1)
         w0 = _grow(w0, nf + 1)
@@ -218,7 +225,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         cp = cost_scale * (cost_pos[lab] if cost_pos.size > 0 else 1.0)
         cn = cost_scale * (cost_neg[lab] if cost_neg.size > 0 else 1.0)
         tol, gzero = core.setup(P, O, posl[: pos.size], cp, cn, epsilon, d1_zero, colsum, psum, not empty)
-        start_vector(T, P, O, W.w, colsum, psum, posl[: pos.size], lab, feats[:nf], rows[:m], fscale)
+        start_vector(T, P, O, W.w, colsum, psum, posl[: pos.size], lab, feats[:nf], rows[:m], scales)
         if empty:
             core.scores(P, W.w, O.wx)    # the row is no row of X: its score is the bias alone
         st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
@@ -242,10 +249,9 @@ def train_chunk(X_indptr, X_indices, X_data, d, y_indptr, y_indices, s_indptr, s
         out_data = _grow(out_data, nnz + nf)
         start = nnz
         for q in range(nf):
-            j = feats[q]
-            v = w[q] * fscale[j]
+            v = w[q] * scales[q]
             if v != 0.0 and abs(v) >= tau:
-                out_indices[nnz] = j
+                out_indices[nnz] = feats[q] if gfeat.size == 0 else gfeat[feats[q]]
                 out_data[nnz] = v
                 nnz += 1
         out_indptr[k + 1] = nnz
@@ -311,10 +317,27 @@ def prepare_inputs(X: sp.csr_matrix, Y: sp.csc_matrix, params: TrainParams, *, s
     return RunInputs(starts, np.ascontiguousarray(cp, dtype=np.float64), np.ascontiguousarray(cn, dtype=np.float64))
 
 
+def compact_columns(X: sp.csr_matrix, params: TrainParams, dense: bool) -> UsedColumns | None:
+    """The columns that occur in X when training should see only them, else None.
+
+    A header may declare far more features than occur (2^26 hashed ids); the kernel's
+    column map, the feature scales and the starts' column sums would then be
+    O(features).  Where the absent columns outnumber the nonzeros, the run trains on
+    the columns that occur (a copy of X's indices) and the kernel maps the weights back
+    (the core trainer narrows its own way: :mod:`headstart.training.locality`).  Not
+    with a dense part or a pretrained start, whose columns are given by position."""
+    n_absent_bound = X.shape[1] - min(X.nnz, X.shape[1])
+    if dense or params.init == "pretrained" or n_absent_bound <= X.nnz:
+        return None
+    cols = UsedColumns.of(X)
+    return None if cols.all or cols.width - cols.used.size <= X.nnz else cols
+
+
 def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matrix, params: TrainParams,
                       labels: np.ndarray, *, fscale: np.ndarray | None = None, chunk_size: int | None = None,
                       progress: Callable[[int], None] | None = None, sink: Callable | None = None,
-                      collect: bool = True, inputs: RunInputs | None = None, solve: bool = True):
+                      collect: bool = True, inputs: RunInputs | None = None, solve: bool = True,
+                      columns: UsedColumns | None = None):
     """Train ``labels`` (ascending ids) of (X, Y), each on its positives plus its column
     of ``shortlist`` (instances x labels, CSC with sorted indices).
 
@@ -326,6 +349,8 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     With ``params.timeout`` no label starts after that many seconds: the labels trained
     are those the statistics list (the weights have their rows only).  ``solve=False``
     returns the start vectors instead (original feature space, not pruned).
+    ``columns``: X holds only these columns of the data set (:func:`compact_columns`);
+    the weights are returned over all of them.
     """
     t_start = time.perf_counter()
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
@@ -335,10 +360,15 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     if inputs is None:
         inputs = prepare_inputs(X, Y, params)
     labels = np.unique(np.asarray(labels, dtype=np.int64))
-    n, d = X.shape
+    n, dk = X.shape
+    if columns is None:
+        d, gfeat = dk, np.zeros(0, dtype=np.int32)
+    else:
+        d, gfeat = columns.width, columns.used.astype(np.int32)
     if fscale is None:
-        fscale = np.ones(d)
+        fscale = np.ones(dk)
     fscale = np.ascontiguousarray(fscale, dtype=np.float64)
+    dk = np.int64(dk)
     S = core.solver_settings(params)
     Xi = (X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int32, copy=False),
           X.data.astype(np.float32, copy=False))
@@ -360,7 +390,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     def run(chunk: np.ndarray) -> None:
         if deadline and time.perf_counter() > deadline:
             return
-        indptr, indices, data, intercept, table, done = train_chunk(*Xi, np.int64(d), *yi, *si, chunk, fscale,
+        indptr, indices, data, intercept, table, done = train_chunk(*Xi, dk, gfeat, *yi, *si, chunk, fscale,
                                                                     *scalars)
         if done < chunk.size:
             chunk = chunk[:done]      # the time budget ran out inside this chunk
@@ -395,7 +425,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     # threads start: a first run's compile in a worker thread could not be interrupted,
     # so Ctrl-C during it waited for the compile to end (the core trainer does the same,
     # training.trainer.compile_kernels)
-    train_chunk(*Xi, np.int64(d), *yi, *si, labels[:0], fscale, *scalars)
+    train_chunk(*Xi, dk, gfeat, *yi, *si, labels[:0], fscale, *scalars)
     core.run_in_threads(worker, threads, "headstart-sl", stop=abort.set)
     core.release_free_memory()
     if not collect:

@@ -47,6 +47,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._columns import UsedColumns
 from .._threads import resolve_threads
 from ..errors import ParameterError
 
@@ -83,12 +84,7 @@ def check_tree_params(branching: int, max_depth: int, seed: int = 0) -> None:
 def occurring_columns(M: sp.spmatrix) -> sp.csr_matrix:
     """CSR of M without its all-zero columns (the others renumbered in order): what
     clustering needs, at the width of the features that occur (a header may declare 2e9)."""
-    M = sp.csr_matrix(M)
-    used = np.unique(M.indices)
-    if used.size == M.shape[1]:
-        return M
-    return sp.csr_matrix((M.data, np.searchsorted(used, M.indices).astype(np.int32), M.indptr),
-                         shape=(M.shape[0], used.size))
+    return UsedColumns.of(M).compact(M)
 
 
 def label_representations(X: sp.csr_matrix, Y: sp.spmatrix) -> sp.csr_matrix:

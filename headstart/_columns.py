@@ -1,0 +1,59 @@
+"""The columns that occur in a sparse matrix, and matrices renumbered to them.
+
+A data file's header may declare far more features than its rows use (a hashed or
+global vocabulary: 2^26 or 2e9 ids).  Structures indexed by feature -- an inverted
+index's posting-list pointers, k-means centroids, scipy's own O(columns) scratch in a
+transpose or product -- would then cost memory and time for columns that hold nothing.
+The first stage of shortlisting and the label tree therefore work at the width of the
+columns that occur; the training kernels do the same their own way
+(:mod:`headstart.training.locality`).
+
+Renumbering keeps the columns' order, so per-row sums over the columns run in the same
+order and give the same bits as at full width.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+class UsedColumns:
+    """The ascending ids of the columns that occur (``used``) out of ``width``."""
+
+    def __init__(self, used: np.ndarray, width: int):
+        self.used = np.asarray(used, dtype=np.int64)
+        self.width = int(width)
+
+    @classmethod
+    def of(cls, M: sp.spmatrix) -> "UsedColumns":
+        M = sp.csr_matrix(M)
+        width = M.shape[1]
+        if width <= 4 * M.nnz:
+            # a byte per column costs no more than the nonzeros, and no sort
+            mask = np.zeros(width, dtype=bool)
+            mask[M.indices] = True
+            return cls(np.flatnonzero(mask), width)
+        return cls(np.unique(M.indices), width)
+
+    @property
+    def all(self) -> bool:
+        """Whether every column occurs (nothing to renumber)."""
+        return self.used.size == self.width
+
+    def compact(self, M: sp.spmatrix) -> sp.csr_matrix:
+        """CSR of M over the used columns only, renumbered in order; M's entries in
+        other columns (a query's words the indexed rows never use) are dropped, as
+        they meet nothing there.  M itself is returned when every column occurs."""
+        M = sp.csr_matrix(M)
+        if M.shape[1] != self.width:
+            M = sp.csr_matrix((M.data, M.indices, M.indptr), shape=(M.shape[0], self.width))
+        if self.all:
+            return M
+        k = self.used.size
+        pos = np.searchsorted(self.used, M.indices)
+        hit = self.used[np.minimum(pos, max(k - 1, 0))] == M.indices if k else np.zeros(pos.size, dtype=bool)
+        if hit.all():
+            return sp.csr_matrix((M.data, pos.astype(np.int32), M.indptr), shape=(M.shape[0], k))
+        kept = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
+        return sp.csr_matrix((M.data[hit], pos[hit].astype(np.int32), kept[M.indptr]), shape=(M.shape[0], k))
