@@ -218,6 +218,36 @@ def test_trained_models_same_topk_on_every_path(name, labels):
     topk_all_paths(clf.model_, Xt, 1, threads=1)
 
 
+def test_features_the_model_never_uses_change_no_prediction():
+    """medical's model and test rows spread over 10^8 feature ids: the predictor keeps
+    its feature-major weights over the columns they use only (not 10^8 pointers), x's
+    other features dropped, and gives the same labels and scores bit for bit -- top k on
+    every path, dense scores and labels above a threshold."""
+    from headstart import OvAClassifier
+    from headstart.io import read_xmc
+
+    ddir = _shared_data("medical")
+    X, Y = read_xmc(ddir / "train.txt.gz")
+    Xt, _ = read_xmc(ddir / "test.txt.gz")
+    model = OvAClassifier(init="aop", threads=2).fit(X, Y).model_
+    space = 10**8
+    ids = np.sort(np.random.default_rng(1).choice(space, X.shape[1], replace=False))
+    W = model.weights
+    wide = OvAModel(weights=sp.csr_matrix((W.data, ids[W.indices], W.indptr), shape=(W.shape[0], space)),
+                    intercept=model.intercept, n_features=space, label_space=model.label_space)
+    # test rows: their features spread the same way, plus words no weight uses
+    Xw = sp.csr_matrix((Xt.data, ids[Xt.indices], Xt.indptr), shape=(Xt.shape[0], space)).tolil()
+    Xw[:, space - 1] = 1.0
+    Xw = sp.csr_matrix(Xw)
+    assert topk_module.prepare(wide).wt_indptr.size <= X.shape[1] + 1
+    la, sa = topk_all_paths(model, Xt, 5, threads=2)
+    lb, sb = topk_all_paths(wide, Xw, 5, threads=2)
+    np.testing.assert_array_equal(la, lb)
+    np.testing.assert_array_equal(sa, sb)
+    np.testing.assert_array_equal(decision_function(model, Xt), decision_function(wide, Xw))
+    assert (predict_above(model, Xt, 0.0) != predict_above(wide, Xw, 0.0)).nnz == 0
+
+
 def test_padding_when_k_exceeds_labels():
     model = exact_model(num_labels=3, first_label=7, label_space=20)
     X = exact_X()

@@ -67,6 +67,7 @@ from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
 from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing
+from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
 from ..validation import check_k
 from .preprocess import apply_preprocessing
@@ -292,6 +293,8 @@ class _Predictor:
     # a dense + sparse model (headstart.shortlist) needs X with all its columns: a sparse
     # file alone has fewer, which would silently score the dense part as zero
     all_features: bool = False
+    # the weights' columns when wt holds only them (see _as_predictor): X is renumbered alike
+    columns: UsedColumns | None = None
 
     @property
     def num_labels(self) -> int:
@@ -349,13 +352,24 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
         lo, hi = max(a - first, 0), min(z - first, L)
         if lo < hi:
             intercept[lo:hi] = -np.inf
+    # A header may declare far more features than the weights use (2^26 hashed ids): the
+    # feature-major view then holds the columns that occur only (x's other features meet
+    # no weight and are dropped; the sums run in the same order, so the same scores)
+    columns = None
+    W = sp.csr_matrix(W)
+    if n_features - min(W.nnz, n_features) > W.nnz:
+        columns = UsedColumns.of(W)
+        if columns.all or columns.width - columns.used.size <= W.nnz:
+            columns = None
+        else:
+            W = columns.compact(W)
     wt = sp.csc_matrix(W, dtype=np.float32)  # feature-major view of the weights
     return _Predictor(wt_indptr=wt.indptr.astype(np.int64, copy=False),
                       wt_indices=wt.indices.astype(np.int32, copy=False),
                       wt_data=wt.data.astype(np.float32, copy=False),
                       intercept=intercept, by_intercept=_by_intercept(intercept), first_label=first,
                       n_features=n_features,
-                      preprocessing=preprocessing, all_features=all_features)
+                      preprocessing=preprocessing, all_features=all_features, columns=columns)
 
 
 def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None, all_features: bool = False) -> Any:
@@ -427,6 +441,8 @@ def _for_chunks(pred: _Predictor, X: Any, chunk_rows: int, threads: int, preproc
         for r0 in range(0, X.shape[0], chunk_rows):
             r1 = min(r0 + chunk_rows, X.shape[0])
             part = _chunk_csr(X, r0, r1, pre)
+            if pred.columns is not None:
+                part = pred.columns.compact(part)
             xi = (part.indptr.astype(np.int64, copy=False), part.indices.astype(np.int32, copy=False),
                   part.data)
             _run_blocks(lambda a, z: body(r0, a, z, xi), r1 - r0, threads, pool)
