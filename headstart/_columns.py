@@ -36,6 +36,17 @@ class UsedColumns:
             return cls(np.flatnonzero(mask), width)
         return cls(np.unique(M.indices), width)
 
+    @classmethod
+    def if_sparse(cls, M: sp.spmatrix) -> "UsedColumns | None":
+        """The columns that occur in M where the absent ones outnumber M's nonzeros --
+        then a renumbered copy of M's indices costs less than any table over all the
+        columns --, else None (work at M's own width)."""
+        width, nnz = M.shape[1], M.nnz
+        if width - min(nnz, width) <= nnz:
+            return None
+        cols = cls.of(M)
+        return None if cols.width - cols.used.size <= nnz else cols
+
     @property
     def all(self) -> bool:
         """Whether every column occurs (nothing to renumber)."""

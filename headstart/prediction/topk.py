@@ -355,14 +355,10 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
     # A header may declare far more features than the weights use (2^26 hashed ids): the
     # feature-major view then holds the columns that occur only (x's other features meet
     # no weight and are dropped; the sums run in the same order, so the same scores)
-    columns = None
     W = sp.csr_matrix(W)
-    if n_features - min(W.nnz, n_features) > W.nnz:
-        columns = UsedColumns.of(W)
-        if columns.all or columns.width - columns.used.size <= W.nnz:
-            columns = None
-        else:
-            W = columns.compact(W)
+    columns = UsedColumns.if_sparse(W)
+    if columns is not None:
+        W = columns.compact(W)
     wt = sp.csc_matrix(W, dtype=np.float32)  # feature-major view of the weights
     return _Predictor(wt_indptr=wt.indptr.astype(np.int64, copy=False),
                       wt_indices=wt.indices.astype(np.int32, copy=False),

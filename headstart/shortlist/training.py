@@ -326,11 +326,9 @@ def compact_columns(X: sp.csr_matrix, params: TrainParams, dense: bool) -> UsedC
     the columns that occur (a copy of X's indices) and the kernel maps the weights back
     (the core trainer narrows its own way: :mod:`headstart.training.locality`).  Not
     with a dense part or a pretrained start, whose columns are given by position."""
-    n_absent_bound = X.shape[1] - min(X.nnz, X.shape[1])
-    if dense or params.init == "pretrained" or n_absent_bound <= X.nnz:
+    if dense or params.init == "pretrained":
         return None
-    cols = UsedColumns.of(X)
-    return None if cols.all or cols.width - cols.used.size <= X.nnz else cols
+    return UsedColumns.if_sparse(X)
 
 
 def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matrix, params: TrainParams,

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from ..model.model import OvAModel
+from .._columns import UsedColumns
 from .build import Tree
 
 KEY = "tree"
@@ -38,6 +39,7 @@ class TreeModel:
     build_seconds: float = 0.0
     train_seconds: float = 0.0
     _index: Any = field(default=None, repr=False)
+    _columns: Any = field(default=None, repr=False)
 
     @property
     def num_outputs(self) -> int:
@@ -63,12 +65,18 @@ class TreeModel:
             raise ParameterError(f"parameter chunk_rows must be an integer >= 1, got {chunk_rows!r}")
         m = self.model
         if self._index is None:    # built once per model (a counting sort of the weights)
-            self._index = node_index(m.weights, self.tree.node_ptr, threads)
+            # over the columns the weights use where a header declares far more (its
+            # tables are O(columns) per block of nodes); x renumbered alike below
+            self._columns = UsedColumns.if_sparse(m.weights)
+            W = m.weights if self._columns is None else self._columns.compact(m.weights)
+            self._index = node_index(W, self.tree.node_ptr, threads)
         X = _check_X(X, m.n_features, m.preprocessing)
         pre = None if m.preprocessing.is_identity else m.preprocessing
         parts = []
         for r0 in range(0, X.shape[0], chunk_rows):
             Xc = _chunk_csr(X, r0, min(r0 + chunk_rows, X.shape[0]), pre)
+            if self._columns is not None:
+                Xc = self._columns.compact(Xc)
             parts.append(beam_search(self._index, m.intercept, self.tree, self.num_labels, Xc, k, beam_width,
                                      score, sigmoid_a, threads))
         if not parts:
