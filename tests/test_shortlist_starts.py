@@ -164,6 +164,16 @@ def test_an_initialiser_whose_plan_cannot_be_restricted_is_refused(bib, monkeypa
         with pytest.raises(ParameterError, match="'test-array' cannot start shortlisted training: its plan "
                                                  "_ArrayPlan holds arrays"):
             train_shortlisted(data.X, data.Y, every, TrainParams(init="test-array"), LABELS[:2])
+        # a tree's small nodes are shortlisted problems: refused before its root is trained
+        import headstart.estimator as estimator
+        from headstart.tree.train import fit_tree
+
+        def root_trained(*a, **kw):
+            raise AssertionError("the root was trained before the start was refused")
+
+        monkeypatch.setattr(estimator, "fit_model", root_trained)
+        with pytest.raises(ParameterError, match="'test-array' cannot start shortlisted training"):
+            fit_tree(X, Y, TrainParams(init="test-array"), branching=4)
     finally:
         init_pkg.REGISTRY.pop("test-array", None)
 

@@ -317,6 +317,13 @@ def prepare_inputs(X: sp.csr_matrix, Y: sp.csc_matrix, params: TrainParams, *, s
     return RunInputs(starts, np.ascontiguousarray(cp, dtype=np.float64), np.ascontiguousarray(cn, dtype=np.float64))
 
 
+def check_start(params: TrainParams, X: sp.csr_matrix, Y: sp.csc_matrix) -> None:
+    """Refuse ``params.init`` now if shortlisted training cannot start from it (its plan
+    holds arrays without a sub-problem restriction): prepared on a few rows, cheaply,
+    before a caller spends time on other work (the tree trains its root first)."""
+    prepare_starts(X, Y, params, threads=1)
+
+
 def compact_columns(X: sp.csr_matrix, params: TrainParams, dense: bool) -> UsedColumns | None:
     """The columns that occur in X when training should see only them, else None.
 

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 
 from ..errors import ParameterError
 from ..model.model import OvAModel
-from ..shortlist.training import train_shortlisted
+from ..shortlist.training import check_start, compact_columns, train_shortlisted
 from ..params import TrainParams
 from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
@@ -161,6 +161,12 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     small: list[int] = []
     problems = []
     col_of = np.full(Yr.shape[1], -1, dtype=np.int64)
+    # the small nodes' training works at the width of the features that occur where a
+    # header declares far more (compact_columns), and its start must be one shortlisted
+    # training can restrict: refused here, before the root's training, not after it
+    columns = compact_columns(Xp, node_params, dense=False)
+    Xs = Xp if columns is None else columns.compact(Xp)
+    check_start(node_params, Xs[:1], Yc[:1])
     for v in range(tree.num_nodes):
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
@@ -173,7 +179,8 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     if small:
         Yo, S = _batch_problems(problems, n)
         del problems
-        Wr, br, _ = train_shortlisted(Xp, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress)
+        Wr, br, _ = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
+                                      columns=columns)
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
         at = 0
