@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numba as nb
 import numpy as np
 
-from .base import Initializer, plan_kernel, register
+from .base import Initializer, plan_kernel, plan_restriction, register
 
 # Relative thresholds for the two degenerate cases of the supplementary.  Cauchy-Schwarz
 # gives den = <p,x>^2 - <p,p><x,x> <= 0 with equality iff p, x are dependent.
@@ -109,7 +109,14 @@ def _start(plan, P, O, w, psum, pos, label):
     return True
 
 
+def _local(plan, R):
+    # on a sub-problem the means are its own: pbar from its positives (the caller's
+    # psum), xbar the mean of its rows (R.xmean), so the start separates the sub-problem
+    return AopPlan(R.xmean, plan.s, plan.t)
+
+
 plan_kernel(AopPlan, _start)
+plan_restriction(AopPlan, _local)
 register("aop", lambda p: AverageOfPositives(p.aop_s, p.aop_t),
          "average of positives: the mean positive scores --s, the mean negative --t (the paper; DiSMEC++ msi)",
          memory=lambda n, nv: 8 * nv)    # the mean instance

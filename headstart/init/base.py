@@ -9,16 +9,24 @@ An initialiser has two halves (DiSMEC++ ``training/init/``):
   class and inlined into the compiled training loop, which never names a strategy.
 
 To add an initialiser, write one module in this package: a plan class, its per-label
-function, an :class:`Initializer` subclass, and a call to :func:`register`.
+function, an :class:`Initializer` subclass, and a call to :func:`register`.  If its plan
+holds arrays (per feature or per instance, e.g. the mean instance), the same module also
+says how the plan restricts to a sub-problem -- a label's positives plus its shortlist,
+or a node of a label tree, in their own row and column numbering -- with
+:func:`plan_restriction` (:func:`local_plan`); a plan of numbers only needs none.
+Without one, shortlisted training and the tree's small nodes refuse the initialiser by
+name (:func:`plan_supported`), before any training.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from numba.core import types as _nbtypes
+from numba.extending import overload as _overload
 
 from ..objective._typed import generic, implement
 from ..objective.erm import Problem
@@ -97,3 +105,49 @@ def register(name: str, make: Callable[[TrainParams], Initializer], help: str,
 def plan_kernel(plan_cls: type, impl) -> None:
     """Attach the per-label start of a plan class (see :func:`initial_weights`)."""
     implement(initial_weights, plan_cls, impl)
+
+
+# --------------------------------------------------------------------------- sub-problems
+class SubProblem(NamedTuple):
+    """What a plan needs to be restricted to one sub-problem (see :func:`local_plan`)."""
+
+    feats: np.ndarray    # int32: the plan's feature id of every local column (ascending)
+    rows: np.ndarray     # int64: the data set's row id of every local row (ascending)
+    xmean: np.ndarray    # float64: mean of the sub-problem's rows, bias coordinate last
+    scale: np.ndarray    # float64: per local column, original weight = training weight * scale
+    label: int           # the label (global id) whose problem this is
+
+
+local_plan = generic("local_plan", """(plan, R) -> plan.
+
+The plan an initialiser prepared on the whole data, restricted to the sub-problem R
+(:class:`SubProblem`): in R's local feature and row numbering, computed from R's rows
+where the initialiser computes from the data (the mean instance).""")
+
+_RESTRICTED: set[type] = set()
+
+
+def plan_restriction(plan_cls: type, impl) -> None:
+    """Attach the restriction of a plan class to a sub-problem (see :func:`local_plan`)."""
+    implement(local_plan, plan_cls, impl)
+    _RESTRICTED.add(plan_cls)
+
+
+def _scalars_only(ty) -> bool:
+    return (isinstance(ty, _nbtypes.BaseNamedTuple) and ty.instance_class not in _RESTRICTED
+            and all(isinstance(t, (_nbtypes.Number, _nbtypes.Boolean)) for t in ty.types))
+
+
+@_overload(local_plan, prefer_literal=False)
+def _local_plan_of_scalars(plan, R):
+    # a plan of numbers only has no rows or columns to renumber: it is its own restriction
+    if _scalars_only(plan):
+        return lambda plan, R: plan
+    return None
+
+
+def plan_supported(plan) -> bool:
+    """Whether :func:`local_plan` can restrict ``plan`` (Python side, before compiling)."""
+    if type(plan) in _RESTRICTED:
+        return True
+    return all(isinstance(v, (bool, int, float, np.number, np.bool_)) for v in plan)

@@ -19,7 +19,7 @@ import numba as nb
 import numpy as np
 
 from .aop import mean_separating
-from .base import Initializer, plan_kernel, register
+from .base import Initializer, plan_kernel, plan_restriction, register
 
 RIDGE = 0.01
 
@@ -90,7 +90,13 @@ def _start(plan, P, O, w, psum, pos, label):
     return True
 
 
+def _local(plan, R):
+    # as aop's: the sub-problem's own mean instance
+    return MultiPosPlan(R.xmean, plan.s, plan.t, plan.max_pos, plan.ridge)
+
+
 plan_kernel(MultiPosPlan, _start)
+plan_restriction(MultiPosPlan, _local)
 
 
 class MultiPositive(Initializer):

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ModelFormatError
-from .base import Initializer, plan_kernel, register
+from .base import Initializer, plan_kernel, plan_restriction, register
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,39 @@ def _start(plan, P, O, w, psum, pos, label):
     return True  # wx = X w0 is computed by the caller
 
 
+def _local(plan, R):
+    # The label's saved row (original feature space, ascending ids) merged with the local
+    # columns and brought to the training scale; weights of features that no row of the
+    # sub-problem has are dropped (there they only add regularisation: the solution has
+    # them at 0).  A one-row plan whose first label is the label, so that _start finds
+    # it; a label the saved model lacks gets an empty one (zero start).
+    nf = R.feats.size
+    indices = np.empty(nf, dtype=np.int32)
+    data = np.empty(nf)
+    intercept = np.zeros(1)
+    r = R.label - plan.first
+    k = 0
+    count = 0
+    if 0 <= r < plan.count:
+        count = 1
+        intercept[0] = plan.intercept[r]
+        q = 0
+        for p in range(plan.indptr[r], plan.indptr[r + 1]):
+            j = plan.indices[p]
+            while q < nf and R.feats[q] < j:
+                q += 1
+            if q == nf:
+                break
+            if R.feats[q] == j:
+                indices[k] = q
+                data[k] = plan.data[p] / R.scale[q]
+                k += 1
+    indptr = np.zeros(2, dtype=np.int64)
+    indptr[1] = k
+    return PretrainedPlan(indptr, indices[:k], data[:k], intercept, R.label, count)
+
+
 plan_kernel(PretrainedPlan, _start)
+plan_restriction(PretrainedPlan, _local)
 register("pretrained", lambda p: Pretrained(p.pretrained),
          "the weights of a saved model (--pretrained) for the same labels; others start from zero")

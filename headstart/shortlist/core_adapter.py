@@ -17,7 +17,8 @@ functions below, so that adapting to a new core means editing this file only:
   Newton solver, :func:`headstart.solver.newton.newton`);
 * starts: :func:`prepare_plan` runs an initialiser of the registry
   (:mod:`headstart.init`) on the whole data once, :func:`local_plan` restricts its plan
-  to a sub-problem, and the registry's own per-label code
+  to a sub-problem (each initialiser declares its restriction in its own module:
+  :func:`headstart.init.base.plan_restriction`), and the registry's own per-label code
   (:func:`headstart.init.initial_weights`) computes the start there.
 
 Stopping rule.  LIBLINEAR's ``eps * max(min(#pos, #neg), 1) / n * ||grad f(0)||`` is
@@ -33,40 +34,32 @@ Starts on a sub-problem.  An initialiser's ``prepare`` builds a *plan* from the 
 data (:class:`headstart.init.TrainingContext`); its per-label code then reads the plan
 in the numbering of the problem it is given.  A sub-problem has its own rows and its
 own columns (renumbered), so a plan holding arrays must be restricted to it first:
-:func:`local_plan` (plan, R) -> plan, R a :class:`SubProblem`.  Plans holding scalars
-only (zero, bias, and any new initialiser of that kind) need no restriction and are
-used as they are; the core's plans with arrays are restricted here (aop and multi-pos:
-the mean instance of the sub-problem; mean and ovap: their shared vector and its scores
-gathered; pretrained: the label's row mapped to the local columns).  A new initialiser
-whose plan holds arrays needs a restriction too, written here -- until the core
-declares :func:`local_plan` next to ``initial_weights`` in ``init/base.py`` so that
-each initialiser can implement it in its own file (docs/shortlist.md, "Starts").
+``local_plan(plan, R) -> plan``, R a ``SubProblem`` (both declared in
+:mod:`headstart.init.base`, next to ``initial_weights``).  Plans holding scalars only
+(zero, bias, and any new initialiser of that kind) need no restriction and are used as
+they are; a plan with arrays is restricted by the code its own module attaches (aop and
+multi-pos: the mean instance of the sub-problem; mean and ovap: their shared vector and
+its scores gathered; pretrained: the label's row mapped to the local columns), so a new
+initialiser needs no edit here (docs/shortlist.md, "Starts").
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numba as nb
 import numpy as np
-from numba.core import types as _nbtypes
-from numba.extending import overload as _overload
 
 from ..errors import ParameterError
 from ..init import REGISTRY as INIT_REGISTRY
 from ..init import TrainingContext as _TrainingContext
 from ..init import initial_weights
-from ..init.aop import AopPlan as _AopPlan
-from ..init.multi_pos import MultiPosPlan as _MultiPosPlan
+from ..init.base import SubProblem, local_plan, plan_supported  # noqa: F401  (re-exported)
 from ..init.pretrained import PretrainedPlan as _PretrainedPlan
-from ..init.shared import SharedPlan as _SharedPlan
 from ..init.zero import ZeroPlan
 from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
-from ..objective._typed import generic as _generic
-from ..objective._typed import implement as _implement
 from ..postproc.base import threshold as _threshold
 from ..training.trainer import run_in_threads  # noqa: F401  (the trainer's thread pool, re-exported)
 from ..solver import direct as _direct
@@ -270,110 +263,6 @@ def solve_direct(P, V, G, S, tol, w0):
 
 
 # --- starts: the registry's initialisers on sub-problems ---------------------------------
-class SubProblem(NamedTuple):
-    """What a plan needs to be restricted to one sub-problem (see :func:`local_plan`)."""
-
-    feats: np.ndarray    # int32: the plan's feature id of every local column (ascending)
-    rows: np.ndarray     # int64: the data set's row id of every local row (ascending)
-    xmean: np.ndarray    # float64: mean of the sub-problem's rows, bias coordinate last
-    scale: np.ndarray    # float64: per local column, original weight = training weight * scale
-    label: int           # the label (global id) whose problem this is
-
-
-local_plan = _generic("local_plan", """(plan, R) -> plan.
-
-The plan an initialiser prepared on the whole data, restricted to the sub-problem R
-(:class:`SubProblem`): in R's local feature and row numbering, computed from R's rows
-where the initialiser computes from the data (the mean instance).""")
-
-_RESTRICTED: set[type] = set()
-
-
-def _restriction(cls, impl) -> None:
-    _implement(local_plan, cls, impl)
-    _RESTRICTED.add(cls)
-
-
-def _scalars_only(ty) -> bool:
-    return (isinstance(ty, _nbtypes.BaseNamedTuple) and ty.instance_class not in _RESTRICTED
-            and all(isinstance(t, (_nbtypes.Number, _nbtypes.Boolean)) for t in ty.types))
-
-
-@_overload(local_plan, prefer_literal=False)
-def _local_plan_of_scalars(plan, R):
-    # a plan of scalars only has no rows or columns to renumber: it is its own restriction
-    if _scalars_only(plan):
-        return lambda plan, R: plan
-    return None
-
-
-def plan_supported(plan) -> bool:
-    """Whether :func:`local_plan` can restrict ``plan`` (Python side, before compiling)."""
-    if type(plan) in _RESTRICTED:
-        return True
-    return all(isinstance(v, (bool, int, float, np.number, np.bool_)) for v in plan)
-
-
-def _aop_local(plan, R):
-    return _AopPlan(R.xmean, plan.s, plan.t)
-
-
-def _multi_pos_local(plan, R):
-    return _MultiPosPlan(R.xmean, plan.s, plan.t, plan.max_pos, plan.ridge)
-
-
-def _shared_local(plan, R):
-    # the shared vector was computed on the training columns: gathered, not rescaled;
-    # a sub-problem's rows are whole rows of X, so their scores are the shared ones
-    nf = R.feats.size
-    w = np.empty(nf + 1)
-    for q in range(nf):
-        w[q] = plan.w[R.feats[q]]
-    w[nf] = plan.w[plan.w.size - 1]
-    wx = np.empty(R.rows.size)
-    for r in range(R.rows.size):
-        wx[r] = plan.wx[R.rows[r]]
-    return _SharedPlan(w, wx)
-
-
-def _pretrained_local(plan, R):
-    # The label's saved row (original feature space, ascending ids) merged with the local
-    # columns and brought to the training scale; weights of features that no row of the
-    # sub-problem has are dropped (there they only add regularisation: the solution has
-    # them at 0).  A one-row plan whose first label is the label, so that the registry's
-    # per-label code finds it; a label the saved model lacks gets an empty one (zero start).
-    nf = R.feats.size
-    indices = np.empty(nf, dtype=np.int32)
-    data = np.empty(nf)
-    intercept = np.zeros(1)
-    r = R.label - plan.first
-    k = 0
-    count = 0
-    if 0 <= r < plan.count:
-        count = 1
-        intercept[0] = plan.intercept[r]
-        q = 0
-        for p in range(plan.indptr[r], plan.indptr[r + 1]):
-            j = plan.indices[p]
-            while q < nf and R.feats[q] < j:
-                q += 1
-            if q == nf:
-                break
-            if R.feats[q] == j:
-                indices[k] = q
-                data[k] = plan.data[p] / R.scale[q]
-                k += 1
-    indptr = np.zeros(2, dtype=np.int64)
-    indptr[1] = k
-    return _PretrainedPlan(indptr, indices[:k], data[:k], intercept, R.label, count)
-
-
-_restriction(_AopPlan, _aop_local)
-_restriction(_MultiPosPlan, _multi_pos_local)
-_restriction(_SharedPlan, _shared_local)
-_restriction(_PretrainedPlan, _pretrained_local)
-
-
 def pretrained_plan(indptr, indices, data, intercept, first: int, count: int):
     """The registry's ``pretrained`` plan from given rows (ascending feature ids) and bias
     weights: labels [first, first + count)."""
