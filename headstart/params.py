@@ -68,7 +68,7 @@ class TrainParams:
     """
 
     loss: str = field(default="squared-hinge", metadata={
-        "help": "margin loss phi(m): squared-hinge, hinge, huber-hinge, logistic (docs/design.md, 'Losses')"})
+        "help": "margin loss phi(m) (docs/objective.md, 'Losses')"})
     huber_epsilon: float = field(default=1.0, metadata={
         "help": "huber-hinge: width of the parabola below margin 1 (DiSMEC++: 1 for huber-hinge, 0.1 for its hinge)"})
     C: float = field(default=1.0, metadata={
@@ -95,8 +95,8 @@ class TrainParams:
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
     max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label"})
     init: str = field(default="aop", metadata={
-        "help": "initial weights: aop (average of positives), zero, bias, ovap, ovap-strict, mean, multi-pos, "
-                "pretrained (docs/objective.md)"})
+        "help": "initial weights; aop, the average of positives (the paper), by default "
+                "(docs/objective.md, 'Initialisers')"})
     aop_s: float = field(default=1.0, metadata={"help": "aop: score of the mean positive, <w0, mean(P)> = s"})
     aop_t: float = field(default=-2.0, metadata={"help": "aop: score of the mean negative, <w0, mean(N)> = t"})
     max_num_pos: int = field(default=1, metadata={

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import fields
 
 from ..params import TrainParams
-from .common import field_kind, option_strings
+from .common import _CHOICES, field_kind, option_strings
 
 
 def default_text(f) -> str:
@@ -24,6 +24,8 @@ def options_table() -> str:
         if field_kind(f) is bool:
             opt += f" / `--no-{names[0][2:]}`"
         text = " ".join(f.metadata.get("help", "").split()).replace("|", "\\|")
+        if f.name in _CHOICES:      # the registries' names, so the table cannot go stale
+            text += " -- one of " + ", ".join(f"`{c}`" for c in _CHOICES[f.name]())
         rows.append(f"| {opt} | `{default_text(f)}` | {text} |")
     return "\n".join(rows)
 

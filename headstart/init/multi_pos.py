@@ -7,8 +7,8 @@ The start is sought in the span of b_0 = (sum of the negatives) / n and the posi
 a_1..a_k (bias coordinate included in all of them): w = alpha_0 b_0 + sum_i alpha_i a_i
 with (G + lambda I) alpha = (t, s, ..., s), G the Gram matrix of the basis and lambda =
 0.01 (the authors' ridge, which keeps nearly dependent positives solvable).  The Gram
-matrix is computed exactly (the authors' code drops some cross terms of G_00 and shifts
-the index of G_0i; see docs/dismecpp.md).  Cost per label: O(k^2 * row length + d).
+matrix is computed exactly (the authors' multi-pos initialiser in DiSMEC++ drops some
+cross terms of G_00 and shifts the index of G_0i).  Cost per label: O(k^2 * row length + d).
 """
 
 from __future__ import annotations
