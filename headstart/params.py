@@ -256,5 +256,45 @@ def validate(p: TrainParams) -> None:
         _need(p.bias > 0, "bias", "> 0 when init='bias' (the bias init needs a bias feature)", p.bias)
 
 
+#: Parameters that only some choices of another parameter read: name -> (that parameter,
+#: test of the parameters, the choices in words).  The command line warns about such an
+#: option given where nothing reads it (DiSMEC++ refuses some of them; a file or a model
+#: given for nothing is refused here too: :data:`UNUSED_IS_AN_ERROR`).
+def _in(field: str, *names: str):
+    return field, (lambda p: getattr(p, field) in names), " or ".join(names)
+
+
+READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
+    "huber_epsilon": _in("loss", "huber-hinge"),
+    "reg_epsilon": ("regularizer", lambda p: p.regularizer != "l2", "other than l2"),
+    "reg_l2_share": _in("regularizer", "elastic-net"),
+    "propensity_a": _in("weighting", "2pm1", "p2mp"),
+    "propensity_b": _in("weighting", "2pm1", "p2mp"),
+    "weights_pos_file": _in("weighting", "file"),
+    "weights_neg_file": _in("weighting", "file"),
+    "aop_s": _in("init", "aop", "multi-pos"),
+    "aop_t": _in("init", "aop", "multi-pos"),
+    "max_num_pos": _in("init", "multi-pos"),
+    "bias_init": _in("init", "bias"),
+    "ovap_epsilon": _in("init", "ovap", "ovap-strict"),
+    "pretrained": _in("init", "pretrained"),
+    "prune": ("sparsify", lambda p: p.sparsify == 0, "0 (sparsify replaces pruning)"),
+    "hash_functions": ("hash_buckets", lambda p: p.hash_buckets > 0, "> 0"),
+    "hash_seed": ("hash_buckets", lambda p: p.hash_buckets > 0, "> 0"),
+}
+UNUSED_IS_AN_ERROR = ("weights_pos_file", "weights_neg_file", "pretrained")
+
+
+def unused_parameters(p: TrainParams, given) -> list[tuple[str, str, str]]:
+    """(name, the parameter that decides, the choices that read it) of every parameter in
+    ``given`` that ``p``'s other choices leave unread."""
+    out = []
+    for name in given:
+        rule = READ_ONLY_WITH.get(name)
+        if rule is not None and not rule[1](p):
+            out.append((name, rule[0], rule[2]))
+    return out
+
+
 def param_help() -> dict[str, str]:
     return {f.name: f.metadata.get("help", "") for f in fields(TrainParams)}

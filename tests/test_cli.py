@@ -190,6 +190,34 @@ def test_print_params_and_params_file_round_trip(tmp_path, capsys):
     assert json.loads(run(capsys, "train", "--print-params")[1]) == TrainParams().to_dict()
 
 
+def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys, trained, bibtex_dir):
+    """An option the other choices leave unread: a cost file or a model given for
+    nothing is refused (DiSMEC++ refuses the file); a number is a warning; a cost file
+    alone implies --weighting file, as --pretrained implies --init pretrained."""
+    costs = tmp_path / "costs.txt"
+    costs.write_text("2.0\n" * 159)
+    code, out, err = run(capsys, "train", "--print-params", "--weights-pos-file", costs, "--weighting", "none")
+    assert code == 2 and "--weights-pos-file is read only with --weighting file; --weighting is 'none'" in err
+    code, out, err = run(capsys, "train", "--print-params", "--pretrained", tmp_path, "--init", "zero")
+    assert code == 2 and "--pretrained is read only with --init pretrained; --init is 'zero'" in err
+    code, out, err = run(capsys, "train", "--print-params", "--weights-pos-file", costs)
+    assert code == 0 and json.loads(out)["weighting"] == "file" and "WARNING" not in err
+    for argv, needle in ((["--init", "zero", "--s", "0.5"], "--aop-s is read only with --init aop or multi-pos"),
+                         (["--huber-epsilon", "0.3"], "--huber-epsilon is read only with --loss huber-hinge"),
+                         (["--prune", "0.1", "--sparsify", "5"], "--prune is read only with --sparsify 0"),
+                         (["--hash-seed", "3"], "--hash-seed is read only with --hash-buckets > 0")):
+        code, out, err = run(capsys, "train", "--print-params", *argv)
+        assert code == 0 and "WARNING" in err and needle in err, (argv, err)
+    # what the choices read passes silently
+    code, out, err = run(capsys, "train", "--print-params", "--init", "multi-pos", "--s", "0.5", "--max-num-pos", "3")
+    assert code == 0 and "WARNING" not in err
+    _, model = trained
+    test = bibtex_dir / "test.txt.gz"
+    code, out, err = run(capsys, "predict", model, test, "-o", tmp_path / "d.txt", "--threshold", "0", "-k", "3",
+                         "--allow-gaps")
+    assert code == 0 and "-k is not used with --threshold" in err
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--C", "-1"], "parameter C (--C) must be a finite number > 0, got -1.0"),
     (["--C", "abc"], "argument --C/-C: expected a number, got 'abc'"),

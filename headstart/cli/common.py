@@ -127,13 +127,24 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     for f in fields(TrainParams):
         if hasattr(args, f.name):
             values[f.name] = getattr(args, f.name)
-    # a pretrained model directory implies the pretrained initialisation
+    # a pretrained model directory implies the pretrained initialisation, a cost file
+    # the weighting by files
     if values.get("pretrained") and "init" not in values:
         values["init"] = "pretrained"
+    if (values.get("weights_pos_file") or values.get("weights_neg_file")) and "weighting" not in values:
+        values["weighting"] = "file"
     try:
-        return TrainParams.from_dict(values)
+        params = TrainParams.from_dict(values)
     except ParameterError as e:
         raise ParameterError(_option_wording(str(e))) from None
+    given = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]
+    for name, by, choices in _params.unused_parameters(params, given):
+        what = (f"{option_strings(name)[0]} is read only with {option_strings(by)[0]} {choices}; "
+                f"{option_strings(by)[0]} is {getattr(params, by)!r}")
+        if name in _params.UNUSED_IS_AN_ERROR:
+            raise ParameterError(what)
+        log.warning("%s: ignored", what)
+    return params
 
 
 def params_unless_printed(args: argparse.Namespace) -> TrainParams | None:

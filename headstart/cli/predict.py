@@ -32,7 +32,7 @@ DEFAULT_MODEL_MEMORY_MB = 1024
 
 def add_prediction_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("prediction")
-    g.add_argument("-k", type=common._number(int), default=5, help="number of labels per instance (default: 5)")
+    g.add_argument("-k", type=common._number(int), default=None, help="number of labels per instance (default: 5)")
     g.add_argument("--threads", type=common._number(int), default=0,
                    help="prediction threads (default: 0 = all cores)")
     g.add_argument("--chunk-rows", type=common._number(int), default=DEFAULT_CHUNK_ROWS, metavar="N",
@@ -114,6 +114,9 @@ def check_threshold_args(args: argparse.Namespace) -> None:
 
 def check_prediction_args(args: argparse.Namespace) -> None:
     err = args._parser.error
+    args.k_given = args.k is not None       # (predict --threshold writes no top k)
+    if args.k is None:
+        args.k = 5
     if args.k < 1:
         err(f"argument -k: must be >= 1, got {args.k}")
     if args.threads < 0:
@@ -369,6 +372,9 @@ def run(args: argparse.Namespace) -> int:
     check_threshold_args(args)
     common.check_output_file(args.output, "predictions file", args)
     if args.threshold is not None or args.thresholds is not None:
+        if args.k_given:
+            log.warning("-k is not used with --threshold/--thresholds: every label above the threshold is "
+                        "written; ignored")
         return run_threshold(args)
     scorer = ModelScorer(args.model, args)
     k = k_for_model(args.k, scorer.num_trained, args.model)
