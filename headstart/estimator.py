@@ -172,7 +172,7 @@ def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, n
                                    progress=progress, sink=spool.add, collect=False,
                                    inplace=data.owned or own_data, trajectories=trajectories)
         shards = spool.finish(data.n_features, data.label_space, data.n_train, params, data.preprocessing,
-                              data.label_counts, data_sha256=digest)
+                              data.label_counts, data_sha256=digest, label_range=(data.first_label, data.stop))
         if len(stats) < data.stop - data.first_label:
             # a time budget left gaps, which --resume trains (headstart.distributed): the
             # shards' statistics go where it reads them, so that its statistics cover

@@ -190,6 +190,24 @@ def test_print_params_and_params_file_round_trip(tmp_path, capsys):
     assert json.loads(run(capsys, "train", "--print-params")[1]) == TrainParams().to_dict()
 
 
+def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir, tmp_path, capsys):
+    """headstart train without --shard-size (one spooled shard): a rerun replaces a
+    finished model, label ranges included, but refuses one that a --timeout left
+    unfinished, which --resume completes (helper-18: it was retrained silently)."""
+    data = bibtex_dir / "train.txt.gz"
+    out = tmp_path / "m"
+    for _ in range(2):
+        code, _, err = run(capsys, "train", data, "-o", out, "--num-labels", 3, "--threads", 1, "-q")
+        assert code == 0, err
+    code, _, err = run(capsys, "train", data, "-o", out, "--timeout", "1e-9", "--threads", 1, "-q")
+    assert code == 0, err
+    code, _, err = run(capsys, "train", data, "-o", out, "--threads", 1, "-q")
+    assert code == 2 and "an unfinished model is there" in err and "--resume" in err
+    code, _, err = run(capsys, "train", data, "-o", out, "--threads", 1, "-q", "--resume")
+    assert code == 0, err
+    assert not __import__("headstart").load(out).model_.missing_ranges
+
+
 def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys, trained, bibtex_dir):
     """An option the other choices leave unread: a cost file or a model given for
     nothing is refused (DiSMEC++ refuses the file); a number is a warning; a cost file

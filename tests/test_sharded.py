@@ -144,13 +144,23 @@ def test_resume_checks_parameters_and_data(bibtex, tmp_path):
 
 
 def test_unfinished_model_is_not_replaced_without_resume(bibtex, tmp_path):
+    """A label range is a finished model of its range (replaced by a rerun); labels of
+    the range a run did not train -- a time budget, a kill between shards -- make it
+    unfinished, and only --resume or overwrite=True touch it."""
     X, Y = bibtex
     out = tmp_path / "m"
-    train_sharded(X, Y, PARAMS, out, num_labels=4)          # incomplete: 4 of 159 labels
-    with pytest.raises(ModelFormatError, match="--resume"):
-        train_sharded(X, Y, PARAMS, out, num_labels=4, overwrite="complete")
+    train_sharded(X, Y, PARAMS, out, num_labels=4)
+    assert read_manifest(out)["label_range"] == [0, 4]
+    train_sharded(X, Y, PARAMS, out, num_labels=4, overwrite="complete")     # finished: replaced
     with pytest.raises(ModelFormatError, match="already exists"):
         train_sharded(X, Y, PARAMS, out, num_labels=4)
+    m = json.loads((out / MANIFEST).read_text())
+    m["label_range"] = [0, 8]                   # as left by a run of 8 labels killed after 4
+    (out / MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(ModelFormatError, match=r"unfinished model .* first \[4, 8\)\): continue it with --resume"):
+        train_sharded(X, Y, PARAMS, out, num_labels=4, overwrite="complete")
+    r = train_sharded(X, Y, PARAMS, out, num_labels=12, resume=True)    # resuming widens the range
+    assert r.trained == [(4, 12)] and read_manifest(out)["label_range"] == [0, 12]
     r = train_sharded(X, Y, PARAMS, out, first_label=4, num_labels=4, overwrite=True)
     assert read_manifest(out)["shards"][0]["first_label"] == 4 and r.trained == [(4, 8)]
 

@@ -42,8 +42,8 @@ from ..errors import ModelFormatError, ParameterError
 from ..estimator import PreparedData, prepare_data
 from ..model.extras import read_extras
 from ..model.manifest import DATA_DIGEST_KEY, MANIFEST, read_manifest
-from ..model.ranges import contiguous_runs, finished_ranges_of, missing_ranges_of
-from ..model.writer import ModelWriter
+from ..model.ranges import contiguous_runs, finished_ranges_of
+from ..model.writer import ModelWriter, prepare_target
 from ..params import TrainParams
 from ..training.kernel import LANES
 from ..training.stats import ITER_FIELDS, TrainingStats
@@ -103,20 +103,16 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
             _check_same_data(path, writer, data)
             _check_same_extensions(path, writer, extensions)
             clean_stats(path, writer.manifest)
+            writer.widen_range(data.first_label, data.stop)
             return writer
         if overwrite == "complete":
-            missing = missing_ranges_of(read_manifest(path))
-            if missing:
-                a, b = missing[0]
-                raise ModelFormatError(
-                    f"{path}: an unfinished model is there (missing {len(missing)} label range(s), first "
-                    f"[{a}, {b})): continue it with --resume (resume=True), or remove it")
+            prepare_target(path, overwrite="complete")
         elif not overwrite:
             raise ModelFormatError(f"{path}: a model already exists there: continue it with --resume "
                                    "(resume=True), or replace it (overwrite=True)")
     return ModelWriter.create(path, data.n_features, data.label_space, params, data.preprocessing,
                               data.label_counts, data.n_train, overwrite=True, extensions=extensions,
-                              data_sha256=data.digest())
+                              data_sha256=data.digest(), label_range=(data.first_label, data.stop))
 
 
 def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str, Any] | None) -> None:

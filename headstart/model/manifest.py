@@ -49,6 +49,10 @@ OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree")
 #: so that resuming or merging refuses a model trained on other data of the same shapes;
 #: absent in models written before it existed (then not checked)
 DATA_DIGEST_KEY = "data_sha256"
+#: optional: [first, stop), the labels the run that made the model was asked to train (a
+#: label range is a finished model of its range; labels of it not trained -- a time
+#: budget ran out -- make it unfinished: ranges.unfinished_ranges_of)
+RANGE_KEY = "label_range"
 _PREPROCESSING_KEYS = {"normalize", "tfidf", "transform", "hash"}
 
 
@@ -88,10 +92,11 @@ def params_difference(a: TrainParams | dict, b: TrainParams | dict,
 
 def base_manifest(n_features: int, label_space: int, n_train: int, params: TrainParams,
                   preprocessing: Preprocessing, extensions: dict[str, Any] | None = None,
-                  data_sha256: str | None = None) -> dict[str, Any]:
+                  data_sha256: str | None = None, label_range: tuple[int, int] | None = None) -> dict[str, Any]:
     """The manifest of a model without shards and with the extra files not yet written;
     ``extensions``: the optional fields of a model variant (OPTIONAL_MANIFEST_KEYS);
-    ``data_sha256``: the training data's digest (DATA_DIGEST_KEY)."""
+    ``data_sha256``: the training data's digest (DATA_DIGEST_KEY); ``label_range``: the
+    labels the run is to train (RANGE_KEY)."""
     m = {
         "format": FORMAT_NAME, "version": FORMAT_VERSION,
         "n_features": int(n_features), "label_space": int(label_space), "n_train": int(n_train),
@@ -104,6 +109,8 @@ def base_manifest(n_features: int, label_space: int, n_train: int, params: Train
         m[key] = json.loads(json.dumps(value))
     if data_sha256 is not None:
         m[DATA_DIGEST_KEY] = str(data_sha256)
+    if label_range is not None:
+        m[RANGE_KEY] = [int(label_range[0]), int(label_range[1])]
     return m
 
 
@@ -158,7 +165,7 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     missing = _MANIFEST_KEYS - set(m)
     if missing:
         raise ModelFormatError(f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS) - {DATA_DIGEST_KEY}
+    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS) - {DATA_DIGEST_KEY, RANGE_KEY}
     if extra:
         raise ModelFormatError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
     for key in ("n_features", "label_space", "n_train"):
@@ -176,6 +183,12 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     if DATA_DIGEST_KEY in m and not (isinstance(m[DATA_DIGEST_KEY], str) and _SHA_RE.match(m[DATA_DIGEST_KEY])):
         raise ModelFormatError(f"{where}: field {DATA_DIGEST_KEY!r} must be a sha256 hex digest, got "
                                f"{m[DATA_DIGEST_KEY]!r}")
+    if RANGE_KEY in m:
+        r = m[RANGE_KEY]
+        if not (isinstance(r, list) and len(r) == 2 and all(is_int(v) for v in r)
+                and 0 <= r[0] <= r[1] <= m["label_space"]):
+            raise ModelFormatError(f"{where}: field {RANGE_KEY!r} must be [first, stop) with "
+                                   f"0 <= first <= stop <= label_space, got {r!r}")
     try:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:

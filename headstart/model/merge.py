@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import ModelFormatError
 from ..io.atomic import atomic_write
 from .extras import read_extras, write_extras
-from .manifest import DATA_DIGEST_KEY, OPTIONAL_MANIFEST_KEYS, params_difference, read_manifest, write_manifest
+from .manifest import (DATA_DIGEST_KEY, OPTIONAL_MANIFEST_KEYS, RANGE_KEY, params_difference, read_manifest,
+                       write_manifest)
 from .ranges import fmt_range, ranges_text, uncovered
 from .shards import read_shard_checked
 from .writer import building, prepare_target
@@ -65,6 +66,7 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
                                f"[0, {ref['label_space']}) (allow_gaps=True, on the command line --allow-gaps, merges anyway)")
     prepare_target(out_path)
     manifest = dict(ref, shards=[], extra_files={})
+    manifest.pop(RANGE_KEY, None)     # the parts' ranges: the merged model is the label space's
     with building(out_path) as tmp:
         write_extras(tmp, manifest, ref_pre, ref_counts)
         for _, _, i, s in entries:

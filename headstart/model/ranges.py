@@ -67,6 +67,17 @@ def finished_ranges_of(manifest: dict[str, Any]) -> list[Range]:
     return merge_ranges([(s["first_label"], s["first_label"] + s["num_labels"]) for s in manifest["shards"]])
 
 
+def unfinished_ranges_of(manifest: dict[str, Any]) -> list[Range]:
+    """Labels the run that made the model was asked to train and did not (a time budget
+    ran out, or the run was killed between shards): missing ranges within the manifest's
+    ``label_range``; without that field (models of earlier versions, merged models) within
+    the label space."""
+    r = manifest.get("label_range")
+    if r is None:
+        return missing_ranges_of(manifest)
+    return missing_ranges_of(manifest, int(r[0]), int(r[1]) - int(r[0]))
+
+
 def missing_ranges_of(manifest: dict[str, Any], first: int = 0, count: int | None = None) -> list[Range]:
     """Label ranges in ``[first, first+count)`` (default: the label space) not covered."""
     stop = manifest["label_space"] if count is None else first + count

@@ -46,11 +46,12 @@ BLOCK_BYTES = 1 << 22
 @contextlib.contextmanager
 def spooled_model(path: str | os.PathLike) -> Iterator["ModelSpool"]:
     """A :class:`ModelSpool` for a new model at ``path`` (replacing only an existing
-    headstart model or an empty directory, like :func:`.writer.save_model`).  The
+    headstart model that is complete, or an empty directory: an unfinished model, cut by
+    a time budget, is never thrown away silently, as in sharded training).  The
     directory appears when the block ends after :meth:`ModelSpool.finish`; on an
     exception, or without ``finish``, nothing is left behind."""
     path = Path(os.path.abspath(path))
-    prepare_target(path)
+    prepare_target(path, overwrite="complete")
     with building(path) as tmp:
         spool = ModelSpool(tmp)
         try:
@@ -112,13 +113,14 @@ class ModelSpool:
     # ---- at the end
     def finish(self, n_features: int, label_space: int, n_train: int, params: Any, preprocessing: Any,
                label_counts: Any = None, extensions: dict[str, Any] | None = None,
-               data_sha256: str | None = None) -> list[dict[str, Any]]:
+               data_sha256: str | None = None, label_range: tuple[int, int] | None = None) -> list[dict[str, Any]]:
         """Write the extras, one shard per contiguous run of trained labels (copied from
         the spool), and the manifest; delete the spool.  Returns the shard entries."""
         if self._n_features is not None and self._n_features != int(n_features):
             raise ModelFormatError(f"{self.directory}: the chunks have {self._n_features} features, the model "
                                    f"{n_features}")
-        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256)
+        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256,
+                                 label_range)
         write_extras(self.directory, manifest, preprocessing, label_counts)
         for run in _runs(sorted(self._chunks, key=lambda c: int(c[0][0]))):
             manifest["shards"].append(self._write_shard(run, int(n_features)))

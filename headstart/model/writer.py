@@ -27,15 +27,17 @@ from ..io.atomic import TEMP_NAME_RE, atomic_directory
 from ..params import TrainParams
 from .archive import read_verified
 from .extras import read_extras, write_extras
-from .manifest import (SHARD_DIR, SHARD_NAME_RE, base_manifest, is_headstart_model, is_int,
+from .manifest import (RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, base_manifest, is_headstart_model, is_int,
                        params_difference, read_manifest, shard_file_name, write_manifest)
 from .model import OvAModel, Preprocessing
-from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, uncovered
+from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, unfinished_ranges_of, uncovered
 from .shards import canonical_intercept, canonical_weights, row_view, write_shard_file
 
 
-def prepare_target(path: Path, overwrite: bool = True) -> None:
-    """Refuse a target that exists and is not replaceable."""
+def prepare_target(path: Path, overwrite: bool | str = True) -> None:
+    """Refuse a target that exists and is not replaceable: not a headstart model, or
+    (``overwrite`` False) any model, or (``overwrite`` "complete") an unfinished one --
+    labels a time budget left untrained, which ``--resume`` would train."""
     if not path.exists() and not path.is_symlink():
         if not path.parent.is_dir():
             raise ModelFormatError(f"{path}: parent directory {path.parent} does not exist")
@@ -48,6 +50,13 @@ def prepare_target(path: Path, overwrite: bool = True) -> None:
         raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
     if not overwrite:
         raise ModelFormatError(f"{path}: a model already exists there (open it to resume, or remove it)")
+    if overwrite == "complete":
+        missing = unfinished_ranges_of(read_manifest(path))
+        if missing:
+            a, b = missing[0]
+            raise ModelFormatError(
+                f"{path}: an unfinished model is there (missing {len(missing)} label range(s), first "
+                f"[{a}, {b})): continue it with --resume (resume=True), or remove it")
 
 
 @contextlib.contextmanager
@@ -79,7 +88,7 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
     covered = uncovered(getattr(model, "missing_ranges", None) or [], first, first + w.shape[0])
     prepare_target(path)
     manifest = base_manifest(model.n_features, label_space, model.n_train, model.params, model.preprocessing,
-                             getattr(model, "extensions", None))
+                             getattr(model, "extensions", None), label_range=(first, first + w.shape[0]))
     with building(path) as tmp:
         write_extras(tmp, manifest, model.preprocessing, model.label_counts)
         for a, z in covered:
@@ -109,7 +118,7 @@ class ModelWriter:
     def create(cls, path: str | os.PathLike, n_features: int, label_space: int, params: TrainParams,
                preprocessing: Preprocessing | None = None, label_counts: Any = None, n_train: int = 0,
                *, overwrite: bool = False, extensions: dict[str, Any] | None = None,
-               data_sha256: str | None = None) -> "ModelWriter":
+               data_sha256: str | None = None, label_range: tuple[int, int] | None = None) -> "ModelWriter":
         """Create an empty model directory atomically (refuses an existing model unless ``overwrite``)."""
         path = Path(os.path.abspath(path))
         for name, v in (("n_features", n_features), ("label_space", label_space), ("n_train", n_train)):
@@ -119,7 +128,8 @@ class ModelWriter:
             raise ModelFormatError(f"params must be a TrainParams, got {type(params).__name__}")
         preprocessing = preprocessing or Preprocessing()
         prepare_target(path, overwrite=overwrite)
-        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256)
+        manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256,
+                                 label_range)
         with building(path) as tmp:
             write_extras(tmp, manifest, preprocessing, label_counts)
             write_manifest(tmp, manifest)
@@ -244,6 +254,19 @@ class ModelWriter:
             with self._lock:
                 self._pending.discard(rng)
         return entry
+
+    def widen_range(self, first: int, stop: int) -> None:
+        """A resumed run asked for labels [first, stop): the manifest's ``label_range``
+        (when it has one) now spans them too, so that labels of either run left untrained
+        make the model unfinished."""
+        with self._lock:
+            r = self._manifest.get(RANGE_KEY)
+            if r is None or (r[0] <= first and stop <= r[1]):
+                return
+            new = dict(self._manifest)
+            new[RANGE_KEY] = [min(int(r[0]), int(first)), max(int(r[1]), int(stop))]
+            write_manifest(self.path, new)
+            self._manifest = new
 
     def __enter__(self) -> "ModelWriter":
         return self
