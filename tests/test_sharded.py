@@ -165,6 +165,31 @@ def test_unfinished_model_is_not_replaced_without_resume(bibtex, tmp_path):
     assert read_manifest(out)["shards"][0]["first_label"] == 4 and r.trained == [(4, 8)]
 
 
+def test_cost_files_are_compared_by_content_not_path(bibtex, tmp_path, monkeypatch):
+    """Parts trained with weighting 'file' (helper-18): the same costs under another path
+    (jobs started in other directories) merge and resume; other costs under the same
+    path are refused -- the manifest keeps the costs' sha256, not only the path."""
+    from headstart.model.format import merge_models
+
+    X, Y = bibtex
+    costs = tmp_path / "costs.txt"
+    costs.write_text("2.0\n" * Y.shape[1])
+    monkeypatch.chdir(tmp_path)
+    p1 = PARAMS.replace(weighting="file", weights_pos_file="costs.txt", max_iter=3)
+    p2 = p1.replace(weights_pos_file="./costs.txt")
+    train_sharded(X, Y, p1, tmp_path / "a", num_labels=3)
+    train_sharded(X, Y, p2, tmp_path / "b", first_label=3, num_labels=3)
+    assert read_manifest(tmp_path / "a")["costs_sha256"] == read_manifest(tmp_path / "b")["costs_sha256"]
+    merge_models(tmp_path / "ab", [tmp_path / "a", tmp_path / "b"], allow_gaps=True)
+    train_sharded(X, Y, p2, tmp_path / "a", num_labels=5, resume=True)        # same costs, other path
+    costs.write_text("3.0\n" * Y.shape[1])
+    train_sharded(X, Y, p1, tmp_path / "c", first_label=5, num_labels=3)
+    with pytest.raises(ModelFormatError, match="cannot merge: parameter weights_\\*_file \\(the costs' sha256\\)"):
+        merge_models(tmp_path / "ac", [tmp_path / "a", tmp_path / "c"], allow_gaps=True)
+    with pytest.raises(ModelFormatError, match="cannot resume: parameter weights_\\*_file"):
+        train_sharded(X, Y, p1, tmp_path / "a", num_labels=8, resume=True)
+
+
 def test_leftovers_of_a_crash_are_cleaned_on_resume(bibtex, reference, tmp_path):
     """An unlisted shard file and an orphan statistics file (crash between the writes)."""
     X, Y = bibtex

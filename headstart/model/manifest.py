@@ -53,6 +53,11 @@ DATA_DIGEST_KEY = "data_sha256"
 #: label range is a finished model of its range; labels of it not trained -- a time
 #: budget ran out -- make it unfinished: ranges.unfinished_ranges_of)
 RANGE_KEY = "label_range"
+#: optional, with weighting 'file': {"pos": sha256 or null, "neg": ...} of the cost vectors
+#: read from the files (resuming and merging compare these, not the paths, which differ
+#: between jobs started in other directories and stay the same when a file is rewritten)
+COSTS_KEY = "costs_sha256"
+COST_FILE_PARAMS = ("weights_pos_file", "weights_neg_file")
 _PREPROCESSING_KEYS = {"normalize", "tfidf", "transform", "hash"}
 
 
@@ -90,6 +95,44 @@ def params_difference(a: TrainParams | dict, b: TrainParams | dict,
     return out
 
 
+def costs_digest(params: TrainParams | dict, label_space: int) -> dict[str, str | None] | None:
+    """The sha256 of the cost vectors of weighting 'file' (:data:`COSTS_KEY`), or None
+    without it or when a file cannot be read any more (then the paths are compared)."""
+    import hashlib
+
+    import numpy as np
+
+    from ..objective.weighting import read_costs
+
+    p = params if isinstance(params, dict) else params.to_dict()
+    if p.get("weighting") != "file":
+        return None
+    out: dict[str, str | None] = {}
+    for side, name in (("pos", "weights_pos_file"), ("neg", "weights_neg_file")):
+        out[side] = None
+        if p.get(name):
+            try:
+                v = read_costs(p[name], int(label_space))
+            except (OSError, ParameterError, ValueError):
+                return None
+            out[side] = hashlib.sha256(np.ascontiguousarray(v, dtype=np.float64).data).hexdigest()
+    return out
+
+
+def model_params_difference(manifest: dict[str, Any], params: TrainParams | dict,
+                            digest: dict[str, str | None] | None) -> list[tuple[str, Any, Any]]:
+    """:func:`params_difference` of a model's parameters and ``params``, whose cost files
+    have the digest ``digest`` (:func:`costs_digest`): where both digests are known the
+    cost files are compared by content, not by path."""
+    known = manifest.get(COSTS_KEY)
+    if known is None or digest is None:
+        return params_difference(manifest["params"], params)
+    diff = params_difference(manifest["params"], params, ignore=(*IGNORED_PARAMS, *COST_FILE_PARAMS))
+    if known != digest:
+        diff.insert(0, ("weights_*_file (the costs' sha256)", known, digest))
+    return diff
+
+
 def base_manifest(n_features: int, label_space: int, n_train: int, params: TrainParams,
                   preprocessing: Preprocessing, extensions: dict[str, Any] | None = None,
                   data_sha256: str | None = None, label_range: tuple[int, int] | None = None) -> dict[str, Any]:
@@ -111,6 +154,9 @@ def base_manifest(n_features: int, label_space: int, n_train: int, params: Train
         m[DATA_DIGEST_KEY] = str(data_sha256)
     if label_range is not None:
         m[RANGE_KEY] = [int(label_range[0]), int(label_range[1])]
+    costs = costs_digest(params, label_space)
+    if costs is not None:
+        m[COSTS_KEY] = costs
     return m
 
 
@@ -165,7 +211,7 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
     missing = _MANIFEST_KEYS - set(m)
     if missing:
         raise ModelFormatError(f"{where}: missing field(s) {', '.join(sorted(missing))}")
-    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS) - {DATA_DIGEST_KEY, RANGE_KEY}
+    extra = set(m) - _MANIFEST_KEYS - set(OPTIONAL_MANIFEST_KEYS) - {DATA_DIGEST_KEY, RANGE_KEY, COSTS_KEY}
     if extra:
         raise ModelFormatError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
     for key in ("n_features", "label_space", "n_train"):
@@ -189,6 +235,12 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
                 and 0 <= r[0] <= r[1] <= m["label_space"]):
             raise ModelFormatError(f"{where}: field {RANGE_KEY!r} must be [first, stop) with "
                                    f"0 <= first <= stop <= label_space, got {r!r}")
+    if COSTS_KEY in m:
+        c = m[COSTS_KEY]
+        if not (isinstance(c, dict) and set(c) == {"pos", "neg"}
+                and all(v is None or (isinstance(v, str) and _SHA_RE.match(v)) for v in c.values())):
+            raise ModelFormatError(f"{where}: field {COSTS_KEY!r} must be {{'pos': sha256 or null, 'neg': ...}}, "
+                                   f"got {c!r}")
     try:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:

@@ -11,8 +11,8 @@ import numpy as np
 from ..errors import ModelFormatError
 from ..io.atomic import atomic_write
 from .extras import read_extras, write_extras
-from .manifest import (DATA_DIGEST_KEY, OPTIONAL_MANIFEST_KEYS, RANGE_KEY, params_difference, read_manifest,
-                       write_manifest)
+from .manifest import (COSTS_KEY, DATA_DIGEST_KEY, OPTIONAL_MANIFEST_KEYS, RANGE_KEY, model_params_difference,
+                       read_manifest, write_manifest)
 from .ranges import fmt_range, ranges_text, uncovered
 from .shards import read_shard_checked
 from .writer import building, prepare_target
@@ -43,7 +43,7 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
         if DATA_DIGEST_KEY in m and DATA_DIGEST_KEY in ref and m[DATA_DIGEST_KEY] != ref[DATA_DIGEST_KEY]:
             raise ModelFormatError(f"cannot merge: {ref_dir} and {d} were trained on other data (same shapes "
                                    "and label counts, other values: the data's sha256 differs)")
-        diff = params_difference(ref["params"], m["params"])
+        diff = model_params_difference(ref, m["params"], m.get(COSTS_KEY))
         if diff:
             name, a, b = diff[0]
             raise ModelFormatError(f"cannot merge: parameter {name} is {a!r} in {ref_dir} but {b!r} in {d}")

@@ -27,8 +27,8 @@ from ..io.atomic import TEMP_NAME_RE, atomic_directory
 from ..params import TrainParams
 from .archive import read_verified
 from .extras import read_extras, write_extras
-from .manifest import (RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, base_manifest, is_headstart_model, is_int,
-                       params_difference, read_manifest, shard_file_name, write_manifest)
+from .manifest import (RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, base_manifest, costs_digest, is_headstart_model, is_int,
+                       model_params_difference, read_manifest, shard_file_name, write_manifest)
 from .model import OvAModel, Preprocessing
 from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, unfinished_ranges_of, uncovered
 from .shards import canonical_intercept, canonical_weights, row_view, write_shard_file
@@ -149,7 +149,7 @@ class ModelWriter:
         path = Path(path)
         m = read_manifest(path)
         if params is not None:
-            diff = params_difference(m["params"], params)
+            diff = model_params_difference(m, params, costs_digest(params, m["label_space"]))
             if diff:
                 name, old, new = diff[0]
                 more = f" (and {', '.join(d[0] for d in diff[1:])})" if len(diff) > 1 else ""
