@@ -208,6 +208,18 @@ def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir,
     assert not __import__("headstart").load(out).model_.missing_ranges
 
 
+def test_unknown_options_are_reported_by_their_command_with_hints(bibtex_dir, capsys):
+    """An option the command lacks is the command's usage error (its --help named), with
+    DiSMEC++'s names mapped to headstart's and typos matched to close options."""
+    data = bibtex_dir / "train.txt.gz"
+    code, _, err = run(capsys, "train", data, "-o", "m", "--init-mode", "msi", "--epsilno", "0.1")
+    assert code == 2 and err.startswith("headstart train: error: unrecognized arguments: --init-mode msi --epsilno")
+    assert "--init-mode is DiSMEC++'s: here --init" in err and "--epsilno: did you mean --epsilon" in err
+    assert "(see 'headstart train --help')" in err
+    code, _, err = run(capsys, "train", data, "-o", "m", "--init", "msi")
+    assert code == 2 and "msi is DiSMEC++'s name: here aop" in err
+
+
 def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys, trained, bibtex_dir):
     """An option the other choices leave unread: a cost file or a model given for
     nothing is refused (DiSMEC++ refuses the file); a number is a warning; a cost file

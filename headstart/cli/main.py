@@ -32,6 +32,9 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors in two lines (the full usage of 'train' would fill a screen)."""
 
     def error(self, message: str):  # type: ignore[override]
+        for theirs, here in DISMEC_VALUES.items():
+            if f"invalid choice: '{theirs}'" in message:
+                message += f"\n  {theirs} is DiSMEC++'s name: here {here}"
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
 
 
@@ -49,6 +52,43 @@ def _common_options(top: bool) -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary lines",
                    **({"default": False} if top else d))
     return p
+
+
+#: DiSMEC++'s option names (its trainer, src/train.cpp) -> headstart's (README table)
+DISMEC_OPTIONS = {
+    "--init-mode": "--init (msi is aop here, ova-primal is ovap)", "--weighting-mode": "--weighting",
+    "--weighting-pos-file": "--weights-pos-file", "--weighting-neg-file": "--weights-neg-file",
+    "--msi-pos": "--s", "--msi-neg": "--t", "--bias-init-value": "--bias-init", "--reg-bias": "--regularize-bias",
+    "--weight-culling": "--prune", "--max-steps": "--max-iter", "--alpha-pcg": "--pcg-alpha",
+    "--line-search-eta": "--ls-eta", "--line-search-max-steps": "--ls-max-steps",
+    "--augment-for-bias": "--bias VALUE", "--normalize-instances": "--normalize",
+    "--hash-features": "--hash-buckets B", "--hash-repeat": "--hash-functions", "--continue": "--resume",
+    "--batch-size": "--shard-size", "--reorder-features": "(always on)", "--save-sparse-txt": "(always sparse)",
+}
+
+
+#: DiSMEC++'s values of options headstart names otherwise
+DISMEC_VALUES = {"msi": "aop", "ova-primal": "ovap", "from-file": "file"}
+
+
+def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
+    """'unrecognized arguments' for the subcommand's ``parser``, with what each unknown
+    option probably meant: DiSMEC++'s name for it, or a close option of this command."""
+    import difflib
+
+    known = [o for a in parser._actions for o in a.option_strings]
+    hints = []
+    for x in extras:
+        opt = x.split("=", 1)[0]
+        if not opt.startswith("-"):
+            continue
+        if opt in DISMEC_OPTIONS:
+            hints.append(f"{opt} is DiSMEC++'s: here {DISMEC_OPTIONS[opt]}")
+        else:
+            close = difflib.get_close_matches(opt, known, n=2, cutoff=0.75)
+            if close:
+                hints.append(f"{opt}: did you mean {' or '.join(close)}?")
+    return f"unrecognized arguments: {' '.join(extras)}" + "".join(f"\n  {h}" for h in hints)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)  # exits 2 on bad usage
+    args, extras = parser.parse_known_args(argv)  # exits 2 on bad usage
+    if extras:      # reported by the subcommand that did not know them (its usage, its --help)
+        getattr(args, "_parser", parser).error(unrecognized(getattr(args, "_parser", parser), extras))
     verbose = getattr(args, "verbose", 0) or 0
     _setup_logging(verbose, bool(getattr(args, "quiet", False)))
     if verbose < 2:
