@@ -29,13 +29,18 @@ _PARAM_NAMES = tuple(f.name for f in fields(TrainParams))
 
 def resolve_label_range(label_space: int, first_label: int = 0, num_labels: int | None = None) -> tuple[int, int]:
     """Validate a contiguous label range [first, first + count) of a label space."""
-    if not isinstance(first_label, (int, np.integer)) or first_label < 0 or first_label > label_space:
-        raise ParameterError(f"parameter first_label must be an integer in [0, {label_space}], got {first_label!r}")
+    # up to label_space with an explicit count (0 labels: an empty range), below it when
+    # the range runs to the end (it would be empty: a label id one too far, a typo)
+    top = label_space if num_labels is not None else max(label_space - 1, 0)
+    if not isinstance(first_label, (int, np.integer)) or first_label < 0 or first_label > top:
+        raise ParameterError(f"parameter first_label (--first-label) must be an integer in [0, {top}] "
+                             f"(labels 0..{label_space - 1}), got {first_label!r}")
     if num_labels is None:
         num_labels = label_space - first_label
     if not isinstance(num_labels, (int, np.integer)) or num_labels < 0 or first_label + num_labels > label_space:
-        raise ParameterError(f"parameter num_labels must be an integer in [0, {label_space - first_label}] "
-                             f"(labels {first_label}..{label_space - 1}), got {num_labels!r}")
+        raise ParameterError(f"parameter num_labels (--num-labels) must be an integer in [0, "
+                             f"{label_space - first_label}] (labels {first_label}..{label_space - 1}), "
+                             f"got {num_labels!r}")
     return int(first_label), int(num_labels)
 
 

@@ -208,6 +208,13 @@ def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir,
     assert not __import__("headstart").load(out).model_.missing_ranges
 
 
+def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):
+    _, model = trained
+    code, _, err = run(capsys, "export-dismec", model, "-o", tmp_path / "x.model")
+    assert code == 2 and "model is incomplete, missing" in err and "'headstart merge'" in err
+    assert "--allow-gaps" not in err and not (tmp_path / "x.model").exists()
+
+
 def test_unknown_options_are_reported_by_their_command_with_hints(bibtex_dir, capsys):
     """An option the command lacks is the command's usage error (its --help named), with
     DiSMEC++'s names mapped to headstart's and typos matched to close options."""
@@ -255,7 +262,8 @@ def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys
     (["--init", "magic"], "argument --init: invalid choice: 'magic'"),
     (["--s", "-3"], "parameter aop_t (--aop-t) must be smaller than aop_s=-3.0"),
     (["--num-labels", "0"], "argument --num-labels: must be >= 1"),
-    (["--first-label", "500"], "first_label must be an integer in [0, 159]"),
+    (["--first-label", "500"], "first_label (--first-label) must be an integer in [0, 158]"),
+    (["--first-label", "159"], "first_label (--first-label) must be an integer in [0, 158]"),
     (["--stats", "stats.txt"], "must end in .csv, .jsonl or .json"),
     (["--epsilon", "nan"], "parameter epsilon (--epsilon) must be a finite number > 0, got nan"),
 ])

@@ -425,3 +425,5 @@ def test_cli_tree_predict_evaluate(tmp_path):
     assert r.returncode == 2 and "--sigmoid-a" in r.stderr
     r = _cli("tree", train, "-o", tmp_path / "m2", "--branching", "1")
     assert r.returncode == 2 and "--branching" in r.stderr and not (tmp_path / "m2").exists()
+    r = _cli("merge", tmp_path / "m3", tmp_path / "m", tmp_path / "m")
+    assert r.returncode == 2 and "is a label tree" in r.stderr and not (tmp_path / "m3").exists()

@@ -33,6 +33,11 @@ def run(args: argparse.Namespace) -> int:
     from ..model.dismec import dismec_options, write_dismec_model
 
     common.check_output_file(args.output, "DiSMEC++ model file", args)
+    from ..model.manifest import read_manifest
+    from ..model.reader import require_complete
+
+    require_complete(args.model, read_manifest(args.model),
+                     hint=": merge the label ranges into one model first ('headstart merge')")
     model = load_model(args.model)
     files = write_dismec_model(model, args.output, fmt=_FORMATS[args.format])
     opts = " ".join(dismec_options(model))

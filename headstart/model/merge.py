@@ -35,6 +35,10 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
     manifests = [read_manifest(d) for d in dirs]
     extras = [read_extras(d, m) for d, m in zip(dirs, manifests)]
     ref_dir, ref, (ref_pre, ref_counts) = dirs[0], manifests[0], extras[0]
+    for d, m in zip(dirs, manifests):
+        if "tree" in m:
+            raise ModelFormatError(f"cannot merge: {d} is a label tree (its outputs are the tree's nodes, "
+                                   "not labels); a tree is trained whole, not by label ranges")
     for d, m, (pre, counts) in zip(dirs[1:], manifests[1:], extras[1:]):
         for key in ("n_features", "label_space", "n_train", "preprocessing", *OPTIONAL_MANIFEST_KEYS):
             if m.get(key) != ref.get(key):
