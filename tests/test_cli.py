@@ -208,6 +208,16 @@ def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir,
     assert not __import__("headstart").load(out).model_.missing_ranges
 
 
+def test_evaluate_takes_the_propensity_model_the_labels_were_trained_with(bibtex_dir, tmp_path, capsys):
+    data, test = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
+    code, _, err = run(capsys, "train", data, "-o", tmp_path / "m", "--weighting", "2pm1", "--propensity-a", "0.5",
+                       "--propensity-b", "0.4", "--threads", 1, "-q")
+    assert code == 0, err
+    got = [json.loads(run(capsys, "evaluate", tmp_path / "m", test, "--json", *o)[1])
+           for o in ((), ("--propensity-a", "0.5", "--propensity-b", "0.4"), ("--propensity-a", "0.55"))]
+    assert got[0]["PSP@1"] == got[1]["PSP@1"] != got[2]["PSP@1"]
+
+
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):
     _, model = trained
     code, _, err = run(capsys, "export-dismec", model, "-o", tmp_path / "x.model")

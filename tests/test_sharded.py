@@ -96,6 +96,21 @@ def test_stats_file_round_trip(reference, tmp_path):
     np.testing.assert_array_equal(back.iter_offsets, st.iter_offsets)
 
 
+def test_statistics_written_as_csv_json_lines_or_json(reference, tmp_path):
+    """--stats F.json is one JSON document (a list), F.jsonl a line per label, F.csv a
+    table: each with a row per label (helper-18: .json held JSON lines)."""
+    import csv
+
+    st = reference[1].take(np.arange(0, 6))
+    for name in ("s.json", "s.jsonl", "s.csv"):
+        st.write(tmp_path / name)
+    doc = json.loads((tmp_path / "s.json").read_text())
+    lines = [json.loads(x) for x in (tmp_path / "s.jsonl").read_text().splitlines()]
+    rows = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert len(doc) == len(lines) == len(rows) == 6 and doc == lines
+    assert [r["label"] for r in doc] == [int(r["label"]) for r in rows] == list(st["label"])
+
+
 def test_resume_trains_only_missing_labels(bibtex, reference, tmp_path):
     X, Y = bibtex
     out = tmp_path / "m"

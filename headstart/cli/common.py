@@ -86,7 +86,7 @@ def add_train_params(parser: argparse.ArgumentParser) -> None:
             kw["help"] = f"{text} (default: {'on' if default else 'off'})"
         else:
             kw["type"] = _number(kind) if kind in (int, float) else str
-            kw["help"] = f"{text} (default: {default})"
+            kw["help"] = text if "(default:" in text else f"{text} (default: {default})"
             if f.name in _CHOICES:
                 kw["choices"] = _CHOICES[f.name]()
             kw["metavar"] = _METAVARS.get(f.name, f.name.upper() if f.name not in _CHOICES else None)

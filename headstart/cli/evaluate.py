@@ -19,9 +19,10 @@ HELP = "P@k, nDCG@k, PSP@k, PSnDCG@k, recall@k, RP@k and coverage@k (and F1 scor
 DESCRIPTION = """\
 Evaluate a model on TEST (or a predictions file written by 'headstart predict' with
 --predictions FILE): precision, nDCG, propensity-scored precision and nDCG, recall,
-R-precision and coverage at k = 1, 3, 5 (and the -k given); with --threshold, the F1
+R-precision and coverage at k = 1, 3 and 5 up to -k (default 5), and at -k itself; with --threshold, the F1
 scores of the thresholded decisions.  Propensities use the training label counts
-stored in the model (or those of --train FILE) with the constants --propensity-a/-b."""
+stored in the model (or those of --train FILE) with the constants --propensity-a/-b
+(default: those the model was trained with, else 0.55 and 1.5)."""
 
 log = logging.getLogger("headstart.cli.evaluate")
 
@@ -47,11 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--train", metavar="FILE",
                    help="training data whose label counts give the propensities (default: the counts "
                         "stored in the model; without either, no PS metrics)")
-    g.add_argument("--propensity-a", type=common._number(float), default=0.55, metavar="A",
-                   help="propensity constant A (default: 0.55; the XMC repository uses 0.5 for "
-                        "Wikipedia and 0.6 for Amazon data sets)")
-    g.add_argument("--propensity-b", type=common._number(float), default=1.5, metavar="B",
-                   help="propensity constant B (default: 1.5; 0.4 Wikipedia, 2.6 Amazon)")
+    g.add_argument("--propensity-a", type=common._number(float), default=None, metavar="A",
+                   help="propensity constant A (default: the model's --propensity-a, else 0.55; the XMC "
+                        "repository uses 0.5 for Wikipedia and 0.6 for Amazon data sets)")
+    g.add_argument("--propensity-b", type=common._number(float), default=None, metavar="B",
+                   help="propensity constant B (default: the model's --propensity-b, else 1.5; 0.4 "
+                        "Wikipedia, 2.6 Amazon)")
     predict.add_prediction_options(p)
     predict.add_dask_options(p)
     common.add_data_options(p)
@@ -141,6 +143,13 @@ def run(args: argparse.Namespace) -> int:
         model_counts, model_n = scorer.label_counts()
         if model_counts is not None and model_n > 0:
             counts, n_train = model_counts, model_n
+        # the propensity model the labels were weighted with in training, unless given
+        from ..model.manifest import read_manifest
+
+        trained = read_manifest(args.model)["params"]
+        for name in ("propensity_a", "propensity_b"):
+            if getattr(args, name) is None and name in trained:
+                setattr(args, name, float(trained[name]))
     if args.train:
         _, Ytr = common.read_dataset(args.train, args, n_labels=label_space)
         if Ytr.shape[1] != label_space:
@@ -153,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         if n_train < 3:
             log.warning("only %d training instance(s): no propensity-scored metrics", n_train)
         else:
-            props = propensities(counts, n_train, A=args.propensity_a, B=args.propensity_b)
+            props = propensities(counts, n_train, A=0.55 if args.propensity_a is None else args.propensity_a,
+                                 B=1.5 if args.propensity_b is None else args.propensity_b)
     if Y.shape[1] == 0:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)

@@ -136,8 +136,9 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
 
     s = stats.summary()
     not_conv = sum(s["not_converged"].values())
+    done = f"{s['labels']} labels" if s["labels"] == count else f"{s['labels']} of the {count} labels"
     common.say(args, (
-        f"trained {s['labels']} labels [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
+        f"trained {done} [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
         f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
         f"{s['newton_iterations']} Newton iterations, "
         f"{s['cg_steps']} CG steps, {nnz} nonzero weights"

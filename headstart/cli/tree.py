@@ -10,6 +10,7 @@ import time
 
 from ..errors import DataFormatError
 from . import common
+from .train import _compiled
 
 NAME = "tree"
 HELP = "train a label tree: labels clustered by k-means, one one-vs-all problem per node (LibMultiLabel's tree)"
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     t = model.tree
     common.say(args, f"trained a tree of {t.num_nodes} nodes ({int(t.leaf.sum())} leaves, depth "
                      f"{int(t.depth.max()) if t.num_nodes else 0}), {model.num_outputs} binary problems for "
-                     f"{model.num_labels} labels in {time.perf_counter() - t0:.2f} s (tree built in "
-                     f"{model.build_seconds:.2f} s), {model.model.nnz} weights -> {args.output}")
+                     f"{model.num_labels} labels in {time.perf_counter() - t0 - model.compile_seconds:.2f} s "
+                     f"(tree built in {model.build_seconds:.2f} s){_compiled(None, model.compile_seconds)}, "
+                     f"{model.model.nnz} weights -> {args.output}")
     return 0

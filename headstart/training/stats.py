@@ -158,13 +158,14 @@ class TrainingStats:
             yield i, row
 
     def write(self, path: str | os.PathLike, fmt: str | None = None, iterations: bool = True) -> None:
-        """Write as CSV (one row per label) or JSON lines (one object per label, with the
-        per-iteration trajectories when ``iterations``), atomically."""
+        """Write as CSV (one row per label), JSON lines (one object per label, with the
+        per-iteration trajectories when ``iterations``) or JSON (a list of those objects:
+        a path ending in .json), atomically."""
         from ..io.atomic import atomic_write
 
         path = str(path)
         if fmt is None:
-            fmt = "csv" if path.endswith(".csv") else "jsonl"
+            fmt = "csv" if path.endswith(".csv") else "json" if path.endswith(".json") else "jsonl"
         buf = io.StringIO()
         if fmt == "csv":
             w = None
@@ -174,11 +175,15 @@ class TrainingStats:
                     w.writeheader()
                 w.writerow(row)
         elif fmt in ("jsonl", "json"):
+            if fmt == "json":
+                buf.write("[")
             for i, row in self._rows():
                 if iterations:
                     for f in ITER_FIELDS:
                         row[f] = [float(x) for x in self.trajectory(i, f)]
-                buf.write(json.dumps(row) + "\n")
+                buf.write(("" if fmt == "jsonl" or i == 0 else ",\n") + json.dumps(row) + ("\n" if fmt == "jsonl" else ""))
+            if fmt == "json":
+                buf.write("]\n")
         else:
             raise ValueError(f"unknown statistics format {fmt!r}; use csv or jsonl")
         with atomic_write(path, "w") as fh:

@@ -38,6 +38,7 @@ class TreeModel:
     num_labels: int          # labels of the data set
     build_seconds: float = 0.0
     train_seconds: float = 0.0
+    compile_seconds: float = 0.0     # numba's kernels compiled (or loaded) on first use
     _index: Any = field(default=None, repr=False)
     _columns: Any = field(default=None, repr=False)
 

@@ -161,6 +161,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     small: list[int] = []
     problems = []
     col_of = np.full(Yr.shape[1], -1, dtype=np.int64)
+    compile_seconds = 0.0
     # the small nodes' training works at the width of the features that occur where a
     # header declares far more (compact_columns), and its start must be one shortlisted
     # training can restrict: refused here, before the root's training, not after it
@@ -170,7 +171,8 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     for v in range(tree.num_nodes):
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
-            model, _ = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
+            model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
+            compile_seconds += float(st.meta.get("compile_seconds", 0.0))
             blocks[v] = (model.weights, np.asarray(model.intercept, dtype=np.float32),
                          np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
         else:
@@ -179,8 +181,9 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     if small:
         Yo, S = _batch_problems(problems, n)
         del problems
-        Wr, br, _ = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
-                                      columns=columns)
+        Wr, br, st = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
+                                       columns=columns)
+        compile_seconds += float(st.meta.get("compile_seconds", 0.0))
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
         at = 0
@@ -194,5 +197,5 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
                    preprocessing=data.preprocessing, label_counts=np.concatenate([b[2] for b in blocks]),
                    n_train=data.n_train)
     ova.extensions["tree"] = tree_extension(tree, data.label_space, branching, max_depth, seed)
-    return TreeModel(ova, tree, data.label_space, build_seconds=build_seconds,
-                     train_seconds=time.perf_counter() - t0 - build_seconds)
+    return TreeModel(ova, tree, data.label_space, build_seconds=build_seconds, compile_seconds=compile_seconds,
+                     train_seconds=time.perf_counter() - t0 - build_seconds - compile_seconds)
