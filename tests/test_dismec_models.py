@@ -253,6 +253,19 @@ def test_cli_import_export_round_trip_and_errors(tmp_path, capsys):
     again = read_dismec_model(tmp_path / "again.model", bias_feature=1.0, normalize=True)
     np.testing.assert_array_equal(again.weights.toarray(), m.weights.toarray())
     np.testing.assert_array_equal(again.intercept, m.intercept)
+    # headstart's export records its predict options: a re-import without options takes
+    # them (the same model), one with other options is refused (helper-18: it scored
+    # unnormalised features silently)
+    assert cli_main.main(["import-dismec", str(tmp_path / "again.model"), "-o", str(tmp_path / "re"), "-q"]) == 0
+    re = load_model(tmp_path / "re")
+    assert re.preprocessing.normalize and re.params.bias == 1.0
+    np.testing.assert_array_equal(re.weights.toarray(), m.weights.toarray())
+    np.testing.assert_array_equal(re.intercept, m.intercept)
+    capsys.readouterr()
+    assert cli_main.main(["import-dismec", str(tmp_path / "again.model"), "-o", str(tmp_path / "re2"),
+                          "--augment-for-bias"]) == 2
+    assert "exported by headstart for predicting with --normalize-instances --augment-for-bias, not " \
+           "--augment-for-bias" in capsys.readouterr().err and not (tmp_path / "re2").exists()
     # a bad file: exit code 2, the location on stderr, no model directory
     (tmp_path / "m.model.weights-2-2").write_text("1:-2 2:3.25 3:oops\n")
     capsys.readouterr()

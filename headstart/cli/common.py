@@ -128,10 +128,13 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
         if hasattr(args, f.name):
             values[f.name] = getattr(args, f.name)
     # a pretrained model directory implies the pretrained initialisation, a cost file
-    # the weighting by files
-    if values.get("pretrained") and "init" not in values:
+    # the weighting by files -- unless the command line says otherwise (a --params file
+    # written by --print-params names every parameter, the defaults too)
+    cli = {f.name for f in fields(TrainParams) if hasattr(args, f.name)}
+    if values.get("pretrained") and "init" not in cli and ("pretrained" in cli or "init" not in values):
         values["init"] = "pretrained"
-    if (values.get("weights_pos_file") or values.get("weights_neg_file")) and "weighting" not in values:
+    if (({"weights_pos_file", "weights_neg_file"} & cli) or ("weighting" not in values and (
+            values.get("weights_pos_file") or values.get("weights_neg_file")))) and "weighting" not in cli:
         values["weighting"] = "file"
     try:
         params = TrainParams.from_dict(values)

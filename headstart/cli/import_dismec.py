@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 
+from ..errors import ParameterError
 from . import common
+
+log = logging.getLogger("headstart.cli.import_dismec")
 
 NAME = "import-dismec"
 HELP = "make a model trained by DiSMEC++ (the paper's C++ trainer) a headstart model"
@@ -34,11 +38,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drop weights with |w| <= T (default 0: keep every nonzero weight)")
 
 
+def _options_of_export(args: argparse.Namespace) -> None:
+    """A model headstart exported records its predict options: taken when none are given,
+    and options that differ from them refused (they would score other features)."""
+    from ..model.dismec import exported_options
+
+    got = exported_options(args.meta)
+    if got is None:
+        return
+    given = (args.augment_for_bias, bool(args.normalize_instances), args.transform)
+    stored = (got["augment-for-bias"], bool(got["normalize-instances"]), got["transform"])
+    if given == (None, False, "identity"):
+        args.augment_for_bias, args.normalize_instances, args.transform = stored
+        log.info("%s: headstart's export: taking its options %s", args.meta, _words(stored) or "(none)")
+    elif given != stored:
+        raise ParameterError(f"{args.meta} was exported by headstart for predicting with {_words(stored) or 'no options'}"
+                             f", not {_words(given) or 'no options'}: import it without options (they are "
+                             "taken from the file) or with those")
+
+
+def _words(opts) -> str:
+    bias, normalize, transform = opts
+    out = []
+    if transform != "identity":
+        out.append(f"--transform {transform}")
+    if normalize:
+        out.append("--normalize-instances")
+    if bias is not None:
+        out.append("--augment-for-bias" if bias == 1.0 else f"--augment-for-bias {bias:g}")
+    return " ".join(out)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..model import save_model
     from ..model.dismec import read_dismec_model
 
     common.check_output_dir(args.output)
+    _options_of_export(args)
     model = read_dismec_model(args.meta, bias_feature=args.augment_for_bias, normalize=args.normalize_instances,
                               transform=args.transform, culling=args.weight_culling)
     save_model(model, args.output)

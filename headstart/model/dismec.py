@@ -252,6 +252,24 @@ def _read_dense_npy(path: Path, count: int, d: int) -> sp.csr_matrix:
 
 
 # --------------------------------------------------------------------------- writing
+#: the metadata key of headstart's exports: the predict options (see write_dismec_model)
+EXPORT_KEY = "headstart-export"
+
+
+def exported_options(meta_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The predict options headstart recorded when it exported the model of ``meta_path``
+    ({"augment-for-bias": value or None, "normalize-instances": bool, "transform": name}),
+    or None (a model DiSMEC++ trained, or an unreadable file: the import reports it)."""
+    try:
+        meta = json.loads(Path(meta_path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    got = meta.get(EXPORT_KEY) if isinstance(meta, dict) else None
+    if not (isinstance(got, dict) and set(got) == {"augment-for-bias", "normalize-instances", "transform"}):
+        return None
+    return got
+
+
 def dismec_options(model: OvAModel) -> list[str]:
     """The DiSMEC++ ``predict`` options under which an exported model scores as here."""
     opts = []
@@ -324,7 +342,12 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
         os.replace(tmp, path)
     meta = {"num-features": int(d_all), "num-labels": int(L),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d - %H:%M:%S"),
-            "files": files}
+            "files": files,
+            # how to predict with it, for 'headstart import-dismec' (DiSMEC++ reads the keys
+            # above only): a re-import without options then scores as the model did
+            EXPORT_KEY: {"augment-for-bias": _bias_value(model) if bias else None,
+                         "normalize-instances": bool(model.preprocessing.normalize),
+                         "transform": str(model.preprocessing.transform)}}
     with atomic_write(meta_path, "w") as f:
         f.write(json.dumps(meta, indent=4) + "\n")
     return [*(p for _, p in pending), meta_path]
