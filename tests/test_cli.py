@@ -428,6 +428,16 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
     assert code == 0, err
     code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "t.svm")
     assert code == 2 and "label id 7 out of range" in err
+    # features training never saw (ids beyond the model's): ignored with a warning, as
+    # LIBLINEAR's predict does -- the same predictions as without them
+    (tmp_path / "u.svm").write_text("0 1:1 12:5\n1 2:1\n2 99:1\n")
+    (tmp_path / "v.svm").write_text("0 1:1\n1 2:1\n2\n")
+    for name in ("u", "v"):
+        code, out, err = run(capsys, "predict", tmp_path / "m", tmp_path / f"{name}.svm", "-o", tmp_path / f"{name}.txt")
+        assert code == 0, err
+    assert (tmp_path / "u.txt").read_bytes() == (tmp_path / "v.txt").read_bytes()
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "u.svm", "--json")
+    assert code == 0 and "2 value(s) in 2 instance(s) of feature ids the model was not trained on (10 and beyond)" in err
     code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "-o", tmp_path / "nl.txt")
     assert code == 0, err
     code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",

@@ -235,12 +235,35 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
         return hio.read_xmc(path, one_based=getattr(args, "one_based", False))
     if getattr(args, "one_based", False):
         raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
+    # libsvm has no header: read at the width its ids reach, then fit the model's
+    # (``n_features``): fewer ids are the file's, more are features training never saw
+    zero = getattr(args, "zero_based", False)
     if getattr(args, "labels_unused", False):
         # prediction: the labels are read for their syntax only, whatever their ids
-        X, _ = hio.read_libsvm(path, n_features=n_features, zero_based=getattr(args, "zero_based", False))
-        return _without_labels(X, n_labels)
-    return hio.read_libsvm(path, n_features=n_features, n_labels=n_labels,
-                           zero_based=getattr(args, "zero_based", False))
+        X, _ = hio.read_libsvm(path, zero_based=zero)
+        return _without_labels(_model_width(X, n_features, path), n_labels)
+    X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero)
+    return _model_width(X, n_features, path), Y
+
+
+def _model_width(X, n_features: int | None, path: str):
+    """X (CSR) at the model's width: feature ids beyond it -- features no training
+    instance had, so no weight -- are dropped with a warning, as LIBLINEAR's predict
+    ignores them."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    if n_features is None or X.shape[1] == n_features:
+        return X
+    if X.shape[1] > n_features:
+        keep = X.indices < n_features
+        kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+        dropped = np.diff(X.indptr) - np.diff(kept[X.indptr])
+        log.warning("%s: %d value(s) in %d instance(s) of feature ids the model was not trained on (%d and "
+                    "beyond): ignored, as LIBLINEAR does", path, int(dropped.sum()), int(np.count_nonzero(dropped)),
+                    n_features)
+        return sp.csr_matrix((X.data[keep], X.indices[keep], kept[X.indptr]), shape=(X.shape[0], n_features))
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
 
 
 def _without_labels(X, n_labels: int | None):
