@@ -37,6 +37,15 @@ class Pretrained(Initializer):
         if model.n_features != ctx.n_features:
             raise ModelFormatError(f"{self.path}: pretrained model has {model.n_features} features, "
                                    f"the training data has {ctx.n_features}")
+        L = int(ctx.Y.shape[1])
+        if model.label_space != L:
+            raise ModelFormatError(f"{self.path}: pretrained model has a label space of {model.label_space}, "
+                                   f"the training data {L}: its rows would start other labels")
+        gaps = list(getattr(model, "missing_ranges", None) or [])
+        uncovered = L - model.num_labels + sum(b - a for a, b in gaps)
+        if uncovered > 0:
+            log.warning("%s: the pretrained model covers %d of the %d labels; the others start from zero",
+                        self.path, L - uncovered, L)
         W = model.weights.tocsr()
         if ctx.feature_order is not None:
             W = ctx.feature_order.to_internal(W)
