@@ -117,7 +117,8 @@ class TrainParams:
         "help": "instead of --prune: per label the largest threshold whose objective grows by at most "
                 "this many percent (DiSMEC++ --sparsify; 0 = off)"})
     timeout: float = field(default=0.0, metadata={
-        "help": "time budget in seconds: no label starts after it; finished work is saved (0 = none)"})
+        "help": "time budget in seconds (on the command line also 30m, 2h, 1d): no label starts after it; finished work "
+                "is saved (0 = none)"})
     cg_epsilon: float = field(default=0.5, metadata={"help": "CG stops on LIBLINEAR's quadratic-model rule with this eps_cg"})
     pcg_alpha: float = field(default=0.01, metadata={
         "help": "preconditioner (1-alpha) + alpha*diag(H), 0 < alpha < 1"})

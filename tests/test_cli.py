@@ -188,6 +188,8 @@ def test_print_params_and_params_file_round_trip(tmp_path, capsys):
     code, out3, _ = run(capsys, "train", "--params", f, "--C", "3", "--no-normalize", "--print-params")
     assert json.loads(out3) == {**p, "C": 3.0, "normalize": False}
     assert json.loads(run(capsys, "train", "--print-params")[1]) == TrainParams().to_dict()
+    for text, seconds in (("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("2h", 7200.0), ("1d", 86400.0)):
+        assert json.loads(run(capsys, "train", "--print-params", "--timeout", text)[1])["timeout"] == seconds
 
 
 def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir, tmp_path, capsys):
@@ -276,6 +278,7 @@ def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys
     (["--first-label", "159"], "first_label (--first-label) must be an integer in [0, 158]"),
     (["--stats", "stats.txt"], "must end in .csv, .jsonl or .json"),
     (["--epsilon", "nan"], "parameter epsilon (--epsilon) must be a finite number > 0, got nan"),
+    (["--timeout", "2x"], "argument --timeout: expected seconds or a duration like 90s, 30m, 2h, 1d; got '2x'"),
 ])
 def test_bad_option_values_exit_2_and_leave_nothing(argv, needle, bibtex_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

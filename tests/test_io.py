@@ -19,7 +19,7 @@ from headstart.errors import DataFormatError, ParameterError
 from headstart.io import (PredictionWriter, atomic_write, detect_format, iter_xmc_chunks,
                           read_data, read_label_file, read_libsvm, read_predictions,
                           read_slice, read_xmc, read_xmc_header, write_predictions,
-                          write_slice, write_xmc)
+                          write_libsvm, write_slice, write_xmc)
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "data" / "bibtex"
@@ -239,6 +239,27 @@ def test_write_xmc_empty_rows_and_matrix(tmp_path):
     write_xmc(tmp_path / "z.txt", sp.csr_matrix((0, 0)), sp.csr_matrix((0, 0)))
     X3, Y3 = read_xmc(tmp_path / "z.txt")
     assert X3.shape == (0, 0) and Y3.shape == (0, 0)
+
+
+@pytest.mark.parametrize("name", ["d.svm", "d.svm.gz"])
+def test_write_libsvm_reads_back_the_same(tmp_path, name):
+    """libsvm out: 1-based features, 0-based labels, no header; rows without labels or
+    features included; read_libsvm gives the same matrices (float32 values exactly)."""
+    rng = np.random.default_rng(4)
+    X, Y = random_problem(rng, 40, 12, 5)
+    X = sp.csr_matrix(X)
+    Y = sp.lil_matrix(Y)
+    Y[3, :] = 0
+    X = sp.lil_matrix(X)
+    X[5, :] = 0
+    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+    write_libsvm(tmp_path / name, X, Y)
+    X2, Y2 = read_libsvm(tmp_path / name, n_features=12, n_labels=5)
+    assert (X2 != X).nnz == 0 and (Y2 != Y).nnz == 0
+    if not name.endswith(".gz"):
+        lines = (tmp_path / name).read_text().splitlines()
+        assert len(lines) == 40 and lines[3].startswith(" ") and ":" in lines[3]
+        assert min(int(t.split(":")[0]) for ln in lines for t in ln.split()[1:] if ":" in t) >= 1
 
 
 def test_chunks_equal_full_read(tmp_path):

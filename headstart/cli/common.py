@@ -67,6 +67,19 @@ def _number(kind: type):
     return parse
 
 
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds of '90', '90s', '30m', '2h' or '1d' (DiSMEC++ gives --timeout with a unit)."""
+    t = text.strip().lower()
+    scale = _UNITS.get(t[-1:], None)
+    try:
+        return float(t[:-1] if scale is not None else t) * (scale or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or a duration like 90s, 30m, 2h, 1d; got {text!r}") from None
+
+
 def add_train_params(parser: argparse.ArgumentParser) -> None:
     """One option per TrainParams field; help and default come from the field itself.
 
@@ -85,7 +98,7 @@ def add_train_params(parser: argparse.ArgumentParser) -> None:
             kw["action"] = argparse.BooleanOptionalAction
             kw["help"] = f"{text} (default: {'on' if default else 'off'})"
         else:
-            kw["type"] = _number(kind) if kind in (int, float) else str
+            kw["type"] = _duration if f.name == "timeout" else _number(kind) if kind in (int, float) else str
             kw["help"] = text if "(default:" in text else f"{text} (default: {default})"
             if f.name in _CHOICES:
                 kw["choices"] = _CHOICES[f.name]()

@@ -8,13 +8,14 @@ from ..errors import ParameterError
 from . import common
 
 NAME = "convert"
-HELP = "convert a data file to the XMC format or the slice layout"
+HELP = "convert a data file to the XMC format, libsvm or the slice layout"
 DESCRIPTION = """\
 Read IN in any supported format (see --format) and write OUT as XMC repository text
-(default; gzip-compressed if OUT ends in .gz) or, with --to slice, as dense features OUT
-(.npy) plus the label file --out-labels.  Output files are written atomically."""
+(default; gzip-compressed if OUT ends in .gz), with --to libsvm as multi-label libsvm text
+(1-based features, no header), or with --to slice as dense features OUT (.npy) plus the
+label file --out-labels.  Output files are written atomically."""
 
-TARGETS = ("xmc", "slice")
+TARGETS = ("xmc", "libsvm", "slice")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,8 +39,12 @@ def run(args: argparse.Namespace) -> int:
     for out in [args.output] + ([args.out_labels] if args.out_labels else []):
         common.check_output_file(out, "output file", args)
     X, Y = common.read_dataset(args.input, args)
+    if args.out_one_based and args.to != "xmc":
+        raise ParameterError("--out-one-based is only for --to xmc (libsvm is 1-based)")
     if args.to == "xmc":
         hio.write_xmc(args.output, X, Y, one_based=args.out_one_based)
+    elif args.to == "libsvm":
+        hio.write_libsvm(args.output, X, Y)
     else:
         hio.write_slice(args.output, args.out_labels, X, Y)
     common.say(args, f"wrote {X.shape[0]} instances, {X.shape[1]} features, {Y.shape[1]} labels "

@@ -23,11 +23,11 @@ from .atomic import atomic_write
 from .predictions import DecisionWriter, PredictionWriter, read_predictions, write_predictions
 from .slice import read_dense_features, read_label_file, read_slice, write_slice
 from .xmc import (is_xmc_header, iter_xmc_chunks, read_libsvm, read_xmc, read_xmc_header,
-                  write_xmc)
+                  write_libsvm, write_xmc)
 
 __all__ = [
     "read_xmc", "read_xmc_header", "iter_xmc_chunks", "write_xmc",
-    "read_libsvm", "read_slice", "read_label_file", "read_dense_features", "write_slice",
+    "read_libsvm", "write_libsvm", "read_slice", "read_label_file", "read_dense_features", "write_slice",
     "read_data", "detect_format",
     "read_predictions", "write_predictions", "PredictionWriter", "DecisionWriter",
     "atomic_write",

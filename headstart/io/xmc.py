@@ -317,6 +317,18 @@ def write_xmc(path, X, Y, one_based: bool = False) -> None:
     cast to float32).  A name ending in ``.gz`` is gzip-compressed (level 6).
     ``one_based`` writes feature indices starting at 1 (labels stay 0-based).
     """
+    _write_text(path, X, Y, header=True, feat_offset=1 if one_based else 0)
+
+
+def write_libsvm(path, X, Y) -> None:
+    """Write ``(X, Y)`` as multi-label libsvm (svmlight) text, atomically: no header,
+    ``l1,l2 f:v ...`` with **1-based** feature indices and the labels' 0-based ids as
+    :func:`read_libsvm` reads them back (a line without labels starts with a space).
+    Values as :func:`write_xmc` writes them; ``.gz`` compresses."""
+    _write_text(path, X, Y, header=False, feat_offset=1)
+
+
+def _write_text(path, X, Y, header: bool, feat_offset: int) -> None:
     Xc = to_feature_csr(X, "X")
     Yc = to_label_csr(Y, "Y")
     if Xc.shape[0] != Yc.shape[0]:
@@ -327,8 +339,9 @@ def write_xmc(path, X, Y, one_based: bool = False) -> None:
     with atomic_write(path, "wb") as raw:
         gz = _open_out(raw, path)
         f = gz if gz is not None else raw
-        f.write(f"{n} {d} {Yc.shape[1]}\n".encode())
-        _write_sparse_body(f, Xc, Yc, 1 if one_based else 0)
+        if header:
+            f.write(f"{n} {d} {Yc.shape[1]}\n".encode())
+        _write_sparse_body(f, Xc, Yc, feat_offset)
         if gz is not None:
             gz.close()
 
