@@ -468,10 +468,17 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
         assert fh.readline().split() == ["4880", "159"]
     assert main(["shortlist-train", train, "--shortlist", sl, "-o", m, "-q", "--threads", "2"]) == 0
     assert main(["shortlist-predict", m, test, "--first-stage", fs, "-o", pred, "--evaluate"]) == 0
-    out = capsys.readouterr().out
-    assert "P@1" in out
+    out, err = capsys.readouterr()
+    assert "P@1" in out and "another shortlist" not in err
     with open(pred) as fh:
         assert fh.readline().split() == ["2515", "5", "159"]
+    # a first stage of another K than the training shortlist's: said (helper-18)
+    fs2 = str(tmp_path / "fs2")
+    assert main(["shortlist", train, "-o", str(tmp_path / "sl2.txt"), "-K", "20", "--save-first-stage", fs2,
+                 "--backend", "pruned", "--keep", "24", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["shortlist-predict", m, test, "--first-stage", fs2, "-o", str(tmp_path / "p2.txt")]) == 0
+    assert "was trained on another shortlist than this first stage made (K = 20" in capsys.readouterr().err
     # an incomplete model is refused before the data is read or searched
     part = str(tmp_path / "part")
     assert main(["shortlist-train", train, "--shortlist", sl, "-o", part, "-q", "--num-labels", "30"]) == 0

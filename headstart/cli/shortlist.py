@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
     r = build_shortlist(X, Y, fsp, threads=args.threads or None)
     write_shortlist(args.output, r.shortlist)
     if args.save_first_stage:
-        r.first_stage.save(args.save_first_stage)
+        from ..shortlist.api import shortlist_fingerprint
+
+        r.first_stage.save(args.save_first_stage, train_shortlist_sha256=shortlist_fingerprint(r.shortlist))
     common.say(args, f"shortlist of {args.K} candidates for {X.shape[0]} instances ({fsp.method}, {fsp.backend}) in "
                      f"{r.seconds:.2f} s: recall {100 * r.train_recall:.2f}% of the training positives "
                      f"(leave-one-out) -> {args.output}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import os
 import time
 from typing import Any, Callable
@@ -36,6 +37,7 @@ from .._columns import UsedColumns
 from .training import RunInputs, compact_columns, prepare_inputs, train_shortlisted
 
 SHORTLIST_KEY = "shortlist"
+log = logging.getLogger(__name__)
 
 
 def shortlist_fingerprint(shortlist: sp.csc_matrix) -> str:
@@ -319,6 +321,15 @@ def check_first_stage(first_stage: FirstStage, manifest: dict, model_dir) -> Non
     if manifest["preprocessing"]["hash"] is not None:
         n_sparse = first_stage.n_features     # the raw width is not recorded: hashing takes any
     first_stage.check_model(int(manifest["label_space"]), n_sparse, f"the model {os.fspath(model_dir)}")
+    made = first_stage.info.get("train_shortlist_sha256")
+    trained = (manifest.get(SHORTLIST_KEY) or {}).get("sha256")
+    if made is not None and trained is not None and made != trained:
+        # the labels were trained against other negatives than the candidates they will
+        # be asked to rank (docs/shortlist.md: P@1 64 against 69 on debian-deps)
+        log.warning("%s was trained on another shortlist than this first stage made (K = %d, %s): "
+                    "predicting among candidates the labels were not trained against loses accuracy; use the "
+                    "first stage of the training shortlist", os.fspath(model_dir), first_stage.params.K,
+                    first_stage.params.method)
 
 
 def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstStage, k: int = 5, *,

@@ -501,7 +501,10 @@ class FirstStage:
                                  f"{n_features}: they must come from the same training data")
 
     # ---- on disk: params JSON + arrays npz (no pickle); the ANN index is rebuilt
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, train_shortlist_sha256: str | None = None) -> None:
+        """Write the stage to the directory ``path``; ``train_shortlist_sha256``: the
+        fingerprint of the training shortlist it made (shortlist.api.shortlist_fingerprint),
+        so that prediction can tell a model trained on another shortlist."""
         from ..io.atomic import atomic_write
 
         path = Path(path)
@@ -515,6 +518,8 @@ class FirstStage:
             np.savez(fh, **arrays)
         meta = {"format": "headstart-first-stage", "version": 1, **self.params.to_dict(),
                 "n_features": self.n_features, "n_labels": self.n_labels}
+        if train_shortlist_sha256 is not None:
+            meta["train_shortlist_sha256"] = str(train_shortlist_sha256)
         with atomic_write(path / "first_stage.json", "w") as fh:
             fh.write(json.dumps(meta, indent=1) + "\n")
 
@@ -549,7 +554,10 @@ class FirstStage:
             raise ModelFormatError(f"{path}: corrupt first stage: {e}") from None
         if (params.method == "neighbours") != (Y is not None) or shape[1] != meta["n_features"]:
             raise ModelFormatError(f"{path}: first stage arrays do not match its description")
-        return cls(params, rows, Y, prior, int(meta["n_features"]), int(meta["n_labels"]), threads)
+        fs = cls(params, rows, Y, prior, int(meta["n_features"]), int(meta["n_labels"]), threads)
+        if isinstance(meta.get("train_shortlist_sha256"), str):
+            fs.info["train_shortlist_sha256"] = meta["train_shortlist_sha256"]
+        return fs
 
 
 # --------------------------------------------------------------------------- shortlists
