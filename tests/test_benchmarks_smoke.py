@@ -218,3 +218,19 @@ def test_capped_shortlist_keeps_each_labels_best_ranked_negatives(bench_modules)
     # label 0 by score: 1 (0.7), 2 (0.3), 3 (0.2) -> instance 1
     # label 1: 1 (0.8), 0 (0.5), 2 (0.4), 3 (0.05) -> 1 and 0
     assert by_score.T.tolist() == [[0, 1, 0, 0], [1, 1, 0, 0], [1, 0, 0, 1]]
+
+
+def test_paths_probe_runs_and_reports_every_path(tmp_path):
+    """benchmarks/paths.py (every training path against LIBLINEAR) on 3 labels of bibtex:
+    one JSON row per path with its ratio and objective comparison."""
+    pytest.importorskip("liblinear")
+    out = tmp_path / "paths.json"
+    r = subprocess.run([sys.executable, str(BENCH / "paths.py"), "bibtex", "--top", "2", "--rand", "1", "--reps", "1",
+                        "--paths", "sq:aop:reg,lr:zero:none", "--json", str(out)],
+                       capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())
+    assert [x["path"] for x in rows] == ["sq:aop:reg", "lr:zero:none"]
+    for x in rows:
+        assert x["labels"] == 3 and x["ratio"] > 0 and sum(x["status"].values()) == 3
+        assert abs(x["objective_rel_median"]) < 0.05
