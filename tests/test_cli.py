@@ -220,6 +220,32 @@ def test_evaluate_takes_the_propensity_model_the_labels_were_trained_with(bibtex
     assert got[0]["PSP@1"] == got[1]["PSP@1"] != got[2]["PSP@1"]
 
 
+def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_dir, tmp_path, capsys):
+    """info on a predictions file, a DiSMEC++ model file or a saved first stage says what
+    it is and which command takes it (helper-18: unrelated parse errors)."""
+    import scipy.sparse as sp
+
+    from headstart.shortlist import FirstStageParams, build_shortlist
+
+    d, model = trained
+    test = bibtex_dir / "test.txt.gz"
+    assert run(capsys, "predict", model, test, "-o", tmp_path / "p.txt", "--allow-gaps", "-q")[0] == 0
+    X = sp.csr_matrix(np.eye(6, dtype=np.float32))
+    build_shortlist(X, sp.csr_matrix(np.eye(6, 3, dtype=np.float32)), FirstStageParams(K=2)).first_stage.save(
+        tmp_path / "fs")
+    from headstart.model.dismec import write_dismec_model
+    from headstart.model.format import load_model
+
+    m = load_model(model, allow_gaps=True)
+    write_dismec_model(type(m)(m.weights, m.intercept, m.n_features, m.num_labels), tmp_path / "x.model")
+    for path, needle in ((tmp_path / "p.txt", "a predictions file written by 'headstart predict'"),
+                         (tmp_path / "x.model", "a DiSMEC++ model (metadata) file"),
+                         (tmp_path / "fs", "a first stage saved by 'headstart shortlist --save-first-stage'")):
+        code, out, err = run(capsys, "info", path)
+        assert code == 2 and needle in err, (path, err)
+    assert run(capsys, "info", test)[0] == 0
+
+
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):
     _, model = trained
     code, _, err = run(capsys, "export-dismec", model, "-o", tmp_path / "x.model")
