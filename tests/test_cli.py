@@ -244,6 +244,12 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
         code, out, err = run(capsys, "info", path)
         assert code == 2 and needle in err, (path, err)
     assert run(capsys, "info", test)[0] == 0
+    # evaluate --predictions given a decisions file, or the test data (arguments swapped)
+    assert run(capsys, "predict", model, test, "-o", tmp_path / "dec.txt", "--threshold", "0", "--allow-gaps")[0] == 0
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "dec.txt", test)
+    assert code == 2 and "looks like a decisions file" in err
+    code, _, err = run(capsys, "evaluate", "--predictions", test, tmp_path / "p.txt")
+    assert code == 2 and "looks like a data file" in err
 
 
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):

@@ -78,6 +78,27 @@ def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> No
         print(format_metrics_table(metrics))
 
 
+def _what_else(path: str) -> str | None:
+    """For a --predictions file that does not parse: what it looks like instead."""
+    import gzip
+
+    try:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
+            head = [fh.readline() for _ in range(3)]
+    except OSError:
+        return None
+    first = head[0].split()
+    if len(first) == 2 and all(t.isdigit() for t in first):
+        return ("this looks like a decisions file of 'headstart predict --threshold' (header 'n L'): F1 scores "
+                "of decisions come from 'headstart evaluate MODEL_DIR TEST --threshold T'")
+    body = [ln.split() for ln in head[1:] if ln.strip()]
+    if len(first) == 3 and body and any(":" not in b[0] for b in body):
+        return ("this looks like a data file (its lines start with labels): the predictions file goes after "
+                "--predictions and the test data last")
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     err = args._parser.error
     predict.check_prediction_args(args)
@@ -103,7 +124,13 @@ def run(args: argparse.Namespace) -> int:
     if args.predictions:
         from ..io import read_predictions
 
-        labels, scores = read_predictions(args.predictions)
+        try:
+            labels, scores = read_predictions(args.predictions)
+        except DataFormatError as e:
+            hint = _what_else(args.predictions)
+            if hint is None:
+                raise
+            raise DataFormatError(f"{e}; {hint}") from None
         # rank by score (ties: the file's order): a file of another tool need not list
         # its labels best first, and ranking by position would count them wrongly
         order = np.argsort(-scores, axis=1, kind="stable")
