@@ -269,8 +269,6 @@ READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "huber_epsilon": _in("loss", "huber-hinge"),
     "reg_epsilon": ("regularizer", lambda p: p.regularizer != "l2", "other than l2"),
     "reg_l2_share": _in("regularizer", "elastic-net"),
-    "propensity_a": _in("weighting", "2pm1", "p2mp"),
-    "propensity_b": _in("weighting", "2pm1", "p2mp"),
     "weights_pos_file": _in("weighting", "file"),
     "weights_neg_file": _in("weighting", "file"),
     "aop_s": _in("init", "aop", "multi-pos"),

@@ -208,6 +208,13 @@ def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir,
     code, _, err = run(capsys, "train", data, "-o", out, "--threads", 1, "-q", "--resume")
     assert code == 0, err
     assert not __import__("headstart").load(out).model_.missing_ranges
+    # a label range written by an earlier version (no label_range): replaced, as it was
+    code, _, err = run(capsys, "train", data, "-o", out, "--num-labels", 3, "--threads", 1, "-q")
+    m = json.loads((out / "manifest.json").read_text())
+    del m["label_range"]
+    (out / "manifest.json").write_text(json.dumps(m))
+    code, _, err = run(capsys, "train", data, "-o", out, "--num-labels", 3, "--threads", 1, "-q")
+    assert code == 0, err
 
 
 def test_evaluate_takes_the_propensity_model_the_labels_were_trained_with(bibtex_dir, tmp_path, capsys):
@@ -289,6 +296,11 @@ def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys
                          (["--hash-seed", "3"], "--hash-seed is read only with --hash-buckets > 0")):
         code, out, err = run(capsys, "train", "--print-params", *argv)
         assert code == 0 and "WARNING" in err and needle in err, (argv, err)
+    # commands that run other initialisers than --init: their options are read
+    for argv in (["experiment", bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz", "--inits", "aop,ovap", "-o", tmp_path / "ex"],
+                 ["shortlist-train", "--init-sparse", "ovap"]):
+        code, out, err = run(capsys, *argv, "--print-params", "--ovap-epsilon", "0.001")
+        assert code == 0 and "WARNING" not in err, (argv, err)
     # what the choices read passes silently
     code, out, err = run(capsys, "train", "--print-params", "--init", "multi-pos", "--s", "0.5", "--max-num-pos", "3")
     assert code == 0 and "WARNING" not in err
@@ -472,7 +484,7 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
         assert code == 0, err
     assert (tmp_path / "u.txt").read_bytes() == (tmp_path / "v.txt").read_bytes()
     code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "u.svm", "--json")
-    assert code == 0 and "2 value(s) in 2 instance(s) of feature ids the model was not trained on (10 and beyond)" in err
+    assert code == 0 and "2 value(s) in 2 instance(s) of feature ids the model was not trained on (beyond its 10 features)" in err
     code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "-o", tmp_path / "nl.txt")
     assert code == 0, err
     code, out, err = run(capsys, "predict", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",

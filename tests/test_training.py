@@ -413,6 +413,16 @@ def test_pretrained_start_at_a_solution_needs_no_iteration(tmp_path):
     np.testing.assert_array_equal(warm.intercept_, base.intercept_)
 
 
+def test_pretrained_start_from_a_label_range_says_how_many_labels_it_covers(tmp_path, caplog):
+    import logging
+
+    X, Y = dataset("medical")
+    OvAClassifier(init="aop", threads=1).fit(X, Y, first_label=10, num_labels=10).save(str(tmp_path / "r"))
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        OvAClassifier(init="pretrained", pretrained=str(tmp_path / "r"), threads=1).fit(X, Y, num_labels=30)
+    assert f"covers 10 of the {Y.shape[1]} labels; the others start from zero" in caplog.text
+
+
 @pytest.mark.parametrize("space", [3000, 10**9])
 @pytest.mark.parametrize("init,loss,reg", [("aop", "squared-hinge", "l2"), ("zero", "logistic", "l2"),
                                            ("multi-pos", "squared-hinge", "elastic-50-50")])

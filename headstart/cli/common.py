@@ -154,7 +154,12 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     except ParameterError as e:
         raise ParameterError(_option_wording(str(e))) from None
     given = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]
+    # commands that run other initialisers than --init (experiment --inits, per-part
+    # starts of shortlist-train): the starts' options are theirs
+    other_inits = any(getattr(args, a, None) for a in ("inits", "init_sparse", "init_dense"))
     for name, by, choices in _params.unused_parameters(params, given):
+        if by == "init" and other_inits:
+            continue
         what = (f"{option_strings(name)[0]} is read only with {option_strings(by)[0]} {choices}; "
                 f"{option_strings(by)[0]} is {getattr(params, by)!r}")
         if name in _params.UNUSED_IS_AN_ERROR:
@@ -272,9 +277,9 @@ def _model_width(X, n_features: int | None, path: str):
         keep = X.indices < n_features
         kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
         dropped = np.diff(X.indptr) - np.diff(kept[X.indptr])
-        log.warning("%s: %d value(s) in %d instance(s) of feature ids the model was not trained on (%d and "
-                    "beyond): ignored, as LIBLINEAR does", path, int(dropped.sum()), int(np.count_nonzero(dropped)),
-                    n_features)
+        log.warning("%s: %d value(s) in %d instance(s) of feature ids the model was not trained on (beyond its "
+                    "%d features): ignored, as LIBLINEAR does", path, int(dropped.sum()),
+                    int(np.count_nonzero(dropped)), n_features)
         return sp.csr_matrix((X.data[keep], X.indices[keep], kept[X.indptr]), shape=(X.shape[0], n_features))
     return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
 

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("labels, output, resumable and distributed training")
     r.add_argument("--first-label", type=common._number(int), default=0, metavar="A")
     r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N")
-    r.add_argument("--stats", metavar="FILE", help="per-label statistics (.csv or .jsonl)")
+    r.add_argument("--stats", metavar="FILE", help="per-label statistics (.csv, .jsonl or .json)")
     r.add_argument("--shard-size", type=common._number(int), default=None, metavar="N")
     r.add_argument("--resume", action="store_true", help="continue the model in MODEL_DIR")
     r.add_argument("--scheduler", metavar="ADDRESS", default=None, help="train on this Dask cluster")

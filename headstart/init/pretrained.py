@@ -41,11 +41,12 @@ class Pretrained(Initializer):
         if model.label_space != L:
             raise ModelFormatError(f"{self.path}: pretrained model has a label space of {model.label_space}, "
                                    f"the training data {L}: its rows would start other labels")
+        first, stop = int(model.first_label), int(model.first_label) + int(model.num_labels)
         gaps = list(getattr(model, "missing_ranges", None) or [])
-        uncovered = L - model.num_labels + sum(b - a for a, b in gaps)
-        if uncovered > 0:
+        covered = stop - first - sum(max(0, min(b, stop) - max(a, first)) for a, b in gaps)
+        if covered < L:
             log.warning("%s: the pretrained model covers %d of the %d labels; the others start from zero",
-                        self.path, L - uncovered, L)
+                        self.path, covered, L)
         W = model.weights.tocsr()
         if ctx.feature_order is not None:
             W = ctx.feature_order.to_internal(W)

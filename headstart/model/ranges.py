@@ -67,14 +67,14 @@ def finished_ranges_of(manifest: dict[str, Any]) -> list[Range]:
     return merge_ranges([(s["first_label"], s["first_label"] + s["num_labels"]) for s in manifest["shards"]])
 
 
-def unfinished_ranges_of(manifest: dict[str, Any]) -> list[Range]:
+def unfinished_ranges_of(manifest: dict[str, Any], whole_space: bool = True) -> list[Range]:
     """Labels the run that made the model was asked to train and did not (a time budget
     ran out, or the run was killed between shards): missing ranges within the manifest's
-    ``label_range``; without that field (models of earlier versions, merged models) within
-    the label space."""
+    ``label_range``.  Without that field (models of earlier versions, merged models) the
+    range is not known: the missing ranges of the label space (``whole_space``), or none."""
     r = manifest.get("label_range")
     if r is None:
-        return missing_ranges_of(manifest)
+        return missing_ranges_of(manifest) if whole_space else []
     return missing_ranges_of(manifest, int(r[0]), int(r[1]) - int(r[0]))
 
 

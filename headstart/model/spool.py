@@ -51,7 +51,7 @@ def spooled_model(path: str | os.PathLike) -> Iterator["ModelSpool"]:
     directory appears when the block ends after :meth:`ModelSpool.finish`; on an
     exception, or without ``finish``, nothing is left behind."""
     path = Path(os.path.abspath(path))
-    prepare_target(path, overwrite="complete")
+    prepare_target(path, overwrite="complete", unknown_range_unfinished=False)
     with building(path) as tmp:
         spool = ModelSpool(tmp)
         try:

@@ -34,10 +34,13 @@ from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, unf
 from .shards import canonical_intercept, canonical_weights, row_view, write_shard_file
 
 
-def prepare_target(path: Path, overwrite: bool | str = True) -> None:
+def prepare_target(path: Path, overwrite: bool | str = True, unknown_range_unfinished: bool = True) -> None:
     """Refuse a target that exists and is not replaceable: not a headstart model, or
     (``overwrite`` False) any model, or (``overwrite`` "complete") an unfinished one --
-    labels a time budget left untrained, which ``--resume`` would train."""
+    labels a time budget left untrained, which ``--resume`` would train.  A model without
+    a recorded label range (earlier versions) counts as unfinished when it misses labels
+    if ``unknown_range_unfinished`` (sharded training's rule before), else as finished
+    (the unsharded path replaced any model before)."""
     if not path.exists() and not path.is_symlink():
         if not path.parent.is_dir():
             raise ModelFormatError(f"{path}: parent directory {path.parent} does not exist")
@@ -51,7 +54,7 @@ def prepare_target(path: Path, overwrite: bool | str = True) -> None:
     if not overwrite:
         raise ModelFormatError(f"{path}: a model already exists there (open it to resume, or remove it)")
     if overwrite == "complete":
-        missing = unfinished_ranges_of(read_manifest(path))
+        missing = unfinished_ranges_of(read_manifest(path), whole_space=unknown_range_unfinished)
         if missing:
             a, b = missing[0]
             raise ModelFormatError(

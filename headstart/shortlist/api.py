@@ -323,7 +323,8 @@ def check_first_stage(first_stage: FirstStage, manifest: dict, model_dir) -> Non
     first_stage.check_model(int(manifest["label_space"]), n_sparse, f"the model {os.fspath(model_dir)}")
     made = first_stage.info.get("train_shortlist_sha256")
     trained = (manifest.get(SHORTLIST_KEY) or {}).get("sha256")
-    if made is not None and trained is not None and made != trained:
+    if made is not None and trained is not None and made != trained and not first_stage.info.get("warned"):
+        first_stage.info["warned"] = True     # once, though a command checks at two places
         # the labels were trained against other negatives than the candidates they will
         # be asked to rank (docs/shortlist.md: P@1 64 against 69 on debian-deps)
         log.warning("%s was trained on another shortlist than this first stage made (K = %d, %s): "
