@@ -205,6 +205,11 @@ def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir,
     assert code == 0, err
     code, _, err = run(capsys, "train", data, "-o", out, "--threads", 1, "-q")
     assert code == 2 and "an unfinished model is there" in err and "--resume" in err
+    # commands that write a new model whole refuse it too (helper-20: import-dismec replaced it)
+    code, _, err = run(capsys, "tree", data, "-o", out, "--threads", 1, "-q")
+    assert code == 2 and "an unfinished model is there" in err and "train ... --resume" in err
+    code, _, err = run(capsys, "merge", out, out)
+    assert code == 2 and "an unfinished model is there" in err
     code, _, err = run(capsys, "train", data, "-o", out, "--threads", 1, "-q", "--resume")
     assert code == 0, err
     assert not __import__("headstart").load(out).model_.missing_ranges

@@ -293,8 +293,12 @@ def _without_labels(X, n_labels: int | None):
 
 
 # --------------------------------------------------------------------------- checks
-def check_output_dir(path: str) -> None:
-    """Fail before training when ``path`` cannot become a model directory."""
+def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
+    """Fail before training when ``path`` cannot become a model directory; with
+    ``keep_unfinished`` (commands that write a new model whole: tree, merge, import-dismec)
+    also when it holds a model a time budget or a kill left unfinished, which only
+    'train --resume' completes (train and shortlist-train check that themselves, since
+    they may resume it)."""
     from ..errors import ModelFormatError
 
     p = Path(path)
@@ -307,6 +311,15 @@ def check_output_dir(path: str) -> None:
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
     if any(p.iterdir()) and not (p / "manifest.json").is_file():
         raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
+    if keep_unfinished and (p / "manifest.json").is_file():
+        from ..model.manifest import read_manifest
+        from ..model.ranges import unfinished_ranges_of
+
+        missing = unfinished_ranges_of(read_manifest(p), whole_space=False)
+        if missing:
+            a, b = missing[0]
+            raise ModelFormatError(f"{path}: an unfinished model is there (missing {len(missing)} label range(s), "
+                                   f"first [{a}, {b})): continue it with 'headstart train ... --resume', or remove it")
 
 
 #: the options that name files a command reads: an output must not replace one of them

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from ..model import save_model
     from ..model.dismec import read_dismec_model
 
-    common.check_output_dir(args.output)
+    common.check_output_dir(args.output, keep_unfinished=True)
     _options_of_export(args)
     model = read_dismec_model(args.meta, bias_feature=args.augment_for_bias, normalize=args.normalize_instances,
                               transform=args.transform, culling=args.weight_culling)

@@ -33,7 +33,7 @@ def _ranges(ranges, limit: int = 10) -> str:
 def run(args: argparse.Namespace) -> int:
     from ..distributed.merging import merge
 
-    common.check_output_dir(args.output)
+    common.check_output_dir(args.output, keep_unfinished=True)
     r = merge(args.output, args.inputs, allow_gaps=args.allow_gaps)
     common.say(args, f"merged {len(r.inputs)} model(s): {r.shards} shard(s), {r.labels} of {r.label_space} "
                      f"labels -> {args.output}")

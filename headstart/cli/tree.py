@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
             err(f"argument {option}: must be >= {least}, got {value}")
     if params.timeout > 0:
         err("argument --timeout: a tree needs every node trained (no time budget)")
-    common.check_output_dir(args.output)
+    common.check_output_dir(args.output, keep_unfinished=True)
     X, Y = common.read_training_data(args.train, args)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)
