@@ -137,27 +137,24 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     values: dict[str, Any] = {}
     if getattr(args, "params", None):
         values.update(_read_params_file(args.params))
-    for f in fields(TrainParams):
-        if hasattr(args, f.name):
-            values[f.name] = getattr(args, f.name)
+    cli = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]   # given explicitly
+    values.update({name: getattr(args, name) for name in cli})
     # a pretrained model directory implies the pretrained initialisation, a cost file
     # the weighting by files -- unless the command line says otherwise (a --params file
     # written by --print-params names every parameter, the defaults too)
-    cli = {f.name for f in fields(TrainParams) if hasattr(args, f.name)}
     if values.get("pretrained") and "init" not in cli and ("pretrained" in cli or "init" not in values):
         values["init"] = "pretrained"
-    if (({"weights_pos_file", "weights_neg_file"} & cli) or ("weighting" not in values and (
+    if (({"weights_pos_file", "weights_neg_file"} & set(cli)) or ("weighting" not in values and (
             values.get("weights_pos_file") or values.get("weights_neg_file")))) and "weighting" not in cli:
         values["weighting"] = "file"
     try:
         params = TrainParams.from_dict(values)
     except ParameterError as e:
         raise ParameterError(_option_wording(str(e))) from None
-    given = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]
     # commands that run other initialisers than --init (experiment --inits, per-part
     # starts of shortlist-train): the starts' options are theirs
     other_inits = any(getattr(args, a, None) for a in ("inits", "init_sparse", "init_dense"))
-    for name, by, choices in _params.unused_parameters(params, given):
+    for name, by, choices in _params.unused_parameters(params, cli):
         if by == "init" and other_inits:
             continue
         what = (f"{option_strings(name)[0]} is read only with {option_strings(by)[0]} {choices}; "
@@ -292,6 +289,44 @@ def _without_labels(X, n_labels: int | None):
     return X, sp.csr_matrix((X.shape[0], n_labels or 0), dtype=np.float32)
 
 
+def sniff_kind(path: str, gz: bool = True) -> str | None:
+    """What headstart file ``path`` looks like, for messages about a file given where
+    another kind was expected: "first-stage" (a directory), "dismec-model", "decisions"
+    (header 'n L'), "data" (header of 3, lines starting with labels), "predictions"
+    (header of 3, 'label:score' tokens only), or None.  ``gz``: also look into gzip files."""
+    import gzip
+
+    p = Path(path)
+    if p.is_dir():
+        return "first-stage" if (p / "first_stage.json").is_file() else None
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+        if head[:2] == b"\x1f\x8b":
+            if not gz:
+                return None
+            with gzip.open(p, "rb") as fh:
+                head = fh.read(4096)
+    except (OSError, EOFError):
+        return None
+    text = head.decode("utf-8", "replace").lstrip()
+    if text.startswith("{") and '"num-features"' in text and '"files"' in text:
+        return "dismec-model"
+    lines = text.splitlines()
+    first = lines[0].split() if lines else []
+    if len(first) == 2 and all(t.isdigit() for t in first):
+        return "decisions"
+    body = [ln.split() for ln in lines[1:4] if ln.strip()]
+    if len(first) != 3 or not body:
+        return None
+    if any(":" not in b[0] for b in body):
+        return "data"
+    if all(t.count(":") == 1 and "," not in t for b in body for t in b) \
+            and not any(ln.startswith(" ") for ln in lines[1:4]):
+        return "predictions"
+    return None
+
+
 # --------------------------------------------------------------------------- checks
 def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
     """Fail before training when ``path`` cannot become a model directory; with
@@ -312,14 +347,9 @@ def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
     if any(p.iterdir()) and not (p / "manifest.json").is_file():
         raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
     if keep_unfinished and (p / "manifest.json").is_file():
-        from ..model.manifest import read_manifest
-        from ..model.ranges import unfinished_ranges_of
+        from ..model.writer import refuse_unfinished
 
-        missing = unfinished_ranges_of(read_manifest(p), whole_space=False)
-        if missing:
-            a, b = missing[0]
-            raise ModelFormatError(f"{path}: an unfinished model is there (missing {len(missing)} label range(s), "
-                                   f"first [{a}, {b})): continue it with 'headstart train ... --resume', or remove it")
+        refuse_unfinished(p, whole_space=False, resume="'headstart train ... --resume'")
 
 
 #: the options that name files a command reads: an output must not replace one of them

@@ -78,25 +78,13 @@ def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> No
         print(format_metrics_table(metrics))
 
 
-def _what_else(path: str) -> str | None:
-    """For a --predictions file that does not parse: what it looks like instead."""
-    import gzip
-
-    try:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
-            head = [fh.readline() for _ in range(3)]
-    except OSError:
-        return None
-    first = head[0].split()
-    if len(first) == 2 and all(t.isdigit() for t in first):
-        return ("this looks like a decisions file of 'headstart predict --threshold' (header 'n L'): F1 scores "
-                "of decisions come from 'headstart evaluate MODEL_DIR TEST --threshold T'")
-    body = [ln.split() for ln in head[1:] if ln.strip()]
-    if len(first) == 3 and body and any(":" not in b[0] for b in body):
-        return ("this looks like a data file (its lines start with labels): the predictions file goes after "
-                "--predictions and the test data last")
-    return None
+#: what a --predictions file that does not parse looks like instead (common.sniff_kind)
+_WHAT_ELSE = {
+    "decisions": ("this looks like a decisions file of 'headstart predict --threshold' (header 'n L'): F1 scores "
+                  "of decisions come from 'headstart evaluate MODEL_DIR TEST --threshold T'"),
+    "data": ("this looks like a data file (its lines start with labels): the predictions file goes after "
+             "--predictions and the test data last"),
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -127,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             labels, scores = read_predictions(args.predictions)
         except DataFormatError as e:
-            hint = _what_else(args.predictions)
+            hint = _WHAT_ELSE.get(common.sniff_kind(args.predictions))
             if hint is None:
                 raise
             raise DataFormatError(f"{e}; {hint}") from None
@@ -171,9 +159,7 @@ def run(args: argparse.Namespace) -> int:
         if model_counts is not None and model_n > 0:
             counts, n_train = model_counts, model_n
         # the propensity model the labels were weighted with in training, unless given
-        from ..model.manifest import read_manifest
-
-        trained = read_manifest(args.model)["params"]
+        trained = scorer.manifest["params"]
         for name in ("propensity_a", "propensity_b"):
             if getattr(args, name) is None and name in trained:
                 setattr(args, name, float(trained[name]))
@@ -189,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
         if n_train < 3:
             log.warning("only %d training instance(s): no propensity-scored metrics", n_train)
         else:
-            props = propensities(counts, n_train, A=0.55 if args.propensity_a is None else args.propensity_a,
-                                 B=1.5 if args.propensity_b is None else args.propensity_b)
+            given = {k: v for k, v in (("A", args.propensity_a), ("B", args.propensity_b)) if v is not None}
+            props = propensities(counts, n_train, **given)
     if Y.shape[1] == 0:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)

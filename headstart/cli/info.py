@@ -146,41 +146,19 @@ def _text(info: dict) -> str:
     return "\n".join(lines)
 
 
-def _other_kind(p: Path) -> str | None:
-    """What ``p`` is when it is headstart's but neither a model directory nor a data file
-    (info on it would report a parse error of the wrong format): a hint, or None."""
-    if p.is_dir():
-        if (p / "first_stage.json").is_file():
-            return ("a first stage saved by 'headstart shortlist --save-first-stage' (for 'headstart "
-                    "shortlist-predict --first-stage'), not a model directory")
-        return None
-    try:
-        with open(p, "rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return None
-    if head[:2] == b"\x1f\x8b":
-        return None
-    text = head.decode("utf-8", "replace").lstrip()
-    if text.startswith("{") and '"num-features"' in text and '"files"' in text:
-        return "a DiSMEC++ model (metadata) file: make it a headstart model with 'headstart import-dismec'"
-    lines = text.splitlines()
-    body = [t for ln in lines[1:4] for t in ln.split()]
-    if lines and len(lines[0].split()) == 3 and body and all(t.count(":") == 1 and "," not in t for t in body) \
-            and all(":" in t for t in body) and not any(ln.startswith(" ") for ln in lines[1:4]):
-        return None if _looks_like_data(lines) else ("a predictions file written by 'headstart predict' "
-                                                    "(evaluate it with 'headstart evaluate --predictions')")
-    return None
-
-
-def _looks_like_data(lines: list[str]) -> bool:
-    """An XMC line starts with its labels (no ':'); a predictions line has label:score only."""
-    return any(ln.split() and ":" not in ln.split()[0] for ln in lines[1:4])
+#: what info says of headstart files that are neither data nor a model (common.sniff_kind)
+_OTHER_KINDS = {
+    "first-stage": ("a first stage saved by 'headstart shortlist --save-first-stage' (for 'headstart "
+                    "shortlist-predict --first-stage'), not a model directory"),
+    "dismec-model": "a DiSMEC++ model (metadata) file: make it a headstart model with 'headstart import-dismec'",
+    "predictions": ("a predictions file written by 'headstart predict' (evaluate it with 'headstart evaluate "
+                    "--predictions')"),
+}
 
 
 def run(args: argparse.Namespace) -> int:
     p = Path(args.path)
-    other = _other_kind(p)
+    other = _OTHER_KINDS.get(common.sniff_kind(args.path, gz=False))
     if other is not None:
         from ..errors import DataFormatError
 

@@ -54,12 +54,17 @@ def prepare_target(path: Path, overwrite: bool | str = True, unknown_range_unfin
     if not overwrite:
         raise ModelFormatError(f"{path}: a model already exists there (open it to resume, or remove it)")
     if overwrite == "complete":
-        missing = unfinished_ranges_of(read_manifest(path), whole_space=unknown_range_unfinished)
-        if missing:
-            a, b = missing[0]
-            raise ModelFormatError(
-                f"{path}: an unfinished model is there (missing {len(missing)} label range(s), first "
-                f"[{a}, {b})): continue it with --resume (resume=True), or remove it")
+        refuse_unfinished(path, whole_space=unknown_range_unfinished)
+
+
+def refuse_unfinished(path: Path, whole_space: bool, resume: str = "--resume (resume=True)") -> None:
+    """ModelFormatError if the model at ``path`` is unfinished (:func:`.ranges.unfinished_ranges_of`
+    with ``whole_space``), naming its first gap and how to continue it (``resume``)."""
+    missing = unfinished_ranges_of(read_manifest(path), whole_space=whole_space)
+    if missing:
+        a, b = missing[0]
+        raise ModelFormatError(f"{path}: an unfinished model is there (missing {len(missing)} label range(s), first "
+                               f"[{a}, {b})): continue it with {resume}, or remove it")
 
 
 @contextlib.contextmanager
