@@ -197,6 +197,12 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
            trajectories, groups, d_out):
     """train_labels on X in the kernels' feature order (``order`` maps it back to the
     ``d_out`` features of the caller's X)."""
+    if regularizers.get(params.regularizer).solver == "coordinate":
+        # exact L1: coordinate descent over X's columns (its own chunk kernel)
+        from . import coordinate
+
+        return coordinate.train(X, Y, params, labels, order, t_start, chunk_size=chunk_size, progress=progress,
+                                sink=sink, timing=timing, collect=collect, trajectories=trajectories, d_out=d_out)
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
     P, colsum = prepare_problem(X, params)

@@ -34,19 +34,23 @@ class RegularizerInfo:
     help: str
     make: Callable[[Any], Any]   # TrainParams -> an instance of cls
     default_epsilon: float | None = None
+    #: "newton" (the Newton-CG core, which needs value, d1 and d2) or "coordinate"
+    #: (newGLMNET over X's columns, headstart.training.coordinate: exact L1 only)
+    solver: str = "newton"
 
 
 REGISTRY: dict[str, RegularizerInfo] = {}
 
 
 def register(name: str, cls: type, *, value, d1, d2, l2: bool = False, help: str,
-             make: Callable[[Any], Any] | None = None, default_epsilon: float | None = None) -> None:
+             make: Callable[[Any], Any] | None = None, default_epsilon: float | None = None,
+             solver: str = "newton") -> None:
     """Declare a regulariser; several names may share one class (presets of its
     parameters): its functions are attached once."""
     flag = bool(l2)
     implement_once(cls, {globals()["value"]: value, globals()["d1"]: d1, globals()["d2"]: d2,
                          globals()["is_l2"]: lambda R: flag})
-    REGISTRY[name] = RegularizerInfo(name, cls, help, make or (lambda params: cls()), default_epsilon)
+    REGISTRY[name] = RegularizerInfo(name, cls, help, make or (lambda params: cls()), default_epsilon, solver)
 
 
 def epsilon_of(params, info: RegularizerInfo) -> float:

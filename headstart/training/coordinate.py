@@ -1,0 +1,235 @@
+"""One-vs-all training with an exact L1 regulariser (``--reg l1-exact``): every label by
+newGLMNET (:mod:`headstart.solver.glmnet`) over X by columns.
+
+Why a path of its own: the Newton-CG core of :mod:`.kernel` needs a twice
+differentiable objective (DiSMEC++'s ``l1`` is the Huber function for that reason),
+and it batches 16 labels into one pass over X by rows.  Coordinate descent on |w|
+works one weight at a time and needs X by columns; it is what LIBLINEAR's -s 5 / -s 6
+users get: exactly sparse weights at the exact L1 optimum.  The orchestration is the
+core's -- chunks of labels handed to threads, each chunk one compiled call that
+releases the GIL, the same statistics, sinks, time budget and abort -- so sharded,
+resumable and Dask training work unchanged.
+
+Every label starts from w = 0 (LIBLINEAR's start; a dense start such as aop's would
+put every coordinate into play, which is what L1 is meant to avoid): the run's
+``init`` is not read (the command line warns when one is given).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+from .._threads import Abort
+from ..objective import losses, weighting
+from ..objective.columns import ColumnProblem
+from ..solver import glmnet
+from ..solver.newton import now
+from . import pages
+
+
+def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
+    """X by columns (one copy of X, as LIBLINEAR's transpose) with the run's loss and bias."""
+    Xc = sp.csc_matrix(X)
+    Xc.sort_indices()
+    return ColumnProblem(Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32, copy=False).view(np.uint32),
+                         Xc.data.astype(np.float32, copy=False), np.int64(X.shape[0]), np.int64(X.shape[1]),
+                         float(params.bias), losses.make(params), bool(params.regularize_bias))
+
+
+@nb.njit(cache=True, nogil=True)
+def _grow(a, need):
+    if need <= a.size:
+        return a
+    b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
+    b[:a.size] = a
+    return b
+
+
+@nb.njit(cache=True, nogil=True)
+def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter, prune,
+                deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+    """Train ``labels`` one after the other with the thread's buffers W (and y, one byte
+    per instance).  Returns (indptr, indices, data, intercept, stats, started) as
+    :func:`.kernel.train_chunk` does: weights with |w_j| >= prune (LIBLINEAR keeps
+    every non-zero: prune = 0), statistics in the columns of ``kernel.STAT_FIELDS``
+    (gradient norms are the 1-norms of the minimum-norm subgradient, the rule's own
+    measure; "cg_steps" counts coordinate-descent cycles)."""
+    n = CP.n
+    d = CP.d
+    nl = labels.size
+    indptr = np.zeros(nl + 1, dtype=np.int64)
+    indices = np.empty(1024, dtype=np.int32)
+    data = np.empty(1024, dtype=np.float32)
+    intercept = np.zeros(nl, dtype=np.float32)
+    stats = np.zeros((nl, 13))
+    nnz = 0
+    started = nl
+    for k in range(nl):
+        if abort[0] != 0:
+            return indptr, indices, data, intercept, stats, 0
+        if deadline > 0.0 and now() > deadline:
+            started = k
+            break
+        j = labels[k]
+        pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
+        for i in range(n):
+            y[i] = -1
+        for i in pos:
+            y[i] = 1
+        npos = pos.size
+        cp = cost_scale * (cost_pos[j] if cost_pos.size > 0 else 1.0)
+        cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
+        # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
+        tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
+        t0 = now() if timing else 0.0
+        status, iters, cycles, f0, f, g0, g = glmnet.solve(CP, W, y, cp, cn, tol, max_iter, j, rec_f, rec_act,
+                                                           rec_step, rec_cg, rec_time, k, timing)
+        seconds = (now() - t0) if timing else 0.0
+        indices = _grow(indices, nnz + d)
+        data = _grow(data, nnz + d)
+        start = nnz
+        dist = 0.0
+        for q in range(d):
+            v = W.w[q]
+            dist += v * v
+            if v != 0.0 and abs(v) >= prune:
+                indices[nnz] = q
+                data[nnz] = v
+                nnz += 1
+        indptr[k + 1] = nnz
+        if CP.bias > 0.0:
+            dist += W.w[d] * W.w[d]
+            intercept[k] = W.w[d] * CP.bias
+        st = stats[k]
+        st[0] = npos
+        st[1] = status
+        st[2] = iters
+        st[3] = cycles
+        st[4] = f0
+        st[5] = f
+        st[6] = g0
+        st[7] = g
+        st[8] = g0
+        st[9] = tol * g0
+        st[10] = math.sqrt(dist)
+        st[11] = seconds
+        st[12] = nnz - start
+    return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
+        stats[:started], started
+
+
+def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, trajectories,
+          d_out):
+    """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
+    results; X in the kernels' feature order, ``order`` maps it back)."""
+    from .trainer import (MAX_RECORDED_ITERATIONS, ChunkResult, PackedRows, TrainingStats, chunk_stats,
+                          chunk_weights, compile_log, default_chunk_size, label_chunks, make_records,
+                          report_problems, run_in_threads, stack_rows)
+
+    labels = np.unique(np.asarray(labels, dtype=np.int64))
+    n, d = X.shape
+    CP = column_problem(X, params)
+    Yc = sp.csc_matrix(Y)
+    Yc.sort_indices()
+    y_indptr = Yc.indptr.astype(np.int64)
+    y_indices = Yc.indices.astype(np.int64)
+    cost_scale = float(params.C) / float(params.reg_scale)
+    if params.weighting == "none":
+        cost_pos = cost_neg = np.zeros(0)
+    else:
+        cost_pos, cost_neg = weighting.label_costs(params, np.diff(Yc.indptr), n)
+    del Yc
+    prune = float(params.prune)
+    deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
+    cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
+    threads = params.effective_threads()
+    if chunk_size is None:
+        chunk_size = default_chunk_size(labels.size, threads)
+    threads = max(1, min(threads, -(-labels.size // chunk_size)))
+    chunks = label_chunks(labels, chunk_size, threads)
+
+    def call(chunk, W, y, rec, abort_flag, dl):
+        rf, ra, rs, rt, rc = rec
+        return train_chunk(CP, W, y, y_indptr, y_indices, chunk, float(params.epsilon), cost_scale, cost_pos,
+                           cost_neg, np.int64(params.max_iter), prune, dl, abort_flag, rf, ra, rs, rc, rt, timing)
+
+    t0 = time.perf_counter()
+    note = threading.Timer(1.0, lambda: compile_log.info(
+        "compiling headstart's coordinate-descent kernels for this run's types (first run only) ..."))
+    note.daemon = True
+    note.start()
+    call(np.zeros(0, dtype=np.int64), glmnet.make_work(1, 1), np.zeros(1, dtype=np.int8), make_records(2, 2),
+         Abort().flag, 0.0)
+    note.cancel()
+    compile_seconds = time.perf_counter() - t0
+
+    t_train = time.perf_counter()
+    results: list = []
+    stats_parts: list = []
+    lock = threading.Lock()
+    next_chunk = iter(range(len(chunks)))
+    abort = Abort()
+
+    def run_chunk(chunk, W, y, rec):
+        if deadline and time.perf_counter() > deadline:
+            return
+        indptr, indices, data, intercept, table, started = call(chunk, W, y, rec, abort.flag, deadline)
+        if started < chunk.size:
+            chunk = chunk[:started]      # the time budget ran out inside this chunk
+            if started == 0:
+                return
+        stats = chunk_stats(chunk, table, rec, cap, params.reg_scale)
+        if not trajectories:
+            stats = stats.without_trajectories()
+        W_chunk = chunk_weights(indptr, indices, data, d_out, order)
+        if sink is not None:
+            sink(ChunkResult(chunk, W_chunk, intercept, stats))
+        with lock:
+            if collect:
+                results.append(ChunkResult(chunk, PackedRows.pack(W_chunk), intercept, stats))
+            else:
+                stats_parts.append(stats)
+        pages.release_free_memory()
+        if progress is not None:
+            progress(chunk.size)
+
+    def worker():
+        W = y = rec = None
+        try:
+            while not abort.is_set():
+                with lock:
+                    i = next(next_chunk, None)
+                if i is None:
+                    break
+                if W is None:
+                    W = glmnet.make_work(n, d)
+                    y = np.empty(n, dtype=np.int8)
+                    rec = make_records(chunk_size, cap)
+                run_chunk(chunks[i], W, y, rec)
+        except BaseException:
+            abort.set()
+            raise
+
+    run_in_threads(worker, threads, stop=abort.set)
+    del CP
+    if collect:
+        results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
+        weights, intercept = stack_rows(results, d_out)
+        stats_parts = [r.stats for r in results]
+        results.clear()
+    else:
+        weights = intercept = None
+    stats = TrainingStats.concat(stats_parts)
+    stats.meta.update({"init": "zero", "solver": "newglmnet", "init_prepare_seconds": 0.0,
+                       "wall_seconds": time.perf_counter() - t_start - compile_seconds,
+                       "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
+                       "threads": threads, "lanes": 1, "groups": False})
+    if collect:
+        report_problems(stats)
+    return weights, intercept, stats
