@@ -75,7 +75,8 @@ class TrainParams:
         "help": "weight of the loss term: reg_scale*R(w) + C*sum_i c_i phi(y_i w.x_i)"})
     regularizer: str = field(default="l2", metadata={
         "help": "R(w): l2 (||w||^2/2), l1 / l1-relaxed / huber (Huber, epsilon 0.01 / 0.1 / 1), "
-                "elastic-50-50, elastic-90-10, elastic-net (Huber-L1 + L2 mixes)"})
+                "elastic-50-50, elastic-90-10, elastic-net (Huber-L1 + L2 mixes), l1-exact (|w|, LIBLINEAR "
+                "-s 5 / -s 6: coordinate descent from zero, exactly sparse weights)"})
     reg_scale: float = field(default=1.0, metadata={
         "help": "scale of the regulariser (DiSMEC++ --reg-scale; equivalent to C/reg_scale)"})
     reg_epsilon: float | None = field(default=None, metadata={
@@ -250,11 +251,27 @@ def validate(p: TrainParams) -> None:
     _need(p.hash_buckets * p.hash_functions <= MAX_HASHED_FEATURES, "hash_buckets",
           f"such that hash_buckets * hash_functions <= {MAX_HASHED_FEATURES} (feature ids are int32; "
           f"hash_functions={p.hash_functions})", p.hash_buckets)
+    if p.regularizer in regularizer_names() and _solver_of(p) == "coordinate":
+        _need(p.sparsify == 0, "sparsify", f"0 with regularizer {p.regularizer!r} (its weights are exactly sparse "
+              "already; sparsify re-solves on the Newton path): use prune", p.sparsify)
     if p.init == "pretrained":
         _need(isinstance(p.pretrained, str) and p.pretrained != "", "pretrained",
               "a model directory when init='pretrained'", p.pretrained)
     if p.init == "bias":
         _need(p.bias > 0, "bias", "> 0 when init='bias' (the bias init needs a bias feature)", p.bias)
+
+
+def _default_epsilon(p: TrainParams):
+    from .objective import regularizers
+
+    return regularizers.get(p.regularizer).default_epsilon
+
+
+def _solver_of(p: TrainParams) -> str:
+    """"newton" or "coordinate": which solver the regulariser takes (regularizers/base.py)."""
+    from .objective import regularizers
+
+    return regularizers.get(p.regularizer).solver
 
 
 #: Parameters that only some choices of another parameter read: name -> (that parameter,
@@ -267,7 +284,11 @@ def _in(field: str, *names: str):
 
 READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "huber_epsilon": _in("loss", "huber-hinge"),
-    "reg_epsilon": ("regularizer", lambda p: p.regularizer != "l2", "other than l2"),
+    "reg_epsilon": ("regularizer", lambda p: _default_epsilon(p) is not None, "with a Huber part (l1, l1-relaxed, huber, "
+                    "elastic-*)"),
+    # exact L1 starts every label from zero (training/coordinate.py)
+    "init": ("regularizer", lambda p: _solver_of(p) != "coordinate" or p.init == "zero",
+             "other than l1-exact (which starts from zero)"),
     "reg_l2_share": _in("regularizer", "elastic-net"),
     "weights_pos_file": _in("weighting", "file"),
     "weights_neg_file": _in("weighting", "file"),

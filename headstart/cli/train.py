@@ -138,13 +138,29 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
     not_conv = sum(s["not_converged"].values())
     done = f"{s['labels']} labels" if s["labels"] == count else f"{s['labels']} of the {count} labels"
     common.say(args, (
-        f"trained {done} [{first}, {first + count}) of {Y.shape[1]} with {params.init} in "
+        f"trained {done} [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} in "
         f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
-        f"{s['newton_iterations']} Newton iterations, "
-        f"{s['cg_steps']} CG steps, {nnz} nonzero weights"
+        f"{_work(params, s)}, {nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     _say_timeout(args, params, count - int(s["labels"]))
     return 0
+
+
+def _coordinate(params) -> bool:
+    from ..objective import regularizers
+
+    return regularizers.get(params.regularizer).solver == "coordinate"
+
+
+def _start(params) -> str:
+    """The start the run used: --init, or zero for exact L1 (training/coordinate.py)."""
+    return "zero (newGLMNET, exact L1)" if _coordinate(params) else params.init
+
+
+def _work(params, s) -> str:
+    if _coordinate(params):
+        return f"{s['newton_iterations']} newGLMNET iterations, {s['cg_steps']} coordinate-descent cycles"
+    return f"{s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps"
 
 
 def _keeps_trajectories(args: argparse.Namespace) -> bool:
@@ -188,10 +204,10 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     s = r.stats.summary()
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
-        f"trained {r.trained_labels} labels of [{first}, {first + count}) of {Y.shape[1]} with {params.init} "
+        f"trained {r.trained_labels} labels of [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} "
         f"({r.backend}) in {r.wall_seconds:.2f} s"
         + (f", {r.already_finished} were finished before" if r.already_finished else "")
-        + f": {s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps, {r.nnz} nonzero weights"
+        + f": {_work(params, s)}, {r.nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
     return 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numba as nb
+import numpy as np
 
 from . import losses
 
@@ -53,23 +54,20 @@ def l1_weight(CP, j):
 @nb.njit(cache=True, nogil=True)
 def loss_terms(CP, y, cp, cn, wx, gc, hc):
     """At the scores ``wx``: gc_i = c_i phi'(m_i) y_i and hc_i = c_i phi''(m_i) (the
-    generalised curvature for the squared hinge), m_i = y_i wx_i; returns the loss term
-    sum_i c_i phi(m_i).  gc and hc are what every column sum below weighs X with."""
-    acc = 0.0
+    generalised curvature for the squared hinge), m_i = y_i wx_i: what every column sum
+    below weighs X with.  (The loss value there is the line search's, :func:`loss_at`.)"""
     for i in range(CP.n):
         yi = y[i]
         c = cp if yi > 0 else cn
-        m = yi * wx[i]
-        g1, g2 = losses.derivatives(CP.loss, m)
+        g1, g2 = losses.derivatives(CP.loss, yi * wx[i])
         gc[i] = c * g1 * yi
         hc[i] = c * g2
-        acc += c * losses.value(CP.loss, m)
-    return acc
 
 
 @nb.njit(cache=True, nogil=True)
 def loss_at(CP, y, cp, cn, wx, xd):
-    """The loss term at the scores wx + xd (a line-search trial)."""
+    """The loss term sum_i c_i phi(y_i (wx_i + xd_i)): at a line-search trial, or with
+    xd = 0 at wx."""
     acc = 0.0
     for i in range(CP.n):
         yi = y[i]
@@ -79,13 +77,22 @@ def loss_at(CP, y, cp, cn, wx, xd):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
+def column_span(indptr, j):
+    """Column j's nonzeros as an unsigned range of positions: a loop over it indexes
+    ``data`` and ``indices`` with no wrap-around test for negative positions (as
+    erm.row_span; the positions may take part in nothing but indexing)."""
+    return np.uint64(indptr[j]), np.uint64(indptr[j + 1])
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
 def grad_and_curvature(indptr, indices, data, j, gc, hc):
     """(dL/dw_j, d2L/dw_j^2) = (sum_i gc_i x_ij, sum_i hc_i x_ij^2) over feature column j."""
     g = 0.0
     h = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
+    a, b = column_span(indptr, j)
+    for p in range(a, b):
         i = indices[p]
-        v = data[p]
+        v = np.float64(data[p])
         g += v * gc[i]
         h += v * v * hc[i]
     return g, h
@@ -95,7 +102,8 @@ def grad_and_curvature(indptr, indices, data, j, gc, hc):
 def curvature_dot(indptr, indices, data, j, hc, xd):
     """sum_i x_ij hc_i xd_i: coordinate j of H d, H = X^T diag(hc) X, given xd = X d."""
     acc = 0.0
-    for p in range(indptr[j], indptr[j + 1]):
+    a, b = column_span(indptr, j)
+    for p in range(a, b):
         i = indices[p]
         acc += data[p] * hc[i] * xd[i]
     return acc
@@ -104,7 +112,8 @@ def curvature_dot(indptr, indices, data, j, hc, xd):
 @nb.njit(cache=True, nogil=True, inline="always")
 def add_column(indptr, indices, data, j, z, xd):
     """xd += z * column j (the scores' change when w_j moves by z)."""
-    for p in range(indptr[j], indptr[j + 1]):
+    a, b = column_span(indptr, j)
+    for p in range(a, b):
         xd[indices[p]] += data[p] * z
 
 

@@ -88,6 +88,10 @@ def objective_parts(params, dense: bool = False):
     if dense and params.sparsify > 0:
         raise ParameterError("dense + sparse features need sparsify = 0 (its threshold would be computed on "
                              "the rescaled columns); use prune")
+    if _regularizers.get(params.regularizer).solver != "newton":
+        raise ParameterError(f"regularizer {params.regularizer!r} is solved by coordinate descent over every "
+                             f"instance; shortlisted training and the tree take the Newton-CG regularisers "
+                             f"(l2, l1 (Huber), l1-relaxed, huber, elastic-*)")
     loss = _losses.make(params)
     reg = _regularizers.make(params)
     d1 = float(_losses.get(params.loss).d1_at_zero(params))

@@ -122,7 +122,10 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
     for i in range(n):
         wx[i] = 0.0
     rng = np.full(1, np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1), dtype=np.uint64)
-    loss = columns.loss_terms(CP, y, cp, cn, wx, gc, hc)
+    for i in range(n):
+        xd[i] = 0.0
+    columns.loss_terms(CP, y, cp, cn, wx, gc, hc)
+    loss = columns.loss_at(CP, y, cp, cn, wx, xd)
     f0 = loss
     reg = 0.0                      # sum_j lam_j |w_j|
     active = nv
@@ -282,7 +285,8 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
         for i in range(n):
             wx[i] += xd[i]
         reg = reg_new
-        loss = columns.loss_terms(CP, y, cp, cn, wx, gc, hc)
+        loss = loss_new
+        columns.loss_terms(CP, y, cp, cn, wx, gc, hc)
         if not np.isfinite(loss):
             status = NUMERICAL
             break
