@@ -289,6 +289,7 @@ def render(results_dir: Path, max_foreign: float) -> str:
     L += ["", "## Targets", ""] + targets(res)
     L += shortlist_section(results_dir)
     L += ["", "## Machine", ""] + machine_section(res)
+    L += _notes("paths_notes.md")
     L += ["", "## Results", "",
           "Times are medians over the repeats (min-max in brackets); `LIBLINEAR wall / wall` > 1 means faster than "
           "the reference; `dP@1` is in percentage points. A failure (error message, memory or time limit) is a "
@@ -323,6 +324,7 @@ def render(results_dir: Path, max_foreign: float) -> str:
             L += [f"{NYM}: {status[e['id']]}.", ""] + placeholder_table(e)
         L.append("")
     L += before_after_section(results_dir)
+    L += _notes("thresholds_notes.md") + [""]
     L += estimates_section()
     L += synthetic_section(results_dir)
     L += prediction_section(results_dir)
@@ -386,6 +388,20 @@ def render(results_dir: Path, max_foreign: float) -> str:
           "array, overwritten for each label. LIBLINEAR's `train()` reads `x` and `y` and copies what it permutes, "
           "so sharing the rows is safe.", ""]
     return "\n".join(L) + "\n"
+
+
+def _notes(name: str) -> list[str]:
+    """A hand-written section kept next to this script (benchmarks/paths_notes.md: the
+    paths probe of benchmarks/paths.py; thresholds_notes.md: runs of
+    benchmarks/thresholds.py), included verbatim without its leading comment: they are
+    not stored runs of compare.py, and regenerating the page must not drop them."""
+    path = Path(__file__).resolve().parent / name
+    if not path.is_file():
+        return []
+    text = path.read_text()
+    if text.startswith("<!--"):
+        text = text.split("-->", 1)[1]
+    return ["", text.strip("\n")]
 
 
 SYNTH_ROWS = (("rows", "train rows", "d"), ("features", "features", "d"), ("labels", "labels", "d"),
