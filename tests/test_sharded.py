@@ -422,3 +422,27 @@ def test_dask_options_without_dask_installed_say_how_to_get_it(bibtex_dir, tmp_p
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
     assert "pip install 'headstart[dask]'" in run.stderr
+
+
+def test_python_save_refuses_an_unfinished_model(bibtex, tmp_path):
+    """OvAClassifier.save / save_model replace a finished model, but not one that a
+    killed or timed-out run left unfinished (as the command line refuses it): its
+    work would be lost silently."""
+    from headstart import OvAClassifier
+    from headstart.model.writer import save_model
+
+    X, Y = bibtex
+    out = tmp_path / "m"
+    train_sharded(X, Y, PARAMS, out, num_labels=4)
+    clf = OvAClassifier(threads=1).fit(X, Y[:, :3])
+    clf.save(out)                                      # a finished model: replaced
+    assert read_manifest(out)["label_range"] == [0, 3]
+    train_sharded(X, Y, PARAMS, out, num_labels=4, overwrite=True)
+    m = json.loads((out / MANIFEST).read_text())
+    m["label_range"] = [0, 8]                          # as left by a run of 8 labels killed after 4
+    (out / MANIFEST).write_text(json.dumps(m))
+    with pytest.raises(ModelFormatError, match="unfinished model"):
+        clf.save(out)
+    with pytest.raises(ModelFormatError, match="unfinished model"):
+        save_model(clf._check_fitted(), out)
+    assert read_manifest(out)["label_range"] == [0, 8]   # untouched

@@ -79,8 +79,9 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
     """Write ``model`` to the directory ``path`` atomically.
 
     The labels are split into shards of at most ``shard_size`` labels (default: one
-    shard).  An existing headstart model at ``path`` is replaced; any other non-empty
-    directory or a file is refused with :class:`ModelFormatError`.
+    shard).  An existing finished headstart model at ``path`` is replaced; an unfinished
+    one (labels a time budget or a kill left untrained, which resuming would train), any
+    other non-empty directory or a file is refused with :class:`ModelFormatError`.
     """
     path = Path(os.path.abspath(path))
     if shard_size is not None and (not is_int(shard_size) or shard_size < 1):
@@ -94,7 +95,8 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
                                f"[0, {label_space})")
     # labels listed in ``missing_ranges`` (a model loaded with allow_gaps) are not written
     covered = uncovered(getattr(model, "missing_ranges", None) or [], first, first + w.shape[0])
-    prepare_target(path)
+    # (as the command line does: an interrupted run's work is not silently replaced)
+    prepare_target(path, overwrite="complete", unknown_range_unfinished=False)
     manifest = base_manifest(model.n_features, label_space, model.n_train, model.params, model.preprocessing,
                              getattr(model, "extensions", None), label_range=(first, first + w.shape[0]))
     with building(path) as tmp:
