@@ -405,13 +405,18 @@ def test_derivatives_at_once_are_d1_and_d2_bit_for_bit(loss):
 
     @nb.njit
     def both(L, ms):
-        out = np.empty((ms.size, 4))
+        out = np.empty((ms.size, 8))
         for k in range(ms.size):
             a, b = losses.derivatives(L, ms[k])
             out[k, 0] = a
             out[k, 1] = losses.d1(L, ms[k])
             out[k, 2] = b
             out[k, 3] = losses.d2(L, ms[k])
+            v, g, h = losses.value_and_derivatives(L, ms[k])   # all three at once (exact L1's line search)
+            out[k, 4] = v
+            out[k, 5] = losses.value(L, ms[k])
+            out[k, 6] = g
+            out[k, 7] = h
         return out
 
     rng = np.random.default_rng(3)
@@ -420,6 +425,9 @@ def test_derivatives_at_once_are_d1_and_d2_bit_for_bit(loss):
     out = both(L, ms)
     np.testing.assert_array_equal(out[:, 0].view(np.int64), out[:, 1].view(np.int64))
     np.testing.assert_array_equal(out[:, 2].view(np.int64), out[:, 3].view(np.int64))
+    np.testing.assert_array_equal(out[:, 4].view(np.int64), out[:, 5].view(np.int64))
+    np.testing.assert_array_equal(out[:, 6].view(np.int64), out[:, 1].view(np.int64))
+    np.testing.assert_array_equal(out[:, 7].view(np.int64), out[:, 3].view(np.int64))
 
 
 def test_logistic_is_stable_for_large_margins():

@@ -65,6 +65,23 @@ def loss_terms(CP, y, cp, cn, wx, gc, hc):
 
 
 @nb.njit(cache=True, nogil=True)
+def loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc):
+    """:func:`loss_at` at the trial scores wx + xd, and there the coefficients of
+    :func:`loss_terms` into gc / hc (the solver's spare pair): an accepted trial is the
+    next point, so its coefficients need no second evaluation of the loss (for the
+    logistic loss one exp per instance and trial instead of two per iteration)."""
+    acc = 0.0
+    for i in range(CP.n):
+        yi = y[i]
+        c = cp if yi > 0 else cn
+        v, g1, g2 = losses.value_and_derivatives(CP.loss, yi * (wx[i] + xd[i]))
+        acc += c * v
+        gc[i] = c * g1 * yi
+        hc[i] = c * g2
+    return acc
+
+
+@nb.njit(cache=True, nogil=True)
 def loss_at(CP, y, cp, cn, wx, xd):
     """The loss term sum_i c_i phi(y_i (wx_i + xd_i)): at a line-search trial, or with
     xd = 0 at wx."""

@@ -3,7 +3,7 @@
 loss of :mod:`headstart.objective.losses`.
 
 Each outer iteration forms the quadratic model of the loss term at w (gradient and
-curvature per instance, :func:`headstart.objective.columns.loss_terms`) and minimises
+curvature per instance, :func:`headstart.objective.columns.loss_and_terms_at`) and minimises
 model + sum_j lam_j |w_j + d_j| by cyclic coordinate descent in random order, each
 coordinate's step the exact minimiser of its one-variable problem (a soft threshold);
 a backtracking line search on the true objective (Armijo with the model's decrease,
@@ -49,14 +49,15 @@ NO_CHANGE_LIMIT = 10
 
 # The solver's per-thread buffers: per coordinate (features + 1) the weights w, the
 # trial point wpd, gradient, curvature and the coordinate order; per instance the
-# scores wx, the direction's scores xd, and the loss's coefficients gc / hc.
-Work = namedtuple("Work", ["w", "wpd", "grad", "hdiag", "index", "wx", "xd", "gc", "hc"])
+# scores wx, the direction's scores xd, and the loss's coefficients gc / hc with a
+# spare pair gc2 / hc2 (a line-search trial's, swapped in when it is accepted).
+Work = namedtuple("Work", ["w", "wpd", "grad", "hdiag", "index", "wx", "xd", "gc", "hc", "gc2", "hc2"])
 
 
 def make_work(n: int, n_features: int) -> Work:
     nv = n_features + 1
     return Work(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv, dtype=np.int64),
-                np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+                np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -115,6 +116,8 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
     xd = W.xd
     gc = W.gc
     hc = W.hc
+    gc2 = W.gc2
+    hc2 = W.hc2
     for j in range(nv):
         w[j] = 0.0
         wpd[j] = 0.0
@@ -124,8 +127,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
     rng = np.full(1, np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1), dtype=np.uint64)
     for i in range(n):
         xd[i] = 0.0
-    columns.loss_terms(CP, y, cp, cn, wx, gc, hc)
-    loss = columns.loss_at(CP, y, cp, cn, wx, xd)
+    loss = columns.loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc)
     f0 = loss
     reg = 0.0                      # sum_j lam_j |w_j|
     active = nv
@@ -252,7 +254,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
         step = 1.0
         accepted = False
         for _ in range(MAX_HALVINGS):
-            loss_new = columns.loss_at(CP, y, cp, cn, wx, xd)
+            loss_new = columns.loss_and_terms_at(CP, y, cp, cn, wx, xd, gc2, hc2)
             if reg_new - reg + loss_new - loss <= SIGMA * delta:
                 accepted = True
                 break
@@ -286,7 +288,8 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
             wx[i] += xd[i]
         reg = reg_new
         loss = loss_new
-        columns.loss_terms(CP, y, cp, cn, wx, gc, hc)
+        gc, gc2 = gc2, gc              # the accepted trial's coefficients
+        hc, hc2 = hc2, hc
         if not np.isfinite(loss):
             status = NUMERICAL
             break

@@ -25,6 +25,11 @@ d2 = generic("d2", "the curvature the Newton method uses for phi at m: phi''(m) 
 derivatives = generic("derivatives", "(phi'(m), the curvature at m) in one call: the objective needs "
                                      "both for every active instance, and a loss whose two share work "
                                      "(the logistic loss: one exp) can say so; by default d1 and d2")
+value_and_derivatives = generic("value_and_derivatives",
+                                "(phi(m), phi'(m), the curvature at m) in one call: coordinate descent's "
+                                "line search (objective/columns.py) evaluates the loss at a trial point "
+                                "that, accepted, is the next point, whose derivatives it then needs; by "
+                                "default value and derivatives")
 mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
                          "instances with margin >= 1 can be skipped (implicit negative mining)")
 
@@ -47,17 +52,25 @@ REGISTRY: dict[str, LossInfo] = {}
 
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
-             make: Callable[[Any], Any] | None = None, derivatives=None) -> LossInfo:
+             make: Callable[[Any], Any] | None = None, derivatives=None,
+             value_and_derivatives=None) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts.
     ``derivatives`` (optional, same form) returns (d1, d2) at once where that is cheaper;
-    it must give exactly d1's and d2's values."""
+    it must give exactly d1's and d2's values; ``value_and_derivatives`` likewise
+    (value, d1, d2)."""
     flag = bool(mines)
     g1, g2 = globals()["d1"], globals()["d2"]
     if derivatives is None:
         def derivatives(L, m):
             return g1(L, m), g2(L, m)
-    implement_once(cls, {globals()["value"]: value, g1: d1, g2: d2, globals()["derivatives"]: derivatives,
+    gv, gd = globals()["value"], globals()["derivatives"]
+    if value_and_derivatives is None:
+        def value_and_derivatives(L, m):
+            a, b = gd(L, m)
+            return gv(L, m), a, b
+    implement_once(cls, {gv: value, g1: d1, g2: d2, gd: derivatives,
+                         globals()["value_and_derivatives"]: value_and_derivatives,
                          globals()["mines"]: lambda L: flag})
     info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag)
     REGISTRY[name] = info

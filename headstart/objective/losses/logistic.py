@@ -43,5 +43,19 @@ def _derivatives(L, m):
     return g, e / ((1.0 + e) * (1.0 + e))
 
 
-register("logistic", Logistic, value=_value, d1=_d1, d2=_d2, derivatives=_derivatives, mines=False,
+def _value_and_derivatives(L, m):
+    # _value and _derivatives from one exp: both branches of _value are
+    # max(-m, 0) + log1p(exp(-|m|)); the same values bit for bit
+    e = math.exp(-abs(m))
+    if m >= 0.0:
+        v = math.log1p(e)
+        g = -e / (1.0 + e)
+    else:
+        v = -m + math.log1p(e)
+        g = -1.0 / (1.0 + e)
+    return v, g, e / ((1.0 + e) * (1.0 + e))
+
+
+register("logistic", Logistic, value=_value, d1=_d1, d2=_d2, derivatives=_derivatives,
+         value_and_derivatives=_value_and_derivatives, mines=False,
          help="log(1 + exp(-m)) (LIBLINEAR -s 0)")
