@@ -94,7 +94,8 @@ class TrainParams:
         "help": "weighting=file: one negative cost per label (.npy vector or whitespace-separated text)"})
     epsilon: float = field(default=0.01, metadata={
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
-    max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label"})
+    max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label (newGLMNET "
+                                                          "iterations with l1-exact)"})
     init: str = field(default="aop", metadata={
         "help": "initial weights; aop, the average of positives (the paper), by default "
                 "(docs/objective.md, 'Initialisers')"})
@@ -292,8 +293,15 @@ READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "reg_l2_share": _in("regularizer", "elastic-net"),
     "weights_pos_file": _in("weighting", "file"),
     "weights_neg_file": _in("weighting", "file"),
-    "aop_s": _in("init", "aop", "multi-pos"),
-    "aop_t": _in("init", "aop", "multi-pos"),
+    "aop_s": ("init", lambda p: p.init in ("aop", "multi-pos") and _solver_of(p) == "newton",
+              "aop or multi-pos (and a regularizer other than l1-exact)"),
+    "aop_t": ("init", lambda p: p.init in ("aop", "multi-pos") and _solver_of(p) == "newton",
+              "aop or multi-pos (and a regularizer other than l1-exact)"),
+    # the Newton-CG method's settings; exact L1's newGLMNET keeps LIBLINEAR's (solver/glmnet.py)
+    "cg_epsilon": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
+    "pcg_alpha": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
+    "ls_eta": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
+    "ls_max_steps": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
     "max_num_pos": _in("init", "multi-pos"),
     "bias_init": _in("init", "bias"),
     "ovap_epsilon": _in("init", "ovap", "ovap-strict"),

@@ -181,7 +181,33 @@ def test_refusals_and_warnings(bibtex, tmp_path, capsys):
     assert [u[0] for u in unused_parameters(TrainParams(regularizer="l1-exact", init="aop"), ["init"])] == ["init"]
     assert unused_parameters(TrainParams(regularizer="l1-exact", init="zero"), ["init"]) == []
     assert unused_parameters(TrainParams(regularizer="l1-exact"), ["reg_epsilon"])[0][0] == "reg_epsilon"
+    newton_only = ["cg_epsilon", "pcg_alpha", "ls_eta", "ls_max_steps", "aop_s", "aop_t"]
+    assert [u[0] for u in unused_parameters(TrainParams(regularizer="l1-exact"), newton_only)] == newton_only
+    assert unused_parameters(TrainParams(regularizer="l1"), newton_only) == []
     from headstart.shortlist.core_adapter import objective_parts
 
     with pytest.raises(ParameterError, match="coordinate descent"):
         objective_parts(TrainParams(regularizer="l1-exact"))
+
+
+def test_abort_stops_a_label_within_an_iteration(bibtex):
+    """The shared abort byte (Ctrl-C, a failed thread) ends the solve at its next outer
+    iteration, and the chunk keeps nothing (as the Newton kernel does)."""
+    from headstart.solver import glmnet
+    from headstart.training import coordinate
+    from headstart.training.trainer import make_records
+
+    X, Y = bibtex
+    CP = coordinate.column_problem(X, TrainParams(loss="logistic", regularizer="l1-exact"))
+    Yc = sp.csc_matrix(Y)
+    rf, ra, rs, rt, rc = make_records(2, 1001)
+    abort = np.ones(1, dtype=np.uint8)
+    W = glmnet.make_work(*X.shape)
+    y = -np.ones(X.shape[0], dtype=np.int8)
+    y[Yc.indices[Yc.indptr[0]:Yc.indptr[1]]] = 1
+    status, iters, *_ = glmnet.solve(CP, W, y, 1.0, 1.0, 1e-9, 1000, 0, rf, ra, rs, rc, rt, 0, False, abort)
+    assert status == -1 and iters == 0
+    out = coordinate.train_chunk(CP, W, np.zeros(X.shape[0], dtype=np.int8), Yc.indptr.astype(np.int64),
+                                 Yc.indices.astype(np.int64), np.arange(3, dtype=np.int64), 0.01, 1.0, np.zeros(0),
+                                 np.zeros(0), np.int64(1000), 0.0, 0.0, abort, rf, ra, rs, rc, rt, False)
+    assert out[-1] == 0 and out[0].size == 1 and out[4].shape[0] == 0

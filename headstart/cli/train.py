@@ -83,10 +83,11 @@ def run(args: argparse.Namespace) -> int:
 
     helper = None
     ahead = 0.0
-    if not (args.scheduler or args.dask_workers) and os.path.isfile(args.train):
+    if not (args.scheduler or args.dask_workers) and os.path.isfile(args.train) and not _coordinate(params):
         # first run only: a second process compiles part of the training kernels while
         # this one reads the data (see .precompile; Dask workers compile their own; a
-        # missing data file is reported at once)
+        # missing data file is reported at once; exact L1 has kernels of its own, which
+        # the helper does not know)
         from . import precompile
 
         helper = precompile.start(params)

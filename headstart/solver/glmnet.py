@@ -35,7 +35,7 @@ import numba as nb
 import numpy as np
 
 from ..objective import columns
-from .newton import CONVERGED, LINE_SEARCH_FAILED, MAX_ITER, NUMERICAL, now
+from .newton import CONVERGED, LINE_SEARCH_FAILED, MAX_ITER, NUMERICAL, RUNNING, now
 
 #: status when ten outer iterations in a row changed no weight (LIBLINEAR stops there too)
 NO_PROGRESS = 3
@@ -89,11 +89,13 @@ def _violation(g, lam, wj):
 
 
 @nb.njit(cache=True, nogil=True)
-def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing):
+def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing, abort):
     """Minimise f from w = 0 for the labels ``y`` (+-1 per instance) with costs cp / cn;
     W's buffers are overwritten, the solution is left in W.w (coordinates 0..nv-1) and
     the scores in W.wx.  Per-iteration records go into rec_*[k, it] while they fit
-    (durations only with ``timing``).
+    (durations only with ``timing``).  Once ``abort`` (one byte shared with the thread
+    that called) is set, the solve returns at its next outer iteration with the status
+    RUNNING: Ctrl-C stops a long label within an iteration, not at its end.
 
     Returns (status, outer iterations, inner cycles, f(0), f, subgradient 1-norm at the
     start, at the end)."""
@@ -173,6 +175,9 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
             rec_act[k, it] = active / max(nv, 1)
         if gnorm <= tol * gnorm_init:
             status = CONVERGED
+            break
+        if abort[0] != 0:
+            status = RUNNING
             break
         if no_change >= NO_CHANGE_LIMIT:
             status = NO_PROGRESS

@@ -72,7 +72,7 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
     started = nl
     for k in range(nl):
         if abort[0] != 0:
-            return indptr, indices, data, intercept, stats, 0
+            return indptr[:1].copy(), indices[:0].copy(), data[:0].copy(), intercept[:0], stats[:0], 0
         if deadline > 0.0 and now() > deadline:
             started = k
             break
@@ -89,7 +89,9 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
         tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
         t0 = now() if timing else 0.0
         status, iters, cycles, f0, f, g0, g = glmnet.solve(CP, W, y, cp, cn, tol, max_iter, j, rec_f, rec_act,
-                                                           rec_step, rec_cg, rec_time, k, timing)
+                                                           rec_step, rec_cg, rec_time, k, timing, abort)
+        if abort[0] != 0:
+            return indptr[:1].copy(), indices[:0].copy(), data[:0].copy(), intercept[:0], stats[:0], 0
         seconds = (now() - t0) if timing else 0.0
         indices = _grow(indices, nnz + d)
         data = _grow(data, nnz + d)
