@@ -30,7 +30,7 @@ from ..objective import losses, weighting
 from ..objective.columns import ColumnProblem
 from ..solver import glmnet
 from ..solver.newton import now
-from . import pages
+from .kernel import _grow
 
 
 def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
@@ -40,15 +40,6 @@ def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
     return ColumnProblem(Xc.indptr.astype(np.int64), Xc.indices.astype(np.int32, copy=False).view(np.uint32),
                          Xc.data.astype(np.float32, copy=False), np.int64(X.shape[0]), np.int64(X.shape[1]),
                          float(params.bias), losses.make(params), bool(params.regularize_bias))
-
-
-@nb.njit(cache=True, nogil=True)
-def _grow(a, need):
-    if need <= a.size:
-        return a
-    b = np.empty(max(need, 2 * a.size), dtype=a.dtype)
-    b[:a.size] = a
-    return b
 
 
 @nb.njit(cache=True, nogil=True)
@@ -130,9 +121,8 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
           d_out):
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
-    from .trainer import (MAX_RECORDED_ITERATIONS, ChunkResult, PackedRows, TrainingStats, chunk_stats,
-                          chunk_weights, compile_log, default_chunk_size, label_chunks, make_records,
-                          report_problems, run_in_threads, stack_rows)
+    from .trainer import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, label_chunks,
+                          make_records, report_problems, run_chunks)
 
     labels = np.unique(np.asarray(labels, dtype=np.int64))
     n, d = X.shape
@@ -172,62 +162,13 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     compile_seconds = time.perf_counter() - t0
 
     t_train = time.perf_counter()
-    results: list = []
-    stats_parts: list = []
-    lock = threading.Lock()
-    next_chunk = iter(range(len(chunks)))
-    abort = Abort()
-
-    def run_chunk(chunk, W, y, rec):
-        if deadline and time.perf_counter() > deadline:
-            return
-        indptr, indices, data, intercept, table, started = call(chunk, W, y, rec, abort.flag, deadline)
-        if started < chunk.size:
-            chunk = chunk[:started]      # the time budget ran out inside this chunk
-            if started == 0:
-                return
-        stats = chunk_stats(chunk, table, rec, cap, params.reg_scale)
-        if not trajectories:
-            stats = stats.without_trajectories()
-        W_chunk = chunk_weights(indptr, indices, data, d_out, order)
-        if sink is not None:
-            sink(ChunkResult(chunk, W_chunk, intercept, stats))
-        with lock:
-            if collect:
-                results.append(ChunkResult(chunk, PackedRows.pack(W_chunk), intercept, stats))
-            else:
-                stats_parts.append(stats)
-        pages.release_free_memory()
-        if progress is not None:
-            progress(chunk.size)
-
-    def worker():
-        W = y = rec = None
-        try:
-            while not abort.is_set():
-                with lock:
-                    i = next(next_chunk, None)
-                if i is None:
-                    break
-                if W is None:
-                    W = glmnet.make_work(n, d)
-                    y = np.empty(n, dtype=np.int8)
-                    rec = make_records(chunk_size, cap)
-                run_chunk(chunks[i], W, y, rec)
-        except BaseException:
-            abort.set()
-            raise
-
-    run_in_threads(worker, threads, stop=abort.set)
+    results, stats_parts = run_chunks(
+        chunks, threads, lambda: ((glmnet.make_work(n, d), np.empty(n, dtype=np.int8)), make_records(chunk_size, cap)),
+        lambda chunk, state, rec, abort_flag: call(chunk, *state, rec, abort_flag, deadline),
+        cap=cap, reg_scale=params.reg_scale, trajectories=trajectories, d_out=d_out, order=order, sink=sink,
+        collect=collect, progress=progress, deadline=deadline)
     del CP
-    if collect:
-        results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-        weights, intercept = stack_rows(results, d_out)
-        stats_parts = [r.stats for r in results]
-        results.clear()
-    else:
-        weights = intercept = None
-    stats = TrainingStats.concat(stats_parts)
+    weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
     stats.meta.update({"init": "zero", "solver": "newglmnet", "init_prepare_seconds": 0.0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,

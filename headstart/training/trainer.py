@@ -252,6 +252,54 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     compile_seconds = compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale,
                                       cost_pos, cost_neg, lanes, groups, cap, timing)
     t_train = time.perf_counter()
+
+    def new_state():
+        # One workspace per thread, in mappings of its own: the pages the solver never
+        # writes (parts of act/gcoef/hcoef, ~20% on debian-deps) never become resident,
+        # and the whole workspace goes back to the system when the thread runs dry,
+        # not when the last thread does.
+        WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
+        return WS, make_records(chunk_size, cap)
+
+    def kernel(chunk, WS, rec, abort_flag):
+        rf, ra, rs, rt, rc = rec
+        WSo, OSo, B = WS
+        return train_chunk(P, S, WSo, OSo, B, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon,
+                           d1_zero, cost_scale, cost_pos, cost_neg, deadline, abort_flag, rf, ra, rs, rc, rt, timing)
+
+    results, stats_parts = run_chunks(chunks, threads, new_state, kernel, cap=cap, reg_scale=params.reg_scale,
+                                      trajectories=trajectories, d_out=d_out, order=order, sink=sink,
+                                      collect=collect, progress=progress, deadline=deadline)
+    # the renumbered X and the init's plan are not needed for the assembly
+    del P, X, plan, colsum, y_indices, y_indptr, kernel
+    weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
+    del results, stats_parts
+    stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
+                       "wall_seconds": time.perf_counter() - t_start - compile_seconds,
+                       "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
+                       "threads": threads, "lanes": lanes, "groups": groups})
+    if collect:
+        # (a sink's owner reports what it saved: sharded training, the spooled writer)
+        report_problems(stats)
+    return weights, intercept, stats
+
+
+def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], tuple], kernel: Callable, *,
+               cap: int, reg_scale: float, trajectories: bool, d_out: int, order: FeatureOrder | None,
+               sink: Callable[[ChunkResult], None] | None, collect: bool, progress: Callable[[int], None] | None,
+               deadline: float) -> tuple[list[ChunkResult], list[TrainingStats]]:
+    """Train ``chunks`` of labels in ``threads`` threads: the orchestration every chunk
+    kernel shares (the Newton-CG lanes of :func:`.kernel.train_chunk`, exact L1's
+    :func:`.coordinate.train_chunk`).
+
+    A thread takes chunks from a shared counter, makes its state once (``new_state()``
+    -> (state, record arrays of :func:`make_records`)) and calls
+    ``kernel(chunk, state, records, abort_flag)``, which returns (indptr, indices, data,
+    intercept, stats table, started) as the kernels do.  Each finished chunk becomes
+    statistics and weights over the ``d_out`` original features, goes to ``sink``, and
+    (``collect``) is kept packed.  Returns (the kept chunks, or [] ; the statistics of
+    the chunks not kept).  No chunk starts after ``deadline``; a worker's exception (or
+    Ctrl-C) sets the abort flag the kernels read, and is raised once all have stopped."""
     results: list[ChunkResult] = []
     stats_parts: list[TrainingStats] = []
     lock = threading.Lock()
@@ -261,19 +309,15 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     next_chunk = iter(range(len(chunks)))
     abort = Abort()   # Ctrl-C or a failed worker; the kernels read abort.flag between passes over X
 
-    def run_chunk(chunk: np.ndarray, WS, rec) -> None:
-        rf, ra, rs, rt, rc = rec
+    def run_chunk(chunk: np.ndarray, state, rec) -> None:
         if deadline and time.perf_counter() > deadline:
             return
-        WSo, OSo, B = WS
-        indptr, indices, data, intercept, table, started = train_chunk(
-            P, S, WSo, OSo, B, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon, d1_zero, cost_scale,
-            cost_pos, cost_neg, deadline, abort.flag, rf, ra, rs, rc, rt, timing)
+        indptr, indices, data, intercept, table, started = kernel(chunk, state, rec, abort.flag)
         if started < chunk.size:
             chunk = chunk[:started]      # the time budget ran out inside this chunk
             if started == 0:
                 return
-        stats = chunk_stats(chunk, table, rec, cap, params.reg_scale)
+        stats = chunk_stats(chunk, table, rec, cap, reg_scale)
         if not trajectories:
             stats = stats.without_trajectories()
         W = chunk_weights(indptr, indices, data, d_out, order)
@@ -295,47 +339,36 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
             progress(chunk.size)
 
     def worker() -> None:
-        # One workspace per thread, in mappings of its own: the pages the solver never
-        # writes (parts of act/gcoef/hcoef, ~20% on debian-deps) never become resident,
-        # and the whole workspace goes back to the system when the thread runs dry,
-        # not when the last thread does.
-        WS = None
-        rec = None
+        state = rec = None
         try:
             while not abort.is_set():
                 with lock:
                     i = next(next_chunk, None)
                 if i is None:
                     break
-                if WS is None:
-                    WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
-                    rec = make_records(chunk_size, cap)
-                run_chunk(chunks[i], WS, rec)
+                if state is None:
+                    state, rec = new_state()
+                run_chunk(chunks[i], state, rec)
         except BaseException:
             abort.set()   # the other threads give up within a pass, not after their chunk
             raise
 
     run_in_threads(worker, threads, stop=abort.set)
-    # the renumbered X and the init's plan are not needed for the assembly
-    del P, X, plan, colsum, y_indices, y_indptr
+    return results, stats_parts
 
+
+def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], collect: bool,
+             d: int) -> tuple[sp.csr_matrix | None, np.ndarray | None, TrainingStats]:
+    """(weights, intercept, statistics) of the chunks :func:`run_chunks` returned, rows by
+    label (weights None without ``collect``); ``results`` is emptied as it is copied."""
     if collect:
         results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-        weights, intercept = stack_rows(results, d_out)
+        weights, intercept = stack_rows(results, d)
         stats_parts = [r.stats for r in results]
         results.clear()
     else:
         weights = intercept = None
-    stats = TrainingStats.concat(stats_parts)
-    del stats_parts
-    stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
-                       "wall_seconds": time.perf_counter() - t_start - compile_seconds,
-                       "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
-                       "threads": threads, "lanes": lanes, "groups": groups})
-    if collect:
-        # (a sink's owner reports what it saved: sharded training, the spooled writer)
-        report_problems(stats)
-    return weights, intercept, stats
+    return weights, intercept, TrainingStats.concat(stats_parts)
 
 
 def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headstart",
