@@ -5,7 +5,8 @@
 
 A path is LOSS:INIT:BIAS -- LOSS ``sq`` (squared hinge, LIBLINEAR -s 2), ``lr`` (logistic,
 -s 0), ``sqL1`` / ``lrL1`` (with headstart's l1 regulariser, the Huber-smoothed one, -s 5
-/ -s 6), ``sqL1x`` / ``lrL1x`` (headstart's l1-exact: newGLMNET, which starts from zero
+/ -s 6), ``sqL1x`` / ``lrL1x`` (headstart's l1-exact: newGLMNET; ``sqL1c`` the same with
+``--l1-solver cdn``, -s 5's method; both start from zero
 whatever INIT says); INIT any
 registered initialiser; BIAS ``reg`` (-B 1, bias regularised), ``noreg`` (-B 1 -R) or
 ``none`` (-B -1).  Labels: the ``--top`` most frequent and ``--rand`` random others.
@@ -43,9 +44,9 @@ from methods import _liblinear_problem, _liblinear_view  # noqa: E402
 from headstart import OvAClassifier  # noqa: E402
 from headstart.io import read_xmc  # noqa: E402
 
-SOLVER = {"sq": 2, "lr": 0, "sqL1": 5, "lrL1": 6, "sqL1x": 5, "lrL1x": 6}
+SOLVER = {"sq": 2, "lr": 0, "sqL1": 5, "lrL1": 6, "sqL1x": 5, "lrL1x": 6, "sqL1c": 5}
 LOSS = {"sq": "squared-hinge", "lr": "logistic", "sqL1": "squared-hinge", "lrL1": "logistic",
-        "sqL1x": "squared-hinge", "lrL1x": "logistic"}
+        "sqL1x": "squared-hinge", "lrL1x": "logistic", "sqL1c": "squared-hinge"}
 
 
 def load(name: str, svd: int = 0, seed: int = 0):
@@ -136,9 +137,10 @@ def main(argv=None) -> int:
     for path in a.paths.split(","):
         loss, init, bmode = path.split(":")
         l1, s, B = "L1" in loss, SOLVER[loss], (-1 if bmode == "none" else 1)
-        reg = "l1-exact" if loss.endswith("L1x") else "l1"
+        reg = "l1-exact" if loss.endswith(("L1x", "L1c")) else "l1"
         kw = dict(loss=LOSS[loss], init=init, C=a.C, epsilon=a.eps, bias=0.0 if B < 0 else 1.0,
-                  regularize_bias=bmode == "reg", **({"regularizer": reg} if l1 else {}))
+                  regularize_bias=bmode == "reg", **({"regularizer": reg} if l1 else {}),
+                  **({"l1_solver": "cdn"} if loss.endswith("L1c") else {}))
         headstart_run(Xtr, Ys[:, :4], **kw)          # compile (or load) the kernels first
         th, tl = [], []
         for _ in range(a.reps):

@@ -54,6 +54,8 @@ def __getattr__(name):
 
 
 #: feature value transforms, DiSMEC++'s ``--transform`` names (src/data/transform.h)
+#: exact L1's coordinate-descent methods (training/coordinate.py)
+L1_SOLVERS = ("newglmnet", "cdn")
 TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
 #: hashed feature ids are int32, like every feature id (headstart.io)
 MAX_HASHED_FEATURES = 2**31 - 1
@@ -77,6 +79,9 @@ class TrainParams:
         "help": "R(w): l2 (||w||^2/2), l1 / l1-relaxed / huber (Huber, epsilon 0.01 / 0.1 / 1), "
                 "elastic-50-50, elastic-90-10, elastic-net (Huber-L1 + L2 mixes), l1-exact (|w|, LIBLINEAR "
                 "-s 5 / -s 6: coordinate descent from zero, exactly sparse weights)"})
+    l1_solver: str = field(default="newglmnet", metadata={
+        "help": "l1-exact's method: newglmnet (LIBLINEAR -s 6's, for every loss) or cdn (one-variable Newton "
+                "steps, LIBLINEAR -s 5's: its solutions at the same epsilon; docs/objective.md, 'Exact L1')"})
     reg_scale: float = field(default=1.0, metadata={
         "help": "scale of the regulariser (DiSMEC++ --reg-scale; equivalent to C/reg_scale)"})
     reg_epsilon: float | None = field(default=None, metadata={
@@ -95,7 +100,7 @@ class TrainParams:
     epsilon: float = field(default=0.01, metadata={
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
     max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label (newGLMNET "
-                                                          "iterations with l1-exact)"})
+                                                          "iterations or CDN cycles with l1-exact)"})
     init: str = field(default="aop", metadata={
         "help": "initial weights; aop, the average of positives (the paper), by default "
                 "(docs/objective.md, 'Initialisers')"})
@@ -243,6 +248,7 @@ def validate(p: TrainParams) -> None:
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
+    _need(p.l1_solver in L1_SOLVERS, "l1_solver", f"one of {', '.join(L1_SOLVERS)}", p.l1_solver)
     _need(p.feature_transform in TRANSFORMS, "feature_transform", f"one of {', '.join(TRANSFORMS)}",
           p.feature_transform)
     _need(_int(p.hash_buckets) and p.hash_buckets >= 0, "hash_buckets", "an integer >= 0 (0 = no hashing)",
@@ -291,6 +297,7 @@ READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "init": ("regularizer", lambda p: _solver_of(p) != "coordinate" or p.init == "zero",
              "other than l1-exact (which starts from zero)"),
     "reg_l2_share": _in("regularizer", "elastic-net"),
+    "l1_solver": ("regularizer", lambda p: _solver_of(p) == "coordinate", "l1-exact"),
     "weights_pos_file": _in("weighting", "file"),
     "weights_neg_file": _in("weighting", "file"),
     "aop_s": ("init", lambda p: p.init in ("aop", "multi-pos") and _solver_of(p) == "newton",

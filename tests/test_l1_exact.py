@@ -124,9 +124,11 @@ def test_costs_match_liblinear_class_weights(bibtex):
         assert abs(ours / theirs - 1) < 2e-4, (j, ours, theirs)
 
 
-def test_dense_features_and_edge_labels():
+@pytest.mark.parametrize("solver,loss", [("newglmnet", "logistic"), ("cdn", "squared-hinge"), ("cdn", "logistic")])
+def test_dense_features_and_edge_labels(solver, loss):
     """Dense features, a label without positives, one positive everywhere, empty rows:
-    finite weights, the numpy objective, the rule met; threads do not change a bit."""
+    finite weights, the numpy objective, the rule met; threads do not change a bit.  (CDN
+    with the logistic loss: a loss whose curvature bound is 1/4, not the squared hinge's 2.)"""
     rng = np.random.default_rng(1)
     A = rng.normal(size=(300, 20)).astype(np.float32)
     A[[3, 50]] = 0.0
@@ -137,8 +139,8 @@ def test_dense_features_and_edge_labels():
     Y[:, 3] = t < -2.0
     models = []
     for threads in (1, 2):
-        clf = OvAClassifier(regularizer="l1-exact", loss="logistic", prune=0.0, epsilon=1e-3, threads=threads,
-                            C=0.5)
+        clf = OvAClassifier(regularizer="l1-exact", loss=loss, l1_solver=solver, prune=0.0, epsilon=1e-3,
+                            threads=threads, C=0.5)
         clf.fit(A, sp.csr_matrix(Y))
         models.append(clf)
     a, b = models
@@ -151,7 +153,7 @@ def test_dense_features_and_edge_labels():
     for j in range(4):
         y = np.where(Y[:, j] > 0, 1.0, -1.0)
         w = weights_of(a.coef_, a.intercept_, j)
-        np.testing.assert_allclose(st["f_final"][j], l1_objective(Xa, y, w, 0.5, "logistic", False), rtol=1e-5)
+        np.testing.assert_allclose(st["f_final"][j], l1_objective(Xa, y, w, 0.5, loss, False), rtol=1e-5)
 
 
 def test_column_kernels_against_numpy(bibtex):
@@ -209,5 +211,90 @@ def test_abort_stops_a_label_within_an_iteration(bibtex):
     assert status == -1 and iters == 0
     out = coordinate.train_chunk(CP, W, np.zeros(X.shape[0], dtype=np.int8), Yc.indptr.astype(np.int64),
                                  Yc.indices.astype(np.int64), np.arange(3, dtype=np.int64), 0.01, 1.0, np.zeros(0),
-                                 np.zeros(0), np.int64(1000), 0.0, 0.0, abort, rf, ra, rs, rc, rt, False)
+                                 np.zeros(0), np.int64(1000), 0.0, 0.0, abort, rf, ra, rs, rc, rt, False, False)
     assert out[-1] == 0 and out[0].size == 1 and out[4].shape[0] == 0
+
+
+# --- CDN (--l1-solver cdn, LIBLINEAR -s 5's method) --------------------------------------
+
+@pytest.mark.parametrize("rb", (True, False))
+def test_cdn_matches_liblinear_s5(bibtex, rb):
+    """The same method as LIBLINEAR -s 5 with the same rule at the default tolerance:
+    the same objective per label up to where each stops within that rule (another random
+    order); newGLMNET stops above it on some labels at this tolerance (docs/objective.md)."""
+    X, Y = bibtex
+    labels = np.array([2, 17, 64, 99, 140])
+    ll = ref.LiblinearOvA(X, threads=1)
+    Wl, bl = ll.train_all(Y, labels, f"-s 5 -c 1 -e 0.01 -B 1 {'' if rb else '-R '}-q")
+    W, b, st = train_labels(X, Y, TrainParams(loss="squared-hinge", regularizer="l1-exact", l1_solver="cdn",
+                                              regularize_bias=rb, prune=0.0, threads=2), labels)
+    assert np.all(st["status"] == 0)
+    assert st.meta["solver"] == "cdn"
+    Xa = ref.augmented(X, 1.0)
+    for k, j in enumerate(labels):
+        y = ref.label_vector(Y, j)
+        ours = l1_objective(Xa, y, weights_of(W, b, k), 1.0, "squared-hinge", rb)
+        theirs = l1_objective(Xa, y, np.append(Wl[k], bl[k]), 1.0, "squared-hinge", rb)
+        assert abs(ours / theirs - 1) < 2e-3, (j, ours, theirs)
+        np.testing.assert_allclose(st["f_final"][k], ours, rtol=1e-5)
+        # the per-cycle records (kept by step changes, not recomputed): from f(0) down to f
+        f = st.trajectory(k, "objective")
+        assert f[0] == st["f_init"][k] and np.all(np.diff(f) <= 1e-9 * f[0])
+        np.testing.assert_allclose(f[-1], st["f_final"][k], rtol=1e-9)
+        np.testing.assert_allclose(st["f_init"][k], l1_objective(Xa, y, np.zeros(Xa.shape[1]), 1.0,
+                                                                  "squared-hinge", rb), rtol=1e-9)
+
+
+def test_cdn_costs_match_liblinear_class_weights():
+    """Per-label costs (weighting=file) with CDN are -s 5's -w1 / -w-1 (the column passes
+    take another branch when the two classes' costs differ)."""
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(400, 25)).astype(np.float32)
+    t = A @ rng.normal(size=25)
+    Y = np.zeros((400, 4), dtype=np.float32)
+    Y[:, 2] = t > 0.3
+    Y[:, 3] = t < -2.5
+    Ys = sp.csr_matrix(Y)
+    # the costs are LIBLINEAR's class weights: against -s 5 -w1 3 -w-1 0.5 at the same rule
+    L = Y.shape[1]
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        fp, fn = os.path.join(d, "pos.npy"), os.path.join(d, "neg.npy")
+        np.save(fp, np.full(L, 3.0))
+        np.save(fn, np.full(L, 0.5))
+        W, b, _ = train_labels(sp.csr_matrix(A), Ys, TrainParams(
+            loss="squared-hinge", regularizer="l1-exact", l1_solver="cdn", regularize_bias=True, prune=0.0,
+            epsilon=1e-3, threads=1, weighting="file", weights_pos_file=fp, weights_neg_file=fn), [2, 3])
+    ll = ref.LiblinearOvA(sp.csr_matrix(A), threads=1)
+    Wl, bl = ll.train_all(Ys, np.array([2, 3]), "-s 5 -c 1 -e 1e-3 -B 1 -w1 3 -w-1 0.5 -q")
+    Xa = ref.augmented(sp.csr_matrix(A), 1.0)
+    for k, j in enumerate((2, 3)):
+        y = ref.label_vector(Ys, j)
+        ours = l1_objective(Xa, y, weights_of(W, b, k), 1.0, "squared-hinge", True, (3.0, 0.5))
+        theirs = l1_objective(Xa, y, np.append(Wl[k], bl[k]), 1.0, "squared-hinge", True, (3.0, 0.5))
+        assert abs(ours / theirs - 1) < 1e-3, (j, ours, theirs)
+
+
+def test_cdn_abort_and_unknown_solver(bibtex):
+    """Ctrl-C ends a CDN solve at its next cycle; l1_solver is validated and warned as
+    unread away from l1-exact."""
+    from headstart.params import unused_parameters, validate
+    from headstart.solver import cdn, glmnet
+    from headstart.training import coordinate
+    from headstart.training.trainer import make_records
+
+    X, Y = bibtex
+    CP = coordinate.column_problem(X, TrainParams(loss="squared-hinge", regularizer="l1-exact"))
+    rf, ra, rs, rt, rc = make_records(1, 1001)
+    W = glmnet.make_work(*X.shape, X.nnz)
+    y = -np.ones(X.shape[0], dtype=np.int8)
+    y[:10] = 1
+    status, iters, *_ = cdn.solve(CP, W, y, 1.0, 1.0, 1e-9, 1000, 0, rf, ra, rs, rc, rt, 0, False,
+                                  np.ones(1, dtype=np.uint8))
+    assert status == -1 and iters == 0
+    with pytest.raises(ParameterError, match="l1_solver"):
+        validate(TrainParams(regularizer="l1-exact", l1_solver="cd"))
+    assert unused_parameters(TrainParams(l1_solver="cdn"), ["l1_solver"])[0][0] == "l1_solver"
+    assert unused_parameters(TrainParams(regularizer="l1-exact", l1_solver="cdn"), ["l1_solver"]) == []

@@ -33,7 +33,8 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
 #: fields whose values come from a registry (one module per strategy: adding one there
 #: adds it here)
 _CHOICES = {"loss": _params.loss_names, "init": _params.init_names, "regularizer": _params.regularizer_names,
-            "weighting": _params.weighting_names, "feature_transform": lambda: _params.TRANSFORMS}
+            "weighting": _params.weighting_names, "feature_transform": lambda: _params.TRANSFORMS,
+            "l1_solver": lambda: _params.L1_SOLVERS}
 _METAVARS = {"pretrained": "MODEL_DIR", "C": "C"}
 
 

@@ -155,10 +155,14 @@ def _coordinate(params) -> bool:
 
 def _start(params) -> str:
     """The start the run used: --init, or zero for exact L1 (training/coordinate.py)."""
-    return "zero (newGLMNET, exact L1)" if _coordinate(params) else params.init
+    if _coordinate(params):
+        return f"zero ({'CDN' if params.l1_solver == 'cdn' else 'newGLMNET'}, exact L1)"
+    return params.init
 
 
 def _work(params, s) -> str:
+    if _coordinate(params) and params.l1_solver == "cdn":
+        return f"{s['newton_iterations']} CDN cycles, {s['cg_steps']} line-search evaluations"
     if _coordinate(params):
         return f"{s['newton_iterations']} newGLMNET iterations, {s['cg_steps']} coordinate-descent cycles"
     return f"{s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps"

@@ -51,13 +51,16 @@ NO_CHANGE_LIMIT = 10
 # trial point wpd, gradient, curvature and the coordinate order; per instance the
 # scores wx, the direction's scores xd, and the loss's coefficients gc / hc with a
 # spare pair gc2 / hc2 (a line-search trial's, swapped in when it is accepted).
-Work = namedtuple("Work", ["w", "wpd", "grad", "hdiag", "index", "wx", "xd", "gc", "hc", "gc2", "hc2"])
+# CDN (.cdn) also uses ``signed``: X's values times the label's y, one per nonzero (empty
+# for newGLMNET).
+Work = namedtuple("Work", ["w", "wpd", "grad", "hdiag", "index", "wx", "xd", "gc", "hc", "gc2", "hc2", "signed"])
 
 
-def make_work(n: int, n_features: int) -> Work:
+def make_work(n: int, n_features: int, nnz_signed: int = 0) -> Work:
     nv = n_features + 1
     return Work(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv, dtype=np.int64),
-                np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n))
+                np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n),
+                np.zeros(nnz_signed, dtype=np.float32))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -69,6 +72,23 @@ def _next(state):
     x ^= x >> np.uint64(27)
     state[0] = x
     return x * np.uint64(2685821657736338717)
+
+
+@nb.njit(cache=True, nogil=True)
+def new_rng(seed):
+    """The per-label generator's state, from the label id (so that a label's result does
+    not depend on the thread that trains it)."""
+    return np.full(1, np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1), dtype=np.uint64)
+
+
+@nb.njit(cache=True, nogil=True)
+def shuffle(index, count, rng):
+    """A random permutation of index[:count] in place (Fisher-Yates)."""
+    for s in range(count):
+        r = s + np.int64(_next(rng) % np.uint64(count - s))
+        t = index[r]
+        index[r] = index[s]
+        index[s] = t
 
 
 @nb.njit(cache=True, nogil=True)
@@ -126,7 +146,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
         index[j] = j
     for i in range(n):
         wx[i] = 0.0
-    rng = np.full(1, np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1), dtype=np.uint64)
+    rng = new_rng(seed)
     for i in range(n):
         xd[i] = 0.0
     loss = columns.loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc)
@@ -195,11 +215,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
         while cycles < MAX_CYCLES:
             qp_gmax = 0.0
             qp_gnorm = 0.0
-            for s in range(qp_active):
-                r = s + np.int64(_next(rng) % np.uint64(qp_active - s))
-                t = index[r]
-                index[r] = index[s]
-                index[s] = t
+            shuffle(index, qp_active, rng)
             s = 0
             while s < qp_active:
                 j = index[s]

@@ -1,5 +1,6 @@
 """One-vs-all training with an exact L1 regulariser (``--reg l1-exact``): every label by
-newGLMNET (:mod:`headstart.solver.glmnet`) over X by columns.
+newGLMNET (:mod:`headstart.solver.glmnet`) or, with ``l1_solver="cdn"``, by CDN
+(:mod:`headstart.solver.cdn`) over X by columns.
 
 Why a path of its own: the Newton-CG core of :mod:`.kernel` needs a twice
 differentiable objective (DiSMEC++'s ``l1`` is the Huber function for that reason),
@@ -28,6 +29,7 @@ import scipy.sparse as sp
 from .._threads import Abort
 from ..objective import losses, weighting
 from ..objective.columns import ColumnProblem
+from ..solver import cdn as cdn_solver
 from ..solver import glmnet
 from ..solver.newton import now
 from .kernel import _grow
@@ -44,7 +46,7 @@ def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
 
 @nb.njit(cache=True, nogil=True)
 def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter, prune,
-                deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+                deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, cdn):
     """Train ``labels`` one after the other with the thread's buffers W (and y, one byte
     per instance).  Returns (indptr, indices, data, intercept, stats, started) as
     :func:`.kernel.train_chunk` does: weights with |w_j| >= prune (LIBLINEAR keeps
@@ -79,8 +81,12 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
         # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
         tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
         t0 = now() if timing else 0.0
-        status, iters, cycles, f0, f, g0, g = glmnet.solve(CP, W, y, cp, cn, tol, max_iter, j, rec_f, rec_act,
-                                                           rec_step, rec_cg, rec_time, k, timing, abort)
+        if cdn:
+            status, iters, cycles, f0, f, g0, g = cdn_solver.solve(CP, W, y, cp, cn, tol, max_iter, j, rec_f, rec_act,
+                                                                   rec_step, rec_cg, rec_time, k, timing, abort)
+        else:
+            status, iters, cycles, f0, f, g0, g = glmnet.solve(CP, W, y, cp, cn, tol, max_iter, j, rec_f, rec_act,
+                                                               rec_step, rec_cg, rec_time, k, timing, abort)
         if abort[0] != 0:
             return indptr[:1].copy(), indices[:0].copy(), data[:0].copy(), intercept[:0], stats[:0], 0
         seconds = (now() - t0) if timing else 0.0
@@ -139,17 +145,24 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     del Yc
     prune = float(params.prune)
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
-    cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
+    # per-iteration records only where trajectories are kept: CDN evaluates f over all n
+    # instances for each record, once per cycle, which late in a label (a few weights
+    # left in play) can cost more than the cycle itself
+    cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1 if trajectories else 1
     threads = params.effective_threads()
     if chunk_size is None:
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     chunks = label_chunks(labels, chunk_size, threads)
 
+    method = params.l1_solver
+    use_cdn = method == "cdn"
+
     def call(chunk, W, y, rec, abort_flag, dl):
         rf, ra, rs, rt, rc = rec
         return train_chunk(CP, W, y, y_indptr, y_indices, chunk, float(params.epsilon), cost_scale, cost_pos,
-                           cost_neg, np.int64(params.max_iter), prune, dl, abort_flag, rf, ra, rs, rc, rt, timing)
+                           cost_neg, np.int64(params.max_iter), prune, dl, abort_flag, rf, ra, rs, rc, rt, timing,
+                           use_cdn)
 
     t0 = time.perf_counter()
     note = threading.Timer(1.0, lambda: compile_log.info(
@@ -163,13 +176,14 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
 
     t_train = time.perf_counter()
     results, stats_parts = run_chunks(
-        chunks, threads, lambda: ((glmnet.make_work(n, d), np.empty(n, dtype=np.int8)), make_records(chunk_size, cap)),
+        chunks, threads, lambda: ((glmnet.make_work(n, d, CP.data.size if use_cdn else 0), np.empty(n, dtype=np.int8)),
+                                  make_records(chunk_size, cap)),
         lambda chunk, state, rec, abort_flag: call(chunk, *state, rec, abort_flag, deadline),
         cap=cap, reg_scale=params.reg_scale, trajectories=trajectories, d_out=d_out, order=order, sink=sink,
         collect=collect, progress=progress, deadline=deadline)
     del CP
     weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
-    stats.meta.update({"init": "zero", "solver": "newglmnet", "init_prepare_seconds": 0.0,
+    stats.meta.update({"init": "zero", "solver": method, "init_prepare_seconds": 0.0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": 1, "groups": False})

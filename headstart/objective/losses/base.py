@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from .._typed import generic, implement_once
 
 value = generic("value", "phi(m)")
@@ -30,6 +32,10 @@ value_and_derivatives = generic("value_and_derivatives",
                                 "line search (objective/columns.py) evaluates the loss at a trial point "
                                 "that, accepted, is the next point, whose derivatives it then needs; by "
                                 "default value and derivatives")
+curvature_bound = generic("curvature_bound",
+                          "an upper bound of phi'' over all margins (inf when the loss has none): "
+                          "one-variable coordinate descent (solver/cdn.py) accepts a step whose "
+                          "decrease this bound already guarantees without evaluating the loss")
 mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
                          "instances with margin >= 1 can be skipped (implicit negative mining)")
 
@@ -53,12 +59,13 @@ REGISTRY: dict[str, LossInfo] = {}
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
              make: Callable[[Any], Any] | None = None, derivatives=None,
-             value_and_derivatives=None) -> LossInfo:
+             value_and_derivatives=None, curvature_bound=None) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts.
     ``derivatives`` (optional, same form) returns (d1, d2) at once where that is cheaper;
     it must give exactly d1's and d2's values; ``value_and_derivatives`` likewise
-    (value, d1, d2)."""
+    (value, d1, d2); ``curvature_bound(L)`` (optional) the supremum of the true phi''
+    (not of the Newton method's curvature), inf by default."""
     flag = bool(mines)
     g1, g2 = globals()["d1"], globals()["d2"]
     if derivatives is None:
@@ -69,7 +76,11 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
         def value_and_derivatives(L, m):
             a, b = gd(L, m)
             return gv(L, m), a, b
+    if curvature_bound is None:
+        def curvature_bound(L):
+            return np.inf
     implement_once(cls, {gv: value, g1: d1, g2: d2, gd: derivatives,
+                         globals()["curvature_bound"]: curvature_bound,
                          globals()["value_and_derivatives"]: value_and_derivatives,
                          globals()["mines"]: lambda L: flag})
     info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag)

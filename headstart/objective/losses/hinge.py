@@ -22,6 +22,7 @@ from .huber_hinge import HuberHinge, _d1, _d2, _value
 EPSILON = 0.1
 
 register("hinge", HuberHinge, value=_value, d1=_d1, d2=_d2, mines=True,
+         curvature_bound=lambda L: 1.0 / L.epsilon,
          make=lambda p: HuberHinge(EPSILON),
          help="DiSMEC++'s hinge: the Huber-smoothed hinge with epsilon 0.1 (the exact hinge is non-smooth; "
               "see docs/objective.md, 'Losses')")

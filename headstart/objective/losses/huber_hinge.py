@@ -47,6 +47,7 @@ def _d2(L, m):
 
 
 register("huber-hinge", HuberHinge, value=_value, d1=_d1, d2=_d2, mines=True,
+         curvature_bound=lambda L: 1.0 / L.epsilon,
          make=lambda p: HuberHinge(float(p.huber_epsilon)),
          help="hinge smoothed by a parabola on 1-eps < m < 1 (--huber-epsilon; DiSMEC++ huber-hinge, "
               "and its 'hinge' with epsilon 0.1)")

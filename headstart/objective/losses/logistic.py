@@ -57,5 +57,5 @@ def _value_and_derivatives(L, m):
 
 
 register("logistic", Logistic, value=_value, d1=_d1, d2=_d2, derivatives=_derivatives,
-         value_and_derivatives=_value_and_derivatives, mines=False,
+         value_and_derivatives=_value_and_derivatives, mines=False, curvature_bound=lambda L: 0.25,
          help="log(1 + exp(-m)) (LIBLINEAR -s 0)")

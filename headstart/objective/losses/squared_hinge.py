@@ -32,4 +32,5 @@ def _d2(L, m):
 
 
 register("squared-hinge", SquaredHinge, value=_value, d1=_d1, d2=_d2, mines=True,
+         curvature_bound=lambda L: 2.0,
          help="max(0, 1-m)^2 (DiSMEC, the paper)")
