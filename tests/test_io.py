@@ -406,6 +406,13 @@ def test_libsvm(tmp_path):
     with pytest.raises(DataFormatError, match="zero-based") as e:
         read_libsvm(put(tmp_path, "1 0:2 4:1\n"))
     assert e.value.line == 1
+    # the other way round: a one-based xmc file read as zero-based (the id one past the end)
+    with pytest.raises(DataFormatError, match="is the file one-based") as e:
+        read_xmc(put(tmp_path, "2 4 2\n0 1:0.5 4:1\n1 2:1\n"))
+    assert (e.value.line, e.value.column) == (2, 9)
+    with pytest.raises(DataFormatError, match="out of range") as e:
+        read_xmc(put(tmp_path, "2 4 2\n0 1:0.5 5:1\n1 2:1\n"))
+    assert e.value.message.endswith("out of range [0, 3]")      # no hint two past the end
     with pytest.raises(DataFormatError, match="empty"):
         read_libsvm(put(tmp_path, ""))
 

@@ -347,6 +347,8 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
         msg = f"{fw} index {_show(idx)} out of range {bound}"
         if off == 1 and idx.strip(b"0") == b"":
             msg += " (index 0 in a one-based file; is the file zero-based?)"
+        elif off == 0 and spec.n_features > 0 and _INT.match(idx) and int(idx) == spec.n_features:
+            msg += " (one past the last index of a zero-based file; is the file one-based?)"
         return DataFormatError(msg, path, line, col, _show(tok))
     if code == K.E_FEAT_DUP:
         c0, tok = _find_dup(line_at(buf, line_start), aux, "feature", spec.feat_offset)
