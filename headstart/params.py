@@ -117,7 +117,7 @@ class TrainParams:
     bias: float = field(default=1.0, metadata={
         "help": "value of the bias feature appended to every instance (0 disables the bias)"})
     regularize_bias: bool = field(default=False, metadata={
-        "help": "include the bias weight in the L2 regulariser (True = LIBLINEAR -s 2 -B 1 exactly)"})
+        "help": "include the bias weight in the regulariser (True = LIBLINEAR's -B 1 exactly; False = its -R)"})
     prune: float = field(default=0.01, metadata={
         "help": "after solving, set weights with |w| < prune to zero (0 disables)"})
     sparsify: float = field(default=0.0, metadata={

@@ -145,9 +145,8 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     del Yc
     prune = float(params.prune)
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
-    # per-iteration records only where trajectories are kept: CDN evaluates f over all n
-    # instances for each record, once per cycle, which late in a label (a few weights
-    # left in play) can cost more than the cycle itself
+    # per-iteration records only where trajectories are kept (they are dropped otherwise,
+    # and CDN's records make a step the curvature bound accepted evaluate the loss too)
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1 if trajectories else 1
     threads = params.effective_threads()
     if chunk_size is None:
