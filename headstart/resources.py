@@ -213,9 +213,12 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              dense_input: bool = False,
                              locality: bool = True, memory: int | None = None,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
-                             expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS) -> MemoryEstimate:
+                             expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS,
+                             solver: str = "newton") -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
-    with ``nnz`` non-zeros (see the module docstring for what is counted).
+    with ``nnz`` non-zeros (see the module docstring for what is counted).  ``solver``:
+    "newton" (the Newton-CG lanes), or exact L1's coordinate descent, "newglmnet" or "cdn"
+    (one label per thread at a time over a column copy of X: :mod:`.training.coordinate`).
 
     ``threads`` 0 = all cores; ``label_nnz`` (non-zeros of Y, default ``n``),
     ``label_space`` (columns of Y, default ``n_labels``); ``features_used`` (features that
@@ -270,10 +273,22 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # column sums and sums of squares (erm.Problem) + what the initialiser's prepare()
     # keeps (declared with the strategy)
     parts["init"] = 2 * nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
-    parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
-    parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
     chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
-    parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
+    if solver in ("newglmnet", "cdn"):
+        # no lanes and no column sums; X by columns (int64 column pointers), and per thread
+        # solver.glmnet.Work (5 vectors per weight, 7 per instance, the int8 labels; CDN
+        # also X's values times y, 4 bytes per nonzero) and the label's weights as they grow
+        lanes = 1
+        parts["init"] = 0
+        parts["data copies"] += nnz * _NNZ + (d + 1) * _F64
+        parts["workspaces"] = used * (5 * nv * _F64 + 7 * n * _F64 + n + (4 * nnz if solver == "cdn" else 0))
+        parts["records"] = used * _ITER_RECORDS * chunk_size * (min(cap, 4 * expected_iterations + 1)
+                                                                if trajectories else 1) * _F64
+        parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
+    else:
+        parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
+        parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
+        parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
     parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
     # trajectories are flat arrays per chunk (no array object per label and quantity)
     per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories else 0
@@ -332,7 +347,17 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         init=params.init, loss=params.loss, preprocess=preprocess, collect=collect, trajectories=trajectories,
         dense_input=dense_input, weight_density=weight_density,
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
-        locality=not (preprocess or own_data))
+        locality=not (preprocess or own_data), solver=_solver(params))
+
+
+def _solver(params: Any) -> str:
+    from .objective import regularizers
+
+    try:
+        coordinate = regularizers.get(params.regularizer).solver == "coordinate"
+    except KeyError:
+        return "newton"
+    return params.l1_solver if coordinate else "newton"
 
 
 def _groups(lanes: int, init: str, loss: str) -> bool:
