@@ -34,8 +34,11 @@ demo: $(STAMP)
 # most 4: each holds its own numba kernels, ~0.5-1 GB), whole files to one worker so
 # that a module's fixtures are built once.  Fresh clone, 2 cores, 2026-11-28: the tests
 # 14:41 min, bash .ci/run 16:31 with the install (1074 tests) on a busy day; 8:47 and
-# 9:36 (1105 tests) on a quiet machine later that day.  Most of the time is Numba
-# compiling each loss x regulariser x initialiser the suite covers, once.
+# 9:36 (1105 tests) on a quiet machine later that day; 2026-11-29, 14:46 (1153 tests,
+# quiet) to 17:27 (1161 tests, other work beside it), 27-34 CPU minutes.  Most of the time
+# is Numba compiling each loss x regulariser x initialiser the suite covers, once (the
+# slowest tests are the cold-cache commands of test_precompile and a new initialiser
+# compiled through shortlisted training, 60-90 s each).
 test: $(STAMP)
 	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
