@@ -274,6 +274,12 @@ def _default_epsilon(p: TrainParams):
     return regularizers.get(p.regularizer).default_epsilon
 
 
+def method_of(p: TrainParams) -> str:
+    """The method that trains with these parameters: "newton" (Newton-CG, the core), or
+    exact L1's coordinate descent, "newglmnet" or "cdn" (``l1_solver``)."""
+    return p.l1_solver if _solver_of(p) == "coordinate" else "newton"
+
+
 def _solver_of(p: TrainParams) -> str:
     """"newton" or "coordinate": which solver the regulariser takes (regularizers/base.py)."""
     from .objective import regularizers

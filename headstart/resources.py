@@ -312,6 +312,8 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
     import numpy as np
     import scipy.sparse as sp
 
+    from .params import method_of
+
     n, d = int(X.shape[0]), int(X.shape[1])
     if sp.issparse(X):
         nnz = int(X.nnz)
@@ -347,17 +349,7 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         init=params.init, loss=params.loss, preprocess=preprocess, collect=collect, trajectories=trajectories,
         dense_input=dense_input, weight_density=weight_density,
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
-        locality=not (preprocess or own_data), solver=_solver(params))
-
-
-def _solver(params: Any) -> str:
-    from .objective import regularizers
-
-    try:
-        coordinate = regularizers.get(params.regularizer).solver == "coordinate"
-    except KeyError:
-        return "newton"
-    return params.l1_solver if coordinate else "newton"
+        locality=not (preprocess or own_data), solver=method_of(params))
 
 
 def _groups(lanes: int, init: str, loss: str) -> bool:

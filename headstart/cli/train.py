@@ -8,6 +8,7 @@ import os
 import time
 
 from ..errors import DataFormatError
+from ..params import method_of
 from . import common
 
 NAME = "train"
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
     helper = None
     ahead = 0.0
-    if not (args.scheduler or args.dask_workers) and os.path.isfile(args.train) and not _coordinate(params):
+    if not (args.scheduler or args.dask_workers) and os.path.isfile(args.train) and method_of(params) == "newton":
         # first run only: a second process compiles part of the training kernels while
         # this one reads the data (see .precompile; Dask workers compile their own; a
         # missing data file is reported at once; exact L1 has kernels of its own, which
@@ -147,25 +148,22 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
     return 0
 
 
-def _coordinate(params) -> bool:
-    from ..objective import regularizers
-
-    return regularizers.get(params.regularizer).solver == "coordinate"
+#: per method (params.method_of): its name in the summary, and what its statistics'
+#: "iterations" and "cg_steps" count
+_METHOD_WORDS = {"newton": (None, "Newton iterations", "CG steps"),
+                 "newglmnet": ("newGLMNET", "newGLMNET iterations", "coordinate-descent cycles"),
+                 "cdn": ("CDN", "CDN cycles", "line-search evaluations")}
 
 
 def _start(params) -> str:
     """The start the run used: --init, or zero for exact L1 (training/coordinate.py)."""
-    if _coordinate(params):
-        return f"zero ({'CDN' if params.l1_solver == 'cdn' else 'newGLMNET'}, exact L1)"
-    return params.init
+    name = _METHOD_WORDS[method_of(params)][0]
+    return params.init if name is None else f"zero ({name}, exact L1)"
 
 
 def _work(params, s) -> str:
-    if _coordinate(params) and params.l1_solver == "cdn":
-        return f"{s['newton_iterations']} CDN cycles, {s['cg_steps']} line-search evaluations"
-    if _coordinate(params):
-        return f"{s['newton_iterations']} newGLMNET iterations, {s['cg_steps']} coordinate-descent cycles"
-    return f"{s['newton_iterations']} Newton iterations, {s['cg_steps']} CG steps"
+    _, outer, inner = _METHOD_WORDS[method_of(params)]
+    return f"{s['newton_iterations']} {outer}, {s['cg_steps']} {inner}"
 
 
 def _keeps_trajectories(args: argparse.Namespace) -> bool:

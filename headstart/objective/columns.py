@@ -52,24 +52,14 @@ def l1_weight(CP, j):
 
 
 @nb.njit(cache=True, nogil=True)
-def loss_terms(CP, y, cp, cn, wx, gc, hc):
-    """At the scores ``wx``: gc_i = c_i phi'(m_i) y_i and hc_i = c_i phi''(m_i) (the
-    generalised curvature for the squared hinge), m_i = y_i wx_i: what every column sum
-    below weighs X with.  (The loss value there is the line search's, :func:`loss_at`.)"""
-    for i in range(CP.n):
-        yi = y[i]
-        c = cp if yi > 0 else cn
-        g1, g2 = losses.derivatives(CP.loss, yi * wx[i])
-        gc[i] = c * g1 * yi
-        hc[i] = c * g2
-
-
-@nb.njit(cache=True, nogil=True)
 def loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc):
-    """:func:`loss_at` at the trial scores wx + xd, and there the coefficients of
-    :func:`loss_terms` into gc / hc (the solver's spare pair): an accepted trial is the
-    next point, so its coefficients need no second evaluation of the loss (for the
-    logistic loss one exp per instance and trial instead of two per iteration)."""
+    """The loss term sum_i c_i phi(m_i) at the trial scores wx + xd (m_i = y_i (wx_i +
+    xd_i)), and there the coefficients every column sum weighs X with: gc_i = c_i
+    phi'(m_i) y_i and hc_i = c_i phi''(m_i) (the generalised curvature for the squared
+    hinge), into gc / hc (the solver's spare pair).  An accepted trial is the next point,
+    so its coefficients need no second evaluation of the loss (for the logistic loss one
+    exp per instance and trial instead of two per iteration); with xd = 0 it is the loss
+    at wx."""
     acc = 0.0
     for i in range(CP.n):
         yi = y[i]
@@ -78,18 +68,6 @@ def loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc):
         acc += c * v
         gc[i] = c * g1 * yi
         hc[i] = c * g2
-    return acc
-
-
-@nb.njit(cache=True, nogil=True)
-def loss_at(CP, y, cp, cn, wx, xd):
-    """The loss term sum_i c_i phi(y_i (wx_i + xd_i)): at a line-search trial, or with
-    xd = 0 at wx."""
-    acc = 0.0
-    for i in range(CP.n):
-        yi = y[i]
-        c = cp if yi > 0 else cn
-        acc += c * losses.value(CP.loss, yi * (wx[i] + xd[i]))
     return acc
 
 

@@ -159,6 +159,23 @@ def _move_bias(bias, dz, y, mg):
         mg[i] += step * y[i]
 
 
+# weight j of d features, or the bias weight (j == d): the column or the virtual bias column
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _move(indptr, indices, sv, bias, y, d, j, dz, mg):
+    if j < d:
+        _move_column(indptr, indices, sv, j, dz, mg)
+    else:
+        _move_bias(bias, dz, y, mg)
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _shift(indptr, indices, sv, bias, y, d, j, dz, L, cp, cn, mg, with_old):
+    if j < d:
+        return _shift_column(indptr, indices, sv, j, dz, L, y, cp, cn, mg, with_old)
+    return _shift_bias(bias, dz, L, y, cp, cn, mg, with_old)
+
+
 @nb.njit(cache=True, nogil=True)
 def _objective(CP, y, cp, cn, w, mg, lam_bias):
     """f(w) from the margins and the weights."""
@@ -284,10 +301,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
                     # -2.2e-16 on a medical label): too small to take as a step, yet its
                     # violation |G -+ lam| counts in the rule for ever -- LIBLINEAR -s 5
                     # stalls there until its cycle cap; set it to zero instead
-                    if j < d:
-                        _move_column(indptr, indices, sv, j, z, mg)
-                    else:
-                        _move_bias(bias, z, y, mg)
+                    _move(indptr, indices, sv, bias, y, d, j, z, mg)
                     if track:
                         f_now -= lam * abs(wj)
                     w[j] = 0.0
@@ -300,24 +314,15 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
                 cond = lam * (abs(wj + z) - abs(wj)) - SIGMA * delta
                 if quick and bound[j] * z * z + g * z + cond <= 0.0:
                     if not track:
-                        if j < d:
-                            _move_column(indptr, indices, sv, j, z - moved, mg)
-                        else:
-                            _move_bias(bias, z - moved, y, mg)
+                        _move(indptr, indices, sv, bias, y, d, j, z - moved, mg)
                     else:                # the recorded objective needs the change
-                        if j < d:
-                            old, new = _shift_column(indptr, indices, sv, j, z - moved, L, y, cp, cn, mg, q == 0)
-                        else:
-                            old, new = _shift_bias(bias, z - moved, L, y, cp, cn, mg, q == 0)
+                        old, new = _shift(indptr, indices, sv, bias, y, d, j, z - moved, L, cp, cn, mg, q == 0)
                         if q == 0:
                             loss_old = old
                     moved = z
                     accepted = True
                     break
-                if j < d:
-                    old, new = _shift_column(indptr, indices, sv, j, z - moved, L, y, cp, cn, mg, q == 0)
-                else:
-                    old, new = _shift_bias(bias, z - moved, L, y, cp, cn, mg, q == 0)
+                old, new = _shift(indptr, indices, sv, bias, y, d, j, z - moved, L, cp, cn, mg, q == 0)
                 evaluations += 1
                 moved = z
                 if q == 0:
@@ -332,10 +337,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
                     f_now += lam * (abs(wj + z) - abs(wj)) + new - loss_old
                 w[j] = wj + z
             elif moved != 0.0:
-                if j < d:
-                    _move_column(indptr, indices, sv, j, -moved, mg)
-                else:
-                    _move_bias(bias, -moved, y, mg)
+                _move(indptr, indices, sv, bias, y, d, j, -moved, mg)
         if it == 0:
             gnorm_init = gnorm
         if it < cap:
