@@ -56,6 +56,8 @@ def __getattr__(name):
 #: feature value transforms, DiSMEC++'s ``--transform`` names (src/data/transform.h)
 #: exact L1's coordinate-descent methods (training/coordinate.py)
 L1_SOLVERS = ("newglmnet", "cdn")
+#: L2's methods: the primal Newton-CG core (the paper's), or dual coordinate descent
+L2_SOLVERS = ("newton", "dual")
 TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
 #: hashed feature ids are int32, like every feature id (headstart.io)
 MAX_HASHED_FEATURES = 2**31 - 1
@@ -82,6 +84,11 @@ class TrainParams:
     l1_solver: str = field(default="newglmnet", metadata={
         "help": "l1-exact's method: newglmnet (LIBLINEAR -s 6's, for every loss) or cdn (one-variable Newton "
                 "steps, LIBLINEAR -s 5's: its solutions at the same epsilon; docs/objective.md, 'Exact L1')"})
+    l2_solver: str = field(default="newton", metadata={
+        "help": "l2's method: newton (primal Newton-CG from --init, the paper's and DiSMEC's) or dual (dual "
+                "coordinate descent from zero, LIBLINEAR -s 1 / -s 3: squared-hinge, hinge, huber-hinge -- "
+                "huber-epsilon 0 is the exact hinge --, a regularised bias; --epsilon is then the dual rule's, "
+                "LIBLINEAR's default there 0.1; docs/objective.md, 'Dual')"})
     reg_scale: float = field(default=1.0, metadata={
         "help": "scale of the regulariser (DiSMEC++ --reg-scale; equivalent to C/reg_scale)"})
     reg_epsilon: float | None = field(default=None, metadata={
@@ -208,7 +215,13 @@ def validate(p: TrainParams) -> None:
     for name, choices in (("loss", loss_names()), ("init", init_names()), ("regularizer", regularizer_names()),
                           ("weighting", weighting_names())):
         _need(getattr(p, name) in choices, name, f"one of {', '.join(choices)}", getattr(p, name))
-    _need(_finite(p.huber_epsilon) and p.huber_epsilon > 0, "huber_epsilon", "a finite number > 0", p.huber_epsilon)
+    if p.l2_solver == "dual" and p.regularizer == "l2":
+        # the dual has no curvature to divide by: eps = 0 is the exact hinge (-s 3)
+        _need(_finite(p.huber_epsilon) and p.huber_epsilon >= 0, "huber_epsilon",
+              "a finite number >= 0 (0: the exact hinge, with l2_solver dual)", p.huber_epsilon)
+    else:
+        _need(_finite(p.huber_epsilon) and p.huber_epsilon > 0, "huber_epsilon",
+              "a finite number > 0 (0, the exact hinge, only with l2_solver dual)", p.huber_epsilon)
     _need(_finite(p.reg_scale) and p.reg_scale > 0, "reg_scale", "a finite number > 0", p.reg_scale)
     _need(p.reg_epsilon is None or (_finite(p.reg_epsilon) and p.reg_epsilon > 0), "reg_epsilon",
           "a finite number > 0 (or null for the preset)", p.reg_epsilon)
@@ -249,6 +262,15 @@ def validate(p: TrainParams) -> None:
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
     _need(p.l1_solver in L1_SOLVERS, "l1_solver", f"one of {', '.join(L1_SOLVERS)}", p.l1_solver)
+    _need(p.l2_solver in L2_SOLVERS, "l2_solver", f"one of {', '.join(L2_SOLVERS)}", p.l2_solver)
+    if p.l2_solver == "dual" and p.regularizer == "l2" and p.loss in loss_names():
+        from .objective import losses
+
+        _need(losses.get(p.loss).has_dual, "l2_solver", "newton with loss " + repr(p.loss) + " (the dual solver "
+              "takes " + ", ".join(n for n in loss_names() if losses.get(n).has_dual) + ")", p.l2_solver)
+        _need(p.bias == 0 or p.regularize_bias, "regularize_bias",
+              "true with l2_solver dual and a bias (the dual regularises the bias like LIBLINEAR -s 1 / -s 3 "
+              "with -B; or bias 0)", p.regularize_bias)
     _need(p.feature_transform in TRANSFORMS, "feature_transform", f"one of {', '.join(TRANSFORMS)}",
           p.feature_transform)
     _need(_int(p.hash_buckets) and p.hash_buckets >= 0, "hash_buckets", "an integer >= 0 (0 = no hashing)",
@@ -261,6 +283,9 @@ def validate(p: TrainParams) -> None:
     if p.regularizer in regularizer_names() and _solver_of(p) == "coordinate":
         _need(p.sparsify == 0, "sparsify", f"0 with regularizer {p.regularizer!r} (its weights are exactly sparse "
               "already; sparsify re-solves on the Newton path): use prune", p.sparsify)
+    if p.regularizer == "l2" and p.l2_solver == "dual":
+        _need(p.sparsify == 0, "sparsify", "0 with l2_solver dual (sparsify re-solves on the Newton path): use prune",
+              p.sparsify)
     if p.init == "pretrained":
         _need(isinstance(p.pretrained, str) and p.pretrained != "", "pretrained",
               "a model directory when init='pretrained'", p.pretrained)
@@ -275,9 +300,14 @@ def _default_epsilon(p: TrainParams):
 
 
 def method_of(p: TrainParams) -> str:
-    """The method that trains with these parameters: "newton" (Newton-CG, the core), or
-    exact L1's coordinate descent, "newglmnet" or "cdn" (``l1_solver``)."""
-    return p.l1_solver if _solver_of(p) == "coordinate" else "newton"
+    """The method that trains with these parameters: "newton" (Newton-CG, the core),
+    exact L1's coordinate descent, "newglmnet" or "cdn" (``l1_solver``), or L2's dual
+    coordinate descent, "dual" (``l2_solver``)."""
+    if _solver_of(p) == "coordinate":
+        return p.l1_solver
+    if p.regularizer == "l2" and p.l2_solver == "dual":
+        return "dual"
+    return "newton"
 
 
 def _solver_of(p: TrainParams) -> str:
@@ -295,26 +325,28 @@ def _in(field: str, *names: str):
     return field, (lambda p: getattr(p, field) in names), " or ".join(names)
 
 
+_NEWTON = "other than l1-exact, and l2_solver newton"
 READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "huber_epsilon": _in("loss", "huber-hinge"),
     "reg_epsilon": ("regularizer", lambda p: _default_epsilon(p) is not None, "with a Huber part (l1, l1-relaxed, huber, "
                     "elastic-*)"),
-    # exact L1 starts every label from zero (training/coordinate.py)
-    "init": ("regularizer", lambda p: _solver_of(p) != "coordinate" or p.init == "zero",
-             "other than l1-exact (which starts from zero)"),
+    # exact L1 and the dual start every label from zero (training/coordinate.py)
+    "init": ("regularizer", lambda p: method_of(p) == "newton" or p.init == "zero",
+             "other than l1-exact, and l2_solver newton (l1-exact and the dual start from zero)"),
     "reg_l2_share": _in("regularizer", "elastic-net"),
     "l1_solver": ("regularizer", lambda p: _solver_of(p) == "coordinate", "l1-exact"),
+    "l2_solver": _in("regularizer", "l2"),
     "weights_pos_file": _in("weighting", "file"),
     "weights_neg_file": _in("weighting", "file"),
-    "aop_s": ("init", lambda p: p.init in ("aop", "multi-pos") and _solver_of(p) == "newton",
-              "aop or multi-pos (and a regularizer other than l1-exact)"),
-    "aop_t": ("init", lambda p: p.init in ("aop", "multi-pos") and _solver_of(p) == "newton",
-              "aop or multi-pos (and a regularizer other than l1-exact)"),
+    "aop_s": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",
+              "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)"),
+    "aop_t": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",
+              "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)"),
     # the Newton-CG method's settings; exact L1's newGLMNET keeps LIBLINEAR's (solver/glmnet.py)
-    "cg_epsilon": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
-    "pcg_alpha": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
-    "ls_eta": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
-    "ls_max_steps": ("regularizer", lambda p: _solver_of(p) == "newton", "other than l1-exact"),
+    "cg_epsilon": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
+    "pcg_alpha": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
+    "ls_eta": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
+    "ls_max_steps": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
     "max_num_pos": _in("init", "multi-pos"),
     "bias_init": _in("init", "bias"),
     "ovap_epsilon": _in("init", "ovap", "ovap-strict"),

@@ -217,8 +217,9 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              solver: str = "newton") -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
     with ``nnz`` non-zeros (see the module docstring for what is counted).  ``solver``:
-    "newton" (the Newton-CG lanes), or exact L1's coordinate descent, "newglmnet" or "cdn"
-    (one label per thread at a time over a column copy of X: :mod:`.training.coordinate`).
+    "newton" (the Newton-CG lanes), exact L1's coordinate descent, "newglmnet" or "cdn"
+    (one label per thread at a time over a column copy of X: :mod:`.training.coordinate`),
+    or "dual" (one label per thread at a time over X's rows, no copy).
 
     ``threads`` 0 = all cores; ``label_nnz`` (non-zeros of Y, default ``n``),
     ``label_space`` (columns of Y, default ``n_labels``); ``features_used`` (features that
@@ -285,13 +286,22 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         parts["records"] = used * _ITER_RECORDS * chunk_size * (min(cap, 4 * expected_iterations + 1)
                                                                 if trajectories else 1) * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
+    elif solver == "dual":
+        # no lanes, no column sums, no copy of X (the uint32 view of its indices); per
+        # thread solver.dual.Work (w per weight; a, Q_ii and the order per instance) and
+        # the int8 labels, ||x_i||^2 once; records: one per label (training/coordinate.py)
+        lanes = 1
+        parts["init"] = 0
+        parts["workspaces"] = used * (nv * _F64 + 3 * n * _F64 + n) + n * _F64
+        parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
+        parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     else:
         parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
         parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
     parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
     # trajectories are flat arrays per chunk (no array object per label and quantity)
-    per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories else 0
+    per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories and solver != "dual" else 0
     parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + per_label_trajectory)
     notes = (f"{used} thread(s) x {lanes} lane(s), chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect

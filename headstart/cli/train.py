@@ -151,14 +151,15 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
 #: per method (params.method_of): its name in the summary, and what its statistics'
 #: "iterations" and "cg_steps" count
 _METHOD_WORDS = {"newton": (None, "Newton iterations", "CG steps"),
-                 "newglmnet": ("newGLMNET", "newGLMNET iterations", "coordinate-descent cycles"),
-                 "cdn": ("CDN", "CDN cycles", "line-search evaluations")}
+                 "newglmnet": ("newGLMNET, exact L1", "newGLMNET iterations", "coordinate-descent cycles"),
+                 "cdn": ("CDN, exact L1", "CDN cycles", "line-search evaluations"),
+                 "dual": ("dual coordinate descent", "dual cycles", "coordinate steps")}
 
 
 def _start(params) -> str:
-    """The start the run used: --init, or zero for exact L1 (training/coordinate.py)."""
+    """The start the run used: --init, or zero for exact L1 and the dual (training/coordinate.py)."""
     name = _METHOD_WORDS[method_of(params)][0]
-    return params.init if name is None else f"zero ({name}, exact L1)"
+    return params.init if name is None else f"zero ({name})"
 
 
 def _work(params, s) -> str:

@@ -51,6 +51,7 @@ import numba as nb
 import numpy as np
 
 from ..errors import ParameterError
+from ..params import method_of
 from ..init import REGISTRY as INIT_REGISTRY
 from ..init import TrainingContext as _TrainingContext
 from ..init import initial_weights
@@ -92,6 +93,9 @@ def objective_parts(params, dense: bool = False):
         raise ParameterError(f"regularizer {params.regularizer!r} is solved by coordinate descent over every "
                              f"instance; shortlisted training and the tree take the Newton-CG regularisers "
                              f"(l2, l1 (Huber), l1-relaxed, huber, elastic-*)")
+    if method_of(params) == "dual":
+        raise ParameterError("l2_solver 'dual' trains over every instance; shortlisted training and the tree "
+                             "take the Newton-CG method (l2_solver 'newton')")
     loss = _losses.make(params)
     reg = _regularizers.make(params)
     d1 = float(_losses.get(params.loss).d1_at_zero(params))

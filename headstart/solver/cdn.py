@@ -42,7 +42,7 @@ import numba as nb
 import numpy as np
 
 from ..objective import columns, losses
-from .glmnet import MAX_HALVINGS, SIGMA, _violation, new_rng, shuffle
+from .glmnet import MAX_HALVINGS, SIGMA, _violation, new_rng, record_end, record_iteration, shuffle
 from .newton import CONVERGED, MAX_ITER, RUNNING, now
 
 MIN_CURVATURE = 1e-12
@@ -341,12 +341,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
         if it == 0:
             gnorm_init = gnorm
         if it < cap:
-            rec_step[k, it] = 1.0
-            rec_cg[k, it] = evaluations - cycle_evaluations
-            if timing:
-                t1 = now()
-                rec_time[k, it] = t1 - t0
-                t0 = t1
+            t0 = record_iteration(rec_step, rec_cg, rec_time, k, it, 1.0, evaluations - cycle_evaluations, timing, t0)
         it += 1
         if gnorm <= tol * gnorm_init:
             if active == nv:
@@ -357,10 +352,5 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
             continue
         gmax_old = gmax
     f = _objective(CP, y, cp, cn, w, mg, lam_bias)
-    if it < cap:
-        rec_f[k, it] = f
-        rec_act[k, it] = active / max(nv, 1)
-        rec_step[k, it] = 0.0
-        rec_cg[k, it] = 0
-        rec_time[k, it] = (now() - t0) if timing else 0.0
+    record_end(rec_f, rec_act, rec_step, rec_cg, rec_time, k, it, f, active / max(nv, 1), timing, t0)
     return status, it, evaluations, f0, f, gnorm_init, gnorm

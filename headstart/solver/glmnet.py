@@ -91,6 +91,30 @@ def shuffle(index, count, rng):
         index[s] = t
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def record_iteration(rec_step, rec_cg, rec_time, k, it, step, inner, timing, t0):
+    """The records of label k's iteration ``it`` (the caller checks there is room): its
+    step, its inner count and, with ``timing``, its seconds; returns the new t0."""
+    rec_step[k, it] = step
+    rec_cg[k, it] = inner
+    if timing:
+        t1 = now()
+        rec_time[k, it] = t1 - t0
+        return t1
+    return t0
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def record_end(rec_f, rec_act, rec_step, rec_cg, rec_time, k, it, f, active_share, timing, t0):
+    """The closing record of label k after ``it`` iterations, where there is room."""
+    if it < rec_f.shape[1]:
+        rec_f[k, it] = f
+        rec_act[k, it] = active_share
+        rec_step[k, it] = 0.0
+        rec_cg[k, it] = 0
+        rec_time[k, it] = (now() - t0) if timing else 0.0
+
+
 @nb.njit(cache=True, nogil=True)
 def _violation(g, lam, wj):
     """|minimum-norm subgradient| of lam |w_j| + g w_j at w_j; -1 when w_j = 0 and the
@@ -289,12 +313,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
             for i in range(n):
                 xd[i] *= 0.5
         if it < cap:
-            rec_step[k, it] = step if accepted else 0.0
-            rec_cg[k, it] = cycles
-            if timing:
-                t1 = now()
-                rec_time[k, it] = t1 - t0
-                t0 = t1
+            t0 = record_iteration(rec_step, rec_cg, rec_time, k, it, step if accepted else 0.0, cycles, timing, t0)
         it += 1
         if not accepted:
             for s in range(active):
@@ -317,10 +336,5 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
         if cycles == 1:
             inner_eps *= 0.25
         gmax_old = gmax
-    if it < cap:
-        rec_f[k, it] = reg + loss
-        rec_act[k, it] = active / max(nv, 1)
-        rec_step[k, it] = 0.0
-        rec_cg[k, it] = 0
-        rec_time[k, it] = (now() - t0) if timing else 0.0
+    record_end(rec_f, rec_act, rec_step, rec_cg, rec_time, k, it, reg + loss, active / max(nv, 1), timing, t0)
     return status, it, cycles_total, f0, reg + loss, gnorm_init, gnorm

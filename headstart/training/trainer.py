@@ -26,7 +26,7 @@ from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, regularizers, weighting
 from ..objective.erm import make_problem
-from ..params import TrainParams
+from ..params import TrainParams, method_of
 from ..solver.newton import STATUS_NAMES, settings
 from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, train_chunk
 from . import pages
@@ -197,8 +197,9 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
            trajectories, groups, d_out):
     """train_labels on X in the kernels' feature order (``order`` maps it back to the
     ``d_out`` features of the caller's X)."""
-    if regularizers.get(params.regularizer).solver == "coordinate":
-        # exact L1: coordinate descent over X's columns (its own chunk kernel)
+    if method_of(params) != "newton":
+        # exact L1 (coordinate descent over X's columns) or the dual (over its rows): their
+        # own chunk kernels
         from . import coordinate
 
         return coordinate.train(X, Y, params, labels, order, t_start, chunk_size=chunk_size, progress=progress,

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from .base import REGISTRY, LossInfo, curvature_bound, d1, d2, derivatives, mines, value, value_and_derivatives
+from .base import (REGISTRY, LossInfo, curvature_bound, d1, d2, derivatives, dual_box, mines, value,
+                   value_and_derivatives)
 
 # every module of this package declares one loss (see base.py); import them all, in a
 # fixed order, so that a new loss needs no edit here
@@ -27,4 +28,4 @@ def make(params):
 
 
 __all__ = ["REGISTRY", "NAMES", "LossInfo", "get", "make", "value", "d1", "d2", "derivatives", "value_and_derivatives", "mines",
-           "curvature_bound"]
+           "curvature_bound", "dual_box"]

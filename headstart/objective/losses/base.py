@@ -36,6 +36,10 @@ curvature_bound = generic("curvature_bound",
                           "an upper bound of phi'' over all margins (inf when the loss has none): "
                           "one-variable coordinate descent (solver/cdn.py) accepts a step whose "
                           "decrease this bound already guarantees without evaluating the loss")
+dual_box = generic("dual_box", "(u, e): the loss's dual for coordinate descent in the dual (solver/dual.py; "
+                             "Hsieh et al. 2008): an instance of cost c has 0 <= alpha <= u c and the "
+                             "dual's diagonal gains e / c (u = inf for an unbounded dual); only losses "
+                             "that register ``dual`` have it")
 mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
                          "instances with margin >= 1 can be skipped (implicit negative mining)")
 
@@ -48,6 +52,7 @@ class LossInfo:
     d1_py: Callable[[Any, float], float]   # phi' as plain Python (the kernels inline the same code)
     make: Callable[[Any], Any]     # TrainParams -> an instance of cls
     mines: bool = True             # implicit negative mining (see ``mines`` above)
+    has_dual: bool = False         # registers ``dual_box``: --l2-solver dual can train it
 
     def d1_at_zero(self, params) -> float:
         """phi'(0) for these parameters: grad f(0) = phi'(0) sum_i c_i y_i x_i (stopping rule)."""
@@ -59,13 +64,15 @@ REGISTRY: dict[str, LossInfo] = {}
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
              make: Callable[[Any], Any] | None = None, derivatives=None,
-             value_and_derivatives=None, curvature_bound=None) -> LossInfo:
+             value_and_derivatives=None, curvature_bound=None, dual=None) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts.
     ``derivatives`` (optional, same form) returns (d1, d2) at once where that is cheaper;
     it must give exactly d1's and d2's values; ``value_and_derivatives`` likewise
     (value, d1, d2); ``curvature_bound(L)`` (optional) the supremum of the true phi''
-    (not of the Newton method's curvature), inf by default."""
+    (not of the Newton method's curvature), inf by default; ``dual(L)`` (optional) the
+    (u, e) of ``dual_box``: the loss C phi has the convex conjugate (C phi)*(-a) = -a +
+    e a^2 / (2 C) on 0 <= a <= u C, which is what dual coordinate descent needs."""
     flag = bool(mines)
     g1, g2 = globals()["d1"], globals()["d2"]
     if derivatives is None:
@@ -79,10 +86,14 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
     if curvature_bound is None:
         def curvature_bound(L):
             return np.inf
-    implement_once(cls, {gv: value, g1: d1, g2: d2, gd: derivatives,
+    has_dual = dual is not None
+    if dual is None:
+        def dual(L):
+            return np.nan, np.nan
+    implement_once(cls, {gv: value, g1: d1, g2: d2, gd: derivatives, globals()["dual_box"]: dual,
                          globals()["curvature_bound"]: curvature_bound,
                          globals()["value_and_derivatives"]: value_and_derivatives,
                          globals()["mines"]: lambda L: flag})
-    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag)
+    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag, has_dual)
     REGISTRY[name] = info
     return info

@@ -16,13 +16,14 @@ SVM, at the price of more Newton iterations.
 """
 
 from .base import register
-from .huber_hinge import HuberHinge, _d1, _d2, _value
+from .huber_hinge import HuberHinge, _d1, _d2, _dual, _value
 
 #: DiSMEC++'s smoothing of its "hinge"
 EPSILON = 0.1
 
 register("hinge", HuberHinge, value=_value, d1=_d1, d2=_d2, mines=True,
          curvature_bound=lambda L: 1.0 / L.epsilon,
+         dual=_dual,
          make=lambda p: HuberHinge(EPSILON),
          help="DiSMEC++'s hinge: the Huber-smoothed hinge with epsilon 0.1 (the exact hinge is non-smooth; "
               "see docs/objective.md, 'Losses')")

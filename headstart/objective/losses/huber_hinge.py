@@ -46,8 +46,16 @@ def _d2(L, m):
     return 1.0 / L.epsilon
 
 
+def _dual(L):
+    # phi is the hinge's Moreau envelope of width eps, so (C phi)*(-a) = -a + eps a^2 / (2 C)
+    # on 0 <= a <= C: LIBLINEAR -s 3's box with eps / C on the dual's diagonal (eps = 0:
+    # the exact hinge, -s 3 itself; only the dual solver takes that)
+    return 1.0, L.epsilon
+
+
 register("huber-hinge", HuberHinge, value=_value, d1=_d1, d2=_d2, mines=True,
          curvature_bound=lambda L: 1.0 / L.epsilon,
+         dual=_dual,
          make=lambda p: HuberHinge(float(p.huber_epsilon)),
          help="hinge smoothed by a parabola on 1-eps < m < 1 (--huber-epsilon; DiSMEC++ huber-hinge, "
               "and its 'hinge' with epsilon 0.1)")
