@@ -287,12 +287,16 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                                                                 if trajectories else 1) * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     elif solver == "dual":
-        # no lanes, no column sums, no copy of X (the uint32 view of its indices); per
-        # thread solver.dual.Work (w per weight; a, Q_ii and the order per instance) and
-        # the int8 labels, ||x_i||^2 once; records: one per label (training/coordinate.py)
+        # no lanes, no copy of X (the uint32 view of its indices); per thread
+        # solver.dual.Work (w per weight; a, Q_ii and the order per instance) and the int8
+        # labels, ||x_i||^2 once; with the squared hinge the Newton method's buffers for
+        # the switch after 300 cycles (core_adapter.new_buffers: ~11 vectors per weight, 6
+        # per instance) and X's column sums; records: one per label (training/coordinate.py)
         lanes = 1
-        parts["init"] = 0
-        parts["workspaces"] = used * (nv * _F64 + 3 * n * _F64 + n) + n * _F64
+        switch = loss == "squared-hinge"
+        parts["init"] = nv * _F64 if switch else 0
+        parts["workspaces"] = (used * (nv * _F64 + 3 * n * _F64 + n + ((11 * nv + 6 * n) * _F64 if switch else 0))
+                               + n * _F64)
         parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     else:

@@ -66,6 +66,16 @@ def row_norms(RP):
     return out
 
 
+@nb.njit(cache=True, nogil=True)
+def column_sums(RP):
+    """Sum of each column of X, and the bias column's (n x bias) last."""
+    out = np.zeros(RP.d + 1)
+    for p in range(RP.indices.size):
+        out[RP.indices[p]] += np.float64(RP.data[p])
+    out[RP.d] = RP.bias * RP.n
+    return out
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _score(RP, w, i):
     acc = 0.0
@@ -105,13 +115,16 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     alpha = W.alpha
     qd = W.qd
     index = W.index
+    # the box and the diagonal per class (cost 0: an empty box)
+    up, un = u * cp, u * cn
+    dp = e / cp if cp > 0.0 else 0.0
+    dn = e / cn if cn > 0.0 else 0.0
     for j in range(d + 1):
         w[j] = 0.0
     for i in range(n):
         alpha[i] = 0.0
         index[i] = i
-        c = cp if y[i] > 0 else cn
-        qd[i] = xsq[i] + (e / c if c > 0.0 else 0.0)
+        qd[i] = xsq[i] + (dp if y[i] > 0 else dn)
     rng = new_rng(seed)
     # f(0) = phi(0) times the costs: no pass over X
     npos = 0
@@ -143,14 +156,15 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
         s = 0
         while s < active:
             i = index[s]
-            yi = np.float64(y[i])
-            c = cp if y[i] > 0 else cn
-            if c <= 0.0:
-                s += 1                       # no loss on it: a_i stays 0
+            if y[i] > 0:
+                yi, upper, dii = 1.0, up, dp
+            else:
+                yi, upper, dii = -1.0, un, dn
+            if upper <= 0.0:
+                s += 1                       # cost 0: no loss on it, a_i stays 0
                 continue
-            upper = u * c
             a = alpha[i]
-            g = yi * _score(RP, w, i) - 1.0 + a * (e / c)
+            g = yi * _score(RP, w, i) - 1.0 + a * dii
             pg = 0.0
             if a == 0.0:
                 if g > pg_max_old:

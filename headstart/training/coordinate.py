@@ -24,19 +24,25 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import replace
 
 import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from .._threads import Abort
-from ..objective import losses, weighting
+from ..objective import losses, regularizers, weighting
 from ..objective.columns import ColumnProblem
 from ..solver import cdn as cdn_solver
 from ..solver import dual as dual_solver
 from ..solver import glmnet
-from ..solver.newton import now
+from ..shortlist import core_adapter as core
+from ..solver.newton import MAX_ITER, now, settings
+from ..params import TrainParams
 from .kernel import _grow
+
+#: LIBLINEAR's dual_solver_max_iter: -s 1 finishes by the primal Newton method after it
+DUAL_CYCLES_BEFORE_NEWTON = 300
 
 
 def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
@@ -156,11 +162,19 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
 
 @nb.njit(cache=True, nogil=True)
 def train_chunk_dual(RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter,
-                     prune, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+                     prune, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, switch_after, NP, V,
+                     S, colsum, scratch, d1_zero):
     """:func:`train_chunk` by dual coordinate descent (:mod:`headstart.solver.dual`; X by
     rows).  The gradient columns of the statistics hold the rule's own measure, the
     spread max - min of the projected dual gradient (first cycle, last cycle), and its
-    tolerance is ``epsilon`` itself; "cg_steps" counts coordinate steps."""
+    tolerance is ``epsilon`` itself; "cg_steps" counts coordinate steps.
+
+    With ``switch_after`` > 0, a label whose dual has not met the rule after that many
+    cycles is finished by the core's Newton method (problem NP over the same rows, the
+    thread's buffers V, settings S, X's column sums ``colsum``) from the dual's w, on the
+    primal rule at a tenth of ``epsilon`` -- LIBLINEAR 2.42+'s -s 1 ("Switching to use -s
+    2"; its dual_solver_max_iter is 300).  Its statistics then hold the Newton method's
+    final objective, gradient norms and tolerance; iterations and steps are summed."""
     n = RP.n
     d = RP.d
     nl = labels.size
@@ -176,15 +190,30 @@ def train_chunk_dual(RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, cost_s
         j = labels[k]
         npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
         t0 = now() if timing else 0.0
-        status, iters, steps, f0, f, g0, g = dual_solver.solve(RP, W, xsq, y, cp, cn, epsilon, max_iter, j, rec_f,
+        cycles = min(max_iter, switch_after) if switch_after > 0 else max_iter
+        status, iters, steps, f0, f, g0, g = dual_solver.solve(RP, W, xsq, y, cp, cn, epsilon, cycles, j, rec_f,
                                                                rec_act, rec_step, rec_cg, rec_time, k, timing, abort)
         if abort[0] != 0:
             return _nothing(indptr, indices, data, intercept, stats)
+        tol = epsilon
+        if status == MAX_ITER and cycles < max_iter:
+            Wn, On = V
+            for q in range(d + 1):
+                Wn.w[q] = W.w[q]
+            core.scores(NP, Wn.w, On.wx)
+            pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
+            # LIBLINEAR: "primal_solver_tol obtained from eps for dual may be too loose", x 0.1
+            tol, g0 = core.setup(NP, On, pos, cp, cn, 0.1 * epsilon, d1_zero, colsum, scratch, True)
+            status, it_n, cg_n, _, f, _, g, _ = core.solve(NP, V, S, tol, scratch)
+            iters += it_n
+            steps += cg_n
+            for q in range(d + 1):
+                W.w[q] = Wn.w[q]
         seconds = (now() - t0) if timing else 0.0
         start = nnz
         indices, data, nnz, dist = _keep(W.w, d, RP.bias, prune, indices, data, nnz, intercept, k)
         indptr[k + 1] = nnz
-        _record(stats[k], npos, status, iters, steps, f0, f, g0, g, epsilon, dist, seconds, nnz - start)
+        _record(stats[k], npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, nnz - start)
     return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
         stats[:started], started
 
@@ -241,10 +270,25 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
         def new_work(rows, cols):
             return dual_solver.make_work(rows, cols)
 
-        def call(chunk, W, y, rec, abort_flag, dl):
+        # -s 1's switch to the primal Newton method (squared hinge only, as LIBLINEAR;
+        # its -s 3 has none, and the exact hinge has no curvature for Newton)
+        switch_after = np.int64(DUAL_CYCLES_BEFORE_NEWTON if params.loss == "squared-hinge" else 0)
+        NP = core.make_problem(P.indptr, X.indices.astype(np.int32, copy=False), P.data, np.int64(d), float(params.bias),
+                               P.loss, regularizers.make(params), True)
+        S = settings(replace(TrainParams(), max_iter=params.max_iter))
+        d1_zero = float(losses.get(params.loss).d1_at_zero(params))
+        colsum = dual_solver.column_sums(P) if switch_after > 0 else np.zeros(d + 1)
+
+        def new_work(rows, cols):
+            size = (rows, cols) if switch_after > 0 else (1, 1)
+            return dual_solver.make_work(rows, cols), core.new_buffers(*size), np.zeros(cols + 1)
+
+        def call(chunk, work, y, rec, abort_flag, dl):
+            W, V, scratch = work
             rf, ra, rs, rt, rc = rec
             return train_chunk_dual(P, W, xsq, y, y_indptr, y_indices, chunk, epsilon, cost_scale, cost_pos, cost_neg,
-                                    max_iter, prune, dl, abort_flag, rf, ra, rs, rc, rt, timing)
+                                    max_iter, prune, dl, abort_flag, rf, ra, rs, rc, rt, timing, switch_after, NP, V,
+                                    S, colsum, scratch, d1_zero)
     else:
         P = column_problem(X, params)
         use_cdn = method == "cdn"
