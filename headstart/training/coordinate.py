@@ -266,10 +266,6 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     if method == "dual":
         P = row_problem(X, params)
         xsq = dual_solver.row_norms(P)
-
-        def new_work(rows, cols):
-            return dual_solver.make_work(rows, cols)
-
         # -s 1's switch to the primal Newton method (squared hinge only, as LIBLINEAR;
         # its -s 3 has none, and the exact hinge has no curvature for Newton)
         switch_after = np.int64(DUAL_CYCLES_BEFORE_NEWTON if params.loss == "squared-hinge" else 0)
