@@ -65,6 +65,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import types as _pytypes
 import warnings
 from pathlib import Path
 
@@ -187,3 +188,78 @@ def install_cache_locators() -> None:
 
 
 install_cache_locators()
+
+
+# --- kernels without numba's wrappers where no Python code calls them --------------------
+#
+# Numba gives every compiled specialisation two wrappers besides its native function: a
+# CPython one, which unboxes every argument from Python objects (a namedtuple of arrays
+# field by field, with error paths), and a C one (for ``cfunc``-style calls).  A call from
+# compiled code uses neither: it calls the native function, linked into the caller.  Yet
+# both are generated, optimised and turned into machine code for every specialisation,
+# and with the kernels' arguments (Problem, State, Workspace: about 30 arrays) they were
+# about a third of a first run's compile time (measured 2026-11-29: ``headstart train`` on
+# the shipped bibtex with an empty cache, 33.1 s before and 22.7 s after; with
+# ``--l2-solver dual`` 59.3 and 43.8 s; the same models bit for bit).  Numba
+# leaves them out with the jit options ``no_cpython_wrapper`` / ``no_cfunc_wrapper``,
+# but a specialisation without them must never be called from Python (it crashes).  So a
+# kernel is two dispatchers of one function: the module attribute, an ordinary one
+# with the wrappers, for calls from Python, and ``.nested``, without them, which is what
+# compiled code sees (numba types a global through its ``_numba_type_``).  A kernel
+# called from both compiles each variant once; they are cached under different names
+# (qualname + ``.nested``), so a cache never hands a Python call the wrapper-less code.
+
+try:        # numba's dispatcher internals (used with numba 0.68); without them: plain numba.njit
+    from numba.core import types as _types
+    from numba.core.registry import CPUDispatcher as _CPUDispatcher
+except ImportError:         # pragma: no cover
+    _CPUDispatcher = None
+
+NESTED_SUFFIX = ".nested"
+
+
+def _nested_dispatcher(fn, options: dict, cache: bool) -> _CPUDispatcher:
+    import numba
+
+    f = _pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    f.__qualname__ = fn.__qualname__ + NESTED_SUFFIX
+    f.__kwdefaults__ = fn.__kwdefaults__
+    f.__doc__ = fn.__doc__
+    return numba.njit(**options, cache=cache, no_cpython_wrapper=True, no_cfunc_wrapper=True)(f)
+
+
+class Kernel(_CPUDispatcher or object):
+    """A numba dispatcher for calls from Python whose compiled callers call ``.nested``."""
+
+    @property
+    def nested(self) -> _CPUDispatcher:
+        n = self.__dict__.get("_nested")
+        if n is None:   # (a dispatcher rebuilt by unpickling)
+            options = {k: v for k, v in self.targetoptions.items() if k != "nopython"}
+            n = self._nested = _nested_dispatcher(self.py_func, options,
+                                                  type(self._cache).__name__ != "NullCache")
+        return n
+
+    @property
+    def _numba_type_(self):
+        return _types.Dispatcher(self.nested)
+
+
+def njit(fn=None, **options):
+    """``numba.njit`` for headstart's kernels (see above).  Functions numba inlines into
+    their callers (``inline="always"``) stay ordinary dispatchers."""
+    import numba
+
+    if fn is None:
+        return lambda f: njit(f, **options)
+    if options.get("inline", "never") != "never" or config.DISABLE_JIT or _CPUDispatcher is None:
+        return numba.njit(**options)(fn)
+    cache = bool(options.pop("cache", False))
+    try:
+        disp = Kernel(py_func=fn, locals={}, targetoptions={**options, "nopython": True})
+        if cache:
+            disp.enable_caching()
+        disp._nested = _nested_dispatcher(fn, options, cache)
+    except (TypeError, AttributeError):     # pragma: no cover  (a numba whose internals moved)
+        return numba.njit(**options, cache=cache)(fn)
+    return disp

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 
-from numba import njit
+from ._compile import njit
 
 
 # One small function, compiled once per (key, value) dtype pair: the sift-down loop is

@@ -164,6 +164,7 @@ def _env_without_slp() -> dict:
 
 def test_import_and_compiling_headstart_leave_environ_numba_config_and_warnings_alone(tmp_path, monkeypatch):
     monkeypatch.delenv("NUMBA_SLP_VECTORIZE", raising=False)
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)   # (compiled here, not loaded from a cache)
     got = _compile_in_fresh_process(tmp_path, """
         import json, os, sys, warnings
         import numpy as np
@@ -271,7 +272,7 @@ def test_a_user_choice_of_numba_slp_vectorize_applies_to_headstart_too(tmp_path)
     assert got["headstart_packed"] == 0
 
 
-def test_cache_freshness_covers_the_whole_package(tmp_path):
+def test_cache_freshness_covers_the_whole_package(tmp_path, monkeypatch):
     """headstart's kernels are cached with a stamp that covers every source file of the
     package (a kernel holds the code of the functions it calls from other files); a
     function defined elsewhere keeps Numba's own locator and stamp."""
@@ -295,6 +296,7 @@ assert type(theirs) is caching.InTreeCacheLocator, type(theirs)
 assert not _compile.in_package(str({str(script)!r}))
 print("ok")
 """
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)   # (it would choose Numba's locator for that)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("ok")

@@ -211,7 +211,7 @@ def test_abort_stops_a_label_within_an_iteration(bibtex):
     assert status == -1 and iters == 0
     out = coordinate.train_chunk(CP, W, np.zeros(X.shape[0], dtype=np.int8), Yc.indptr.astype(np.int64),
                                  Yc.indices.astype(np.int64), np.arange(3, dtype=np.int64), 0.01, 1.0, np.zeros(0),
-                                 np.zeros(0), np.int64(1000), 0.0, 0.0, abort, rf, ra, rs, rc, rt, False, False)
+                                 np.zeros(0), np.int64(1000), 0.0, 0.0, abort, rf, ra, rs, rc, rt, False, None)
     assert out[-1] == 0 and out[0].size == 1 and out[4].shape[0] == 0
 
 

@@ -218,7 +218,8 @@ def compile_kernels(params, names) -> None:
     kernels = _kernel_args(params)
     for name in names:
         kernel, args = kernels[name]
-        kernel.compile(tuple(numba.typeof(a) for a in args))
+        # train_chunk calls the variant for compiled callers (headstart._compile.njit)
+        getattr(kernel, "nested", kernel).compile(tuple(numba.typeof(a) for a in args))
 
 
 def compile_in_command(params, helper: Helper) -> float:

@@ -25,9 +25,9 @@ import math
 
 from typing import NamedTuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from .base import Initializer, plan_kernel, plan_restriction, register
 
 # Relative thresholds for the two degenerate cases of the supplementary.  Cauchy-Schwarz
@@ -57,7 +57,7 @@ class AverageOfPositives(Initializer):
         return AopPlan(ctx.xmean, float(self.s), float(self.t))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def coefficients(pp, xp, xx, npos, n, s, t):
     """(u, v) of the paper's equations, with the supplementary's degenerate cases."""
     alpha = npos / n
@@ -71,7 +71,7 @@ def coefficients(pp, xp, xx, npos, n, s, t):
     return u, v
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def mean_separating(P, w, n, psum, npos, xmean, s, t):
     """w0 = u pbar + v xbar from the positives' sum ``psum`` (bias coordinate included);
     for npos > 0."""
@@ -90,7 +90,7 @@ def mean_separating(P, w, n, psum, npos, xmean, s, t):
         w[j] = u * psum[j] * inv + v * xmean[j]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def no_positive_start(P, O, w, t):
     """A label with no positive: the bias-only vector that scores every instance t (the
     zero vector if there is no bias feature)."""

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from .aop import mean_separating
 from .base import Initializer, plan_kernel, plan_restriction, register
 
@@ -32,7 +32,7 @@ class MultiPosPlan(NamedTuple):
     ridge: float
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _row_dot_dense(P, i, v):
     """x_i . v over the stored features plus the bias coordinate."""
     acc = 0.0
@@ -41,7 +41,7 @@ def _row_dot_dense(P, i, v):
     return acc + P.bias * v[v.size - 1]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def multi_positive(P, w, n, psum, pos, xmean, s, t, ridge):
     """w = alpha_0 b_0 + sum_i alpha_i a_i (see the module text); ``w`` doubles as scratch."""
     nv = w.size

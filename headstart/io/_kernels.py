@@ -17,8 +17,8 @@ bounds.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .._compile import njit
 from .._heapsort import heapsort
 
 # --- error codes returned by the parse kernels -------------------------------------------

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from . import losses
 
 # X in CSC (int64 column pointers, int32 row indices, float32 values), its shape, the
@@ -37,13 +37,13 @@ ColumnProblem = namedtuple("ColumnProblem", ["indptr", "indices", "data", "n", "
                                              "regularize_bias"])
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def n_coords(CP):
     """Weights solved for: the features, and the bias weight when there is a bias."""
     return CP.d + 1 if CP.bias > 0.0 else CP.d
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def l1_weight(CP, j):
     """lam_j: 1, or 0 on an unregularised bias weight."""
     if j == CP.d and not CP.regularize_bias:
@@ -51,7 +51,7 @@ def l1_weight(CP, j):
     return 1.0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc):
     """The loss term sum_i c_i phi(m_i) at the trial scores wx + xd (m_i = y_i (wx_i +
     xd_i)), and there the coefficients every column sum weighs X with: gc_i = c_i
@@ -71,7 +71,7 @@ def loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc):
     return acc
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def column_span(indptr, j):
     """Column j's nonzeros as an unsigned range of positions: a loop over it indexes
     ``data`` and ``indices`` with no wrap-around test for negative positions (as
@@ -79,7 +79,7 @@ def column_span(indptr, j):
     return np.uint64(indptr[j]), np.uint64(indptr[j + 1])
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def grad_and_curvature(indptr, indices, data, j, gc, hc):
     """(dL/dw_j, d2L/dw_j^2) = (sum_i gc_i x_ij, sum_i hc_i x_ij^2) over feature column j."""
     g = 0.0
@@ -93,7 +93,7 @@ def grad_and_curvature(indptr, indices, data, j, gc, hc):
     return g, h
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def curvature_dot(indptr, indices, data, j, hc, xd):
     """sum_i x_ij hc_i xd_i: coordinate j of H d, H = X^T diag(hc) X, given xd = X d."""
     acc = 0.0
@@ -104,7 +104,7 @@ def curvature_dot(indptr, indices, data, j, hc, xd):
     return acc
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def add_column(indptr, indices, data, j, z, xd):
     """xd += z * column j (the scores' change when w_j moves by z)."""
     a, b = column_span(indptr, j)
@@ -112,7 +112,7 @@ def add_column(indptr, indices, data, j, z, xd):
         xd[indices[p]] += data[p] * z
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gradient_pass(indptr, indices, data, gc, hc, nu, grad, hdiag):
     """grad_j and hdiag_j (+ nu) of every feature column, in column order.  A function
     of its own, called once per pass with plain arrays: written out inside the solver's
@@ -125,7 +125,7 @@ def gradient_pass(indptr, indices, data, gc, hc, nu, grad, hdiag):
 
 # The bias column: the value ``bias`` on every row.
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def bias_grad_and_curvature(bias, gc, hc):
     g = 0.0
     h = 0.0
@@ -135,7 +135,7 @@ def bias_grad_and_curvature(bias, gc, hc):
     return g * bias, h * bias * bias
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def bias_curvature_dot(bias, hc, xd):
     acc = 0.0
     for i in range(hc.size):
@@ -143,7 +143,7 @@ def bias_curvature_dot(bias, hc, xd):
     return acc * bias
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def bias_add(bias, z, xd):
     zb = z * bias
     for i in range(xd.size):

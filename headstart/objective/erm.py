@@ -40,9 +40,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from .._heapsort import heapsort_support
 from .._prefetch import prefetch_ahead
 from . import losses, regularizers
@@ -87,7 +87,7 @@ MARK_DTYPE = INDEX_DTYPE    # the support F (feature ids) and its marks (stamps 
 MAX_STAMP = 2**31 - 2
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def row_span(P, i):
     """Row i's nonzeros as an unsigned range (lo, hi) of positions in X's arrays: a loop
     over it indexes ``data`` and ``indices`` with no wrap-around test (see INDEX_DTYPE;
@@ -113,7 +113,7 @@ def make_problem(X, bias: float, loss, reg, regularize_bias: bool) -> Problem:
                    loss, reg, bool(regularize_bias), colsum, colsq)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def column_moments(indices, data, sums, squares):
     """sums[j] += x, squares[j] += x * x (in float64) for every non-zero x of column j, in
     storage order.
@@ -135,13 +135,13 @@ def make_state(n: int, n_features: int) -> State:
                  IST_INIT.copy(), np.zeros(3))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def new_ist():
     """A new state's integer scalars (IST_INIT), for compiled code (the shortlist's)."""
     return IST_INIT.copy()
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def support_is_all(O):
     """Whether the support is every coordinate, F[q] == q (a dense active set, the other
     regularisers, and nearly always a small shortlisted sub-problem).  Loops over F then
@@ -153,7 +153,7 @@ def support_is_all(O):
 
 # --- set-up ---------------------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def set_label(O, pos, cost_pos, cost_neg):
     """Labels y (+1 on ``pos``, -1 elsewhere) and costs c_+, c_- of a new problem."""
     O.y[:] = -1
@@ -163,13 +163,13 @@ def set_label(O, pos, cost_pos, cost_neg):
     O.fst[COST_NEG] = cost_neg
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scores(P, w, out):
     """out = X w (+ bias * w[d]) over all instances: the one O(nnz) pass."""
     _times(P, w, out, False)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _times(P, w, out, add):
     """out = X w (+ bias * w[d]), or out += that with ``add``."""
     n = P.indptr.size - 1
@@ -188,12 +188,12 @@ def _times(P, w, out, add):
 
 # --- value ----------------------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _cost(O, yi):
     return O.fst[COST_POS] if yi > 0 else O.fst[COST_NEG]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def reg_value(P, w):
     """sum_j r(w_j) over the regularised coordinates."""
     d = P.n_features
@@ -210,13 +210,13 @@ def reg_value(P, w):
     return acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def loss_sum(P, O):
     """sum_i c_i phi(y_i * wx_i) from the cached scores."""
     return loss_sum_at(P, O, O.wx)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def loss_sum_at(P, O, wx):
     """sum_i c_i phi(y_i * wx_i) for the scores ``wx`` of some vector."""
     acc = 0.0
@@ -233,7 +233,7 @@ def loss_sum_at(P, O, wx):
     return acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def value(P, O, w):
     """Objective value from the cached scores wx (no pass over X)."""
     return reg_value(P, w) + loss_sum(P, O)
@@ -241,7 +241,7 @@ def value(P, O, w):
 
 # --- gradient and step ----------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _next_stamp(O):
     """A mark value never used before (marks hold stamps below 2**31: renumber when they run out; the
     current support keeps its marks, as value 1)."""
@@ -254,7 +254,7 @@ def _next_stamp(O):
     return O.ist[STAMP]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gradient(P, O, w, g):
     """Active set, support and gradient at w (with O.wx = X w current); returns ||g||.
 
@@ -266,7 +266,7 @@ def gradient(P, O, w, g):
     return _gnorm(O, g)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def step(P, O, w, s, sigma, alpha, g):
     """Take the step w += alpha * s and compute the new gradient on the new support, in as
     few passes over memory as possible (once per Newton iteration; with the pass over X,
@@ -279,7 +279,7 @@ def step(P, O, w, s, sigma, alpha, g):
     return step_grad(P, O, w, g, wsq)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def step_grad(P, O, w, g, wsq):
     """The second half of :func:`step`: support and gradient at the moved w (``wsq`` from
     :func:`step_move`); returns ||g||."""
@@ -287,7 +287,7 @@ def step_grad(P, O, w, g, wsq):
     return _gnorm(O, g)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def step_move(P, O, w, s, sigma, alpha):
     """The first half of :func:`step`: w += alpha * s, the scores and the new active set
     with its coefficients (a new mark stamp is drawn for the support to come); returns
@@ -329,7 +329,7 @@ def step_move(P, O, w, s, sigma, alpha):
     return (a0 + a1) + (a2 + a3)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _gnorm(O, g):
     acc = O.fst[WOUT2]  # outside the support g = w
     F = O.F
@@ -358,7 +358,7 @@ TRIAL_BLOCK = 32
 LIST_BLOCK = 64
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _active_set(P, O, xd, sigma, alpha, move):
     """Active set with its coefficients; with ``move`` the scores first go to
     wx + alpha * (sigma * wx + xd) (the accepted line-search step), and the active set
@@ -411,7 +411,7 @@ def _active_set(P, O, xd, sigma, alpha, move):
     O.ist[NCAND] = -1
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _coefficients(P, m, yi, cp, cn):
     """An active instance's gradient and Hessian coefficients c_i phi'(m) y_i and
     c_i phi''(m) at margin m."""
@@ -420,7 +420,7 @@ def _coefficients(P, m, yi, cp, cn):
     return c * g1 * yi, c * g2
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _sumsq(w, d):
     """sum of w[:d]^2 in four interleaved partial sums: a single running sum makes every
     feature wait for the previous addition (~4 cycles each); four chains overlap."""
@@ -453,7 +453,7 @@ SWEEP_SHARE = 64
 EXACT_WOUT_SHARE = 1e-6
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _support_and_grad(P, O, w, g, stamp, wsq):
     """Support F (ascending, then the bias index d), g and diag(H) (O.hdiag) on F,
     ||w_O||^2."""
@@ -544,7 +544,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
     _close_support(P, O, w, g, stamp, nF, gb, hb)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _class_constant(O):
     """Whether every positive instance has the same score, and every negative one."""
     y = O.y
@@ -569,7 +569,7 @@ def _class_constant(O):
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _grad_by_class(P, O, w, g):
     """g and diag(H) on every feature when all rows are active with one coefficient per
     class (:func:`_class_constant`: from zero, or a start that moves only the bias);
@@ -622,7 +622,7 @@ def _grad_by_class(P, O, w, g):
     return ns * cs + (n - ns) * co, ns * hs + (n - ns) * ho
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _close_support(P, O, w, g, stamp, nF, gb, hb):
     """The bias coordinate d last in the support F[:nF] (features), its gradient and
     diagonal from the rows' sums gb, hb."""
@@ -640,7 +640,7 @@ def _close_support(P, O, w, g, stamp, nF, gb, hb):
     hd[d] += hb * P.bias * P.bias
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def reg_parts(P, wj):
     """The regulariser's part of g_j and of diag(H)_j at w_j."""
     if regularizers.is_l2(P.reg):
@@ -648,7 +648,7 @@ def reg_parts(P, wj):
     return regularizers.d1(P.reg, wj), regularizers.d2(P.reg, wj)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def dense_support(P, O):
     """Whether the gradient at the current active set takes every feature as its support
     (other regularisers than L2; with L2 an active set of at least 1/DENSE_SHARE of the
@@ -658,7 +658,7 @@ def dense_support(P, O):
 
 # --- second-order information ---------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def hess_vec(P, O, w, v, out):
     """out[F] = (H v)[F] = q(w) v + sum_{i active} c_i phi''(m_i) (x_i . v) x_i on the
     support (outside it, with L2, H = I: handled by the solver)."""
@@ -682,7 +682,7 @@ def hess_vec(P, O, w, v, out):
     out[P.n_features] += ob * P.bias
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def hess_reg(P, O, w, v, out):
     """out[F] = q(w) v on the support: the regulariser's part of H v, where the rows'
     part then adds up."""
@@ -715,7 +715,7 @@ def hess_reg(P, O, w, v, out):
 GROUP = 4   # problems per group product; hess_rows_group is written out for this many
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def group_coefficients(O, coef, mask):
     """After this problem's gradient: coef[i] = its Hessian coefficient c_i phi''(m_i) for
     active rows, 0 elsewhere (``coef`` is a length-n buffer the problem does not need
@@ -728,7 +728,7 @@ def group_coefficients(O, coef, mask):
         mask[i] = 1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def group_rows(mask, U):
     """The union of the marked rows, ascending, into U (and the marks cleared): returns
     its size."""
@@ -741,7 +741,7 @@ def group_rows(mask, U):
     return nU
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
     """The rows' part of H_t D[:, t] added to HD[:, t] for the GROUP problems t, over the
     union U[:nU] of their active rows: C[m[t]] holds problem t's coefficients (0 off
@@ -831,7 +831,7 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
 # the union of their active rows, as hess_rows_group does for the products: each
 # problem's own rows in its own order, the others' rows adding exact zeros.
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gradient_coefficients(O, gc, hc, mask):
     """After :func:`step_move`: the active rows' gradient and Hessian coefficients as
     length-n vectors (0 off the active set) -- ``hc`` is the problem's xs, free until
@@ -844,7 +844,7 @@ def gradient_coefficients(O, gc, hc, mask):
         gc[act[k]] = O.gcoef[k]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     """The rows' part of the gradient and of diag(H) of the GROUP problems t with
     ``run[t]``, added to G[:, t] and H[:, t] over the union U[:nU] of their active rows:
@@ -906,7 +906,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     sums[3, 1] = hb3
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def group_gradient_start(P, w, G, H, t):
     """G[:, t], H[:, t] = the regulariser's parts at w (features only), before
     :func:`grad_rows_group`."""
@@ -914,7 +914,7 @@ def group_gradient_start(P, w, G, H, t):
         G[j, t], H[j, t] = reg_parts(P, w[j])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def group_gradient_finish(P, O, w, g, G, H, t, sums):
     """Problem t's gradient out of a group pass: g and diag(H) (O.hdiag) from the columns,
     the support every feature (as :func:`_support_and_grad`'s dense branch leaves it);
@@ -934,7 +934,7 @@ def group_gradient_finish(P, O, w, g, G, H, t, sums):
     return _gnorm(O, g)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def precond(P, O, w, M):
     """M[F] = diag(H)[F] = q(w) + sum_{i active} c_i phi''(m_i) x_i^2 (LIBLINEAR's
     get_diag_preconditioner), as the gradient's pass summed it; returns diag(H) outside
@@ -960,7 +960,7 @@ def precond(P, O, w, M):
 ROUNDING_SHARE = 1e-4
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def project(O, w, s, sigma, out):
     """out[F] = delta = s - sigma * w on the support; ``out`` must be zero elsewhere.  Then
     X s = sigma * wx + X delta: the pass over X needs only this sparse vector.
@@ -995,7 +995,7 @@ def project(O, w, s, sigma, out):
     return False
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def remainder(P, O, w, s, sigma, out, lo):
     """O.xs += X (delta - out): the part of X delta that rounding ``out`` dropped (after
     :func:`project` returned True).  ``lo`` is float64 scratch, zero outside F (left so)."""
@@ -1010,7 +1010,7 @@ def remainder(P, O, w, s, sigma, out, lo):
         lo[q if full else F[q]] = 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def round_start(w):
     """Round a start vector to float32 values in place: the scheduler computes X w0 in
     its float32 sweep buffer, so a start is the vector as stored there (every trainer
@@ -1019,7 +1019,7 @@ def round_start(w):
         w[q] = np.float32(w[q])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def unproject(O, out):
     """Undo :func:`project` (call before the support changes)."""
     F = O.F
@@ -1028,7 +1028,7 @@ def unproject(O, out):
         out[q if full else F[q]] = 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _trial_loss_sum(P, O, alpha, sigma):
     """sum_i c_i phi(y_i * (wx_i + alpha * (sigma * wx_i + xs_i))): the loss at w + alpha s,
     the O(n) work of a line-search trial, for a loss that does not mine negatives (every
@@ -1042,7 +1042,7 @@ def _trial_loss_sum(P, O, alpha, sigma):
     return acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _first_trial(P, O, sigma):
     """The loss at w + s (alpha = 1) with mining, listing the line search's *candidates*
     in ``act``: the instances with margin < 1 at alpha = 0 or at alpha = 1 (O.ist[NCAND]
@@ -1068,7 +1068,7 @@ def _first_trial(P, O, sigma):
     return acc
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _trial_candidates(P, O, sigma, lo, hi, acc, nc):
     """_first_trial's walk over the instances lo..hi-1: (acc, number of candidates)."""
     y = O.y
@@ -1084,7 +1084,7 @@ def _trial_candidates(P, O, sigma, lo, hi, acc, nc):
     return acc, nc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _later_trial(P, O, alpha, sigma):
     """The loss at w + alpha s (alpha < 1) with mining, over _first_trial's candidates:
     the same sum in the same order as over all instances."""
@@ -1100,7 +1100,7 @@ def _later_trial(P, O, alpha, sigma):
     return acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _l2_dots(P, O, w, s, sigma):
     """(s.s, w.s, w.w) over the regularised coordinates for s = sigma * w outside the
     support: O(|F|) instead of three passes over all features."""
@@ -1121,7 +1121,7 @@ def _l2_dots(P, O, w, s, sigma):
     return sTs, wTs, wTw
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _reg_along(P, w, s, alpha):
     """sum_j r(w_j + alpha s_j) (regularisers other than L2: every coordinate)."""
     d = P.n_features
@@ -1133,7 +1133,7 @@ def _reg_along(P, w, s, alpha):
     return acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def line_search(P, O, w, s, sigma, gTs, f, eta, max_steps):
     """Backtracking Armijo search on w + alpha s, alpha = 1, 1/2, 1/4, ...
 
@@ -1174,7 +1174,7 @@ def line_search(P, O, w, s, sigma, gTs, f, eta, max_steps):
 
 # --- dense forms: the same quantities on all coordinates (reference and tests) -------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _outside(O, out, src):
     """out[j] = src[j] for the features outside the current support (bias excluded)."""
     stamp = O.ist[STAMP]
@@ -1183,7 +1183,7 @@ def _outside(O, out, src):
             out[j] = src[j]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def full_gradient(P, O, w, g):
     """g = grad f(w) on every coordinate (O.wx current; L2: g = w outside the support);
     returns the active set's size."""
@@ -1192,14 +1192,14 @@ def full_gradient(P, O, w, g):
     return O.ist[NACT]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def full_hess_vec(P, O, w, v, out):
     """out = H v on every coordinate (after :func:`gradient`)."""
     hess_vec(P, O, w, v, out)
     _outside(O, out, v)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def full_precond(P, O, w, M):
     """M = diag(H) on every coordinate (after :func:`gradient`)."""
     precond(P, O, w, M)

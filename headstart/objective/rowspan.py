@@ -53,9 +53,9 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from . import erm, losses
 
 # K: m*m float64 (row-major, stride m); U: the Cholesky factor (upper triangle, row-major,
@@ -76,7 +76,7 @@ N_SCALARS = 9
 _U = np.uint64
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _axpy(a, x, xo, y, yo, n):
     """y[yo:yo+n] += a * x[xo:xo+n].  Unsigned positions (as erm.INDEX_DTYPE explains):
     with signed ones numba tests every index for wrap-around and the loop does not
@@ -87,7 +87,7 @@ def _axpy(a, x, xo, y, yo, n):
         y[yo + k] += a * x[xo + k]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def new_span(m, nnz, d):
     mm = max(m, 1)
     return Span(np.zeros(mm * mm), np.zeros(mm * mm), np.zeros(mm), np.zeros(mm), np.zeros(mm), np.zeros(mm),
@@ -97,14 +97,14 @@ def new_span(m, nnz, d):
                 np.zeros(max(nnz, 1)), np.zeros(N_SCALARS))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def span_fits(G, m, nnz, d):
     return G.z0.size >= m and G.crow.size >= nnz and G.colptr.size >= d + 1
 
 
 # --- set-up ---------------------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gram(P, G, m):
     """K = X X^T (features only, float64) of the m-row problem P, by columns: each
     column adds the products of its nonzeros, sum_j nnz_j^2 / 2 multiply-adds (a
@@ -144,7 +144,7 @@ def gram(P, G, m):
             K[k * m + i] = K[i * m + k]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def start(P, O, G, w, m):
     """The point w (the start, features then bias weight, with O.wx = X w current) as
     tau = 1, c = 0: its scores without the bias are z0."""
@@ -166,7 +166,7 @@ def start(P, O, G, w, m):
 
 # --- value and gradient -----------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _reg(P, ww, b):
     acc = 0.5 * ww
     if P.regularize_bias:
@@ -174,7 +174,7 @@ def _reg(P, ww, b):
     return acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def value(P, O, G, m):
     """f at the current point, from its scores z and the tracked ||w_f||^2."""
     acc = 0.0
@@ -187,7 +187,7 @@ def value(P, O, G, m):
     return acc + _reg(P, G.fs[WW], G.fs[B])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def gradient(P, O, G, m):
     """gamma_i = c_i phi'(m_i) y_i, the curvatures D_i = c_i phi''(m_i) and the rows with
     D_i > 0 (``act``) at the current point; returns ||grad f||^2 computed in the span:
@@ -235,7 +235,7 @@ def gradient(P, O, G, m):
     return max(g2, 0.0) + gb * gb
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _add_rows(P, coef, m, out):
     """out[:d] += X^T coef (rows with a zero coefficient skipped)."""
     for i in range(m):
@@ -246,7 +246,7 @@ def _add_rows(P, coef, m, out):
             out[P.indices[p]] += ci * np.float64(P.data[p])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def write_weights(P, G, w0, m, w):
     """w = (tau w0_f + X^T c, w_b): the point in the core's layout (O(nnz + columns))."""
     d = P.n_features
@@ -257,7 +257,7 @@ def write_weights(P, G, w0, m, w):
     w[d] = G.fs[B]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def exact_gradient_norm(P, G, m, w, g):
     """||grad f|| from the explicit weights w (:func:`write_weights`), with ``gam`` of
     the last :func:`gradient`: no cancellation, O(nnz + columns)."""
@@ -274,7 +274,7 @@ def exact_gradient_norm(P, G, m, w, g):
 
 # --- the Newton direction ---------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _factor(G, m, na):
     """U^T U = M = I + D^1/2 K_AA D^1/2 (U upper triangular, row-major, stride na), by
     right-looking elimination: each pivot row updates the rows below it with axpys.
@@ -307,7 +307,7 @@ def _factor(G, m, na):
     return True
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _solve_m(G, na, t1, t2, u1, u2):
     """u = D^1/2 M^-1 D^1/2 t for two right-hand sides at once (positions in ``act``):
     U^T y = D^1/2 t forward by rows of U (axpys), U u = y backward (two dot products
@@ -342,7 +342,7 @@ def _solve_m(G, na, t1, t2, u1, u2):
         u2[a] *= sd[a]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def direction(P, G, m):
     """The exact Newton direction s = -H^-1 g at the current point (after
     :func:`gradient`) into (fs[TAU_S], cs, fs[S_B]) and its scores xs = X s (bias
@@ -429,7 +429,7 @@ def direction(P, G, m):
 
 # --- line search and step -----------------------------------------------------------------
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def line_search(P, O, G, m, sTs, wTs, gTs, f, eta, max_steps):
     """LIBLINEAR's backtracking Armijo search along the direction (alpha = 1, 1/2, ...;
     accept f(w + alpha s) - f <= eta alpha g.s), each trial O(m).  Returns (alpha, f_new),
@@ -454,7 +454,7 @@ def line_search(P, O, G, m, sTs, wTs, gTs, f, eta, max_steps):
     return 0.0, f
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def step(G, m, alpha, sTs, wTs):
     """Move to w + alpha s: tau, c, the bias weight, the scores and ||w_f||^2."""
     fs = G.fs

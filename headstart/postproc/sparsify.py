@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..objective import erm
 from ..objective._typed import implement
 from .base import threshold
@@ -27,7 +27,7 @@ class Sparsify(NamedTuple):
     tolerance: float   # allowed relative growth of the objective
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def objective_pruned(P, O, w, tau, wt, scores):
     """f(w_tau), using ``wt`` (n_features + 1) and ``scores`` (n) as scratch."""
     d = w.size - 1
@@ -38,7 +38,7 @@ def objective_pruned(P, O, w, tau, wt, scores):
     return erm.reg_value(P, wt) + erm.loss_sum_at(P, O, scores)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def largest_threshold(P, O, w, f, tolerance, wt, scores):
     d = w.size - 1
     mags = np.empty(d)

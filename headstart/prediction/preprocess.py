@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from .._compile import njit
 from ..errors import DataFormatError
 from ..model.model import FeatureHashing, Preprocessing
 from .transforms import check_transform, hash_features, transform_values_inplace

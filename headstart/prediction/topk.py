@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from .._compile import njit
 from ..errors import DataFormatError, ModelFormatError, ParameterError
 from ..model.extras import read_extras
 from ..model.manifest import read_manifest

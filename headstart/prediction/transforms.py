@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
 
+from .._compile import njit
 from ..errors import DataFormatError, ParameterError
 from ..params import TRANSFORMS
 

@@ -68,9 +68,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
@@ -84,7 +84,7 @@ METHODS = ("neighbours", "centroids")
 # --------------------------------------------------------------------------- kernels
 # The bounded min-heap of (score, id) pairs is the top-k predictor's (same total order:
 # higher score, then lower id).
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _push(hs, hi, size, k, s, i):
     """Keep the k best (score, id) pairs in a min-heap (worst at the root)."""
     if size >= k and not _worse(hs[0], hi[0], s, i):
@@ -92,7 +92,7 @@ def _push(hs, hi, size, k, s, i):
     return _heap_push(hs, hi, size, k, s, i)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _drain(hs, hi, size, out_s, out_i):
     """Empty the heap into out_*, best first (popping the worst into the last free slot);
     the rest of out_* padded with (-inf, -1)."""
@@ -117,7 +117,7 @@ def _drain(hs, hi, size, out_s, out_i):
 DENSE_SHARE = 8
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_data, n_index, k, self_offset,
                        out_ids, out_sims):
     """Top-k index rows by inner product for query rows r0..r1-1 (an inverted index:
@@ -169,7 +169,7 @@ def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_
         _drain(hs, hi, size, out_sims[r], out_ids[r])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def labels_from_neighbours(r0, r1, nb_ids, nb_sims, y_indptr, y_indices, n_labels, K, prior, out_labels,
                            out_scores):
     """Candidate labels of rows r0..r1-1 from their neighbours: label score = sum of the
@@ -216,7 +216,7 @@ def labels_from_neighbours(r0, r1, nb_ids, nb_sims, y_indptr, y_indices, n_label
             seen[touched[q]] = False
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def count_hits(r0, r1, cand, y_indptr, y_indices, n_labels):
     """Number of (row, label) positives of rows r0..r1-1 found among their candidates."""
     mark = np.zeros(n_labels, dtype=np.bool_)
@@ -270,7 +270,7 @@ def label_centroids(X: sp.csr_matrix, Y: sp.spmatrix) -> sp.csr_matrix:
     return normalize_rows(C)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def largest_entries(indptr, data, keep, out_mask):
     """Mark each row's ``keep`` entries of largest magnitude (ties: the earlier entry)."""
     for r in range(indptr.size - 1):

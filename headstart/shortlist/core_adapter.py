@@ -47,9 +47,9 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..errors import ParameterError
 from ..params import method_of
 from ..init import REGISTRY as INIT_REGISTRY
@@ -113,13 +113,13 @@ def label_costs(params, label_counts: np.ndarray, n: int) -> tuple[np.ndarray, n
     return _weighting.label_costs(params, label_counts, n)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def buffers_fit(B, m, d):
     W, O = B
     return O.wx.size >= m and W.w.size >= d + 1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def new_buffers(m, d):
     """The core's solver workspace and objective state of capacity m rows x d features
     (same shapes and dtypes as newton.make_workspace / erm.make_state)."""
@@ -132,7 +132,7 @@ def new_buffers(m, d):
     return W, O
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def workspace_view(B, m, d):
     """(workspace, state) of an m x d sub-problem: the first m rows / d + 1 features of B."""
     W, O = B
@@ -147,7 +147,7 @@ def workspace_view(B, m, d):
     return Wv, Ov
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def make_problem(indptr, indices, data, d, bias, loss, reg, regularize_bias):
     """The core's Problem over a CSR sub-matrix (int64 indptr, int32 indices, float32 data;
     the indices viewed as unsigned, like the core's, erm.INDEX_DTYPE)."""
@@ -156,13 +156,13 @@ def make_problem(indptr, indices, data, d, bias, loss, reg, regularize_bias):
                         np.empty(0), np.empty(0))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def threshold(post, P, V, f):
     """The post-processing's pruning threshold for the solution in V = (W, O)."""
     return _threshold(post, P, V[1], V[0], f)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def round_start(w):
     """Round a start vector whose scores are still to be computed as the core trainer
     does (its sweep buffer is float32), so that a shortlist of every instance gives the
@@ -170,13 +170,13 @@ def round_start(w):
     _erm.round_start(w)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def scores(P, w, out):
     """out = X w (+ bias * w[d]): the core's one pass over the rows."""
     _erm.scores(P, w, out)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def setup(P, O, pos, cost_pos, cost_neg, epsilon, d1_zero, colsum, psum, have_colsum):
     """Labels (+1 on the local rows ``pos``), costs c_+ / c_- (C included) and stopping
     tolerance of a sub-problem, as the core's setup_label does for a full one.  Leaves
@@ -210,7 +210,7 @@ def setup(P, O, pos, cost_pos, cost_neg, epsilon, d1_zero, colsum, psum, have_co
     return tol, gnorm0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def solve(P, V, S, tol, w0):
     """The core's Newton solver from the start in V[0].w (with V[1].wx = X w current);
     ``w0`` (scratch of at least d + 1) gets a copy of the start.
@@ -227,7 +227,7 @@ def solve(P, V, S, tol, w0):
     return st, it, cg, f0, f1, g_init, g_final, _distance(W.w, w0)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _distance(w, w0):
     """||w - w0|| over w's coordinates (w0 may be longer)."""
     dist = 0.0
@@ -242,7 +242,7 @@ new_span = _rowspan.new_span
 span_fits = _rowspan.span_fits
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def direct_applies(reg, m, n, direct_rows):
     """Whether an m-row sub-problem of an n-row data set is solved by :func:`solve_direct`:
     at most ``direct_rows`` rows, the L2 regulariser (the span argument needs it), and
@@ -251,7 +251,7 @@ def direct_applies(reg, m, n, direct_rows):
     return direct_rows > 0 and m <= direct_rows and m < n and _regularizers.is_l2(reg)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def solve_direct(P, V, G, S, tol, w0):
     """:func:`solve` by exact Newton steps in the span of the rows (same returns, 0 CG
     steps unless a failed factorisation handed the label to the truncated method); G a

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import os
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._compile import njit
 from ..errors import DataFormatError
 from ..io import _kernels as K
 from ..io._common import read_bytes
@@ -45,7 +45,7 @@ _MESSAGES = {
 }
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _parse_body(buf, p, end, n_rows, n_labels, row_of, col_of, seen):
     """Parse instance lines from ``p``.  Returns (code, rows, nnz, error position, line
     start of the error).  ``seen`` (n_labels, int64) holds the row+1 that last used a
@@ -146,7 +146,7 @@ def read_shortlist(path, n_instances: int | None = None, n_labels: int | None = 
     return M
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _format_rows(r0, r1, indptr, indices, out):
     """The lines of rows r0..r1-1 ('j:1 j:1 ...', a row without ids as one blank) into
     the byte buffer ``out``; returns the bytes used.  (A Python loop over 49M ids took

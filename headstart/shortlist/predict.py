@@ -16,10 +16,10 @@ scored candidates are padded with label -1 and score -inf.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._compile import njit
 from ..errors import ParameterError
 from ..validation import check_k
 from .._threads import resolve_threads
@@ -33,7 +33,7 @@ SEARCH_RATIO = 16
 BUFFER_MAX = 1 << 22
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indices, w_data, intercept,
                      first_label, covered, n_features, out):
     """out[r, a] = x_r . w_l + intercept_l (rounded to float32) for every candidate slot
@@ -86,7 +86,7 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
                 buf[x_indices[p]] = 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def top_scored(r0, r1, cand, scored, k, out_labels, out_scores):
     """The k best scored candidates of rows r0..r1-1 (NaN: not scored), best first; ties
     go to the lower label id (the order of :mod:`headstart.prediction.topk`)."""

@@ -25,10 +25,10 @@ import hashlib
 import os
 from typing import Any, NamedTuple
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._compile import njit
 from ..errors import DataFormatError, ParameterError
 from . import core_adapter as core
 
@@ -179,7 +179,7 @@ def aligned_starts(T: Starts) -> Starts:
 
 
 # --------------------------------------------------------------------------- per label (compiled)
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _part(plan, P, O, colsum, psum, pos, label, feats, rows, scales, a, b, offset):
     """The start of the part of local columns [a, b) (global ids offset + ...), computed
     by the registry's code on the sub-problem restricted to those columns and the bias
@@ -223,7 +223,7 @@ def _part(plan, P, O, colsum, psum, pos, label, feats, rows, scales, a, b, offse
     return wp
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def start_vector(T, P, O, w, colsum, psum, pos, label, feats, rows, scales):
     """Write the start of ``label``'s sub-problem P into w and its scores into O.wx.
 

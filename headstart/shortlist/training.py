@@ -32,11 +32,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from .._columns import UsedColumns
+from .._compile import njit
 from .._prefetch import prefetch_ahead
 from .._threads import Abort
 from ..params import TrainParams
@@ -53,7 +53,7 @@ def stat_fields() -> tuple[str, ...]:
     return core.stat_fields() + EXTRA_FIELDS
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _grow(a, need):
     if need <= a.size:
         return a
@@ -62,7 +62,7 @@ def _grow(a, need):
     return b
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def merge_rows(pos, sl, rows, posl):
     """rows = sorted union of the sorted id lists ``pos`` and ``sl``; posl[k] = position of
     pos[k] in rows.  Returns the number of rows."""
@@ -91,7 +91,7 @@ def merge_rows(pos, sl, rows, posl):
 SWEEP_SHARE = 64
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub_indices, sub_data, colsum):
     """CSR of X[rows[:m]] restricted to the columns it uses, renumbered in ascending order.
 
@@ -139,7 +139,7 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
     return nf
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_indptr, s_indices, labels, fscale,
                 bias, loss, reg, regularize_bias, S, T, epsilon, d1_zero, cost_scale, cost_pos, cost_neg, deadline,
                 abort, post, solve, direct_rows):

@@ -38,9 +38,9 @@ scores are moved back along the column) rather than kept.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..objective import columns, losses
 from .glmnet import MAX_HALVINGS, SIGMA, _violation, new_rng, record_end, record_iteration, shuffle
 from .newton import CONVERGED, MAX_ITER, RUNNING, now
@@ -56,7 +56,7 @@ MIN_STEP = 1e-12
 # 2.73 s with scores and y per nonzero, 2.35 s so; debian-deps 1.03 and 0.70 s (one thread,
 # the same cycles and objective values).
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _column_model(indptr, indices, sv, j, L, y, cp, cn, mg):
     """(G, H) of weight j at the margins mg: sum_i c_i phi'(m_i) y_i x_ij and
     sum_i c_i phi''(m_i) x_ij^2 over column j's rows."""
@@ -87,7 +87,7 @@ def _column_model(indptr, indices, sv, j, L, y, cp, cn, mg):
     return g, h
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _shift_column(indptr, indices, sv, j, dz, L, y, cp, cn, mg, with_old):
     """Move weight j by dz (mg += dz * y x_j); returns the loss over column j's rows
     before (only ``with_old``, else 0) and after the move."""
@@ -109,14 +109,14 @@ def _shift_column(indptr, indices, sv, j, dz, L, y, cp, cn, mg, with_old):
     return old, new
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _move_column(indptr, indices, sv, j, dz, mg):
     a, b = columns.column_span(indptr, j)
     for p in range(a, b):
         mg[indices[p]] += dz * sv[p]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bias_model(bias, L, y, cp, cn, mg):
     g = 0.0
     h = 0.0
@@ -133,7 +133,7 @@ def _bias_model(bias, L, y, cp, cn, mg):
     return g * bias, h * bias * bias
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _shift_bias(bias, dz, L, y, cp, cn, mg, with_old):
     old = 0.0
     new = 0.0
@@ -152,7 +152,7 @@ def _shift_bias(bias, dz, L, y, cp, cn, mg, with_old):
     return old, new
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _move_bias(bias, dz, y, mg):
     step = dz * bias
     for i in range(mg.size):
@@ -161,7 +161,7 @@ def _move_bias(bias, dz, y, mg):
 
 # weight j of d features, or the bias weight (j == d): the column or the virtual bias column
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _move(indptr, indices, sv, bias, y, d, j, dz, mg):
     if j < d:
         _move_column(indptr, indices, sv, j, dz, mg)
@@ -169,14 +169,14 @@ def _move(indptr, indices, sv, bias, y, d, j, dz, mg):
         _move_bias(bias, dz, y, mg)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _shift(indptr, indices, sv, bias, y, d, j, dz, L, cp, cn, mg, with_old):
     if j < d:
         return _shift_column(indptr, indices, sv, j, dz, L, y, cp, cn, mg, with_old)
     return _shift_bias(bias, dz, L, y, cp, cn, mg, with_old)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _objective(CP, y, cp, cn, w, mg, lam_bias):
     """f(w) from the margins and the weights."""
     d = CP.d
@@ -190,7 +190,7 @@ def _objective(CP, y, cp, cn, w, mg, lam_bias):
     return reg + acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing, abort):
     """Minimise f from w = 0, as :func:`.glmnet.solve` (same buffers W -- hdiag holds the
     columns' curvature bounds here --, records, abort and results; the iterations are

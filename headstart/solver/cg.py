@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..objective import erm
 
 # the CG scalars between phases (a float64 array of CG_SCALARS)
@@ -38,7 +38,7 @@ ZTR, SIGMA, RHO, DELTA, CGTOL, QVAL, ITER, MOUT = range(8)
 CG_SCALARS = 8
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def pcg_begin(O, g, M, s, r, dv, eps_cg, m_out, cs):
     """s = 0, r = -g, d = M^-1 r on the support (the scalars outside it into ``cs``)."""
     F = O.F
@@ -66,7 +66,7 @@ def pcg_begin(O, g, M, s, r, dv, eps_cg, m_out, cs):
     cs[MOUT] = m_out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def pcg_step(O, g, M, s, r, dv, Hd, cs):
     """One CG iteration, given Hd = H d on the support: updates s, r, d; returns True when
     CG stops (Q's decrease rule, numerical trouble, or max(features, 5) iterations)."""
@@ -127,7 +127,7 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     return cg_iter >= max(M.size, 5)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def pcg(P, O, w, g, M, s, r, dv, Hd, eps_cg, m_out):
     """Approximately solve H s = -g, H the objective's Hessian at w (after its gradient).
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..objective import rowspan
 from .newton import NUMERICAL, RUNNING, conclude, start_status
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _gnorm(P, O, G, m, w0, w, g, tol):
     """||grad f|| at the current point: the span's value (:func:`rowspan.gradient`), unless
     it could pass the test tol -- below 2 tol, or within rounding of the size of its
@@ -41,7 +41,7 @@ def _gnorm(P, O, G, m, w0, w, g, tol):
     return gn
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def newton(P, O, G, S, tol, w, w0, g, m):
     """Minimise the objective from the start in ``w`` (features then bias weight, O.wx =
     X w current) over the m rows of P, with the settings S of :mod:`.newton`.

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numba as nb
+from .._compile import njit
 import numpy as np
 
 from ..objective import losses
@@ -52,7 +52,7 @@ def make_work(n: int, n_features: int) -> Work:
     return Work(np.zeros(n_features + 1), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def row_norms(RP):
     """||x_i||^2 with the bias feature: the label-independent part of Q_ii."""
     out = np.empty(RP.n)
@@ -66,7 +66,7 @@ def row_norms(RP):
     return out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def column_sums(RP):
     """Sum of each column of X, and the bias column's (n x bias) last."""
     out = np.zeros(RP.d + 1)
@@ -76,7 +76,7 @@ def column_sums(RP):
     return out
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _score(RP, w, i):
     acc = 0.0
     for p in range(RP.indptr[i], RP.indptr[i + 1]):
@@ -84,7 +84,7 @@ def _score(RP, w, i):
     return acc + w[RP.d] * RP.bias
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def primal(RP, y, cp, cn, w):
     """f(w) = ||w||^2 / 2 (bias weight included) + sum_i c_i phi(y_i w.x_i)."""
     reg = 0.0
@@ -96,7 +96,7 @@ def primal(RP, y, cp, cn, w):
     return 0.5 * reg + acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
           abort):
     """Minimise f from a = 0 (w = 0).  Returns (status, cycles, coordinate steps, f(0),

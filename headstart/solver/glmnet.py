@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..objective import columns
 from .newton import CONVERGED, LINE_SEARCH_FAILED, MAX_ITER, NUMERICAL, RUNNING, now
 
@@ -63,7 +63,7 @@ def make_work(n: int, n_features: int, nnz_signed: int = 0) -> Work:
                 np.zeros(nnz_signed, dtype=np.float32))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _next(state):
     """xorshift64*: a small deterministic generator per label (state: 1-element uint64)."""
     x = state[0]
@@ -74,14 +74,14 @@ def _next(state):
     return x * np.uint64(2685821657736338717)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def new_rng(seed):
     """The per-label generator's state, from the label id (so that a label's result does
     not depend on the thread that trains it)."""
     return np.full(1, np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1), dtype=np.uint64)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def shuffle(index, count, rng):
     """A random permutation of index[:count] in place (Fisher-Yates)."""
     for s in range(count):
@@ -91,7 +91,7 @@ def shuffle(index, count, rng):
         index[s] = t
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def record_iteration(rec_step, rec_cg, rec_time, k, it, step, inner, timing, t0):
     """The records of label k's iteration ``it`` (the caller checks there is room): its
     step, its inner count and, with ``timing``, its seconds; returns the new t0."""
@@ -104,7 +104,7 @@ def record_iteration(rec_step, rec_cg, rec_time, k, it, step, inner, timing, t0)
     return t0
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def record_end(rec_f, rec_act, rec_step, rec_cg, rec_time, k, it, f, active_share, timing, t0):
     """The closing record of label k after ``it`` iterations, where there is room."""
     if it < rec_f.shape[1]:
@@ -115,7 +115,7 @@ def record_end(rec_f, rec_act, rec_step, rec_cg, rec_time, k, it, f, active_shar
         rec_time[k, it] = (now() - t0) if timing else 0.0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _violation(g, lam, wj):
     """|minimum-norm subgradient| of lam |w_j| + g w_j at w_j; -1 when w_j = 0 and the
     gradient lies inside [-lam, lam] (no violation: the shrinking candidate)."""
@@ -132,7 +132,7 @@ def _violation(g, lam, wj):
     return abs(gn)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing, abort):
     """Minimise f from w = 0 for the labels ``y`` (+-1 per instance) with costs cp / cn;
     W's buffers are overwritten, the solution is left in W.w (coordinates 0..nv-1) and

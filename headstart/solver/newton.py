@@ -25,6 +25,7 @@ from collections import namedtuple
 import numba as nb
 import numpy as np
 
+from .._compile import njit
 from ..objective import erm
 from .cg import pcg
 
@@ -63,7 +64,7 @@ def settings(params) -> Settings:
                     np.float64(params.ls_eta), np.int64(params.ls_max_steps))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def now():
     # numba has no clock: a brief trip to the interpreter (holds the GIL for ~1 us)
     with nb.objmode(t="f8"):
@@ -71,7 +72,7 @@ def now():
     return t
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def start(P, O, W, tol, rec_f, rec_act):
     """Evaluate the start (W.w with O.wx = X W.w current): (status, f, ||g||)."""
     n = O.wx.size
@@ -83,7 +84,7 @@ def start(P, O, W, tol, rec_f, rec_act):
     return start_status(f, gnorm, tol), f, gnorm
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def start_status(f, gnorm, tol):
     """The status of a start with value f and gradient norm gnorm: NUMERICAL if f is not
     finite, CONVERGED if it passes the gradient test already, else RUNNING."""
@@ -94,7 +95,7 @@ def start_status(f, gnorm, tol):
     return RUNNING
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def direction(P, S, O, W):
     """Newton direction into W.s by PCG on the objective's support; returns
     (CG steps, g.s, sigma) with s = sigma * w outside the support."""
@@ -104,7 +105,7 @@ def direction(P, S, O, W):
     return cg_iter, slope(O, W.g, W.s, sigma), sigma
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def preconditioner(P, S, O, w, M):
     """M = (1 - alpha) + alpha * diag(H) on the support (LIBLINEAR's mixed diagonal
     preconditioner); returns its value outside the support."""
@@ -117,7 +118,7 @@ def preconditioner(P, S, O, w, M):
     return (1.0 - S.pcg_alpha) + S.pcg_alpha * m_out
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def slope(O, g, s, sigma):
     """g.s for s in split form (s on the support, sigma * w outside, where g = w)."""
     F = O.F
@@ -129,7 +130,7 @@ def slope(O, g, s, sigma):
     return gTs
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def advance(P, S, O, W, it, f, gnorm, tol, cg_iter, gTs, sigma, rec_f, rec_act, rec_step, rec_cg):
     """Line search along s (O.xs = X delta must be current, see
     :func:`headstart.objective.erm.project`), step, new gradient, stopping tests for
@@ -142,12 +143,12 @@ def advance(P, S, O, W, it, f, gnorm, tol, cg_iter, gTs, sigma, rec_f, rec_act, 
     return conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_act, rec_step, rec_cg)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def active_fraction(O):
     return O.ist[erm.NACT] / max(O.wx.size, 1)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_act, rec_step, rec_cg):
     """The end of :func:`advance` once the new gradient is known (a scheduler may compute
     it later, for several labels at once): records of iteration ``it`` and the stopping
@@ -171,7 +172,7 @@ def conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_ac
     return status, f, gnorm
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def newton(P, O, W, S, tol, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     """Minimise f from W.w (with O.wx = X W.w current), one problem on its own: the
     one-lane case of :func:`headstart.training.kernel.train_chunk`, the same phases in

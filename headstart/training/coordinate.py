@@ -26,10 +26,10 @@ import threading
 import time
 from dataclasses import replace
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._compile import njit
 from .._threads import Abort
 from ..objective import losses, regularizers, weighting
 from ..objective.columns import ColumnProblem
@@ -54,20 +54,20 @@ def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
                          float(params.bias), losses.make(params), bool(params.regularize_bias))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _chunk_buffers(nl):
     """A chunk's results as they grow: weights (CSR by label), intercepts, statistics."""
     return (np.zeros(nl + 1, dtype=np.int64), np.empty(1024, dtype=np.int32), np.empty(1024, dtype=np.float32),
             np.zeros(nl, dtype=np.float32), np.zeros((nl, 13)))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _nothing(indptr, indices, data, intercept, stats):
     """The result of an aborted chunk: no label (the trainer discards it)."""
     return indptr[:1].copy(), indices[:0].copy(), data[:0].copy(), intercept[:0], stats[:0], 0
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg):
     """y (+1 / -1 per instance) of label j; returns (positives, cp, cn)."""
     pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
@@ -80,7 +80,7 @@ def _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg):
     return pos.size, cp, cn
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _keep(w, d, bias, prune, indices, data, nnz, intercept, k):
     """Append label k's weights with |w_j| >= prune (and != 0) to indices / data; returns
     (indices, data, nnz, ||w||) -- the buffers may have grown."""
@@ -100,7 +100,7 @@ def _keep(w, d, bias, prune, indices, data, nnz, intercept, k):
     return indices, data, nnz, math.sqrt(dist)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, kept):
     st[0] = npos
     st[1] = status
@@ -117,7 +117,7 @@ def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, ke
     st[12] = kept
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter, prune,
                 deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, cdn):
     """Train ``labels`` one after the other with the thread's buffers W (and y, one byte
@@ -125,7 +125,9 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
     :func:`.kernel.train_chunk` does: weights with |w_j| >= prune (LIBLINEAR keeps
     every non-zero: prune = 0), statistics in the columns of ``kernel.STAT_FIELDS``
     (gradient norms are the 1-norms of the minimum-norm subgradient, the rule's own
-    measure; "cg_steps" counts coordinate-descent cycles)."""
+    measure; "cg_steps" counts coordinate-descent cycles).  ``cdn``: None for newGLMNET
+    (numba then prunes CDN's branch before typing: the default solver's runs do not
+    compile CDN), True for CDN (both solvers compiled, numba cannot prune on a bool)."""
     n = CP.n
     d = CP.d
     nl = labels.size
@@ -143,7 +145,7 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
         # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
         tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
         t0 = now() if timing else 0.0
-        if cdn:
+        if cdn is not None:   # (None: newGLMNET, and CDN's branch is not compiled)
             status, iters, cycles, f0, f, g0, g = cdn_solver.solve(CP, W, y, cp, cn, tol, max_iter, j, rec_f, rec_act,
                                                                    rec_step, rec_cg, rec_time, k, timing, abort)
         else:
@@ -160,7 +162,7 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
         stats[:started], started
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def train_chunk_dual(RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter,
                      prune, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, switch_after, NP, V,
                      S, colsum, scratch, d1_zero):
@@ -231,7 +233,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
     from .trainer import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, label_chunks,
-                          make_records, report_problems, run_chunks)
+                          make_records, report_problems, run_chunks, warmup_records)
 
     from ..params import method_of
 
@@ -295,14 +297,16 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
         def call(chunk, W, y, rec, abort_flag, dl):
             rf, ra, rs, rt, rc = rec
             return train_chunk(P, W, y, y_indptr, y_indices, chunk, epsilon, cost_scale, cost_pos, cost_neg,
-                               max_iter, prune, dl, abort_flag, rf, ra, rs, rc, rt, timing, use_cdn)
+                               max_iter, prune, dl, abort_flag, rf, ra, rs, rc, rt, timing,
+                               True if use_cdn else None)
 
     t0 = time.perf_counter()
     note = threading.Timer(1.0, lambda: compile_log.info(
         "compiling headstart's coordinate-descent kernels for this run's types (first run only) ..."))
     note.daemon = True
     note.start()
-    call(np.zeros(0, dtype=np.int64), new_work(1, 1), np.zeros(1, dtype=np.int8), make_records(2, 2), Abort().flag, 0.0)
+    call(np.zeros(0, dtype=np.int64), new_work(1, 1), np.zeros(1, dtype=np.int8), warmup_records(chunk_size, cap),
+         Abort().flag, 0.0)
     note.cancel()
     compile_seconds = time.perf_counter() - t0
 

@@ -32,10 +32,10 @@ from __future__ import annotations
 import math
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 
 from .. import postproc
+from .._compile import njit
 from .._prefetch import prefetch
 from ..init.base import initial_weights
 from ..objective import erm
@@ -77,7 +77,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
     return W, O
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def lane(WS, OS, b):
     """Lane b's view of the workspace and state (shared parts at index 0)."""
     W = Workspace(WS.w[b], WS.g[0], WS.s[b], WS.r[0], WS.d[0], WS.Hd[0], WS.M[0], WS.delta[b])
@@ -123,7 +123,7 @@ def make_group(n: int, n_features: int, lanes: int) -> Group:
                  np.zeros((G, cg.CG_SCALARS)), np.zeros(G, dtype=np.bool_), np.zeros((G, m)))
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def group_lane(WS, OS, b, GG, GM, GR, t):
     """Lane b's view with the gradient, preconditioner (also the objective's Hessian
     diagonal) and CG residual in group slot t: a group's lanes keep them from their
@@ -134,7 +134,7 @@ def group_lane(WS, OS, b, GG, GM, GR, t):
     return W, O
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def group_directions(P, S, WS, OS, B, nm, nU, cgi, gTs, sig):
     """Newton directions of the nm lanes ``members[:nm]`` (group slots 0..nm-1), by PCG
     in lock step: each CG iteration computes the Hessian products of the lanes still
@@ -179,7 +179,7 @@ def group_directions(P, S, WS, OS, B, nm, nU, cgi, gTs, sig):
         gTs[b] = nt.slope(O, W.g, W.s, sig[b])
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _to_column(O, v, A, t):
     """A[F, t] = v[F] on the lane's support F (the bias index included)."""
     F = O.F
@@ -189,7 +189,7 @@ def _to_column(O, v, A, t):
         A[j, t] = v[j]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _from_column(O, A, t, v):
     F = O.F
     full = erm.support_is_all(O)   # then F[q] == q: index directly
@@ -214,7 +214,7 @@ V_AHEAD = 20
 SWEEP_PREFETCH_NNZ = 8 * 2**20
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bias_terms(P, V, vb):
     """vb[b] = bias * V[d, b]: the bias coordinate's part of each lane's scores.  Its own
     function, compiled without ``contract`` (see lanes_scores): the product is rounded
@@ -232,7 +232,7 @@ def _bias_terms(P, V, vb):
 # for negative indices, no run-time row stride) one sweep over debian-deps went from
 # 6.57 to 4.20 ns per nonzero (one thread, medians of 11 alternating calls, 2026-11-27,
 # Intel Xeon VM; the same outputs bit for bit).
-@nb.njit(cache=True, nogil=True, fastmath={"contract"})
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def lanes_scores(P, V, out, ahead):
     """out[b] = X V[:, b] (+ bias * V[d, b]) for the 16 lanes in one pass over X.
 
@@ -316,7 +316,7 @@ def lanes_scores(P, V, out, ahead):
 HALF_LANES = LANES // 2
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _bias_terms8(P, V, vb):
     """_bias_terms for 8 lanes (without ``contract``, see there)."""
     d = P.n_features
@@ -324,7 +324,7 @@ def _bias_terms8(P, V, vb):
         vb[b] = P.bias * V[d, b]
 
 
-@nb.njit(cache=True, nogil=True, fastmath={"contract"})
+@njit(cache=True, nogil=True, fastmath={"contract"})
 def lanes_scores8(P, V, out, ahead):
     """:func:`lanes_scores` for 8 lanes: V is (n_features + 1, 8), float32, C order."""
     n = P.indptr.size - 1
@@ -365,7 +365,7 @@ def lanes_scores8(P, V, out, ahead):
         out[7, i] = a7 + vb[7]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _touch(V, out):
     """Read V once, in order, right before the sweep gathers its rows at random.
 
@@ -379,7 +379,7 @@ def _touch(V, out):
     out[0] = acc
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _copy(dst, src, n):
     """dst[:n] = src[:n] as a plain loop: numba's array assignment carries shape checks
     whose error formatting took a few seconds of every first compile."""
@@ -387,13 +387,13 @@ def _copy(dst, src, n):
         dst[i] = src[i]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _copy_range(dst, at, src, start, n):
     for i in range(n):
         dst[at + i] = src[start + i]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _grow(a, need):
     if need <= a.size:
         return a
@@ -402,7 +402,7 @@ def _grow(a, need):
     return b
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def positives_sum(P, pos, psum):
     """psum = sum of the positive rows, bias coordinate included."""
     psum[:] = 0.0
@@ -412,7 +412,7 @@ def positives_sum(P, pos, psum):
     psum[psum.size - 1] = P.bias * pos.size
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scale, cost_pos, cost_neg):
     """Labels, costs, stopping tolerance and start vector of label j; returns
     (tol, ||grad f(0)||, True when X w0 is still to be computed)."""
@@ -437,7 +437,7 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
     return tol, gnorm0, need
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
                 cost_pos, cost_neg, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
     """Train ``labels`` with the lane workspace (WS, OS) (arrays with a leading lane axis).
@@ -739,7 +739,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     return out_indptr, out_indices, out_data, intercept[:started], stats[:started], started
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, timing):
     """The group's directions (:func:`group_directions`), then each member's projected
     direction for the sweep; the group's time is shared out among its members."""
@@ -756,7 +756,7 @@ def _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, ti
             t_iter[B.members[t]] += share
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def start_vector(P, O, plan, psum, pos, j, out):
     """Label j's start vector again, into ``out``: the computation of :func:`setup_label`
     (positives' sum, the initialiser, the float32 rounding of a start whose X w0 the
@@ -767,7 +767,7 @@ def start_vector(P, O, plan, psum, pos, j, out):
         erm.round_start(out)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _finish(P, O, W, post, plan, psum, y_indptr, y_indices, j, w0, k, status, iters, cg_total, f, gnorm, seconds,
             stats, intercept, starts, counts, nnz, buf_indices, buf_data):
     """Record the label's statistics and append the weights the post-processing keeps

@@ -22,14 +22,14 @@ model).
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._compile import njit
 from . import pages
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def column_counts(indices, out):
     """out[j] += 1 per non-zero of feature j: ``np.bincount(indices)`` without its
     nnz-long int64 copy of the int32 indices (10.9 MB on debian-deps)."""
@@ -37,7 +37,7 @@ def column_counts(indices, out):
         out[indices[k]] += 1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def renumber(table, indices, out):
     """out[k] = table[indices[k]]: ``np.take(table, indices, out=out)`` without the
     nnz-long int64 copy numpy makes of int32 indices (10.9 MB on debian-deps)."""
@@ -45,7 +45,7 @@ def renumber(table, indices, out):
         out[k] = table[indices[k]]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def renumber_sorted(keys, table, indices, out):
     """out[k] = table[position of indices[k] in the sorted keys] (binary search): the
     compact form's renumbering, without a table over the whole feature space."""

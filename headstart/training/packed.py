@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from .._compile import njit
 from . import pages
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _encoded_size(indptr, indices):
     """Bytes of the LEB128 gaps of every row; -1 if a row is not strictly increasing."""
     total = 0
@@ -46,7 +46,7 @@ def _encoded_size(indptr, indices):
     return total
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _encode(indptr, indices, out):
     pos = 0
     for r in range(indptr.size - 1):
@@ -62,7 +62,7 @@ def _encode(indptr, indices, out):
             pos += 1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _decode(indptr, codes, out):
     """out[p] = column index of weight p (the rows' gaps summed)."""
     pos = 0
@@ -82,7 +82,7 @@ def _decode(indptr, codes, out):
             out[p] = prev
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _top_bytes(bits, table_index):
     """table_index[t] = code of top byte t (-1 if absent); returns the number of codes."""
     table_index[:] = -1
@@ -95,7 +95,7 @@ def _top_bytes(bits, table_index):
     return m
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _pack_values(bits, table_index, low, top):
     for p in range(bits.size):
         b = np.int64(bits[p])
@@ -109,7 +109,7 @@ def _pack_values(bits, table_index, low, top):
             top[p >> 1] = np.uint8(c)
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _unpack_values(low, top, table, out):
     for p in range(out.size):
         c = (np.int64(top[p >> 1]) >> (4 * (p & 1))) & 15

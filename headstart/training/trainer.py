@@ -251,7 +251,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
     # first call, which took ~20 s on the first bibtex run and was reported as training.
     compile_seconds = compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale,
-                                      cost_pos, cost_neg, lanes, groups, cap, timing)
+                                      cost_pos, cost_neg, lanes, groups, chunk_size, cap, timing)
     t_train = time.perf_counter()
 
     def new_state():
@@ -391,7 +391,7 @@ def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headst
 
 
 def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
-                    lanes: int, groups: bool, cap: int, timing: bool) -> float:
+                    lanes: int, groups: bool, chunk_size: int, cap: int, timing: bool) -> float:
     """Seconds spent compiling (or loading from numba's cache) the training kernels for
     exactly the argument types of this run: one call of train_chunk with no label, on a
     one-instance workspace of the same array types."""
@@ -403,7 +403,7 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     note.daemon = True
     note.start()
     WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
-    rec = make_records(2, 2)    # (not 1 x 1: numba would type that as C order, not F)
+    rec = warmup_records(chunk_size, cap)
     rf, ra, rs, rt, rc = rec
     train_chunk(P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
                 np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0,
@@ -421,6 +421,14 @@ def make_workspace(n: int, d: int, lanes: int):
     their shapes and dtypes), re-homed into mappings of their own (:mod:`.pages`)."""
     ws, os_ = make_lane_workspace(n, d, lanes)
     return type(ws)(*pages.zeros_like_workspace(ws)), type(os_)(*pages.zeros_like_workspace(os_))
+
+
+def warmup_records(chunk_size: int, cap: int):
+    """Record arrays of the same numba type as ``make_records(chunk_size, cap)``, for a
+    compiling call with no label: numba types a Fortran-order array with one row or one
+    column as C order (it is both), a wider one as F order, so a warm-up on other shapes
+    would leave the run to compile its kernel a second time (a 1-label run, or max_iter 0)."""
+    return make_records(min(chunk_size, 2), min(cap, 2))
 
 
 def make_records(chunk_size: int, cap: int):

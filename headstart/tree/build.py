@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from .._columns import UsedColumns
+from .._compile import njit
 from .._threads import resolve_threads
 from ..errors import ParameterError
 
@@ -98,7 +98,7 @@ def label_representations(X: sp.csr_matrix, Y: sp.spmatrix) -> sp.csr_matrix:
     return R
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _row_dots(r, indptr, indices, data, CT, acc):
     """acc[c] += r . CT[:, c] for every column c (CT feature-major, d x k: a nonzero of
     r updates k contiguous sums)."""
@@ -110,7 +110,7 @@ def _row_dots(r, indptr, indices, data, CT, acc):
             acc[c] += v * row[c]
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _nearest_block(r0, r1, indptr, indices, data, CT, half_c2, out):
     """out[r] = argmax_c r.c - ||c||^2 / 2, the nearest centroid (ties to the lower id),
     for rows r0..r1-1 of R."""
@@ -127,7 +127,7 @@ def _nearest_block(r0, r1, indptr, indices, data, CT, half_c2, out):
         out[r] = best
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _dots_block(r0, r1, indptr, indices, data, CT, out):
     """out[:, r] = R[r] . CT for rows r0..r1-1 (the seeding's candidates, k x m)."""
     acc = np.empty(CT.shape[1])

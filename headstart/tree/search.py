@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import math
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
 from typing import NamedTuple
 
+from .._compile import njit
 from .._threads import resolve_threads
 from ..errors import ParameterError
 from ..shortlist.candidates import _blocks
@@ -52,7 +52,7 @@ def check_score(score: str, a: float) -> int:
     return SCORES.index(score)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _logp(s, link, slope):
     if link == LINK_SIGMOID:
         z = slope * s
@@ -71,7 +71,7 @@ class NodeIndex(NamedTuple):
     ent_w: np.ndarray       # float32: its weight
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _count_features(v0, v1, node_ptr, w_indptr, w_indices, d, out):
     """out[v] = distinct features of node v's weight rows, for nodes v0..v1-1."""
     mark = np.full(d, -1, dtype=np.int64)
@@ -85,7 +85,7 @@ def _count_features(v0, v1, node_ptr, w_indptr, w_indices, d, out):
         out[v] = c
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def _fill_index(v0, v1, node_ptr, w_indptr, w_indices, w_data, d, feat_ptr, feats, ent_ptr, ent_out, ent_w):
     """The index of nodes v0..v1-1 by a counting sort per node: node v's entries are the
     nonzeros of its rows, so they fill exactly the positions its rows have in W (and
@@ -151,7 +151,7 @@ def node_index(W: sp.csr_matrix, node_ptr: np.ndarray, threads: int = 0) -> Node
     return NodeIndex(feat_ptr, feats, ent_ptr, ent_out, ent_w)
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _score_node(v, x_indices, x_data, xlo, xhi, feat_ptr, feats, ent_ptr, ent_out, ent_w, intercept, node_ptr, acc):
     """acc[j] = intercept + x . w for the outputs j of node v."""
     o0 = node_ptr[v]
@@ -172,7 +172,7 @@ def _score_node(v, x_indices, x_data, xlo, xhi, feat_ptr, feats, ent_ptr, ent_ou
         lo = q
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _offer(bs, bk, bv, size, cap, s, key, val):
     """Keep the best ``cap`` of the offered (s, key, val), ordered by s descending, ties
     by key ascending, in bs/bk/bv[:size]; returns the new size.  A bounded insertion:
@@ -194,7 +194,7 @@ def _offer(bs, bk, bv, size, cap, s, key, val):
     return size + 1
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def beam_search_block(r0, r1, x_indptr, x_indices, x_data, feat_ptr, feats, ent_ptr, ent_out, ent_w, intercept,
                       node_ptr, target, leaf, n_labels, beam, k, link, slope, out_labels, out_scores):
     """Top-k labels and scores of rows r0..r1-1 (see the module docstring).  Candidates

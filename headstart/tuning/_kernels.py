@@ -10,7 +10,7 @@ positives of label j in ``y_indices[y_indptr[j]:y_indptr[j + 1]]``.  Decisions a
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from .._compile import njit
 
 
 @njit(nogil=True, cache=True)

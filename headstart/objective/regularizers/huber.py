@@ -12,8 +12,7 @@ trainer).  Weights do not become exactly zero; the pruning threshold (--prune or
 
 from typing import NamedTuple
 
-import numba as nb
-
+from ..._compile import njit
 from .base import epsilon_of, get, register
 
 
@@ -21,7 +20,7 @@ class Huber(NamedTuple):
     epsilon: float
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def huber_value(eps, w):
     a = abs(w)
     if a > eps:
@@ -29,7 +28,7 @@ def huber_value(eps, w):
     return 0.5 * w * w / eps
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def huber_d1(eps, w):
     if w > eps:
         return 1.0
@@ -38,7 +37,7 @@ def huber_d1(eps, w):
     return w / eps
 
 
-@nb.njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True)
 def huber_d2(eps, w):
     a = abs(w)
     if a > eps:
