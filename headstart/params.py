@@ -97,13 +97,18 @@ class TrainParams:
         "help": "elastic-net: share of the L2 part (0 = Huber-L1 only, 1 = L2 only)"})
     weighting: str = field(default="none", metadata={
         "help": "instance costs per label for missing labels: none, 2pm1 (positives 2/p-1), "
-                "p2mp (negatives p/(2-p)), file (--weights-pos-file / --weights-neg-file)"})
+                "p2mp (negatives p/(2-p)), file (--weights-pos-file / --weights-neg-file), "
+                "constant (--weight-pos / --weight-neg)"})
     propensity_a: float = field(default=0.55, metadata={"help": "propensity model A (Jain et al. 2016)"})
     propensity_b: float = field(default=1.5, metadata={"help": "propensity model B (Jain et al. 2016)"})
     weights_pos_file: str | None = field(default=None, metadata={
         "help": "weighting=file: one positive cost per label (.npy vector or whitespace-separated text)"})
     weights_neg_file: str | None = field(default=None, metadata={
         "help": "weighting=file: one negative cost per label (.npy vector or whitespace-separated text)"})
+    weight_pos: float = field(default=1.0, metadata={
+        "help": "weighting=constant: every label's positive cost (LIBLINEAR -w1)"})
+    weight_neg: float = field(default=1.0, metadata={
+        "help": "weighting=constant: every label's negative cost (LIBLINEAR -w-1)"})
     epsilon: float = field(default=0.01, metadata={
         "help": "stop when ||grad f(w)|| <= epsilon*max(min(#pos,#neg),1)/n*||grad f(0)|| (LIBLINEAR's rule)"})
     max_iter: int = field(default=1000, metadata={"help": "maximum Newton iterations per label (newGLMNET "
@@ -178,6 +183,14 @@ class TrainParams:
         return cls(**d)
 
     @classmethod
+    def from_liblinear(cls, options: str, **overrides: Any) -> "TrainParams":
+        """The parameters of LIBLINEAR's ``train`` options, e.g. ``"-s 2 -c 4 -B 1"``
+        (:mod:`headstart.liblinear`), with ``overrides`` on top."""
+        from .liblinear import translate
+
+        return cls.from_dict({**translate(options), **overrides})
+
+    @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "TrainParams":
         try:
             with open(path, encoding="utf-8") as fh:
@@ -232,6 +245,8 @@ def validate(p: TrainParams) -> None:
     if p.weighting == "file":
         _need(bool(p.weights_pos_file) or bool(p.weights_neg_file), "weights_pos_file",
               "given (or weights_neg_file) when weighting='file'", p.weights_pos_file)
+    _need(_finite(p.weight_pos) and p.weight_pos >= 0, "weight_pos", "a finite number >= 0", p.weight_pos)
+    _need(_finite(p.weight_neg) and p.weight_neg >= 0, "weight_neg", "a finite number >= 0", p.weight_neg)
     _need(_int(p.max_num_pos) and p.max_num_pos >= 0, "max_num_pos", "an integer >= 0", p.max_num_pos)
     _need(_finite(p.sparsify) and 0 <= p.sparsify, "sparsify", "a finite number >= 0 (percent; 0 = off)",
           p.sparsify)
@@ -338,6 +353,8 @@ READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "l2_solver": _in("regularizer", "l2"),
     "weights_pos_file": _in("weighting", "file"),
     "weights_neg_file": _in("weighting", "file"),
+    "weight_pos": _in("weighting", "constant"),
+    "weight_neg": _in("weighting", "constant"),
     "aop_s": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",
               "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)"),
     "aop_t": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",

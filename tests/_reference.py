@@ -81,6 +81,20 @@ def load_dataset(name: str, split: str = "train"):
     return X, sp.csr_matrix(Y)
 
 
+def checked_dataset(name: str):
+    """(X, Y) of a dataset's training split through headstart's input checks, as the
+    trainer takes them; skips the test when the data is absent."""
+    import pytest
+
+    from headstart.validation import check_features, check_labels
+
+    d = load_dataset(name)
+    if d is None:
+        pytest.skip(f"{name} not found")
+    X, Y = d
+    return check_features(X), check_labels(Y, X.shape[0])
+
+
 def l2_normalize(X: sp.csr_matrix) -> sp.csr_matrix:
     """Rows scaled to unit Euclidean norm (zero rows stay zero), float32."""
     X = sp.csr_matrix(X, dtype=np.float64, copy=True)

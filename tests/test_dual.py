@@ -13,7 +13,7 @@ from headstart import TrainParams
 from headstart.errors import ParameterError
 from headstart.params import unused_parameters, validate
 from headstart.training.trainer import train_labels
-from headstart.validation import check_features, check_labels
+from headstart.validation import check_features
 
 import _reference as ref
 
@@ -22,11 +22,7 @@ LABELS = np.array([0, 3, 40, 77, 120, 158])
 
 @pytest.fixture(scope="module")
 def bibtex():
-    d = ref.load_dataset("bibtex")
-    if d is None:
-        pytest.skip("bibtex not found")
-    X, Y = d
-    return check_features(X), check_labels(Y, X.shape[0])
+    return ref.checked_dataset("bibtex")
 
 
 def primal(Xa, y, w, loss):

@@ -21,11 +21,7 @@ LOSSES = {"logistic": 6, "squared-hinge": 5}
 
 @pytest.fixture(scope="module")
 def bibtex():
-    d = ref.load_dataset("bibtex")
-    if d is None:
-        pytest.skip("bibtex not found")
-    X, Y = d
-    return check_features(X), check_labels(Y, X.shape[0])
+    return ref.checked_dataset("bibtex")
 
 
 def l1_objective(Xa, y, w, C, loss, rb, costs=None):

@@ -109,6 +109,9 @@ def add_train_params(parser: argparse.ArgumentParser) -> None:
         group.add_argument(*option_strings(f.name), **kw)
     group.add_argument("--params", metavar="FILE", help="read parameters from a JSON object "
                        "(as written by --print-params); explicit options override it")
+    group.add_argument("--liblinear", metavar="OPTIONS", help="LIBLINEAR's train options as one string, "
+                       "e.g. --liblinear=\"-s 2 -c 4 -B 1\": its solver, C, tolerance, class weights and bias "
+                       "(headstart/liblinear.py); overrides --params FILE, explicit options override it")
     group.add_argument("--print-params", action="store_true",
                        help="print the effective parameters as JSON and exit")
 
@@ -138,6 +141,10 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     values: dict[str, Any] = {}
     if getattr(args, "params", None):
         values.update(_read_params_file(args.params))
+    if getattr(args, "liblinear", None) is not None:
+        from ..liblinear import translate
+
+        values.update(translate(args.liblinear))
     cli = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]   # given explicitly
     values.update({name: getattr(args, name) for name in cli})
     # a pretrained model directory implies the pretrained initialisation, a cost file
@@ -148,6 +155,8 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     if (({"weights_pos_file", "weights_neg_file"} & set(cli)) or ("weighting" not in values and (
             values.get("weights_pos_file") or values.get("weights_neg_file")))) and "weighting" not in cli:
         values["weighting"] = "file"
+    elif {"weight_pos", "weight_neg"} & set(cli) and "weighting" not in cli:
+        values["weighting"] = "constant"
     try:
         params = TrainParams.from_dict(values)
     except ParameterError as e:

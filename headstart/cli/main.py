@@ -15,6 +15,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 import traceback
 import warnings
@@ -67,6 +68,11 @@ DISMEC_OPTIONS = {
 }
 
 
+#: LIBLINEAR's train options that are not headstart's (its -C, -v and -q are headstart
+#: options of other meanings or the same one)
+LIBLINEAR_OPTIONS = ("-s", "-c", "-e", "-B", "-R", "-p", "-n")
+
+
 #: DiSMEC++'s values of options headstart names otherwise
 DISMEC_VALUES = {"msi": "aop", "ova-primal": "ovap", "from-file": "file"}
 
@@ -78,16 +84,23 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
 
     known = [o for a in parser._actions for o in a.option_strings]
     hints = []
+    liblinear: list[str] = []
     for x in extras:
         opt = x.split("=", 1)[0]
         if not opt.startswith("-"):
             continue
         if opt in DISMEC_OPTIONS:
             hints.append(f"{opt} is DiSMEC++'s: here {DISMEC_OPTIONS[opt]}")
+        elif "--liblinear" in known and (opt in LIBLINEAR_OPTIONS or re.match(r"^-w[+-]?\d+$", opt)):
+            # (before the close matches: -s is not --s, aop's score of the mean positive)
+            liblinear.append(opt)
         else:
             close = difflib.get_close_matches(opt, known, n=2, cutoff=0.75)
             if close:
                 hints.append(f"{opt}: did you mean {' or '.join(close)}?")
+    if liblinear:
+        hints.append(f"{', '.join(liblinear)}: LIBLINEAR's; give its options as one string, "
+                     "--liblinear=\"-s 2 -c 1 ...\" (README, 'Coming from LIBLINEAR')")
     return f"unrecognized arguments: {' '.join(extras)}" + "".join(f"\n  {h}" for h in hints)
 
 

@@ -10,7 +10,9 @@ use, :func:`headstart.metrics.propensities`, A = 0.55 and B = 1.5 by default):
 * ``p2mp``: positives 1, negatives down-weighted by p_l / (2 - p_l) (the same ratio,
   with the loss scale of the positives unchanged);
 * ``file``: one positive and/or one negative cost per label, from ``.npy`` vectors or
-  whitespace-separated text (DiSMEC++ ``from-file``); a missing file means costs of 1.
+  whitespace-separated text (DiSMEC++ ``from-file``); a missing file means costs of 1;
+* ``constant``: the same two costs for every label, ``weight_pos`` and ``weight_neg``
+  (LIBLINEAR's ``-w1`` and ``-w-1`` on each label's +1 / -1 problem).
 
 The kernels multiply C into both, so a label's problem is
 R(w) + sum_i C c_i phi(m_i); the stopping rule uses the weighted grad f(0) (LIBLINEAR
@@ -51,7 +53,12 @@ def _from_file(counts, n, params):
     return pos, neg
 
 
-SCHEMES: dict[str, Callable] = {"none": _none, "2pm1": _pos_2pm1, "p2mp": _neg_p2mp, "file": _from_file}
+def _constant(counts, n, params):
+    return np.full(counts.size, float(params.weight_pos)), np.full(counts.size, float(params.weight_neg))
+
+
+SCHEMES: dict[str, Callable] = {"none": _none, "2pm1": _pos_2pm1, "p2mp": _neg_p2mp, "file": _from_file,
+                                "constant": _constant}
 NAMES = tuple(SCHEMES)
 
 

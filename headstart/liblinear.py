@@ -1,0 +1,159 @@
+"""LIBLINEAR's ``train`` options as headstart's training parameters.
+
+People who train one-vs-all models with LIBLINEAR (directly, or through LibMultiLabel,
+which hands LIBLINEAR an option string such as ``"-s 2 -e 0.0001 -c 1"`` for every
+label) can give that string unchanged: ``headstart train --liblinear="-s 2 -c 4"`` or
+``TrainParams.from_liblinear("-s 2 -c 4")``.  Each label is then the binary problem
+LIBLINEAR would solve for it (its positives +1, every other instance -1): the same loss,
+regulariser, C, class weights, bias feature, stopping rule and tolerance, and every
+nonzero weight kept (``prune 0``).
+
+The facts used (LIBLINEAR 2.4x, ``train.c`` and ``linear.cpp``): the default solver is
+``-s 1``; the default tolerance is 0.01 for ``-s 0 / 2 / 5 / 6`` and 0.1 for the dual
+solvers ``-s 1 / 3``; the default ``-B`` is -1, no bias feature; with ``-B b > 0`` the
+bias weight is regularised unless ``-R`` (which LIBLINEAR accepts only with ``-B 1``
+and the primal solvers); ``-wi`` multiplies C for class i.
+
+One deliberate difference: the primal Newton solvers (``-s 0``, ``-s 2``) start from
+headstart's initialisation (aop unless ``--init`` says otherwise), the paper's
+contribution, which reaches the same optimum under the same stopping rule faster than
+LIBLINEAR's start at zero; ``--init zero`` gives LIBLINEAR's start.  Solvers without a
+counterpart here (multi-class, regression, one-class) are refused with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from typing import Any
+
+from .errors import ParameterError
+
+#: -s value -> (LIBLINEAR's name for it, headstart's parameters, LIBLINEAR's default -e)
+SOLVERS: dict[int, tuple[str, dict[str, Any], float]] = {
+    0: ("L2-regularized logistic regression (primal)",
+        {"loss": "logistic", "regularizer": "l2", "l2_solver": "newton"}, 0.01),
+    1: ("L2-regularized L2-loss support vector classification (dual)",
+        {"loss": "squared-hinge", "regularizer": "l2", "l2_solver": "dual"}, 0.1),
+    2: ("L2-regularized L2-loss support vector classification (primal)",
+        {"loss": "squared-hinge", "regularizer": "l2", "l2_solver": "newton"}, 0.01),
+    # the Huber hinge with epsilon 0 is the hinge itself, which only the dual solves
+    3: ("L2-regularized L1-loss support vector classification (dual)",
+        {"loss": "huber-hinge", "huber_epsilon": 0.0, "regularizer": "l2", "l2_solver": "dual"}, 0.1),
+    5: ("L1-regularized L2-loss support vector classification",
+        {"loss": "squared-hinge", "regularizer": "l1-exact", "l1_solver": "cdn"}, 0.01),
+    6: ("L1-regularized logistic regression",
+        {"loss": "logistic", "regularizer": "l1-exact", "l1_solver": "newglmnet"}, 0.01),
+}
+
+#: -s values without a counterpart, and why
+NOT_OFFERED: dict[int, str] = {
+    4: "Crammer and Singer's multi-class SVM solves one problem for all classes, not one per label",
+    7: "L2-regularized logistic regression by its dual has no solver here; -s 0 has the same optimum",
+    11: "support vector regression is not classification",
+    12: "support vector regression is not classification",
+    13: "support vector regression is not classification",
+    21: "the one-class SVM is not a one-vs-all classifier",
+}
+
+#: options that take no value
+_FLAGS = ("-q", "-R")
+_WEIGHT = re.compile(r"^-w([+-]?\d+)$")
+
+
+def translate(options: str) -> dict[str, Any]:
+    """headstart's training parameters for LIBLINEAR's ``train`` options ``options``
+    (a string such as ``"-s 2 -c 4 -e 0.001 -B 1"``); raises :class:`ParameterError`
+    naming the option and the problem."""
+    try:
+        tokens = shlex.split(options)
+    except ValueError as e:
+        raise _error(options, f"cannot split into options: {e}") from None
+    given: dict[str, str | None] = {}
+    weights: dict[int, float] = {}
+    k = 0
+    while k < len(tokens):
+        opt = tokens[k]
+        if not opt.startswith("-") or len(opt) < 2:
+            raise _error(options, f"{opt!r} is not an option (LIBLINEAR's options are -s, -c, -e, -B, -R, "
+                                  "-wi, -n, -q)")
+        if opt == "-C":
+            raise _error(options, "-C (LIBLINEAR's search for C) is not offered: train with each --C and "
+                                  "compare with 'headstart evaluate'")
+        if opt in _FLAGS:
+            given[opt] = None
+            k += 1
+            continue
+        if k + 1 >= len(tokens):
+            raise _error(options, f"{opt} needs a value")
+        value = tokens[k + 1]
+        m = _WEIGHT.match(opt)
+        if m:
+            weights[int(m.group(1))] = _number(options, opt, value, float)
+        elif opt in ("-s", "-c", "-e", "-B", "-n"):
+            given[opt] = value
+        elif opt == "-v":
+            raise _error(options, "-v (cross-validation) is not part of training here: train on the training "
+                                  "part, then 'headstart evaluate' on held-out data")
+        elif opt == "-p":
+            raise _error(options, "-p is the epsilon of support vector regression (-s 11, 12, 13), which is "
+                                  "not offered")
+        else:
+            raise _error(options, f"unknown option {opt} (LIBLINEAR's options are -s, -c, -e, -B, -R, -wi, "
+                                  "-n, -q)")
+        k += 2
+
+    solver = _number(options, "-s", given["-s"], int) if "-s" in given else 1
+    if solver in NOT_OFFERED:
+        raise _error(options, f"-s {solver}: {NOT_OFFERED[solver]}")
+    if solver not in SOLVERS:
+        raise _error(options, f"-s {solver}: unknown solver (LIBLINEAR's are 0-7, 11-13, 21; "
+                              f"here {', '.join(map(str, SOLVERS))})")
+    _, out, default_eps = SOLVERS[solver]
+    out = dict(out)
+    out["C"] = _positive(options, "-c", given.get("-c", "1"))
+    out["epsilon"] = _positive(options, "-e", given["-e"]) if "-e" in given else default_eps
+    bias = _number(options, "-B", given.get("-B", "-1"), float)
+    if "-R" in given and not bias > 0:
+        raise _error(options, "-R (an unregularised bias) needs a bias feature: -B 1")
+    if "-R" in given and out.get("l2_solver") == "dual":
+        raise _error(options, f"-R is not for -s {solver}: LIBLINEAR's dual solvers regularise the bias")
+    out["bias"] = bias if bias > 0 else 0.0
+    out["regularize_bias"] = bias > 0 and "-R" not in given
+    out["prune"] = 0.0                                  # LIBLINEAR keeps every nonzero weight
+    if weights:
+        other = sorted(set(weights) - {1, -1})
+        if other:
+            raise _error(options, f"-w{other[0]}: every label is a +1 / -1 problem here, so only -w1 (positives) "
+                                  "and -w-1 (negatives) apply; per-label costs: --weights-pos-file")
+        for i, w in weights.items():
+            if not (math.isfinite(w) and w >= 0):
+                raise _error(options, f"-w{i} must be a finite number >= 0, got {w!r}")
+        out["weighting"] = "constant"
+        out["weight_pos"] = weights.get(1, 1.0)
+        out["weight_neg"] = weights.get(-1, 1.0)
+    if "-n" in given:                                   # multi-core LIBLINEAR's thread count
+        threads = _number(options, "-n", given["-n"], int)
+        if threads < 1:
+            raise _error(options, f"-n must be a number of threads >= 1, got {threads}")
+        out["threads"] = threads
+    return out
+
+
+def _number(options: str, opt: str, value: str, kind):
+    try:
+        return kind(value)
+    except ValueError:
+        raise _error(options, f"{opt} needs {'an integer' if kind is int else 'a number'}, got {value!r}") from None
+
+
+def _positive(options: str, opt: str, value: str) -> float:
+    x = _number(options, opt, value, float)
+    if not (math.isfinite(x) and x > 0):
+        raise _error(options, f"{opt} must be a finite number > 0, got {value!r}")
+    return x
+
+
+def _error(options: str, problem: str) -> ParameterError:
+    return ParameterError(f"LIBLINEAR options {options!r}: {problem}")

@@ -1,0 +1,131 @@
+"""LIBLINEAR's train options given as they are (``--liblinear``, ``TrainParams.from_liblinear``,
+headstart/liblinear.py): the same option string trains headstart and LIBLINEAR itself
+(``liblinear-official``) on bibtex labels, and the weights of both are scored by one
+objective written here from LIBLINEAR's definitions (C times the -wi weights on the loss,
+the bias weight in the regulariser unless -R, no bias feature without -B)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from headstart import TrainParams
+from headstart.errors import ParameterError
+from headstart.liblinear import translate
+from headstart.params import method_of
+from headstart.training.trainer import train_labels
+
+import _reference as ref
+
+LABELS = np.array([0, 40, 120])
+
+
+@pytest.fixture(scope="module")
+def bibtex():
+    return ref.checked_dataset("bibtex")
+
+
+def liblinear_objective(Xa, y, w, opts: dict) -> float:
+    """LIBLINEAR's primal objective of -s 0/1/2/3/5/6 for weights w = [w, w_bias]."""
+    s, C = opts["s"], opts["c"]
+    m = y * (Xa @ w)
+    if s in (0, 6):
+        loss = np.logaddexp(0.0, -m)
+    elif s == 3:
+        loss = np.maximum(0.0, 1.0 - m)
+    else:
+        loss = np.maximum(0.0, 1.0 - m) ** 2
+    cost = C * np.where(y > 0, opts.get("w1", 1.0), opts.get("w-1", 1.0))
+    r = w.copy()
+    if not opts["B"] or opts.get("R"):
+        r[-1] = 0.0
+    reg = np.abs(r).sum() if s in (5, 6) else 0.5 * r @ r
+    return float(reg + cost @ loss)
+
+
+CASES = [
+    ("-s 2 -c 0.5 -e 0.0001 -B 1 -w1 3", dict(s=2, c=0.5, B=1, w1=3.0)),
+    ("-s 0 -c 2 -e 0.0001 -B 1 -R", dict(s=0, c=2.0, B=1, R=True)),
+    ("-s 1 -e 0.0001 -B 1 -w-1 0.5", dict(s=1, c=1.0, B=1, **{"w-1": 0.5})),
+    ("-s 3 -c 0.5 -e 0.0001 -B 1", dict(s=3, c=0.5, B=1)),
+    ("-s 5 -c 1 -e 0.0001", dict(s=5, c=1.0, B=0)),
+    ("-s 6 -c 1 -e 0.0001 -B 1 -w1 2", dict(s=6, c=1.0, B=1, w1=2.0)),
+]
+
+
+@pytest.mark.parametrize("options,opts", CASES, ids=[c[0] for c in CASES])
+def test_the_same_options_solve_liblinears_problem(bibtex, options, opts):
+    """headstart's weights are as good as LIBLINEAR's own on LIBLINEAR's objective, to
+    0.1%: a wrong C, class weight, loss, regulariser or bias would cost far more."""
+    X, Y = bibtex
+    W, b, st = train_labels(X, Y, TrainParams.from_liblinear(options, threads=1, max_iter=5000), LABELS)
+    Wl, bl = ref.LiblinearOvA(X, threads=1).train_all(Y, LABELS, options + " -q")
+    Xa = ref.augmented(X, float(opts["B"]))
+    for k, j in enumerate(LABELS):
+        y = ref.label_vector(Y, j)
+        ours = liblinear_objective(Xa, y, np.append(W[k].toarray().ravel(), b[k]), opts)
+        theirs = liblinear_objective(Xa, y, np.append(Wl[k], bl[k]), opts)
+        assert ours <= theirs * (1 + 1e-3), (j, ours, theirs)
+        assert theirs <= ours * (1 + 1e-3), (j, ours, theirs)      # (LIBLINEAR near its optimum too)
+        if not opts["B"]:
+            assert b[k] == 0.0
+    assert np.all(st["status"] == 0)
+
+
+def test_translation_follows_liblinears_defaults():
+    p = TrainParams.from_liblinear("")              # LIBLINEAR's defaults: -s 1 -c 1 -e 0.1 -B -1
+    assert (method_of(p), p.loss, p.C, p.epsilon, p.bias, p.prune) == ("dual", "squared-hinge", 1.0, 0.1, 0.0, 0.0)
+    assert [TrainParams.from_liblinear(f"-s {s}").epsilon for s in (0, 1, 2, 3, 5, 6)] == [0.01, 0.1, 0.01, 0.1,
+                                                                                          0.01, 0.01]
+    assert [method_of(TrainParams.from_liblinear(f"-s {s}")) for s in (0, 1, 2, 3, 5, 6)] == [
+        "newton", "dual", "newton", "dual", "cdn", "newglmnet"]
+    p = TrainParams.from_liblinear("-s 2 -B 1 -R -n 3 -q")
+    assert (p.bias, p.regularize_bias, p.threads, p.weighting) == (1.0, False, 3, "none")
+    p = TrainParams.from_liblinear("-s 0 -B 2 -w-1 0.25", init="zero")
+    assert (p.bias, p.regularize_bias, p.weighting, p.weight_pos, p.weight_neg, p.init) == (
+        2.0, True, "constant", 1.0, 0.25, "zero")
+    assert translate("-s 3")["huber_epsilon"] == 0.0
+
+
+@pytest.mark.parametrize("options,words", [
+    ("-s 4", "Crammer and Singer"), ("-s 7", "-s 0 has the same optimum"), ("-s 12", "regression"),
+    ("-s 21", "one-class"), ("-s 9", "unknown solver"), ("-v 5", "cross-validation"), ("-C", "search for C"),
+    ("-s 2 -R", "-R (an unregularised bias) needs a bias feature"), ("-s 1 -B 1 -R", "-R is not for -s 1"),
+    ("-s 2 -w3 2", "only -w1 (positives) and -w-1"), ("-w1 -2", "-w1 must be a finite number >= 0"),
+    ("-c 0", "-c must be a finite number > 0"), ("-s x", "-s needs an integer, got 'x'"), ("-e", "-e needs a value"),
+    ("-x 1", "unknown option -x"), ("2", "'2' is not an option"), ("-s '2", "cannot split"),
+])
+def test_bad_options_are_refused_with_the_reason(options, words):
+    with pytest.raises(ParameterError) as e:
+        translate(options)
+    assert words in str(e.value) and repr(options) in str(e.value)
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "headstart", *args], capture_output=True, text=True)
+
+
+def test_cli_option_its_precedence_and_the_hint_for_bare_liblinear_options(tmp_path):
+    out = run_cli("train", "--liblinear=-s 2 -c 4 -w1 3", "--print-params")
+    assert out.returncode == 0, out.stderr
+    p = json.loads(out.stdout)
+    assert (p["loss"], p["l2_solver"], p["C"], p["weight_pos"], p["weighting"], p["bias"]) == (
+        "squared-hinge", "newton", 4.0, 3.0, "constant", 0.0)
+    # explicit options override the string, which overrides --params FILE
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"C": 9.0, "epsilon": 0.5}))
+    p = json.loads(run_cli("train", "--params", str(f), "--liblinear", "-s 2 -c 4", "--epsilon", "0.02",
+                           "--print-params").stdout)
+    assert (p["C"], p["epsilon"]) == (4.0, 0.02)
+    # --weight-pos alone means the constant weighting
+    p = json.loads(run_cli("train", "--weight-pos", "2", "--print-params").stdout)
+    assert (p["weighting"], p["weight_pos"]) == ("constant", 2.0)
+    # LIBLINEAR's options given bare: refused, pointing at --liblinear (not at --s, aop's score)
+    out = run_cli("train", "x.txt", "-o", str(tmp_path / "m"), "-s", "2", "-c", "4")
+    assert out.returncode == 2 and "--liblinear" in out.stderr and "did you mean --s" not in out.stderr
+    out = run_cli("train", "--liblinear=-s 4", "--print-params")
+    assert out.returncode == 2 and "Crammer and Singer" in out.stderr
