@@ -259,9 +259,26 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
     # evaluate --predictions given a decisions file, or the test data (arguments swapped)
     assert run(capsys, "predict", model, test, "-o", tmp_path / "dec.txt", "--threshold", "0", "--allow-gaps")[0] == 0
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "dec.txt", test)
-    assert code == 2 and "looks like a decisions file" in err
+    assert code == 2 and "decisions file of 'headstart predict --threshold'" in err
     code, _, err = run(capsys, "evaluate", "--predictions", test, tmp_path / "p.txt")
     assert code == 2 and "looks like a data file" in err
+
+
+def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path, capsys):
+    """DiSMEC++'s predict writes 'rows k' (src/io/prediction.cpp); the label space is then
+    the test data's.  Hand-computed: ranked by score the rows are [0, 1], [4, 2], [3, 0]
+    against {0}, {2, 4}, {3}: P@1 = 1, P@2 = (1/2 + 1 + 1/2) / 3."""
+    body = "1:0.5 0:0.9\n4:1.5 2:0.3\n0:0.1 3:0.2\n"
+    (tmp_path / "dismec.txt").write_text("3 2\n" + body)
+    (tmp_path / "ours.txt").write_text("3 2 5\n" + body)
+    (tmp_path / "test.txt").write_text("3 3 5\n0 1:1\n4,2 1:1\n3 1:1\n")
+    got = [json.loads(run(capsys, "evaluate", "--predictions", tmp_path / p, tmp_path / "test.txt", "-k", 2,
+                          "--json")[1]) for p in ("dismec.txt", "ours.txt")]
+    assert got[0] == got[1]
+    assert got[0]["P@1"] == pytest.approx(1.0) and got[0]["P@2"] == pytest.approx(2 / 3)
+    (tmp_path / "bad.txt").write_text("3 2\n1:0.5 0:0.9\n7:1.5 2:0.3\n0:0.1 3:0.2\n")
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "bad.txt", tmp_path / "test.txt")
+    assert code == 2 and "bad.txt:3: label id 7 out of range [0, 5)" in err
 
 
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):

@@ -372,7 +372,8 @@ def test_predictions_errors(tmp_path):
         ("2 2 5\n1:0.5 2:0.25\n1:0.5\n\n\n", 3, "expected k = 2"),
         ("1 2 5\n1:0.5 2:0.25\n3:1 4:1\n", 3, "more rows"),
         ("1 6 5\n", 1, "exceeds num_labels"),
-        ("1 2\n", 1, "3 non-negative integers"),
+        ("1 2 x\n", 1, "3 non-negative integers"),
+        ("1 2\n1:0.5\n", 2, "expected k = 2"),          # DiSMEC++'s header 'rows k'
     ]
     for content, line, words in cases:
         with pytest.raises(DataFormatError, match=words) as e:
@@ -380,6 +381,9 @@ def test_predictions_errors(tmp_path):
         assert e.value.line == line, content
     labels, scores = read_predictions(put(tmp_path, "2 0 5\n\n\n"))
     assert labels.shape == (2, 0) and scores.shape == (2, 0)
+    # DiSMEC++'s 'rows k': no label count of its own
+    labels, scores = read_predictions(put(tmp_path, "2 2\n0:0.5 2:1.5\n1000000:1.5 31:0.9\n"))
+    assert labels.tolist() == [[0, 2], [1000000, 31]] and scores.tolist() == [[0.5, 1.5], [1.5, 0.8999999761581421]]
 
 
 # ---------------------------------------------------------------------------- libsvm, slice

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataFormatError, ParameterError
+from ..errors import DataFormatError
 from . import common, predict
 from .report import format_metrics_table
 
@@ -80,8 +80,9 @@ def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> No
 
 #: what a --predictions file that does not parse looks like instead (common.sniff_kind)
 _WHAT_ELSE = {
-    "decisions": ("this looks like a decisions file of 'headstart predict --threshold' (header 'n L'): F1 scores "
-                  "of decisions come from 'headstart evaluate MODEL_DIR TEST --threshold T'"),
+    "decisions": ("a header of two numbers is DiSMEC++'s 'rows k' (k predictions on every line) or a decisions "
+                  "file of 'headstart predict --threshold' (header 'n L'): F1 scores of decisions come from "
+                  "'headstart evaluate MODEL_DIR TEST --threshold T'"),
     "data": ("this looks like a data file (its lines start with labels): the predictions file goes after "
              "--predictions and the test data last"),
 }
@@ -127,6 +128,13 @@ def run(args: argparse.Namespace) -> int:
             labels = np.take_along_axis(labels, order, axis=1)
         label_space = _prediction_label_space(args.predictions)
         X, Y = common.read_dataset(args.data, args, n_labels=label_space)
+        if label_space is None:     # DiSMEC++'s header 'n k': the test data's label space
+            label_space = Y.shape[1]
+            if labels.size and labels.max() >= label_space:
+                row = int(np.argmax((labels >= label_space).any(axis=1)))
+                bad = int(labels[row][labels[row] >= label_space][0])
+                raise DataFormatError(f"label id {bad} out of range [0, {label_space}) of the test data's labels",
+                                      args.predictions, row + 2)
         if Y.shape[1] != label_space:
             raise DataFormatError(f"the test data has {Y.shape[1]} labels but the predictions file says "
                                   f"num_labels = {label_space}", args.data)
@@ -211,10 +219,9 @@ def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) ->
     return f1_from_counts(tp, pp, rel), rule
 
 
-def _prediction_label_space(path: str) -> int:
-    from ..io._common import first_line, header_ints
+def _prediction_label_space(path: str) -> int | None:
+    """The label count of a predictions file's header; None for DiSMEC++'s 'n k' header."""
+    from ..io._common import first_line
+    from ..io.predictions import prediction_label_space
 
-    vals = header_ints(first_line(path), 3)
-    if vals is None:  # read_predictions has already validated it; defensive
-        raise ParameterError(f"{path}: cannot read the header of the predictions file")
-    return int(vals[2])
+    return prediction_label_space(first_line(path))

@@ -11,6 +11,10 @@ the layout of a label file (``headstart.io.read_label_file`` reads them as 0/1 l
     num_points num_labels
     label:score label:score ...        <- every label scoring above the threshold, best first
 
+DiSMEC++'s ``predict`` writes the same lines under a header of two numbers,
+``num_points k`` (its src/io/prediction.cpp): :func:`read_predictions` reads that too,
+with no label count of its own (the ids are then checked against the test data's).
+
 Scores are written with 6 significant digits.  Label ids are 0-based, in
 ``[0, num_labels)``, distinct within a line, and ``k <= num_labels``.  A file written by
 :class:`PredictionWriter` without a known row count has its header padded with trailing
@@ -30,11 +34,12 @@ import numpy as np
 
 from ..errors import DataFormatError
 from . import _kernels as K
-from ._common import (SparseSpec, locate, parse_header, read_bytes, sparse_error, token_at,
-                      too_few_rows, _show)
+from ._common import (HEADER_LIMIT, MAX_DIM, SparseSpec, header_ints, locate, parse_header, read_bytes,
+                      sparse_error, token_at, too_few_rows, _show)
 from .atomic import atomic_write
 
 PRED_HEADER = ("num_points", "k", "num_labels")
+DISMEC_PRED_HEADER = ("num_points", "k")
 _HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
 __all__ = ["write_predictions", "read_predictions", "PredictionWriter", "DecisionWriter"]
@@ -45,10 +50,14 @@ def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
 
     Every line must have exactly ``k`` tokens ``label:score`` (the header's k); labels in
     ``[0, num_labels)`` and distinct within the line; scores finite.  Token order is kept.
-    Errors are :class:`DataFormatError` with the line number (header = line 1).
+    Errors are :class:`DataFormatError` with the line number (header = line 1).  A header
+    ``num_points k`` (DiSMEC++'s) bounds the labels by the int32 ids only:
+    :func:`prediction_label_space` is then None.
     """
     raw = read_bytes(path)
-    (n, k, L), body = parse_header(raw, path, PRED_HEADER)
+    names = DISMEC_PRED_HEADER if header_ints(_header_line(raw), 2) is not None else PRED_HEADER
+    vals, body = parse_header(raw, path, names)
+    n, k, L = vals if len(vals) == 3 else (*vals, MAX_DIM)
     if k > L:
         raise DataFormatError(f"header k = {k} exceeds num_labels = {L}", path, 1,
                               token=str(k))
@@ -79,6 +88,18 @@ def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
         nl = raw.count(b"\n", body) + (1 if len(raw) > body and not raw.endswith(b"\n") else 0)
         raise too_few_rows(path, rows, n, 2 + nl, "row")
     return labels, scores
+
+
+def prediction_label_space(line: bytes) -> int | None:
+    """num_labels of a predictions file's header line, or None for DiSMEC++'s
+    ``num_points k`` (and a line that is no header)."""
+    vals = header_ints(line, 3)
+    return None if vals is None else vals[2]
+
+
+def _header_line(raw: bytes) -> bytes:
+    end = raw.find(b"\n", 0, HEADER_LIMIT)
+    return raw[:end] if end >= 0 else raw[:HEADER_LIMIT]
 
 
 def _pred_error(code, pos, aux, buf, start, path, k, L, n) -> DataFormatError:
