@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 
 from ..errors import ParameterError
 from . import common
@@ -13,9 +15,17 @@ DESCRIPTION = """\
 Read IN in any supported format (see --format) and write OUT as XMC repository text
 (default; gzip-compressed if OUT ends in .gz), with --to libsvm as multi-label libsvm text
 (1-based features, no header), or with --to slice as dense features OUT (.npy) plus the
-label file --out-labels.  Output files are written atomically."""
+label file --out-labels.  Output files are written atomically.
+
+Raw text in LibMultiLabel's format ('[id<TAB>]label label ...<TAB>text' per line): with
+--fit-vectorizer DIR, IN is read as text, tf-idf features and label ids are fitted on it
+(scikit-learn's TfidfVectorizer, the headstart[sklearn] extra) and saved in DIR; with
+--vectorizer DIR a test file gets the same features and labels (labels unseen in
+training are dropped and counted).  DIR/labels.txt names label id i on line i + 1."""
 
 TARGETS = ("xmc", "libsvm", "slice")
+
+log = logging.getLogger("headstart.cli.convert")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,7 +36,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out-one-based", action="store_true",
                    help="xmc output: write feature indices starting at 1 (default: 0-based)")
     g.add_argument("--out-labels", metavar="FILE", help="slice output: the label file to write")
+    t = p.add_argument_group("raw text input (LibMultiLabel's format)")
+    t.add_argument("--fit-vectorizer", metavar="DIR", help="read IN as text, fit tf-idf features and label ids on "
+                   "it and save them in the new directory DIR")
+    t.add_argument("--vectorizer", metavar="DIR", help="read IN as text with the features and labels of DIR "
+                   "(made by --fit-vectorizer on the training file)")
+    t.add_argument("--ngram-max", type=common._number(int), default=1, metavar="N",
+                   help="--fit-vectorizer: word n-grams for n = 1..N (default: 1)")
+    t.add_argument("--min-df", type=common._number(int), default=1, metavar="N",
+                   help="--fit-vectorizer: keep terms in at least N instances (default: 1)")
+    t.add_argument("--max-features", type=common._number(int), default=None, metavar="N",
+                   help="--fit-vectorizer: keep the N most frequent terms (default: all)")
+    t.add_argument("--sublinear-tf", action="store_true", help="--fit-vectorizer: term frequency 1 + log(tf)")
     common.add_data_options(p)
+
+
+def _text_dataset(args):
+    """(X, Y) of a LibMultiLabel text file, fitting and saving the vectorizer or applying one."""
+    from ..io.text import TextVectorizer, read_text
+
+    if args.fit_vectorizer and args.vectorizer:
+        raise ParameterError("give --fit-vectorizer DIR (training text) or --vectorizer DIR (test text), not both")
+    if args.fit_vectorizer and os.path.exists(args.fit_vectorizer):
+        raise ParameterError(f"{args.fit_vectorizer}: exists; --fit-vectorizer writes a new directory "
+                             "(--vectorizer applies an existing one)")
+    for name in ("ngram_max", "min_df"):
+        if getattr(args, name) < 1:
+            raise ParameterError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.max_features is not None and args.max_features < 1:
+        raise ParameterError(f"--max-features must be >= 1, got {args.max_features}")
+    data = read_text(args.input)
+    if args.fit_vectorizer:
+        vec = TextVectorizer.fit(data, ngram_range=(1, args.ngram_max), min_df=args.min_df,
+                                 max_features=args.max_features, sublinear_tf=args.sublinear_tf)
+    else:
+        vec = TextVectorizer.load(args.vectorizer)
+    X, Y, dropped = vec.transform(data)
+    if dropped:
+        log.warning("%s: %d label occurrence(s) with names not among the %d training labels dropped",
+                    args.input, dropped, len(vec.label_names))
+    return X, Y, vec
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +87,11 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("--out-labels is only for --to slice")
     for out in [args.output] + ([args.out_labels] if args.out_labels else []):
         common.check_output_file(out, "output file", args)
-    X, Y = common.read_dataset(args.input, args)
+    vec = None
+    if args.fit_vectorizer or args.vectorizer:
+        X, Y, vec = _text_dataset(args)
+    else:
+        X, Y = common.read_dataset(args.input, args)
     if args.out_one_based and args.to != "xmc":
         raise ParameterError("--out-one-based is only for --to xmc (libsvm is 1-based)")
     if args.to == "xmc":
@@ -47,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         hio.write_libsvm(args.output, X, Y)
     else:
         hio.write_slice(args.output, args.out_labels, X, Y)
+    if args.fit_vectorizer:     # after the data: a failed write leaves neither
+        vec.save(args.fit_vectorizer)
     common.say(args, f"wrote {X.shape[0]} instances, {X.shape[1]} features, {Y.shape[1]} labels "
                      f"-> {args.output}" + (f" + {args.out_labels}" if args.out_labels else ""))
     return 0

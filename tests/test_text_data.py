@@ -1,0 +1,115 @@
+"""Raw text in LibMultiLabel's format (headstart/io/text.py, ``convert --fit-vectorizer`` /
+``--vectorizer``): features checked against scikit-learn's TfidfVectorizer fitted here
+directly, label ids against sorted names, and a text corpus trained, predicted and
+evaluated end to end through the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from headstart.errors import DataFormatError
+from headstart.io import read_xmc
+from headstart.io.text import TextVectorizer, read_text
+
+FILLER = ("the a of and to in is it that on for with as was at by an be this from or are".split()
+          + [f"w{i}" for i in range(200)])
+
+
+def corpus(n, rng, names):
+    """Instances whose labels are 1-3 of ``names``, each label saying its own two signal
+    words among filler words; some ids as a first column."""
+    lines, truth = [], []
+    for i in range(n):
+        labels = sorted(rng.choice(len(names), size=rng.integers(1, 4), replace=False).tolist())
+        words = list(rng.choice(FILLER, size=25))
+        for j in labels:
+            words += [f"sig{j}a", f"sig{j}b"] * 2
+        rng.shuffle(words)
+        text = " ".join(words)
+        row = " ".join(names[j] for j in labels)
+        lines.append(f"{i}\t{row}\t{text}" if i % 2 else f"{row}\t{text}")
+        truth.append(labels)
+    return "\n".join(lines) + "\n", truth
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "headstart", *map(str, args)], capture_output=True, text=True)
+
+
+def test_features_and_labels_are_scikit_learns_and_sorted_names(tmp_path):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    rng = np.random.default_rng(0)
+    names = ["zeta", "alpha", "Mid", "beta-2"]
+    train, _ = corpus(60, rng, names)
+    test, _ = corpus(20, rng, names)
+    test += "7\tunseen alpha\tsig1a and a new word\n"
+    (tmp_path / "tr.txt").write_text(train)
+    (tmp_path / "te.txt").write_text(test)
+    vec = TextVectorizer.fit(read_text(tmp_path / "tr.txt"), ngram_range=(1, 2), sublinear_tf=True)
+    vec.save(tmp_path / "vec")
+    loaded = TextVectorizer.load(tmp_path / "vec")
+    X, Y, dropped = loaded.transform(read_text(tmp_path / "te.txt"))
+    texts = [ln.split("\t")[-1] for ln in test.splitlines()]
+    ref = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True).fit([ln.split("\t")[-1] for ln in train.splitlines()])
+    np.testing.assert_allclose(X.toarray(), ref.transform(texts).toarray(), rtol=1e-6, atol=1e-7)
+    assert loaded.vocabulary == ref.get_feature_names_out().tolist()
+    assert loaded.label_names == sorted(names)
+    rows = [ln.split("\t")[-2].split() for ln in test.splitlines()]
+    want = [sorted(sorted(names).index(x) for x in r if x in names) for r in rows]
+    assert [Y.indices[Y.indptr[i]:Y.indptr[i + 1]].tolist() for i in range(Y.shape[0])] == want
+    assert dropped == 1
+    assert (tmp_path / "vec" / "labels.txt").read_text().splitlines() == sorted(names)
+
+
+def test_text_corpus_end_to_end_through_the_command_line(tmp_path):
+    rng = np.random.default_rng(1)
+    names = [f"topic-{c}" for c in "abcdefghij"]
+    train, _ = corpus(400, rng, names)
+    test, truth = corpus(100, rng, names)
+    (tmp_path / "tr.txt").write_text(train)
+    (tmp_path / "te.txt").write_text(test)
+    out = cli("convert", tmp_path / "tr.txt", tmp_path / "tr.xmc.gz", "--fit-vectorizer", tmp_path / "vec")
+    assert out.returncode == 0, out.stderr
+    out = cli("convert", tmp_path / "te.txt", tmp_path / "te.xmc.gz", "--vectorizer", tmp_path / "vec")
+    assert out.returncode == 0, out.stderr
+    X, Y = read_xmc(str(tmp_path / "te.xmc.gz"))[:2]
+    assert Y.shape == (100, 10) and [sorted(Y[i].indices.tolist()) for i in range(100)] == truth
+    assert cli("train", tmp_path / "tr.xmc.gz", "-o", tmp_path / "m", "-q").returncode == 0
+    out = cli("evaluate", tmp_path / "m", tmp_path / "te.xmc.gz", "--json", "-k", 1)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["P@1"] > 0.95        # every label has its own signal words
+
+
+@pytest.mark.parametrize("content,line,words", [
+    ("a\tsome text\nonly one field\n", 2, "1 tab-separated fields"),
+    ("a\tb\tc\td\n", 1, "4 tab-separated fields"),
+    ("a\ttext\n\n", 2, "empty line"),
+    ("", None, "no instances"),
+])
+def test_malformed_text_is_refused_with_its_line(tmp_path, content, line, words):
+    p = tmp_path / "x.txt"
+    p.write_text(content)
+    with pytest.raises(DataFormatError, match=words) as e:
+        read_text(p)
+    assert e.value.line == line
+
+
+def test_bad_input_leaves_no_output(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(b"a\ttext\nb\t\xff\xfe broken\n")
+    out = cli("convert", tmp_path / "bad.txt", tmp_path / "o.xmc", "--fit-vectorizer", tmp_path / "vec")
+    assert out.returncode != 0 and "bad.txt:2" in out.stderr and "not UTF-8" in out.stderr
+    assert not (tmp_path / "o.xmc").exists() and not (tmp_path / "vec").exists()
+    (tmp_path / "ok.txt").write_text("a\tsome words here\n")
+    (tmp_path / "vec").mkdir()
+    out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--fit-vectorizer", tmp_path / "vec")
+    assert out.returncode == 2 and "exists" in out.stderr and not (tmp_path / "o.xmc").exists()
+    out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec")
+    assert out.returncode != 0 and "vectorizer.json is missing" in out.stderr and not (tmp_path / "o.xmc").exists()
