@@ -79,8 +79,8 @@ def translate(options: str) -> dict[str, Any]:
             raise _error(options, f"{opt!r} is not an option (LIBLINEAR's options are -s, -c, -e, -B, -R, "
                                   "-wi, -n, -q)")
         if opt == "-C":
-            raise _error(options, "-C (LIBLINEAR's search for C) is not offered: train with each --C and "
-                                  "compare with 'headstart evaluate'")
+            raise _error(options, "-C (LIBLINEAR's search for C) is a command of its own here: headstart cv "
+                                  "--Cs 0.25,1,4 (the best C by held-out P@1 or another ranking metric)")
         if opt in _FLAGS:
             given[opt] = None
             k += 1
@@ -94,8 +94,8 @@ def translate(options: str) -> dict[str, Any]:
         elif opt in ("-s", "-c", "-e", "-B", "-n"):
             given[opt] = value
         elif opt == "-v":
-            raise _error(options, "-v (cross-validation) is not part of training here: train on the training "
-                                  "part, then 'headstart evaluate' on held-out data")
+            raise _error(options, "-v (cross-validation) is a command of its own here: headstart cv --folds N "
+                                  "--liblinear=\"...\" (ranking metrics of held-out folds)")
         elif opt == "-p":
             raise _error(options, "-p is the epsilon of support vector regression (-s 11, 12, 13), which is "
                                   "not offered")

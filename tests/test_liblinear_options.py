@@ -93,7 +93,7 @@ def test_translation_follows_liblinears_defaults():
 
 @pytest.mark.parametrize("options,words", [
     ("-s 4", "Crammer and Singer"), ("-s 7", "-s 0 has the same optimum"), ("-s 12", "regression"),
-    ("-s 21", "one-class"), ("-s 9", "unknown solver"), ("-v 5", "cross-validation"), ("-C", "search for C"),
+    ("-s 21", "one-class"), ("-s 9", "unknown solver"), ("-v 5", "headstart cv --folds N"), ("-C", "headstart cv --Cs"),
     ("-s 2 -R", "-R (an unregularised bias) needs a bias feature"), ("-s 1 -B 1 -R", "-R is not for -s 1"),
     ("-s 2 -w3 2", "only -w1 (positives) and -w-1"), ("-w1 -2", "-w1 must be a finite number >= 0"),
     ("-c 0", "-c must be a finite number > 0"), ("-s x", "-s needs an integer, got 'x'"), ("-e", "-e needs a value"),

@@ -21,7 +21,7 @@ import traceback
 import warnings
 
 #: subcommand modules, in the order ``--help`` lists them
-COMMANDS = ["train", "predict", "evaluate", "thresholds", "costs", "tree", "info", "convert", "merge", "experiment", "shortlist", "shortlist_train",
+COMMANDS = ["train", "predict", "evaluate", "cv", "thresholds", "costs", "tree", "info", "convert", "merge", "experiment", "shortlist", "shortlist_train",
             "shortlist_predict", "import_dismec", "export_dismec", "compile_ahead"]
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2

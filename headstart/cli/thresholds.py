@@ -61,7 +61,7 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
     return v
 
 
-def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner):
+def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True):
     """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
     progress bar over ``trainings`` trainings of all labels; (result, labels, seconds),
     or None when --print-params only printed the parameters.  TRAIN needs at least
@@ -70,14 +70,15 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     if params is None:
         return None
     err = args._parser.error
-    common.require(args, ("TRAIN", args.train), ("-o/--output FILE", args.output))
+    common.require(args, ("TRAIN", args.train), *([("-o/--output FILE", args.output)] if output_required else []))
     if args.folds < 2:
         err(f"argument --folds: must be >= 2, got {args.folds}")
     if args.seed < 0:
         err(f"argument --seed: must be >= 0, got {args.seed}")
     if params.timeout > 0:
         err("argument --timeout: cross-validation needs every label trained in every fold (no time budget)")
-    common.check_output_file(args.output, f"{what} file", args)
+    if args.output:
+        common.check_output_file(args.output, f"{what} file", args)
     X, Y = common.read_training_data(args.train, args)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)

@@ -2,12 +2,15 @@
 as LibMultiLabel's linear techniques do: per-label decision thresholds
 (:func:`micromacro`, its ``thresholding`` from version 0.4, and :func:`scutfbr`, the one
 up to 0.3.3) and per-label positives' costs
-(:func:`cost_sensitive`, its ``cost_sensitive`` and ``cost_sensitive_micro``)."""
+(:func:`cost_sensitive`, its ``cost_sensitive`` and ``cost_sensitive_micro``); and the
+cross-validated ranking metrics of several C (:func:`cross_validate`, LIBLINEAR's -v and
+-C for extreme classification)."""
 
 from __future__ import annotations
 
 from .costs import COSTS, Costs, cost_sensitive, cost_trainings
+from .cv import CrossValidation, cross_validate
 from .thresholds import FBR_VALUES, Thresholds, micromacro, scutfbr, trainings_needed
 
-__all__ = ["COSTS", "Costs", "cost_sensitive", "cost_trainings", "FBR_VALUES", "Thresholds", "micromacro",
+__all__ = ["COSTS", "Costs", "cost_sensitive", "cost_trainings", "CrossValidation", "cross_validate", "FBR_VALUES", "Thresholds", "micromacro",
            "scutfbr", "trainings_needed"]

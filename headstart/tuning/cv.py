@@ -1,0 +1,77 @@
+"""Cross-validated ranking metrics of one-vs-all models, for each of several C: what
+LIBLINEAR's ``-v n`` (cross-validation) and ``-C`` (its search for C) give a binary
+problem, for the metrics of extreme classification (P@k, nDCG@k, ...).
+
+Every instance is held out exactly once: fold f's model, trained on the other folds,
+ranks the labels of fold f's instances, and the metrics are computed once over all
+instances' rankings (so they are averages over instances, as on a test set).  The folds
+are the same for every C (one random split, ``seed``), so the candidates are compared on
+the same data.  Preprocessing is fitted once on all of it (:class:`.folds.FoldRunner`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..params import TrainParams
+from .folds import FoldRunner, check_cv, split
+
+#: metrics a candidate may be chosen by (their @k with k up to the run's k)
+CHOOSE_BY = ("P", "nDCG", "R", "RP")
+
+
+@dataclass
+class CrossValidation:
+    """``metrics[c]``: the metrics of ``candidates[c]`` (the C values, in the order
+    given); ``best``: the candidate with the highest ``metric`` (the first of equals)."""
+
+    candidates: np.ndarray
+    metrics: list[dict]
+    metric: str
+    best: float
+    trainings: int
+
+
+def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3, Cs: Any = None,
+                   k: int = 5, metric: str = "P@1", seed: int = 0,
+                   progress: Callable[[int], None] | None = None) -> CrossValidation:
+    """Cross-validated P@k, nDCG@k, R@k, RP@k and coverage@k (k = 1, 3, 5 up to ``k``)
+    of one-vs-all models trained with ``params`` and each C in ``Cs`` (default: only
+    ``params.C``); the best C by ``metric``."""
+    from ..metrics import evaluate
+    from ..prediction.topk import predict_topk
+
+    params = TrainParams() if params is None else params
+    check_cv(params, folds, seed)
+    cand = np.asarray([params.C] if Cs is None else Cs, dtype=np.float64).reshape(-1)
+    if cand.size == 0 or not np.all(np.isfinite(cand)) or np.any(cand <= 0):
+        raise ParameterError(f"parameter Cs must be positive numbers, got {cand.tolist()!r}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    ks = sorted({1, 3, 5, int(k)} & set(range(1, int(k) + 1)))
+    name, _, at = metric.partition("@")
+    if name not in CHOOSE_BY or not at.isdigit() or int(at) not in ks:
+        raise ParameterError(f"parameter metric must be one of {', '.join(f'{m}@{j}' for m in CHOOSE_BY for j in ks)}"
+                             f", got {metric!r}")
+    run = FoldRunner(X, Y, params, progress, min_rows=folds, what=f"{folds} folds")
+    n = run.n
+    if run.L == 0:
+        raise ParameterError("the data has no labels: nothing to rank")
+    parts = split(np.random.default_rng(seed).permutation(n), folds)
+    width = max(1, min(int(k), run.L))
+    results = []
+    for C in cand:
+        p = dataclasses.replace(run.params, C=float(C))
+        top = np.zeros((n, width), dtype=np.int64)
+        for val in parts:
+            W, b = run.train(np.setdiff1d(np.arange(n), val, assume_unique=True), p)
+            top[val] = predict_topk((W, b), run.X[val], width, threads=p.threads, preprocess=False)[0]
+        results.append(evaluate(run.Y, top, ks=[j for j in ks if j <= width] or [1]))
+    scores = [r.get(metric, float("nan")) for r in results]
+    best = float(cand[int(np.nanargmax(scores))]) if not all(np.isnan(scores)) else float(cand[0])
+    return CrossValidation(candidates=cand, metrics=results, metric=metric, best=best, trainings=run.trainings)

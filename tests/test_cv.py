@@ -1,0 +1,75 @@
+"""``headstart cv`` / ``tuning.cross_validate``: cross-validated ranking metrics for each C,
+checked against the same folds trained and ranked here independently (numpy scores,
+precision computed by hand)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart import TrainParams
+from headstart.errors import ParameterError
+from headstart.training.trainer import train_labels
+from headstart.tuning import cross_validate
+from headstart.tuning.folds import split
+
+import _reference as ref
+
+
+@pytest.fixture(scope="module")
+def bibtex():
+    return ref.checked_dataset("bibtex")
+
+
+def test_metrics_are_those_of_each_held_out_fold_ranked_by_its_own_model(bibtex):
+    X, Y = bibtex
+    X, Y = X[:1500], Y[:1500]
+    params = TrainParams(threads=1)
+    r = cross_validate(X, Y, params, folds=3, Cs=[0.5, 2.0], k=3, seed=7)
+    n, L = Y.shape
+    parts = split(np.random.default_rng(7).permutation(n), 3)
+    Yd = Y.toarray() > 0
+    for c, C in enumerate([0.5, 2.0]):
+        hits1 = hits3 = 0.0
+        for val in parts:
+            rows = np.setdiff1d(np.arange(n), val)
+            W, b, _ = train_labels(X[rows], sp.csr_matrix(Y[rows]), params.replace(C=C), np.arange(L))
+            S = (X[val] @ W.T).toarray() + b
+            top = np.argsort(-S, axis=1, kind="stable")[:, :3]
+            got = np.take_along_axis(Yd[val], top, axis=1)
+            hits1 += got[:, 0].sum()
+            hits3 += got.sum()
+        assert r.metrics[c]["P@1"] == pytest.approx(hits1 / n, abs=1e-12)
+        assert r.metrics[c]["P@3"] == pytest.approx(hits3 / (3 * n), abs=2 / (3 * n))   # (a tie may reorder)
+    assert r.best == [0.5, 2.0][int(np.argmax([m["P@1"] for m in r.metrics]))]
+    assert r.trainings == 6 and list(r.metrics[0]) == ["P@1", "nDCG@1", "R@1", "RP@1", "cov@1",
+                                                       "P@3", "nDCG@3", "R@3", "RP@3", "cov@3"]
+
+
+def test_arguments_are_checked():
+    X = sp.csr_matrix(np.eye(6, dtype=np.float32))
+    Y = sp.csr_matrix(np.eye(6, 2, dtype=np.float32))
+    for kw, words in ((dict(Cs=[0.0]), "Cs must be positive"), (dict(folds=1), "folds must be an integer >= 2"),
+                      (dict(metric="F1@1"), "metric must be one of"), (dict(k=3, metric="P@5"), "metric must be"),
+                      (dict(k=0), "k must be an integer >= 1")):
+        with pytest.raises(ParameterError, match=words):
+            cross_validate(X, Y, TrainParams(), **kw)
+
+
+def test_cli_prints_writes_and_chooses(tmp_path, bibtex_dir):
+    out = subprocess.run([sys.executable, "-m", "headstart", "cv", str(bibtex_dir / "train.txt.gz"), "--Cs", "0.25,1",
+                          "--folds", "2", "--metric", "nDCG@3", "-k", "3", "--json", "-o", str(tmp_path / "cv.json"),
+                          "--threads", "1", "-q"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert json.loads((tmp_path / "cv.json").read_text()) == got
+    assert [x["C"] for x in got["results"]] == [0.25, 1.0] and got["metric"] == "nDCG@3"
+    assert got["best_C"] == max(got["results"], key=lambda x: x["nDCG@3"])["C"]
+    bad = subprocess.run([sys.executable, "-m", "headstart", "cv", str(bibtex_dir / "train.txt.gz"), "--Cs", "1,-2"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--Cs: every value must be > 0" in bad.stderr
