@@ -386,6 +386,27 @@ def test_predictions_errors(tmp_path):
     assert labels.tolist() == [[0, 2], [1000000, 31]] and scores.tolist() == [[0.5, 1.5], [1.5, 0.8999999761581421]]
 
 
+def test_xmc_one_based_labels(tmp_path):
+    """DiSMEC++'s --xmc-one-based-index: feature and label ids from 1 (labels shifted by
+    the reader, id 0 refused on its line, the range named 1-based), read whole or streamed."""
+    from headstart.io import iter_xmc_chunks
+
+    text = "4 4 3\n1 1:1 3:0.5\n3,2 2:1\n 4:2\n1,2,3 1:1\n"
+    X, Y = read_xmc(put(tmp_path, text), one_based=True, one_based_labels=True)
+    assert Y.toarray().tolist() == [[1, 0, 0], [0, 1, 1], [0, 0, 0], [1, 1, 1]]
+    assert X.toarray().tolist() == [[1, 0, 0.5, 0], [0, 1, 0, 0], [0, 0, 0, 2], [1, 0, 0, 0]]
+    parts = list(iter_xmc_chunks(put(tmp_path, text), chunk_rows=1, one_based=True, one_based_labels=True))
+    assert np.array_equal(sp.vstack([y for _, y in parts]).toarray(), Y.toarray())
+    bad = "4 4 3\n1 1:1\n2 1:1\n3 1:1\n1,0 1:1\n"
+    for rows in (1, 1000):     # the line of a row of a later chunk
+        with pytest.raises(DataFormatError, match="label id 0 in a file of 1-based label ids") as e:
+            list(iter_xmc_chunks(put(tmp_path, bad), chunk_rows=rows, one_based=True, one_based_labels=True))
+        assert e.value.line == 5
+    with pytest.raises(DataFormatError, match=r"label id 4 out of range \[1, 3\] \(1-based") as e:
+        read_xmc(put(tmp_path, "1 4 3\n4 1:1\n"), one_based=True, one_based_labels=True)
+    assert e.value.line == 2
+
+
 # ---------------------------------------------------------------------------- libsvm, slice
 def test_libsvm(tmp_path):
     text = ("# a comment line\n"

@@ -215,6 +215,9 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                         "slice, a first line of three integers is xmc, else libsvm (default: auto)")
     g.add_argument("--one-based", action="store_true",
                    help="xmc: feature indices start at 1 (default: 0-based, as in the XMC repository)")
+    g.add_argument("--one-based-labels", action="store_true",
+                   help="xmc: label ids start at 1 (default: 0-based); with --one-based, DiSMEC++'s "
+                        "--xmc-one-based-index")
     g.add_argument("--zero-based", action="store_true",
                    help="libsvm: feature indices start at 0 (default: 1-based, the svmlight convention)")
     g.add_argument("--labels", metavar="FILE", dest="labels_file",
@@ -257,9 +260,12 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
     if fmt == "xmc":
         if getattr(args, "zero_based", False):
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
-        return hio.read_xmc(path, one_based=getattr(args, "one_based", False))
+        return hio.read_xmc(path, one_based=getattr(args, "one_based", False),
+                            one_based_labels=getattr(args, "one_based_labels", False))
     if getattr(args, "one_based", False):
         raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
+    if getattr(args, "one_based_labels", False):
+        raise ParameterError(f"--one-based-labels is for xmc files, not {fmt}")
     # libsvm has no header: read at the width its ids reach, then fit the model's
     # (``n_features``): fewer ids are the file's, more are features training never saw
     zero = getattr(args, "zero_based", False)
@@ -507,7 +513,8 @@ def iter_batches(path: str, args: argparse.Namespace, chunk_rows: int, n_feature
     if fmt == "xmc":
         if getattr(args, "zero_based", False):
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
-        yield from hio.iter_xmc_chunks(path, chunk_rows=chunk_rows, one_based=getattr(args, "one_based", False))
+        yield from hio.iter_xmc_chunks(path, chunk_rows=chunk_rows, one_based=getattr(args, "one_based", False),
+                                       one_based_labels=getattr(args, "one_based_labels", False))
         return
     X, Y = read_dataset(path, args, n_features=n_features, n_labels=n_labels)
     for r0 in range(0, X.shape[0], chunk_rows):

@@ -151,6 +151,7 @@ class SparseSpec:
     has_labels: bool = True
     allow_features: bool = True
     feat_offset: int = 0
+    label_offset: int = 0         # 1: the file's label ids are 1-based (parsed into [0, n_labels + 1), then shifted)
     n_features: int = -1          # -1: infer
     n_labels: int = -1            # -1: infer
     max_rows: int = -1            # -1: unlimited
@@ -313,7 +314,8 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
                                f"{_show(token_at(buf, pos))!r}", path, line, col, _show(token_at(buf, pos)))
     if code == K.E_LABEL_RANGE:
         tok = token_at(buf, pos, _WS + b",:")
-        bound = f"[0, {spec.n_labels})" if spec.n_labels >= 0 else f"[0, {K.INDEX_MAX}]"
+        bound = (f"[0, {spec.n_labels})" if spec.n_labels >= 0 else f"[0, {K.INDEX_MAX}]") if not spec.label_offset \
+            else f"[1, {spec.n_labels - 1}] (1-based label ids)"
         return DataFormatError(f"{spec.label_word} {_show(tok)} out of range {bound}",
                                path, line, col, _show(token_at(buf, pos)))
     if code == K.E_LABEL_DUP:

@@ -78,15 +78,17 @@ def read_xmc_header(path) -> tuple[int, int, int]:
     return vals[0], vals[1], vals[2]
 
 
-def read_xmc(path, one_based: bool = False, dtype=np.float32
+def read_xmc(path, one_based: bool = False, dtype=np.float32, one_based_labels: bool = False
              ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Read an XMC repository file (plain or gzip) into ``(X, Y)``.
 
     Parameters
     ----------
     path : file name; gzip is detected by its magic bytes.
-    one_based : feature indices in the file start at 1 (column ``i - 1``).  Label ids are
-        always 0-based, as in the XMC repository and in libsvm multi-label files.
+    one_based : feature indices in the file start at 1 (column ``i - 1``).
+    one_based_labels : label ids in the file start at 1 (label ``l - 1``); by default they
+        are 0-based, as in the XMC repository and in libsvm multi-label files.  Both
+        together are DiSMEC++'s ``--xmc-one-based-index``.
     dtype : float32 (default) or float64 for ``X``.
 
     Returns
@@ -107,7 +109,7 @@ def read_xmc(path, one_based: bool = False, dtype=np.float32
     n, d, L = read_xmc_header(path)
     xs, ys = [], []
     for Xc, Yc in iter_xmc_chunks(path, chunk_rows=_READ_CHUNK_ROWS, one_based=one_based, dtype=dtype,
-                                  block_bytes=1 << 20):
+                                  block_bytes=1 << 20, one_based_labels=one_based_labels):
         xs.append(Xc)
         ys.append(Yc)
     return stack_rows_consuming(xs, (n, d), dt), stack_rows_consuming(ys, (n, L), np.float32)
@@ -145,7 +147,7 @@ def stack_rows_consuming(blocks: list, shape, dtype) -> sp.csr_matrix:
 
 
 def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
-                    dtype=np.float32, block_bytes: int = 16 << 20
+                    dtype=np.float32, block_bytes: int = 16 << 20, one_based_labels: bool = False
                     ) -> Iterator[tuple[sp.csr_matrix, sp.csr_matrix]]:
     """Stream an XMC file as ``(X_chunk, Y_chunk)`` blocks of at most ``chunk_rows`` points.
 
@@ -167,8 +169,10 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
         if not head.endswith(b"\n") and len(head) >= HEADER_LIMIT:
             raise DataFormatError("header line too long", path, 1)
         (n, d, L), _ = parse_header(head, path, XMC_HEADER)
-        spec = SparseSpec(feat_offset=1 if one_based else 0, n_features=d, n_labels=L,
-                          dtype=dt, header_rows=n)
+        # 1-based label ids: parsed as ids in [0, L] and shifted, id 0 refused below
+        shift = 1 if one_based_labels else 0
+        spec = SparseSpec(feat_offset=1 if one_based else 0, n_features=d, n_labels=L + shift,
+                          dtype=dt, header_rows=n, label_offset=shift)
         done = 0
         next_line = 2
         for data, off, cut, before in _line_chunks(stream, chunk_rows, block_bytes, b""):
@@ -176,9 +180,17 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
             spec.max_rows = n - done
             r = parse_sparse(_as_u8(data), off, cut, spec, path, first)
             done += r.rows
+            labels = r.labels
+            if shift and labels.size:
+                zero = np.flatnonzero(labels == 0)
+                if zero.size:       # every line is a point: the row's line is first + row
+                    row = int(np.searchsorted(r.lptr, zero[0], side="right")) - 1
+                    raise DataFormatError("label id 0 in a file of 1-based label ids (--one-based-labels)", path,
+                                          first + row)
+                labels = labels - 1
             if r.rows:
                 yield (csr(r.indptr, r.indices, r.data, (r.rows, d)),
-                       label_matrix(r.lptr, r.labels, (r.rows, L)))
+                       label_matrix(r.lptr, labels, (r.rows, L)))
             next_line = _line_after_range(data, off, cut, first)
         if done != n:
             raise too_few_rows(path, done, n, next_line)
