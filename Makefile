@@ -35,7 +35,10 @@ demo: $(STAMP)
 # that a module's fixtures are built once.  Fresh clone, 2 cores, 2026-11-28: the tests
 # 14:41 min, bash .ci/run 16:31 with the install (1074 tests) on a busy day; 8:47 and
 # 9:36 (1105 tests) on a quiet machine later that day; 2026-11-29, 14:46 (1153 tests,
-# quiet) to 17:27 (1161 tests, other work beside it), 27-34 CPU minutes.  Most of the time
+# quiet) to 17:27 (1161 tests, other work beside it), 27-34 CPU minutes; after the kernels
+# lost numba's unused wrappers (headstart/_compile.py), 14:55 (1167 tests, 28.6 CPU
+# minutes) and 14:46 (1204 tests).  With NUMBA_OPT=1 the suite took 13:12 (-21% CPU): not
+# used, the tests would no longer run the optimised code users get.  Most of the time
 # is Numba compiling each loss x regulariser x initialiser the suite covers, once (the
 # slowest tests are the cold-cache commands of test_precompile and a new initialiser
 # compiled through shortlisted training, 60-90 s each).
