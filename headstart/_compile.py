@@ -219,13 +219,24 @@ NESTED_SUFFIX = ".nested"
 
 
 def _nested_dispatcher(fn, options: dict, cache: bool) -> _CPUDispatcher:
-    import numba
-
     f = _pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     f.__qualname__ = fn.__qualname__ + NESTED_SUFFIX
     f.__kwdefaults__ = fn.__kwdefaults__
     f.__doc__ = fn.__doc__
-    return numba.njit(**options, cache=cache, no_cpython_wrapper=True, no_cfunc_wrapper=True)(f)
+    disp = _Nested(py_func=f, locals={}, targetoptions={**options, "nopython": True, "no_cpython_wrapper": True,
+                                                         "no_cfunc_wrapper": True})
+    if cache:
+        disp.enable_caching()
+    return disp
+
+
+class _Nested(_CPUDispatcher or object):
+    """The wrapper-less dispatcher: compiled code calls its native function; a call from
+    Python would crash the process, so it is refused."""
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.py_func.__qualname__} is compiled for calls from compiled code only; "
+                        "call the kernel itself")
 
 
 class Kernel(_CPUDispatcher or object):

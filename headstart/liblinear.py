@@ -12,7 +12,9 @@ The facts used (LIBLINEAR 2.4x, ``train.c`` and ``linear.cpp``): the default sol
 ``-s 1``; the default tolerance is 0.01 for ``-s 0 / 2 / 5 / 6`` and 0.1 for the dual
 solvers ``-s 1 / 3``; the default ``-B`` is -1, no bias feature; with ``-B b > 0`` the
 bias weight is regularised unless ``-R`` (which LIBLINEAR accepts only with ``-B 1``
-and the primal solvers); ``-wi`` multiplies C for class i.
+and the primal solvers); ``-wi`` multiplies C for class i (each time it is given); ``-m``
+is multi-core LIBLINEAR's thread count; ``-n`` (the one-class nu) and ``-p`` (the
+regression epsilon) mean nothing to the classification solvers and are ignored.
 
 One deliberate difference: the primal Newton solvers (``-s 0``, ``-s 2``) start from
 headstart's initialisation (aop unless ``--init`` says otherwise), the paper's
@@ -77,10 +79,13 @@ def translate(options: str) -> dict[str, Any]:
         opt = tokens[k]
         if not opt.startswith("-") or len(opt) < 2:
             raise _error(options, f"{opt!r} is not an option (LIBLINEAR's options are -s, -c, -e, -B, -R, "
-                                  "-wi, -n, -q)")
+                                  "-wi, -m, -q)")
         if opt == "-C":
             raise _error(options, "-C (LIBLINEAR's search for C) is a command of its own here: headstart cv "
                                   "--Cs 0.25,1,4 (the best C by held-out P@1 or another ranking metric)")
+        if opt == "-v":
+            raise _error(options, "-v (cross-validation) is a command of its own here: headstart cv --folds N "
+                                  "--liblinear=\"...\" (ranking metrics of held-out folds)")
         if opt in _FLAGS:
             given[opt] = None
             k += 1
@@ -90,18 +95,19 @@ def translate(options: str) -> dict[str, Any]:
         value = tokens[k + 1]
         m = _WEIGHT.match(opt)
         if m:
-            weights[int(m.group(1))] = _number(options, opt, value, float)
-        elif opt in ("-s", "-c", "-e", "-B", "-n"):
+            # LIBLINEAR multiplies C by every -wi given for class i (linear.cpp), so a
+            # repeated one (as LibMultiLabel's cost-sensitive runs append -w1) multiplies
+            w = _number(options, opt, value, float)
+            if not (math.isfinite(w) and w >= 0):
+                raise _error(options, f"{opt} must be a finite number >= 0, got {value!r}")
+            weights[int(m.group(1))] = weights.get(int(m.group(1)), 1.0) * w
+        elif opt in ("-s", "-c", "-e", "-B", "-m", "-n", "-p"):
+            # -p (the regression epsilon) and -n (the one-class nu) are read and ignored by
+            # LIBLINEAR's classification solvers; the regression and one-class solvers are refused
             given[opt] = value
-        elif opt == "-v":
-            raise _error(options, "-v (cross-validation) is a command of its own here: headstart cv --folds N "
-                                  "--liblinear=\"...\" (ranking metrics of held-out folds)")
-        elif opt == "-p":
-            raise _error(options, "-p is the epsilon of support vector regression (-s 11, 12, 13), which is "
-                                  "not offered")
         else:
             raise _error(options, f"unknown option {opt} (LIBLINEAR's options are -s, -c, -e, -B, -R, -wi, "
-                                  "-n, -q)")
+                                  "-m, -q)")
         k += 2
 
     solver = _number(options, "-s", given["-s"], int) if "-s" in given else 1
@@ -115,8 +121,8 @@ def translate(options: str) -> dict[str, Any]:
     out["C"] = _positive(options, "-c", given.get("-c", "1"))
     out["epsilon"] = _positive(options, "-e", given["-e"]) if "-e" in given else default_eps
     bias = _number(options, "-B", given.get("-B", "-1"), float)
-    if "-R" in given and not bias > 0:
-        raise _error(options, "-R (an unregularised bias) needs a bias feature: -B 1")
+    if "-R" in given and bias != 1.0:
+        raise _error(options, "-R (an unregularised bias) needs -B 1 (LIBLINEAR's rule)")
     if "-R" in given and out.get("l2_solver") == "dual":
         raise _error(options, f"-R is not for -s {solver}: LIBLINEAR's dual solvers regularise the bias")
     out["bias"] = bias if bias > 0 else 0.0
@@ -127,16 +133,13 @@ def translate(options: str) -> dict[str, Any]:
         if other:
             raise _error(options, f"-w{other[0]}: every label is a +1 / -1 problem here, so only -w1 (positives) "
                                   "and -w-1 (negatives) apply; per-label costs: --weights-pos-file")
-        for i, w in weights.items():
-            if not (math.isfinite(w) and w >= 0):
-                raise _error(options, f"-w{i} must be a finite number >= 0, got {w!r}")
         out["weighting"] = "constant"
         out["weight_pos"] = weights.get(1, 1.0)
         out["weight_neg"] = weights.get(-1, 1.0)
-    if "-n" in given:                                   # multi-core LIBLINEAR's thread count
-        threads = _number(options, "-n", given["-n"], int)
+    if "-m" in given:                                   # multi-core LIBLINEAR's (2.43+) thread count
+        threads = _number(options, "-m", given["-m"], int)
         if threads < 1:
-            raise _error(options, f"-n must be a number of threads >= 1, got {threads}")
+            raise _error(options, f"-m must be a number of threads >= 1, got {threads}")
         out["threads"] = threads
     return out
 

@@ -276,6 +276,12 @@ def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path
                           "--json")[1]) for p in ("dismec.txt", "ours.txt")]
     assert got[0] == got[1]
     assert got[0]["P@1"] == pytest.approx(1.0) and got[0]["P@2"] == pytest.approx(2 / 3)
+    # libsvm test data has no label count: a predicted label absent from it is a miss, no error
+    (tmp_path / "test.svm").write_text("0 1:1\n4,2 1:1\n3 1:1\n")
+    (tmp_path / "unseen.txt").write_text("3 2\n1:0.5 0:0.9\n6:1.5 2:0.3\n0:0.1 3:0.2\n")
+    got = json.loads(run(capsys, "evaluate", "--predictions", tmp_path / "unseen.txt", tmp_path / "test.svm",
+                         "-k", 2, "--json")[1])
+    assert got["P@1"] == pytest.approx(2 / 3) and got["P@2"] == pytest.approx(1 / 2)
     (tmp_path / "bad.txt").write_text("3 2\n1:0.5 0:0.9\n7:1.5 2:0.3\n0:0.1 3:0.2\n")
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "bad.txt", tmp_path / "test.txt")
     assert code == 2 and "bad.txt:3: label id 7 out of range [0, 5)" in err

@@ -83,18 +83,21 @@ def test_translation_follows_liblinears_defaults():
                                                                                           0.01, 0.01]
     assert [method_of(TrainParams.from_liblinear(f"-s {s}")) for s in (0, 1, 2, 3, 5, 6)] == [
         "newton", "dual", "newton", "dual", "cdn", "newglmnet"]
-    p = TrainParams.from_liblinear("-s 2 -B 1 -R -n 3 -q")
+    p = TrainParams.from_liblinear("-s 2 -B 1 -R -m 3 -n 0.5 -p 0.1 -q")
     assert (p.bias, p.regularize_bias, p.threads, p.weighting) == (1.0, False, 3, "none")
     p = TrainParams.from_liblinear("-s 0 -B 2 -w-1 0.25", init="zero")
     assert (p.bias, p.regularize_bias, p.weighting, p.weight_pos, p.weight_neg, p.init) == (
         2.0, True, "constant", 1.0, 0.25, "zero")
     assert translate("-s 3")["huber_epsilon"] == 0.0
+    # LIBLINEAR multiplies C by every -wi given (LibMultiLabel appends -w1 to a user's string)
+    assert translate("-s 2 -w1 2 -w+1 3")["weight_pos"] == 6.0
 
 
 @pytest.mark.parametrize("options,words", [
     ("-s 4", "Crammer and Singer"), ("-s 7", "-s 0 has the same optimum"), ("-s 12", "regression"),
     ("-s 21", "one-class"), ("-s 9", "unknown solver"), ("-v 5", "headstart cv --folds N"), ("-C", "headstart cv --Cs"),
-    ("-s 2 -R", "-R (an unregularised bias) needs a bias feature"), ("-s 1 -B 1 -R", "-R is not for -s 1"),
+    ("-s 2 -R", "-R (an unregularised bias) needs -B 1"), ("-s 2 -B 2 -R", "needs -B 1"),
+    ("-s 2 -v", "headstart cv --folds N"), ("-m 0", "-m must be a number of threads >= 1"), ("-s 1 -B 1 -R", "-R is not for -s 1"),
     ("-s 2 -w3 2", "only -w1 (positives) and -w-1"), ("-w1 -2", "-w1 must be a finite number >= 0"),
     ("-c 0", "-c must be a finite number > 0"), ("-s x", "-s needs an integer, got 'x'"), ("-e", "-e needs a value"),
     ("-x 1", "unknown option -x"), ("2", "'2' is not an option"), ("-s '2", "cannot split"),

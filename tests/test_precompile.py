@@ -229,3 +229,15 @@ def test_compile_command_leaves_nothing_for_the_demo_to_compile(tmp_path, bibtex
         assert "RC 0" in lines, out.stderr[-2000:]
         compiled = {x for x in lines[lines.index("RC 0") + 1:] if x.startswith("headstart.")}
         assert not compiled, f"'headstart {argv[0]}' compiled {sorted(compiled)} after 'headstart compile'"
+
+
+def test_a_kernels_wrapperless_variant_refuses_calls_from_python():
+    """Compiled callers get a kernel's variant without numba's Python wrapper
+    (headstart._compile); called from Python it would crash the process, so it refuses."""
+    import numpy as np
+    import pytest
+
+    from headstart.objective import erm
+
+    with pytest.raises(TypeError, match="compiled code only"):
+        erm.scores.nested(None, np.zeros(1), np.zeros(1))

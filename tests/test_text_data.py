@@ -91,15 +91,22 @@ def test_text_corpus_end_to_end_through_the_command_line(tmp_path):
 @pytest.mark.parametrize("content,line,words", [
     ("a\tsome text\nonly one field\n", 2, "1 tab-separated fields"),
     ("a\tb\tc\td\n", 1, "4 tab-separated fields"),
-    ("a\ttext\n\n", 2, "empty line"),
     ("", None, "no instances"),
 ])
 def test_malformed_text_is_refused_with_its_line(tmp_path, content, line, words):
+    """(Empty lines are skipped, as LibMultiLabel's reader does: test below.)"""
     p = tmp_path / "x.txt"
     p.write_text(content)
     with pytest.raises(DataFormatError, match=words) as e:
         read_text(p)
     assert e.value.line == line
+
+
+def test_empty_lines_are_skipped(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_text("a\tone\n\nb c\ttwo\n\n")
+    d = read_text(p)
+    assert d.labels == [["a"], ["b", "c"]] and d.texts == ["one", "two"]
 
 
 def test_bad_input_leaves_no_output(tmp_path):
@@ -113,3 +120,8 @@ def test_bad_input_leaves_no_output(tmp_path):
     assert out.returncode == 2 and "exists" in out.stderr and not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec")
     assert out.returncode != 0 and "vectorizer.json is missing" in out.stderr and not (tmp_path / "o.xmc").exists()
+    out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--fit-vectorizer", tmp_path / "v2", "--one-based")
+    assert out.returncode == 2 and "--one-based is for numeric data" in out.stderr and not (tmp_path / "v2").exists()
+    # the data file cannot be written: no vectorizer directory either
+    out = cli("convert", tmp_path / "ok.txt", tmp_path / "no" / "o.xmc", "--fit-vectorizer", tmp_path / "v3")
+    assert out.returncode != 0 and not (tmp_path / "v3").exists()

@@ -57,6 +57,11 @@ def _text_dataset(args):
 
     if args.fit_vectorizer and args.vectorizer:
         raise ParameterError("give --fit-vectorizer DIR (training text) or --vectorizer DIR (test text), not both")
+    for option, given in (("--format", args.data_format != "auto"), ("--one-based", args.one_based),
+                          ("--one-based-labels", args.one_based_labels), ("--zero-based", args.zero_based),
+                          ("--labels", bool(args.labels_file))):
+        if given:
+            raise ParameterError(f"{option} is for numeric data; IN is read as LibMultiLabel text here")
     if args.fit_vectorizer and os.path.exists(args.fit_vectorizer):
         raise ParameterError(f"{args.fit_vectorizer}: exists; --fit-vectorizer writes a new directory "
                              "(--vectorizer applies an existing one)")
@@ -78,6 +83,15 @@ def _text_dataset(args):
     return X, Y, vec
 
 
+def _write(hio, args, X, Y) -> None:
+    if args.to == "xmc":
+        hio.write_xmc(args.output, X, Y, one_based=args.out_one_based)
+    elif args.to == "libsvm":
+        hio.write_libsvm(args.output, X, Y)
+    else:
+        hio.write_slice(args.output, args.out_labels, X, Y)
+
+
 def run(args: argparse.Namespace) -> int:
     from .. import io as hio
 
@@ -94,14 +108,16 @@ def run(args: argparse.Namespace) -> int:
         X, Y = common.read_dataset(args.input, args)
     if args.out_one_based and args.to != "xmc":
         raise ParameterError("--out-one-based is only for --to xmc (libsvm is 1-based)")
-    if args.to == "xmc":
-        hio.write_xmc(args.output, X, Y, one_based=args.out_one_based)
-    elif args.to == "libsvm":
-        hio.write_libsvm(args.output, X, Y)
+    if args.fit_vectorizer:
+        # the vectorizer's directory appears after the data files, and not at all when
+        # writing them fails (the data files are atomic each)
+        from ..io.atomic import atomic_directory
+
+        with atomic_directory(args.fit_vectorizer) as tmp:
+            vec.write_into(tmp)
+            _write(hio, args, X, Y)
     else:
-        hio.write_slice(args.output, args.out_labels, X, Y)
-    if args.fit_vectorizer:     # after the data: a failed write leaves neither
-        vec.save(args.fit_vectorizer)
+        _write(hio, args, X, Y)
     common.say(args, f"wrote {X.shape[0]} instances, {X.shape[1]} features, {Y.shape[1]} labels "
                      f"-> {args.output}" + (f" + {args.out_labels}" if args.out_labels else ""))
     return 0

@@ -130,6 +130,11 @@ def run(args: argparse.Namespace) -> int:
         X, Y = common.read_dataset(args.data, args, n_labels=label_space)
         if label_space is None:     # DiSMEC++'s header 'n k': the test data's label space
             label_space = Y.shape[1]
+            if common.data_format(args.data, args) != "xmc" and labels.size and labels.max() >= label_space:
+                # a libsvm file's width is its largest label id: a predicted label that is
+                # absent from the test set is no error there
+                label_space = int(labels.max()) + 1
+                Y = sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], label_space))
             if labels.size and labels.max() >= label_space:
                 row = int(np.argmax((labels >= label_space).any(axis=1)))
                 bad = int(labels[row][labels[row] >= label_space][0])

@@ -70,7 +70,7 @@ DISMEC_OPTIONS = {
 
 #: LIBLINEAR's train options that are not headstart's (its -C, -v and -q are headstart
 #: options of other meanings or the same one)
-LIBLINEAR_OPTIONS = ("-s", "-c", "-e", "-B", "-R", "-p", "-n")
+LIBLINEAR_OPTIONS = ("-s", "-c", "-e", "-B", "-R", "-p", "-n", "-m")
 
 
 #: DiSMEC++'s values of options headstart names otherwise

@@ -37,7 +37,7 @@ from .atomic import atomic_directory
 
 #: TfidfVectorizer settings a vectorizer may be fitted with (all plain JSON values)
 SETTINGS = ("lowercase", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "stop_words",
-            "token_pattern", "norm", "use_idf", "smooth_idf")
+            "token_pattern", "norm", "smooth_idf")
 FORMAT = "headstart-text-vectorizer"
 VERSION = 1
 
@@ -64,9 +64,8 @@ def read_text(path) -> TextData:
             except UnicodeDecodeError as e:
                 raise DataFormatError(f"not UTF-8 text (byte {e.start + 1} of the line)", path, number) from None
             line = line.rstrip("\r\n")
-            if not line.strip():
-                raise DataFormatError("empty line: every line is an instance '[id<TAB>]labels<TAB>text'",
-                                      path, number)
+            if not line:
+                continue        # (LibMultiLabel's reader, pandas, skips empty lines too)
             fields_ = line.split("\t")
             if len(fields_) not in (2, 3):
                 raise DataFormatError(f"{len(fields_)} tab-separated fields, expected 2 (labels, text) or 3 "
@@ -143,8 +142,7 @@ class TextVectorizer:
             kw = dict(self.settings)
             kw["ngram_range"] = tuple(kw["ngram_range"])
             tfidf = _sklearn_vectorizer(vocabulary={t: j for j, t in enumerate(self.vocabulary)}, **kw)
-            if kw.get("use_idf", True):
-                tfidf.idf_ = self.idf
+            tfidf.idf_ = self.idf
             self._tfidf = tfidf
         return self._tfidf
 
@@ -152,28 +150,38 @@ class TextVectorizer:
     def save(self, directory) -> None:
         """Write the vectorizer as a new directory, atomically (it appears whole or not at all)."""
         with atomic_directory(directory) as tmp:
-            meta = {"format": FORMAT, "version": VERSION, "settings": self.settings, "vocabulary": self.vocabulary}
-            (tmp / "vectorizer.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-            np.save(tmp / "idf.npy", self.idf, allow_pickle=False)
-            (tmp / "labels.txt").write_text("".join(f"{name}\n" for name in self.label_names), encoding="utf-8")
+            self.write_into(tmp)
+
+    def write_into(self, tmp: Path) -> None:
+        """The vectorizer's files in the (new, empty) directory ``tmp``."""
+        meta = {"format": FORMAT, "version": VERSION, "settings": self.settings, "vocabulary": self.vocabulary}
+        (tmp / "vectorizer.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        np.save(tmp / "idf.npy", self.idf, allow_pickle=False)
+        (tmp / "labels.txt").write_text("".join(f"{name}\n" for name in self.label_names), encoding="utf-8")
 
     @classmethod
     def load(cls, directory) -> "TextVectorizer":
         d = Path(directory)
         meta_path = d / "vectorizer.json"
+        part = meta_path
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            idf = np.load(d / "idf.npy", allow_pickle=False)
-            names = (d / "labels.txt").read_text(encoding="utf-8").splitlines()
+            part = d / "idf.npy"
+            idf = np.load(part, allow_pickle=False)
+            part = d / "labels.txt"
+            names = part.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError as e:
             raise DataFormatError(f"not a text vectorizer directory (made by 'headstart convert "
                                   f"--fit-vectorizer'): {os.path.basename(e.filename)} is missing", directory) from None
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
-            raise DataFormatError(f"text vectorizer cannot be read: {e}", meta_path) from None
+            raise DataFormatError(f"text vectorizer cannot be read: {e}", part) from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise DataFormatError(f"not a text vectorizer of this version ({FORMAT} {VERSION})", meta_path)
         vocab, settings = meta.get("vocabulary"), meta.get("settings")
-        if not isinstance(vocab, list) or not isinstance(settings, dict) or set(settings) != set(SETTINGS):
+        ngrams = settings.get("ngram_range") if isinstance(settings, dict) else None
+        if (not isinstance(vocab, list) or not all(isinstance(t, str) for t in vocab) or not isinstance(settings, dict)
+                or set(settings) != set(SETTINGS) or not isinstance(ngrams, list) or len(ngrams) != 2
+                or not all(isinstance(x, int) and x >= 1 for x in ngrams)):
             raise DataFormatError("text vectorizer: vocabulary or settings malformed", meta_path)
         if idf.ndim != 1 or idf.size != len(vocab):
             raise DataFormatError(f"idf.npy holds {idf.size} values for a vocabulary of {len(vocab)} terms",

@@ -72,6 +72,8 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
             W, b = run.train(np.setdiff1d(np.arange(n), val, assume_unique=True), p)
             top[val] = predict_topk((W, b), run.X[val], width, threads=p.threads, preprocess=False)[0]
         results.append(evaluate(run.Y, top, ks=[j for j in ks if j <= width] or [1]))
-    scores = [r.get(metric, float("nan")) for r in results]
+    if metric not in results[0]:
+        raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
+    scores = [r[metric] for r in results]
     best = float(cand[int(np.nanargmax(scores))]) if not all(np.isnan(scores)) else float(cand[0])
     return CrossValidation(candidates=cand, metrics=results, metric=metric, best=best, trainings=run.trainings)
