@@ -223,8 +223,12 @@ def _nested_dispatcher(fn, options: dict, cache: bool) -> _CPUDispatcher:
     f.__qualname__ = fn.__qualname__ + NESTED_SUFFIX
     f.__kwdefaults__ = fn.__kwdefaults__
     f.__doc__ = fn.__doc__
-    disp = _Nested(py_func=f, locals={}, targetoptions={**options, "nopython": True, "no_cpython_wrapper": True,
-                                                         "no_cfunc_wrapper": True})
+    return _dispatcher(_Nested, f, {**options, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}, cache)
+
+
+def _dispatcher(cls, fn, options: dict, cache: bool):
+    """A ``cls`` dispatcher of ``fn`` as ``numba.njit(**options, cache=cache)`` makes one."""
+    disp = cls(py_func=fn, locals={}, targetoptions={**options, "nopython": True})
     if cache:
         disp.enable_caching()
     return disp
@@ -267,9 +271,7 @@ def njit(fn=None, **options):
         return numba.njit(**options)(fn)
     cache = bool(options.pop("cache", False))
     try:
-        disp = Kernel(py_func=fn, locals={}, targetoptions={**options, "nopython": True})
-        if cache:
-            disp.enable_caching()
+        disp = _dispatcher(Kernel, fn, options, cache)
         disp._nested = _nested_dispatcher(fn, options, cache)
     except (TypeError, AttributeError):     # pragma: no cover  (a numba whose internals moved)
         return numba.njit(**options, cache=cache)(fn)

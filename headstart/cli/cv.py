@@ -41,15 +41,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..io.atomic import atomic_write
     from ..tuning import cross_validate
-    from ..tuning.cv import CHOOSE_BY
+    from ..tuning.cv import check_metric
 
     Cs = None if args.Cs is None else number_list(args, "--Cs", args.Cs, lambda v: v > 0, "> 0")
-    if args.k < 1:
-        args._parser.error(f"argument -k: must be >= 1, got {args.k}")
-    name, _, at = args.metric.partition("@")
-    if name not in CHOOSE_BY or not at.isdigit() or not 1 <= int(at) <= args.k:
-        args._parser.error(f"argument --metric: P@j, nDCG@j, R@j or RP@j with j in 1, 3, 5 up to -k {args.k}, "
-                           f"got {args.metric!r}")
+    check_metric(args.metric, args.k)        # before the data is read
     out = tune(args, "results", args.folds * (1 if Cs is None else Cs.size), args.folds,
                lambda X, Y, params, progress: cross_validate(X, Y, params, folds=args.folds, Cs=Cs, k=args.k,
                                                              metric=args.metric, seed=args.seed, progress=progress),

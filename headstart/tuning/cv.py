@@ -37,6 +37,19 @@ class CrossValidation:
     trainings: int
 
 
+def check_metric(metric: str, k: Any) -> list[int]:
+    """The ks the metrics are computed at (1, 3, 5 up to ``k``), after checking ``k`` and
+    that ``metric`` is one of them (also before the data is read: the command line)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
+    ks = sorted({1, 3, 5, int(k)} & set(range(1, int(k) + 1)))
+    name, _, at = metric.partition("@")
+    if name not in CHOOSE_BY or not at.isdigit() or int(at) not in ks:
+        raise ParameterError(f"parameter metric must be one of {', '.join(f'{m}@{j}' for m in CHOOSE_BY for j in ks)}"
+                             f", got {metric!r}")
+    return ks
+
+
 def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3, Cs: Any = None,
                    k: int = 5, metric: str = "P@1", seed: int = 0,
                    progress: Callable[[int], None] | None = None) -> CrossValidation:
@@ -51,13 +64,7 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
     cand = np.asarray([params.C] if Cs is None else Cs, dtype=np.float64).reshape(-1)
     if cand.size == 0 or not np.all(np.isfinite(cand)) or np.any(cand <= 0):
         raise ParameterError(f"parameter Cs must be positive numbers, got {cand.tolist()!r}")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
-    ks = sorted({1, 3, 5, int(k)} & set(range(1, int(k) + 1)))
-    name, _, at = metric.partition("@")
-    if name not in CHOOSE_BY or not at.isdigit() or int(at) not in ks:
-        raise ParameterError(f"parameter metric must be one of {', '.join(f'{m}@{j}' for m in CHOOSE_BY for j in ks)}"
-                             f", got {metric!r}")
+    ks = check_metric(metric, k)
     run = FoldRunner(X, Y, params, progress, min_rows=folds, what=f"{folds} folds")
     n = run.n
     if run.L == 0:
