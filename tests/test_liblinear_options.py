@@ -70,7 +70,12 @@ def test_the_same_options_solve_liblinears_problem(bibtex, options, opts):
         ours = liblinear_objective(Xa, y, np.append(W[k].toarray().ravel(), b[k]), opts)
         theirs = liblinear_objective(Xa, y, np.append(Wl[k], bl[k]), opts)
         assert ours <= theirs * (1 + 1e-3), (j, ours, theirs)
-        assert theirs <= ours * (1 + 1e-3), (j, ours, theirs)      # (LIBLINEAR near its optimum too)
+        # LIBLINEAR near its optimum too (a sanity check of the reference, not of us). Its L1
+        # coordinate descent (-s 5/6) visits coordinates in rand() order, which depends on what
+        # ran before in the process, and its stopping rule is relative to the first sweep: CI
+        # saw it stop 0.3% above our objective once, so it gets 1% there.
+        slack = 1e-2 if opts["s"] in (5, 6) else 1e-3
+        assert theirs <= ours * (1 + slack), (j, ours, theirs)
         if not opts["B"]:
             assert b[k] == 0.0
     assert np.all(st["status"] == 0)
