@@ -84,6 +84,10 @@ __all__ = [
     "coverage_at_k",
     "rprecision_at_k",
     "evaluate",
+    "abandonment_at_k",
+    "topk_confusion",
+    "confusion_metrics",
+    "dismec_metrics",
     "binary_precision_recall",
     "f1_scores",
     "decision_counts",
@@ -100,6 +104,16 @@ def _check_k(k, name: str = "k") -> int:
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"{name} must be a positive integer, got {k!r}")
     return int(k)
+
+
+def _check_ks(ks) -> list[int]:
+    ks = list(ks)
+    if not ks:
+        raise ParameterError("ks must contain at least one k")
+    ks = [_check_k(k, "each k in ks") for k in ks]
+    if len(set(ks)) != len(ks):
+        raise ParameterError(f"ks must not repeat a value, got {ks}")
+    return ks
 
 
 def _discounts(k: int) -> np.ndarray:
@@ -268,6 +282,17 @@ class _Ranked:
         if den == 0.0:
             return float("nan")
         return float(np.sum((self.gains(k) @ disc) / idcg)) / den
+
+    def abandonment(self, k):
+        return float(np.mean(self.hits[:, :k].any(axis=1)))
+
+    def confusion(self, k):
+        """Per-label TP, FP, FN, TN of the top-k decisions (empty slots decide nothing)."""
+        t, lab = self.truth, self.labels[:, :k]
+        tp = np.bincount(lab[self.hits[:, :k]], minlength=t.L).astype(np.int64)
+        fp = np.bincount(lab[lab >= 0], minlength=t.L).astype(np.int64) - tp
+        fn = t.col_counts.astype(np.int64) - tp
+        return tp, fp, fn, t.n - tp - fp - fn
 
     def coverage(self, k):
         relevant = int(np.count_nonzero(self.truth.col_counts))
@@ -500,12 +525,7 @@ def evaluate(Y_true, labels, ks: Iterable[int] = (1, 3, 5), propensities=None) -
     :func:`psprecision_at_k`, :func:`psndcg_at_k`, :func:`recall_at_k`,
     :func:`rprecision_at_k` and :func:`coverage_at_k`.
     """
-    ks = list(ks)
-    if not ks:
-        raise ParameterError("ks must contain at least one k")
-    ks = [_check_k(k, "each k in ks") for k in ks]
-    if len(set(ks)) != len(ks):
-        raise ParameterError(f"ks must not repeat a value, got {ks}")
+    ks = _check_ks(ks)
     r = _Ranked(Y_true, labels, max(ks), propensities)
     out = {}
     for k in ks:
@@ -517,6 +537,118 @@ def evaluate(Y_true, labels, ks: Iterable[int] = (1, 3, 5), propensities=None) -
         out[f"R@{k}"] = r.recall(k)
         out[f"RP@{k}"] = r.rprecision(k)
         out[f"cov@{k}"] = r.coverage(k)
+    return out
+
+
+# --------------------------------------------------------------------------- DiSMEC++'s set
+# DiSMEC++'s prediction program prints, for k = 1, 3 and 5, besides P@k and nDCG@k, the
+# abandonment at k, the (unnormalised) DCG at k, and a family of per-label confusion-matrix
+# metrics of the top-k decisions, macro- and micro-averaged (its ``prediction/evaluate`` and
+# ``utils/confusion_matrix``).  Its users compare runs on these numbers, so they are
+# reproduced here with its names and its conventions; the definitions are the standard
+# ones (e.g. the "Confusion matrix" article of Wikipedia, which DiSMEC++ also cites).
+
+#: the confusion-matrix metrics, in DiSMEC++'s print order, each reported as MacroX@k and MicroX@k
+CONFUSION_METRICS = ("P", "R", "F1", "ACC", "BA", "SPC", "BM", "MK", "FM", "NPV", "MCC", "LR+", "LR-", "DOR")
+
+
+def abandonment_at_k(Y_true, labels, k: int) -> float:
+    """Abandonment at k, DiSMEC++'s ``Abd@k`` (elsewhere "success@k" or the hit rate).
+
+    ``Abd@k = (1/n) * sum_i 1[exists j <= k: h_ij = 1]``: the fraction of instances with at
+    least one relevant label among their top k.  Instances without relevant labels count 0
+    and stay in ``n``, as for P@k.
+    """
+    k = _check_k(k)
+    return _Ranked(Y_true, labels, k).abandonment(k)
+
+
+def topk_confusion(Y_true, labels, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-label confusion counts of the top-k decisions: label ``l`` is predicted for
+    instance ``i`` iff it is among ``i``'s first ``k`` (non-empty) slots.  Returns int64
+    arrays ``(TP, FP, FN, TN)`` of length ``L``, with ``TN = n - TP - FP - FN``."""
+    k = _check_k(k)
+    return _Ranked(Y_true, labels, k).confusion(k)
+
+
+def _safe_div(num, den) -> np.ndarray:
+    """``num / den`` with ``0 / x = 0`` for every x, 0 included (DiSMEC++'s convention);
+    any other division by zero is +-inf."""
+    num = np.asarray(num, dtype=np.float64)
+    den = np.asarray(den, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(num == 0, 0.0, num / den)
+
+
+def _confusion_values(tp, fp, fn, tn) -> dict:
+    """Every metric of :data:`CONFUSION_METRICS` for counts of any (matching) shape."""
+    tp, fp, fn, tn = (np.asarray(a, dtype=np.float64) for a in (tp, fp, fn, tn))
+    ppv = _safe_div(tp, tp + fp)                # precision
+    npv = _safe_div(tn, tn + fn)
+    tpr = _safe_div(tp, tp + fn)                # recall
+    fnr = _safe_div(fn, tp + fn)
+    tnr = _safe_div(tn, tn + fp)                # specificity
+    fpr = _safe_div(fp, tn + fp)
+    f1_den = 2 * tp + fp + fn
+    lr_pos = _safe_div(tpr, fpr)
+    lr_neg = _safe_div(fnr, tnr)
+    # Matthews' coefficient in the form with the eight rates (Wikipedia; DiSMEC++), so a
+    # label never predicted or never relevant gets a value instead of 0/0
+    mcc = np.sqrt(tpr * tnr * ppv * npv) - np.sqrt(fnr * fpr * (1.0 - npv) * (1.0 - ppv))
+    return {"P": ppv, "R": tpr,
+            "F1": np.divide(2 * tp, f1_den, out=np.zeros_like(tp), where=f1_den > 0),
+            "ACC": _safe_div(tp + tn, tp + fp + fn + tn), "BA": (tpr + tnr) / 2.0, "SPC": tnr,
+            "BM": tpr + tnr - 1.0, "MK": ppv + npv - 1.0, "FM": np.sqrt(ppv * tpr), "NPV": npv,
+            "MCC": mcc, "LR+": lr_pos, "LR-": lr_neg, "DOR": _safe_div(lr_pos, lr_neg)}
+
+
+def confusion_metrics(tp, fp, fn, tn, k: int) -> dict:
+    """DiSMEC++'s confusion-matrix metrics of top-k decisions from :func:`topk_confusion`.
+
+    For each X of :data:`CONFUSION_METRICS` (precision, recall, F1, accuracy, balanced
+    accuracy, specificity, informedness, markedness, Fowlkes-Mallows, negative predictive
+    value, Matthews' correlation, positive and negative likelihood ratio, diagnostic odds
+    ratio): ``MacroX@k``, the mean of the per-label values over all ``L`` labels, and
+    ``MicroX@k``, the value of the summed counts.  Ratios follow DiSMEC++: ``0 / 0 = 0``,
+    ``x / 0 = inf`` for ``x > 0`` (so a likelihood ratio can be ``inf``).  Also
+    ``MicroTP@k``, ``MicroFP@k``, ``MicroFN@k`` and ``MicroTN@k`` (each count's share of
+    ``n L``) and ``Cov@k``, the fraction of *all* ``L`` labels with recall > 0 (DiSMEC++'s
+    coverage; ``cov@k`` of :func:`evaluate` divides by the labels relevant in the test set
+    instead).
+    """
+    k = _check_k(k)
+    tp, fp, fn, tn = (np.asarray(a, dtype=np.int64) for a in (tp, fp, fn, tn))
+    L = tp.size
+    per_label = _confusion_values(tp, fp, fn, tn)
+    micro = _confusion_values(tp.sum(), fp.sum(), fn.sum(), tn.sum())
+    total = float(tp.sum() + fp.sum() + fn.sum() + tn.sum())
+    out = {f"Cov@{k}": float(np.count_nonzero(per_label["R"] > 0)) / L if L else float("nan")}
+    for name, count in (("TP", tp), ("FP", fp), ("FN", fn), ("TN", tn)):
+        out[f"Micro{name}@{k}"] = float(_safe_div(count.sum(), total))
+    for name in CONFUSION_METRICS:
+        out[f"Macro{name}@{k}"] = float(per_label[name].mean()) if L else float("nan")
+        out[f"Micro{name}@{k}"] = float(micro[name])
+    return out
+
+
+def dismec_metrics(Y_true, labels, ks: Iterable[int] = (1, 3, 5)) -> dict:
+    """The metrics DiSMEC++'s prediction program prints, at every ``k`` in ``ks``, with its
+    names: ``P@k``, ``Abd@k`` (:func:`abandonment_at_k`), ``DCG@k`` and ``nDCG@k``, and the
+    :func:`confusion_metrics` of the top-k decisions.
+
+    ``DCG@k = (1/n) * sum_i sum_{j=1..k} h_ij / ln(j + 1)`` uses the natural logarithm, as
+    DiSMEC++ does (its nDCG does not depend on the base; ours is :func:`ndcg_at_k`, whose
+    convention for instances without relevant labels is pyxclib's: they score 0).
+    """
+    ks = _check_ks(ks)
+    r = _Ranked(Y_true, labels, max(ks))
+    out = {}
+    for k in ks:
+        out[f"P@{k}"] = r.precision(k)
+        out[f"Abd@{k}"] = r.abandonment(k)
+        out[f"DCG@{k}"] = float(np.mean(r.hits[:, :k].astype(np.float64) @ (1.0 / np.log(np.arange(2, k + 2)))))
+        out[f"nDCG@{k}"] = r.ndcg(k)
+        out.update(confusion_metrics(*r.confusion(k), k))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -285,6 +286,30 @@ def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path
     (tmp_path / "bad.txt").write_text("3 2\n1:0.5 0:0.9\n7:1.5 2:0.3\n0:0.1 3:0.2\n")
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "bad.txt", tmp_path / "test.txt")
     assert code == 2 and "bad.txt:3: label id 7 out of range [0, 5)" in err
+
+
+def test_evaluate_dismec_metrics_and_save_metrics(tmp_path, capsys):
+    """--dismec-metrics adds DiSMEC++'s names (hand-computed on the file above: top-1 labels 0, 4,
+    3 all hit, so Abd@1 = 1 and every label 0, 2, 3, 4 predicted at k = 1 is right);
+    --save-metrics writes the same numbers as --json, non-finite values as null, atomically."""
+    (tmp_path / "p.txt").write_text("3 2\n1:0.5 0:0.9\n4:1.5 2:0.3\n0:0.1 3:0.2\n")
+    (tmp_path / "test.txt").write_text("3 3 5\n0 1:1\n4,2 1:1\n3 1:1\n")
+    args = ["evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "test.txt", "-k", 2, "--dismec-metrics"]
+    code, out, _ = run(capsys, *args, "--save-metrics", tmp_path / "m.json")
+    assert code == 0 and "DiSMEC++'s metrics:" in out and "Abd@1           = 1" in out
+    saved = json.loads((tmp_path / "m.json").read_text())
+    printed = json.loads(run(capsys, *args, "--json")[1])
+    assert saved == printed
+    assert saved["P@1"] == 1.0 and saved["Abd@1"] == 1.0 and saved["MacroP@1"] == pytest.approx(3 / 5)
+    assert saved["MicroP@1"] == 1.0 and saved["MicroR@1"] == pytest.approx(3 / 4)
+    assert saved["MacroLR+@1"] is None            # a label without false positives: TPR / 0 = inf
+    assert saved["DCG@2"] == pytest.approx((3 / math.log(2) + 1 / math.log(3)) / 3)   # ranks 1, 1 and 2, 1
+    # checked before any reading: a missing directory, the test file itself
+    for target, needle in ((tmp_path / "no" / "m.json", "does not exist"),
+                           (tmp_path / "test.txt", "would replace an input")):
+        code, _, err = run(capsys, *args, "--save-metrics", target)
+        assert code == 2 and needle in err
+    assert (tmp_path / "test.txt").read_text().startswith("3 3 5")
 
 
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):

@@ -449,3 +449,62 @@ def test_scale_without_dense_matrices():
     assert 0 < res["cov@5"] <= 1
     r = M.binary_precision_recall(Ybig, Ybig)
     assert (r["precision"], r["recall"]) == pytest.approx((1.0, 1.0))
+
+
+# ----------------------------------------------------------------------------- DiSMEC++'s set
+# The example above at k = 1: top-1 labels 2 (hit), 1 (hit), 0 (miss, row without labels), 5 (hit).
+#   per label 0..5: TP [0 1 1 0 0 1], FP [1 0 0 0 0 0], FN [2 0 0 1 1 0], TN = 4 - the rest
+# at k = 3: TP [1 1 1 0 0 1], FP [1 2 2 0 0 0], FN [1 0 0 1 1 0]
+
+def test_abandonment_hand():
+    assert M.abandonment_at_k(Y, LAB, 1) == pytest.approx(3 / 4)   # rows 0, 1, 3 hit at rank 1
+    assert M.abandonment_at_k(Y, LAB, 3) == pytest.approx(3 / 4)   # row 2 has nothing to hit
+    late = np.array([[1, 0], [0, 1], [0, 1], [1, 2]])          # hits only at rank 2, rows 0 and 1
+    assert M.abandonment_at_k(Y, late, 1) == 0.0
+    assert M.abandonment_at_k(Y, late, 2) == pytest.approx(2 / 4)
+
+
+def test_topk_confusion_hand():
+    tp, fp, fn, tn = M.topk_confusion(Y, LAB, 1)
+    assert tp.tolist() == [0, 1, 1, 0, 0, 1] and fp.tolist() == [1, 0, 0, 0, 0, 0]
+    assert fn.tolist() == [2, 0, 0, 1, 1, 0] and tn.tolist() == [1, 3, 3, 3, 3, 3]
+    tp, fp, fn, tn = M.topk_confusion(Y, LAB, 3)             # empty slots decide nothing
+    assert tp.tolist() == [1, 1, 1, 0, 0, 1] and fp.tolist() == [1, 2, 2, 0, 0, 0]
+    assert fn.tolist() == [1, 0, 0, 1, 1, 0] and tn.tolist() == [1, 1, 1, 3, 3, 3]
+
+
+def test_confusion_metrics_hand():
+    m = M.confusion_metrics(*M.topk_confusion(Y, LAB, 1), 1)
+    # micro: TP 3, FP 1, FN 4, TN 16 of n L = 24
+    TP, FP, FN, TN = 3, 1, 4, 16
+    assert m["MicroTP@1"] == pytest.approx(3 / 24) and m["MicroTN@1"] == pytest.approx(16 / 24)
+    assert m["MicroP@1"] == pytest.approx(3 / 4) and m["MicroR@1"] == pytest.approx(3 / 7)
+    assert m["MicroF1@1"] == pytest.approx(6 / 11) and m["MicroACC@1"] == pytest.approx(19 / 24)
+    assert m["MicroSPC@1"] == pytest.approx(16 / 17) and m["MicroNPV@1"] == pytest.approx(16 / 20)
+    assert m["MicroBA@1"] == pytest.approx((3 / 7 + 16 / 17) / 2)
+    assert m["MicroBM@1"] == pytest.approx(3 / 7 + 16 / 17 - 1) and m["MicroMK@1"] == pytest.approx(0.55)
+    assert m["MicroFM@1"] == pytest.approx(math.sqrt(3 / 4 * 3 / 7))
+    assert m["MicroLR+@1"] == pytest.approx(51 / 7) and m["MicroLR-@1"] == pytest.approx(17 / 28)
+    assert m["MicroDOR@1"] == pytest.approx(TP * TN / (FP * FN))           # = 12
+    mcc = (TP * TN - FP * FN) / math.sqrt((TP + FP) * (TP + FN) * (TN + FP) * (TN + FN))
+    assert m["MicroMCC@1"] == pytest.approx(mcc)
+    # macro, over all 6 labels, 0/0 = 0: precision of labels 0..5 = 0, 1, 1, 0 (0/0), 0 (0/0), 1
+    assert m["MacroP@1"] == pytest.approx(0.5) and m["MacroR@1"] == pytest.approx(0.5)
+    assert m["MacroF1@1"] == pytest.approx(0.5) and m["Cov@1"] == pytest.approx(0.5)
+    # MCC of label 0 (TP 0, FP 1, FN 2, TN 1) is -2/sqrt(12); labels 1, 2, 5 are perfect;
+    # labels 3 and 4 never predicted: 0
+    assert m["MacroMCC@1"] == pytest.approx((3 - 2 / math.sqrt(12)) / 6)
+    # a perfect label has no false positive: its LR+ is 1/0, and the macro mean inf
+    assert m["MacroLR+@1"] == math.inf and m["MacroDOR@1"] == math.inf
+    assert set(m) == {f"{a}{x}@1" for a in ("Macro", "Micro") for x in M.CONFUSION_METRICS} | {
+        "Cov@1", "MicroTP@1", "MicroFP@1", "MicroFN@1", "MicroTN@1"}
+
+
+def test_dismec_metrics_dcg_uses_the_natural_log():
+    m = M.dismec_metrics(Y, LAB, (1, 3))
+    # rank-1 hits in rows 0, 1, 3; row 0 also hits at rank 3: 1/ln 2 and 1/ln 4
+    assert m["DCG@1"] == pytest.approx(3 / math.log(2) / 4)
+    assert m["DCG@3"] == pytest.approx((3 / math.log(2) + 1 / math.log(4)) / 4)
+    assert m["nDCG@3"] == M.ndcg_at_k(Y, LAB, 3) and m["P@3"] == M.precision_at_k(Y, LAB, 3)
+    assert m["Abd@1"] == pytest.approx(3 / 4) and m["MacroP@3"] == M.confusion_metrics(
+        *M.topk_confusion(Y, LAB, 3), 3)["MacroP@3"]

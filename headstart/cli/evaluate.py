@@ -20,7 +20,7 @@ DESCRIPTION = """\
 Evaluate a model on TEST (or a predictions file written by 'headstart predict' with
 --predictions FILE): precision, nDCG, propensity-scored precision and nDCG, recall,
 R-precision and coverage at k = 1, 3 and 5 up to -k (default 5), and at -k itself; with --threshold, the F1
-scores of the thresholded decisions.  Propensities use the training label counts
+scores of the thresholded decisions; with --dismec-metrics, also those DiSMEC++ prints.  Propensities use the training label counts
 stored in the model (or those of --train FILE) with the constants --propensity-a/-b
 (default: those the model was trained with, else 0.55 and 1.5)."""
 
@@ -37,6 +37,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="evaluate this predictions file instead of predicting with a model (each line's "
                         "labels ranked by their scores)")
     p.add_argument("--json", action="store_true", help='print one JSON object {"P@1": ..., ...}')
+    p.add_argument("--save-metrics", metavar="FILE",
+                   help="also write every metric computed to FILE as one JSON object (DiSMEC++'s option; "
+                        "values that are not finite are null)")
+    p.add_argument("--dismec-metrics", action="store_true",
+                   help="also the metrics DiSMEC++'s predict prints, with its names: Abd@k, DCG@k and the "
+                        "top-k decisions' confusion-matrix metrics, Macro/Micro P, R, F1, ACC, BA, SPC, BM, MK, "
+                        "FM, NPV, MCC, LR+, LR-, DOR and Cov@k (headstart.metrics.dismec_metrics)")
     p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
                    help="also score the decisions 'score > T' of every label (0: the classifiers' sign): "
                         "Micro-F1, Macro-F1 and Another-Macro-F1 as LibMultiLabel computes them (with a "
@@ -65,14 +72,15 @@ def metric_ks(k: int) -> list[int]:
 
 
 def _finite_or_none(metrics: dict) -> dict:
-    return {key: (None if isinstance(v, float) and math.isnan(v) else v) for key, v in metrics.items()}
+    """JSON has no NaN or infinity: null instead (as DiSMEC++'s JSON library writes them)."""
+    return {key: (None if isinstance(v, float) and not math.isfinite(v) else v) for key, v in metrics.items()}
 
 
 def print_metrics(metrics: dict, as_json: bool, extra: dict | None = None) -> None:
     if as_json:
         out = dict(_finite_or_none(metrics))
         if extra:
-            out.update(extra)
+            out.update(_finite_or_none(extra))
         print(json.dumps(out))
     else:
         print(format_metrics_table(metrics))
@@ -106,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         if len(args.paths) != 2:
             err("expected MODEL_DIR TEST (or --predictions FILE TEST)")
         args.model, args.data = args.paths
+    if args.save_metrics:
+        common.check_output_file(args.save_metrics, "--save-metrics", args)
 
     from ..metrics import evaluate, propensities
 
@@ -194,9 +204,25 @@ def run(args: argparse.Namespace) -> int:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
     extra, rule = (_threshold_scores(scorer, args, *decision) if thresholded else (None, ""))
+    if args.dismec_metrics:
+        from ..metrics import dismec_metrics
+
+        extra = {**(extra or {}), **{key: v for key, v in dismec_metrics(Y, labels, metric_ks(k)).items()
+                                      if key not in metrics}}
     print_metrics(metrics, args.json, extra)
     if extra and not args.json:
-        print("  ".join(f"{key} {100 * v:.2f}" for key, v in extra.items()) + f"  (decisions: {rule})")
+        f1 = {key: v for key, v in extra.items() if key.endswith("-F1")}
+        if f1:
+            print("  ".join(f"{key} {100 * v:.2f}" for key, v in f1.items()) + f"  (decisions: {rule})")
+        if args.dismec_metrics:
+            print("DiSMEC++'s metrics:")
+            print("\n".join(f"{key:15} = {v:.4g}" for key, v in sorted(extra.items()) if key not in f1))
+    if args.save_metrics:
+        from ..io.atomic import atomic_write
+
+        with atomic_write(args.save_metrics, "w") as fh:
+            json.dump({**_finite_or_none(metrics), **_finite_or_none(extra or {})}, fh, indent=1)
+            fh.write("\n")
     return 0
 
 
