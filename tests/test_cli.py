@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -611,6 +612,45 @@ def test_evaluate_ranks_a_predictions_file_by_its_scores(trained, bibtex_dir, tm
     code, got, err = run(capsys, "evaluate", "--predictions", rev, test, "--json")
     assert code == 0, err
     assert json.loads(got) == json.loads(want)
+
+
+def test_predict_writes_label_names(trained, bibtex_dir, tmp_path, capsys):
+    """--label-names: each label id written as line id + 1 of the names file (with blanks,
+    colons, non-ASCII, CRLF line ends, gzip or a vectorizer directory), tokens separated by
+    tabs, scores as in the id file; a wrong line count or a tab refused before any output."""
+    _, model_dir = trained
+    test = bibtex_dir / "test.txt.gz"
+    names = [f"tag {i}: é{i}" for i in range(159)]
+    (tmp_path / "names.txt").write_bytes("".join(f"{x}\r\n" for x in names).encode())
+    (tmp_path / "vec").mkdir()
+    (tmp_path / "vec" / "labels.txt").write_text("".join(f"{x}\n" for x in names), encoding="utf-8")
+    assert run(capsys, "predict", model_dir, test, "-o", tmp_path / "ids.txt", "--allow-gaps")[0] == 0
+    ids = (tmp_path / "ids.txt").read_text().splitlines()
+    for source, out in (("names.txt", "n.txt"), ("vec", "v.txt.gz")):
+        code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / out, "--allow-gaps",
+                           "--label-names", tmp_path / source)
+        assert code == 0, err
+        with gzip.open(tmp_path / out, "rt", encoding="utf-8") if out.endswith(".gz") else open(
+                tmp_path / out, encoding="utf-8") as f:
+            named = f.read().splitlines()
+        assert named[0].split() == ids[0].split()
+        for a, b in zip(ids[1:], named[1:]):
+            want = [(names[int(t.split(":")[0])], t.split(":")[1]) for t in a.split(" ")]
+            assert [tuple(t.rsplit(":", 1)) for t in b.split("\t")] == want
+    code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "d.txt", "--allow-gaps",
+                       "--threshold", "0", "--label-names", tmp_path / "names.txt")
+    assert code == 0, err
+    assert all(t.rsplit(":", 1)[0] in names for line in (tmp_path / "d.txt").read_text(encoding="utf-8")
+               .splitlines()[1:] for t in line.split("\t") if line)
+    (tmp_path / "short.txt").write_text("a\nb\n")
+    (tmp_path / "tab.txt").write_text("".join(f"{x}\n" for x in names[:7]) + "a\tb\n" +
+                                      "".join(f"{x}\n" for x in names[8:]))
+    for bad, needle in (("short.txt", "short.txt: 2 label names (lines) for a model of 159 labels"),
+                        ("tab.txt", "tab.txt:8: a label name holds a tab")):
+        code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "x.txt", "--allow-gaps",
+                           "--label-names", tmp_path / bad)
+        assert code == 2 and needle in err
+        assert not (tmp_path / "x.txt").exists()
 
 
 def test_predict_threshold_writes_every_decision_with_its_score(trained, bibtex_dir, tmp_path, capsys):

@@ -369,7 +369,7 @@ def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
 
 
 #: the options that name files a command reads: an output must not replace one of them
-INPUT_OPTIONS = ("train", "test", "data", "input", "labels_file", "params", "predictions", "shortlist", "thresholds",
+INPUT_OPTIONS = ("train", "test", "data", "input", "labels_file", "label_names", "params", "predictions", "shortlist", "thresholds",
                  "dense", "weights_pos_file", "weights_neg_file")
 
 

@@ -67,8 +67,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write every label with score > T (0: the classifiers' sign) instead of the top k; "
                         "write a negative T as --threshold=-0.5")
     add_thresholds_option(p, "write every label with score > its threshold in FILE")
+    p.add_argument("--label-names", metavar="FILE",
+                   help="write each label as its name, line id + 1 of FILE (the XMC repository's label map, or "
+                        "'convert --fit-vectorizer's directory): tokens 'name:score' separated by tabs")
     add_dask_options(p)
     common.add_data_options(p)
+
+
+def label_names(args: argparse.Namespace, label_space: int):
+    """The --label-names table for the writers (None without the option)."""
+    if getattr(args, "label_names", None) is None:
+        return None
+    from ..io import read_label_names
+
+    return read_label_names(args.label_names, label_space)
 
 
 def add_dask_options(p: argparse.ArgumentParser) -> None:
@@ -379,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
     scorer = ModelScorer(args.model, args)
     k = k_for_model(args.k, scorer.num_trained, args.model)
     n = 0
-    with PredictionWriter(args.output, k, scorer.label_space) as writer:
+    with PredictionWriter(args.output, k, scorer.label_space, names=label_names(args, scorer.label_space)) as writer:
         for labels, scores, _ in (dask_predictions if on_dask(args) else iter_predictions)(scorer, args, k):
             writer.write(labels, scores)
             n += labels.shape[0]
@@ -408,13 +420,14 @@ def run_threshold(args: argparse.Namespace) -> int:
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     threshold, rule = decision_threshold(args, scorer.label_space)
+    names = label_names(args, scorer.label_space)
     if on_dask(args):
         decided = dask_predictions(scorer, args, 1, threshold)
     else:
         decided = ((D, X.shape[0], Y) for D, X, Y in
                    scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold, return_scores=True)))
     n = nnz = 0
-    with DecisionWriter(args.output, scorer.label_space) as writer:
+    with DecisionWriter(args.output, scorer.label_space, names=names) as writer:
         for D, rows, _ in decided:
             writer.write(D)
             n += rows

@@ -10,7 +10,7 @@ Formats
     xmc      ``read_xmc`` / ``write_xmc`` / ``iter_xmc_chunks`` -- XMC repository text
     libsvm   ``read_libsvm`` -- multi-label svmlight, 1-based features, no header
     slice    ``read_slice`` / ``write_slice`` -- dense ``.npy`` features + label file
-    preds    ``read_predictions`` / ``write_predictions`` / ``PredictionWriter`` / ``DecisionWriter``
+    preds    ``read_predictions`` / ``write_predictions`` / ``PredictionWriter`` / ``DecisionWriter`` / ``read_label_names``
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 from ..errors import DataFormatError, ParameterError
 from ._common import NPY_MAGIC
 from .atomic import atomic_write
-from .predictions import DecisionWriter, PredictionWriter, read_predictions, write_predictions
+from .predictions import DecisionWriter, PredictionWriter, read_label_names, read_predictions, write_predictions
 from .slice import read_dense_features, read_label_file, read_slice, write_slice
 from .xmc import (is_xmc_header, iter_xmc_chunks, read_libsvm, read_xmc, read_xmc_header,
                   write_libsvm, write_xmc)
@@ -29,7 +29,7 @@ __all__ = [
     "read_xmc", "read_xmc_header", "iter_xmc_chunks", "write_xmc",
     "read_libsvm", "write_libsvm", "read_slice", "read_label_file", "read_dense_features", "write_slice",
     "read_data", "detect_format",
-    "read_predictions", "write_predictions", "PredictionWriter", "DecisionWriter",
+    "read_predictions", "write_predictions", "PredictionWriter", "DecisionWriter", "read_label_names",
     "atomic_write",
 ]
 

@@ -618,28 +618,28 @@ def format_sparse(r0, r1, indptr, indices, data, lptr, labels, feat_offset, with
 
 
 @njit(nogil=True, cache=True)
-def format_decisions(indptr, labels, scores, out):
+def format_decisions(indptr, labels, scores, name_ptr, names, out):
     """Format rows of variable length, ``label:score`` with 6 significant digits: row r is
-    entries [indptr[r], indptr[r + 1]) of ``labels`` / ``scores``."""
+    entries [indptr[r], indptr[r + 1]) of ``labels`` / ``scores``.  Without names
+    (``name_ptr`` empty) a label is its id and the entries are separated by a blank; with
+    names, label ``l`` is the bytes ``names[name_ptr[l]:name_ptr[l + 1]]`` and the
+    separator is a tab (a name may hold blanks, never a tab)."""
+    named = name_ptr.shape[0] > 0
     p = 0
     for r in range(indptr.shape[0] - 1):
         for e in range(indptr[r], indptr[r + 1]):
             if e > indptr[r]:
-                out[p] = 32
+                out[p] = 9 if named else 32
                 p += 1
-            p = _write_uint(out, p, labels[e])
+            if named:
+                for b in range(name_ptr[labels[e]], name_ptr[labels[e] + 1]):
+                    out[p] = names[b]
+                    p += 1
+            else:
+                p = _write_uint(out, p, labels[e])
             out[p] = 58
             p += 1
             p = write_float(out, p, np.float64(scores[e]), True, 6, 6)
         out[p] = 10
         p += 1
     return p
-
-
-@njit(nogil=True, cache=True)
-def format_predictions(labels, scores, out):
-    """Format an (n, k) block of predictions (C-contiguous), ``label:score`` with 6
-    significant digits: :func:`format_decisions` with k entries per row."""
-    n, k = labels.shape
-    indptr = np.arange(n + 1, dtype=np.int64) * k
-    return format_decisions(indptr, labels.reshape(-1), scores.reshape(-1), out)

@@ -15,6 +15,11 @@ DiSMEC++'s ``predict`` writes the same lines under a header of two numbers,
 ``num_points k`` (its src/io/prediction.cpp): :func:`read_predictions` reads that too,
 with no label count of its own (the ids are then checked against the test data's).
 
+With label names (``names=`` :func:`read_label_names`, ``headstart predict --label-names``)
+a token is ``name:score`` and the tokens of a line are separated by a tab, since names
+may hold blanks (the score is what follows the last colon); such a file is for people
+and other tools -- :func:`read_predictions` reads ids.
+
 Scores are written with 6 significant digits.  Label ids are 0-based, in
 ``[0, num_labels)``, distinct within a line, and ``k <= num_labels``.  A file written by
 :class:`PredictionWriter` without a known row count has its header padded with trailing
@@ -140,6 +145,9 @@ def _check_block(labels, scores, k: int, n_labels: int) -> tuple[np.ndarray, np.
     return labels.astype(np.int64, copy=False), scores
 
 
+_NO_NAMES = np.zeros(0, dtype=np.int64)
+
+
 class PredictionWriter:
     """Stream top-k predictions into a file, atomically.
 
@@ -157,7 +165,7 @@ class PredictionWriter:
     otherwise the header is rewritten with the final count (padded with blanks).
     """
 
-    def __init__(self, path, k: int, n_labels: int, n_rows: int | None = None):
+    def __init__(self, path, k: int, n_labels: int, n_rows: int | None = None, names=None):
         k = int(k)
         n_labels = int(n_labels)
         if k < 0 or n_labels < 0 or k > n_labels:
@@ -167,6 +175,9 @@ class PredictionWriter:
         self.n_labels = n_labels
         self.n_rows = None if n_rows is None else int(n_rows)
         self.rows = 0
+        if names is not None and names[0].size != n_labels + 1:
+            raise DataFormatError(f"{names[0].size - 1} label names for {n_labels} labels")
+        self.names = names
         self._gz = self.path.endswith(".gz")
         self._closed = False
         if self._gz:
@@ -191,16 +202,24 @@ class PredictionWriter:
         lab, sc = _check_block(labels, scores, self.k, self.n_labels)
         if lab.shape[0] == 0:
             return
-        # budget: label <= 10 digits, ':' , score <= FLOAT_MAX_CHARS, separator
-        per_row = self.k * (12 + K.FLOAT_MAX_CHARS) + 1
-        step = max(1, (32 << 20) // per_row)
+        step = max(1, (32 << 20) // (self.k * self._entry_bytes() + 1))
         for r0 in range(0, lab.shape[0], step):
-            lb = np.ascontiguousarray(lab[r0:r0 + step])
-            sb = np.ascontiguousarray(sc[r0:r0 + step])
-            out = np.empty(lb.shape[0] * per_row, dtype=np.uint8)
-            used = K.format_predictions(lb, sb, out)
-            self._f.write(out[:used].tobytes())
+            lb = np.ascontiguousarray(lab[r0:r0 + step]).reshape(-1)
+            sb = np.ascontiguousarray(sc[r0:r0 + step]).reshape(-1)
+            self._format(np.arange(lb.size // max(self.k, 1) + 1, dtype=np.int64) * self.k, lb, sb)
         self.rows += lab.shape[0]
+
+    def _entry_bytes(self) -> int:
+        """Most bytes one 'label:score' token can take, with its separator."""
+        label = 10 if self.names is None else int(np.diff(self.names[0]).max(initial=0))
+        return label + 2 + K.FLOAT_MAX_CHARS
+
+    def _format(self, indptr, labels, scores) -> None:
+        """Write rows ``[indptr[r], indptr[r + 1])`` of ``labels`` / ``scores``."""
+        out = np.empty(labels.size * self._entry_bytes() + indptr.size, dtype=np.uint8)
+        name_ptr, names = self.names if self.names is not None else (_NO_NAMES, _NO_NAMES.view(np.uint8))
+        used = K.format_decisions(indptr, labels, scores, name_ptr, names, out)
+        self._f.write(out[:used].tobytes())
 
     def close(self) -> None:
         """Finish the file and move it into place."""
@@ -273,8 +292,8 @@ class DecisionWriter(PredictionWriter):
             w.write(predict_above(model, X, 0.0, return_scores=True))
     """
 
-    def __init__(self, path, n_labels: int, n_rows: int | None = None):
-        super().__init__(path, 0, n_labels, n_rows)
+    def __init__(self, path, n_labels: int, n_rows: int | None = None, names=None):
+        super().__init__(path, 0, n_labels, n_rows, names)
 
     def _header(self, n: int | None, pad: bool) -> bytes:
         text = f"{n if n is not None else 0} {self.n_labels}".encode()
@@ -303,12 +322,38 @@ class DecisionWriter(PredictionWriter):
         order = np.lexsort((D.indices, -scores, rows))    # per row: best score first, then lower label
         labels = D.indices[order].astype(np.int64)
         scores = scores[order]
-        indptr = D.indptr.astype(np.int64)
-        # budget per entry: label <= 10 digits, ':', score, separator; one newline per row
-        out = np.empty(labels.size * (12 + K.FLOAT_MAX_CHARS) + n, dtype=np.uint8)
-        used = K.format_decisions(indptr, labels, scores, out)
-        self._f.write(out[:used].tobytes())
+        self._format(D.indptr.astype(np.int64), labels, scores)
         self.rows += n
+
+
+def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Label names for :class:`PredictionWriter`: the name of label id ``i`` is line
+    ``i + 1`` of ``path`` (UTF-8, gzip allowed; the XMC repository's label map, or the
+    ``labels.txt`` of a text vectorizer -- whose directory may be given instead), exactly
+    ``n_labels`` lines.  Returns ``(offsets, bytes)``: name ``i`` is
+    ``bytes[offsets[i]:offsets[i + 1]]``."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "labels.txt")
+    raw = read_bytes(path)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataFormatError("label names must be UTF-8 text", path, raw.count(b"\n", 0, e.start) + 1) from None
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    if buf.size and buf[-1] != 10:
+        ends = np.append(ends, buf.size)       # a last line without its newline
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    if ends.size != n_labels:
+        raise DataFormatError(f"{ends.size} label names (lines) for a model of {n_labels} labels", path)
+    stop = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == 13))     # CRLF line ends
+    tabs = np.flatnonzero(buf == 9)
+    if tabs.size:
+        line = int(np.searchsorted(ends, tabs[0])) + 1
+        raise DataFormatError("a label name holds a tab, the separator of named predictions", path, line)
+    lengths = stop - starts
+    keep = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep].copy()
 
 
 def write_predictions(path, labels, scores, n_labels: int) -> None:
