@@ -653,6 +653,14 @@ def test_predict_writes_label_names(trained, bibtex_dir, tmp_path, capsys):
         assert not (tmp_path / "x.txt").exists()
 
 
+def test_predict_probability_refused_for_other_losses(trained, bibtex_dir, tmp_path, capsys):
+    """(What --probability writes for a logistic model: tests/test_sklearn.py.)"""
+    code, _, err = run(capsys, "predict", trained[1], bibtex_dir / "test.txt.gz", "-o", tmp_path / "x.txt",
+                       "--allow-gaps", "--probability")
+    assert code == 2 and "--probability needs a model trained with --loss logistic" in err
+    assert not (tmp_path / "x.txt").exists()
+
+
 def test_predict_threshold_writes_every_decision_with_its_score(trained, bibtex_dir, tmp_path, capsys):
     """predict --threshold T: per instance every label with score > T, best first, its
     score the decision function's; the same file whether the model is held in memory or

@@ -121,7 +121,7 @@ def test_score_is_precision_at_k_of_the_ranking(fitted, bibtex):
         fitted.score(Xt[:, :10], Yt)
 
 
-def test_predict_proba_only_for_the_logistic_loss(bibtex):
+def test_predict_proba_only_for_the_logistic_loss(bibtex, bibtex_dir, tmp_path):
     X, Y, Xt, _ = bibtex
     assert not hasattr(OvAClassifier(), "predict_proba")
     clf = OvAClassifier(loss="logistic", threads=2).fit(X[:1000], Y[:1000, :20])
@@ -131,6 +131,19 @@ def test_predict_proba_only_for_the_logistic_loss(bibtex):
     proba = clf.predict_proba(Xt[:50])
     np.testing.assert_array_equal(proba, expit(clf.decision_function(Xt[:50]).astype(np.float64)))
     np.testing.assert_array_equal(proba > 0.5, clf.predict(Xt[:50]).toarray() == 1)
+    # the command line's predict --probability writes the same probabilities, top k and thresholded
+    from headstart.cli.main import main
+
+    clf.save(tmp_path / "lr")
+    for extra in (["-k", "5"], ["--threshold=-4"]):
+        out = tmp_path / "p.txt"
+        assert main(["predict", str(tmp_path / "lr"), str(bibtex_dir / "test.txt.gz"), "-o", str(out), "-q",
+                     "--probability", *extra]) == 0
+        lines = out.read_text().splitlines()[1:51]
+        pairs = [(i, int(a), float(b)) for i, line in enumerate(lines) for a, b in (t.split(":") for t in line.split())]
+        assert len(pairs) >= 20
+        rows, cols, written = (np.array(v) for v in zip(*pairs))
+        np.testing.assert_allclose(written, proba[rows, cols], rtol=1e-5)
 
 
 def test_label_range_fit_keeps_the_label_space(bibtex):

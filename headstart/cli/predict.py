@@ -67,11 +67,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write every label with score > T (0: the classifiers' sign) instead of the top k; "
                         "write a negative T as --threshold=-0.5")
     add_thresholds_option(p, "write every label with score > its threshold in FILE")
+    p.add_argument("--probability", action="store_true",
+                   help="write P(label | x) = 1 / (1 + exp(-score)) instead of the score (LIBLINEAR's -b 1): "
+                        "logistic-loss models only; the ranking, and --threshold T on the score, unchanged")
     p.add_argument("--label-names", metavar="FILE",
                    help="write each label as its name, line id + 1 of FILE (the XMC repository's label map, or "
                         "'convert --fit-vectorizer's directory): tokens 'name:score' separated by tabs")
     add_dask_options(p)
     common.add_data_options(p)
+
+
+def probability(args: argparse.Namespace, scorer: "ModelScorer") -> Callable:
+    """What --probability makes of the scores written: the logistic model's own
+    probability sigmoid(score) (the loss it was trained with is a log-likelihood, so this
+    is its estimate; LIBLINEAR's -b 1), or the scores as they are without the option."""
+    if not getattr(args, "probability", False):
+        return lambda scores: scores
+    scorer.refuse_tree("--probability")
+    loss = scorer.manifest.get("params", {}).get("loss")
+    if loss != "logistic":
+        raise ParameterError(f"{scorer.model_dir}: --probability needs a model trained with --loss logistic (its "
+                             f"scores are log-odds); this one was trained with {loss or 'an unknown loss'}, whose "
+                             "scores are no probabilities (as LIBLINEAR's -b 1, for logistic regression only)")
+    from scipy.special import expit
+
+    return lambda scores: expit(scores)
 
 
 def label_names(args: argparse.Namespace, label_space: int):
@@ -390,10 +410,11 @@ def run(args: argparse.Namespace) -> int:
         return run_threshold(args)
     scorer = ModelScorer(args.model, args)
     k = k_for_model(args.k, scorer.num_trained, args.model)
+    written = probability(args, scorer)
     n = 0
     with PredictionWriter(args.output, k, scorer.label_space, names=label_names(args, scorer.label_space)) as writer:
         for labels, scores, _ in (dask_predictions if on_dask(args) else iter_predictions)(scorer, args, k):
-            writer.write(labels, scores)
+            writer.write(labels, written(scores))
             n += labels.shape[0]
     common.say(args, f"wrote top-{k} predictions of {n} instances -> {args.output}")
     return 0
@@ -421,6 +442,7 @@ def run_threshold(args: argparse.Namespace) -> int:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
     threshold, rule = decision_threshold(args, scorer.label_space)
     names = label_names(args, scorer.label_space)
+    written = probability(args, scorer)
     if on_dask(args):
         decided = dask_predictions(scorer, args, 1, threshold)
     else:
@@ -429,6 +451,7 @@ def run_threshold(args: argparse.Namespace) -> int:
     n = nnz = 0
     with DecisionWriter(args.output, scorer.label_space, names=names) as writer:
         for D, rows, _ in decided:
+            D.data = written(D.data)
             writer.write(D)
             n += rows
             nnz += D.nnz
