@@ -357,6 +357,47 @@ def test_tree_on_bibtex_matches_one_vs_all_accuracy_and_round_trips(bibtex, tmp_
         headstart.load(tmp_path / "m")
 
 
+def test_ensemble_scores_are_the_mean_of_its_trees_and_round_trip(bibtex, tmp_path):
+    """An ensemble's score of a label is the mean over its trees of the beam-search score
+    (0 where a tree's beam does not reach it): checked against each tree's scores of all
+    labels averaged here; one tree is that tree; the directory round-trips and a forged
+    ensemble.json is refused."""
+    from headstart.metrics import precision_at_k
+    from headstart.tree import TreeEnsemble, fit_ensemble, load_ensemble
+
+    X, Y, Xt, Yt = bibtex
+    L = Y.shape[1]
+    ens = fit_ensemble(X, Y, TrainParams(normalize=True, threads=2), trees=2, branching=16, seed=3)
+    assert [t.model.extensions["tree"]["seed"] for t in ens.trees] == [3, 4]
+    labels, scores = ens.predict_topk(Xt, 5, beam_width=4)
+    mean = np.zeros((Xt.shape[0], L))
+    for t in ens.trees:
+        lab, sc = t.predict_topk(Xt, L, beam_width=4)      # every label, unreached ones at 0
+        np.put_along_axis(mean, lab, mean[np.arange(lab.shape[0])[:, None], lab] + sc, axis=1)
+    mean /= 2
+    want = np.lexsort((np.broadcast_to(np.arange(L), mean.shape), -mean), axis=1)[:, :5]
+    assert np.array_equal(labels, want)
+    np.testing.assert_allclose(scores, np.take_along_axis(mean, want, axis=1), rtol=1e-6)
+    p1 = [precision_at_k(Yt, t.predict_topk(Xt, 1, beam_width=4)[0], 1) for t in ens.trees]
+    assert precision_at_k(Yt, labels, 1) >= min(p1)
+    one = TreeEnsemble(ens.trees[:1])
+    for a, b in zip(one.predict_topk(Xt, 5), ens.trees[0].predict_topk(Xt, 5)):
+        assert np.array_equal(a, b)
+    ens.save(tmp_path / "e")
+    back = load_ensemble(tmp_path / "e")
+    for a, b in zip(back.predict_topk(Xt, 5, beam_width=4, threads=1), (labels, scores)):
+        assert np.array_equal(a, b)
+    meta = json.loads((tmp_path / "e" / "ensemble.json").read_text())
+    for edit, match in ((dict(trees=["../e"]), "list of tree directories"), (dict(trees=[]), "list of tree"),
+                        (dict(num_labels=L + 1), f"its trees have {L} labels"),
+                        (dict(trees=["tree-0", "tree-9"]), "tree-9: model directory does not exist")):
+        (tmp_path / "e" / "ensemble.json").write_text(json.dumps({**meta, **edit}))
+        with pytest.raises(ModelFormatError, match=match):
+            load_ensemble(tmp_path / "e")
+    with pytest.raises(ParameterError, match="trees must be an integer >= 1"):
+        fit_ensemble(X, Y, trees=0)
+
+
 def test_dense_features_and_empty_labels():
     rng = np.random.default_rng(4)
     n, d, L = 120, 8, 30
@@ -427,3 +468,15 @@ def test_cli_tree_predict_evaluate(tmp_path):
     assert r.returncode == 2 and "--branching" in r.stderr and not (tmp_path / "m2").exists()
     r = _cli("merge", tmp_path / "m3", tmp_path / "m", tmp_path / "m")
     assert r.returncode == 2 and "is a label tree" in r.stderr and not (tmp_path / "m3").exists()
+    # an ensemble of trees: trained, predicted, evaluated and described alike
+    r = _cli("tree", train, "-o", tmp_path / "e", "--normalize", "--branching", "16", "--threads", "2",
+             "--trees", "2", "--seed", "3")
+    assert r.returncode == 0 and "trained 2 trees of" in r.stdout, r.stderr
+    r = _cli("evaluate", tmp_path / "e", test, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["P@1"] > 0.6, r.stderr
+    r = _cli("info", tmp_path / "e")
+    assert r.returncode == 0 and "trees: 2" in r.stdout and "seeds: 3/4" in r.stdout, r.stderr
+    r = _cli("export-dismec", tmp_path / "e", "-o", tmp_path / "x.model")
+    assert r.returncode == 2 and "is an ensemble of label trees" in r.stderr
+    r = _cli("tree", train, "-o", tmp_path / "e2", "--trees", "0")
+    assert r.returncode == 2 and "--trees" in r.stderr and not (tmp_path / "e2").exists()

@@ -81,7 +81,10 @@ def model_info(path: str) -> dict:
     from ..model.extras import read_extras
     from ..model.manifest import read_manifest
     from ..model.ranges import finished_ranges_of, missing_ranges_of
+    from ..tree.ensemble import is_ensemble
 
+    if is_ensemble(path):
+        return ensemble_info(path)
     m = read_manifest(path)
     _, counts = read_extras(path, m)
     size = sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
@@ -111,6 +114,23 @@ def model_info(path: str) -> dict:
         counts = label_counts_of(tr, counts, num_labels)
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
+    return out
+
+
+def ensemble_info(path: str) -> dict:
+    """An ensemble of label trees: the first tree's description, each tree's shape."""
+    from ..tree.ensemble import load_ensemble
+
+    ens = load_ensemble(path)
+    first = model_info(str(Path(path) / ens.names[0]))
+    out = {**first, "path": path, "disk_bytes": sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()),
+           "nonzero_weights": sum(t.model.nnz for t in ens.trees)}
+    out["label_tree"] = {"trees": len(ens.trees), "labels": ens.num_labels, "outputs (rows of the weights)":
+                         ens.num_outputs, "nodes": "/".join(str(t.tree.num_nodes) for t in ens.trees),
+                         **{key: first["label_tree"][key] for key in ("branching", "max_depth")},
+                         "seeds": "/".join(str(t.model.extensions["tree"]["seed"]) for t in ens.trees)}
+    for key in ("label_space", "labels_trained", "covered_ranges", "missing_ranges", "shards"):
+        out.pop(key, None)
     return out
 
 

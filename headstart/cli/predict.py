@@ -169,10 +169,16 @@ class ModelScorer:
         from ..model.manifest import read_manifest
         from ..model.ranges import missing_ranges_of
 
+        from ..tree.ensemble import is_ensemble
+
         self.model_dir = model_dir
-        self.manifest = m = read_manifest(model_dir)
         self.tree = None
         self._narrow_warned = False
+        if is_ensemble(model_dir):
+            self._init_tree(model_dir, args)
+            self.manifest = self.tree.manifest    # the trees' data and options: the first one's say
+            return
+        self.manifest = m = read_manifest(model_dir)
         if "tree" in m:
             self._init_tree(model_dir, args)
             return
@@ -214,14 +220,15 @@ class ModelScorer:
                      common.human_bytes(weight_bytes), len(m["shards"]))
 
     def _init_tree(self, model_dir: str, args: argparse.Namespace) -> None:
-        """A label-tree model (headstart.tree): loaded whole, top-k by beam search."""
-        from ..tree import load_tree
+        """A label-tree model or an ensemble of trees (headstart.tree): loaded whole, top-k
+        by beam search."""
+        from ..tree import is_ensemble, load_ensemble, load_tree
 
         if getattr(args, "beam_width", 10) < 1:
             args._parser.error(f"argument --beam-width: must be >= 1, got {args.beam_width}")
         if not 0 < getattr(args, "sigmoid_a", 3.0) < float("inf"):
             args._parser.error(f"argument --sigmoid-a: must be a number > 0, got {args.sigmoid_a}")
-        self.tree = load_tree(model_dir)
+        self.tree = load_ensemble(model_dir) if is_ensemble(model_dir) else load_tree(model_dir)
         self.model = None
         self.beam = dict(beam_width=getattr(args, "beam_width", 10), score=getattr(args, "beam_score", "sigmoid"),
                          sigmoid_a=getattr(args, "sigmoid_a", 3.0))
@@ -231,8 +238,10 @@ class ModelScorer:
         self.data_features = None if self.tree.model.preprocessing.hashing else self.n_features
         self.label_space = self.num_trained = self.tree.num_labels
         self.missing = []
-        log.info("%s: label tree of %d nodes, %d outputs, %d weights", model_dir, self.tree.tree.num_nodes,
-                 self.tree.num_outputs, self.tree.model.nnz)
+        trees = getattr(self.tree, "trees", [self.tree])
+        log.info("%s: %d label tree(s) of %s nodes, %d outputs, %d weights", model_dir, len(trees),
+                 "/".join(str(t.tree.num_nodes) for t in trees), self.tree.num_outputs,
+                 sum(t.model.nnz for t in trees))
 
     def label_counts(self) -> tuple[np.ndarray | None, int]:
         """(training positives per label, training instances) stored with the model."""

@@ -41,12 +41,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="most levels below the root, >= 1 (default: 10, LibMultiLabel's dmax)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the k-means seeding, >= 0 (default: 0)")
+    g.add_argument("--trees", type=common._number(int), default=1, metavar="T",
+                   help="an ensemble of T trees of the seeds --seed .. --seed + T - 1, their beam-search scores "
+                        "averaged (LibMultiLabel's train_ensemble_tree, whose default is 3) (default: 1)")
     common.add_train_params(p)
     common.add_data_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..tree import fit_tree
+    from ..tree import fit_ensemble, fit_tree
 
     params = common.params_unless_printed(args)
     if params is None:
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     err = args._parser.error
     common.require(args, ("TRAIN", args.train), ("-o/--output MODEL_DIR", args.output))
     for option, value, least in (("--branching", args.branching, 2), ("--max-depth", args.max_depth, 1),
-                                 ("--seed", args.seed, 0)):
+                                 ("--seed", args.seed, 0), ("--trees", args.trees, 1)):
         if value < least:
             err(f"argument {option}: must be >= {least}, got {value}")
     if params.timeout > 0:
@@ -66,13 +69,20 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
-        model = fit_tree(X, Y, params, branching=args.branching, max_depth=args.max_depth, seed=args.seed,
-                         progress=bar.advance, on_built=bar.set_total)
+        if args.trees == 1:
+            model = fit_tree(X, Y, params, branching=args.branching, max_depth=args.max_depth, seed=args.seed,
+                             progress=bar.advance, on_built=bar.set_total)
+        else:
+            model = fit_ensemble(X, Y, params, trees=args.trees, branching=args.branching,
+                                 max_depth=args.max_depth, seed=args.seed, progress=bar.advance,
+                                 on_built=bar.set_total)
     model.save(args.output)
-    t = model.tree
-    common.say(args, f"trained a tree of {t.num_nodes} nodes ({int(t.leaf.sum())} leaves, depth "
-                     f"{int(t.depth.max()) if t.num_nodes else 0}), {model.num_outputs} binary problems for "
-                     f"{model.num_labels} labels in {time.perf_counter() - t0 - model.compile_seconds:.2f} s "
-                     f"(tree built in {model.build_seconds:.2f} s){_compiled(None, model.compile_seconds)}, "
-                     f"{model.model.nnz} weights -> {args.output}")
+    trees = [model] if args.trees == 1 else model.trees
+    shape = "; ".join(f"{t.tree.num_nodes} nodes ({int(t.tree.leaf.sum())} leaves, depth "
+                      f"{int(t.tree.depth.max()) if t.tree.num_nodes else 0})" for t in trees)
+    common.say(args, f"trained {'a tree' if args.trees == 1 else f'{args.trees} trees'} of {shape}, "
+                     f"{model.num_outputs} binary problems for {model.num_labels} labels in "
+                     f"{time.perf_counter() - t0 - model.compile_seconds:.2f} s (trees built in "
+                     f"{sum(t.build_seconds for t in trees):.2f} s){_compiled(None, model.compile_seconds)}, "
+                     f"{sum(t.model.nnz for t in trees)} weights -> {args.output}")
     return 0

@@ -293,6 +293,9 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         with open(where, "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:
+        if (path / "ensemble.json").is_file():       # headstart.tree.ensemble's directory
+            raise ModelFormatError(f"{path} is an ensemble of label trees ('headstart tree --trees'): predict, "
+                                   "evaluate and info read it; each of its tree-* directories is a model") from None
         raise ModelFormatError(f"{where}: missing manifest; {path} is not a headstart model "
                                "directory (or its writing never finished)") from None
     except OSError as e:
