@@ -632,22 +632,30 @@ def confusion_metrics(tp, fp, fn, tn, k: int) -> dict:
 
 
 def dismec_metrics(Y_true, labels, ks: Iterable[int] = (1, 3, 5)) -> dict:
-    """The metrics DiSMEC++'s prediction program prints, at every ``k`` in ``ks``, with its
-    names: ``P@k``, ``Abd@k`` (:func:`abandonment_at_k`), ``DCG@k`` and ``nDCG@k``, and the
-    :func:`confusion_metrics` of the top-k decisions.
+    """The metrics DiSMEC++'s prediction program prints, at every ``k`` in ``ks``, under its
+    names (so that its ``--save-metrics`` JSON and ours can be compared key by key):
+    ``InstanceP@k`` (:func:`precision_at_k`), ``Abd@k`` (:func:`abandonment_at_k`),
+    ``InstanceDCG@k``, ``InstancenDCG@k`` and the :func:`confusion_metrics` of the top-k
+    decisions.
 
-    ``DCG@k = (1/n) * sum_i sum_{j=1..k} h_ij / ln(j + 1)`` uses the natural logarithm, as
-    DiSMEC++ does (its nDCG does not depend on the base; ours is :func:`ndcg_at_k`, whose
-    convention for instances without relevant labels is pyxclib's: they score 0).
+    ``InstanceDCG@k = (1/n) * sum_i sum_{j=1..k} h_ij / ln(j + 1)`` uses the natural
+    logarithm, as DiSMEC++ does; ``InstancenDCG@k`` is :func:`ndcg_at_k` (the base cancels),
+    whose instances without relevant labels score 0 (pyxclib's convention; DiSMEC++
+    divides 0 by 0 there).  These are the definitions DiSMEC++'s code means: its own
+    printout can differ in the metrics that use false negatives or the true labels' ranks
+    (nDCG, recall, F1, ...), because its ``EvaluateMetrics::process_prediction`` appends
+    each instance's true labels to a per-thread list it never clears and marks a rank on
+    the next true label when a prediction misses.
     """
     ks = _check_ks(ks)
     r = _Ranked(Y_true, labels, max(ks))
     out = {}
     for k in ks:
-        out[f"P@{k}"] = r.precision(k)
+        out[f"InstanceP@{k}"] = r.precision(k)
         out[f"Abd@{k}"] = r.abandonment(k)
-        out[f"DCG@{k}"] = float(np.mean(r.hits[:, :k].astype(np.float64) @ (1.0 / np.log(np.arange(2, k + 2)))))
-        out[f"nDCG@{k}"] = r.ndcg(k)
+        dcg = r.hits[:, :k].astype(np.float64) @ (1.0 / np.log(np.arange(2, k + 2)))
+        out[f"InstanceDCG@{k}"] = float(np.mean(dcg))
+        out[f"InstancenDCG@{k}"] = r.ndcg(k)
         out.update(confusion_metrics(*r.confusion(k), k))
     return out
 

@@ -304,13 +304,19 @@ def test_evaluate_dismec_metrics_and_save_metrics(tmp_path, capsys):
     assert saved["P@1"] == 1.0 and saved["Abd@1"] == 1.0 and saved["MacroP@1"] == pytest.approx(3 / 5)
     assert saved["MicroP@1"] == 1.0 and saved["MicroR@1"] == pytest.approx(3 / 4)
     assert saved["MacroLR+@1"] is None            # a label without false positives: TPR / 0 = inf
-    assert saved["DCG@2"] == pytest.approx((3 / math.log(2) + 1 / math.log(3)) / 3)   # ranks 1, 1 and 2, 1
-    # checked before any reading: a missing directory, the test file itself
-    for target, needle in ((tmp_path / "no" / "m.json", "does not exist"),
-                           (tmp_path / "test.txt", "would replace an input")):
-        code, _, err = run(capsys, *args, "--save-metrics", target)
-        assert code == 2 and needle in err
-    assert (tmp_path / "test.txt").read_text().startswith("3 3 5")
+    assert saved["InstanceDCG@2"] == pytest.approx((3 / math.log(2) + 1 / math.log(3)) / 3)   # ranks 1, 1 and 2, 1
+    assert saved["InstanceP@1"] == saved["P@1"]
+    # checked before any reading (the test file named here does not exist): a missing
+    # directory, an input file, a file inside an input directory
+    (tmp_path / "model").mkdir()
+    missing = ["evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "absent.txt"]
+    for argv, target, needle in ((missing, tmp_path / "no" / "m.json", "does not exist"),
+                                 (missing, tmp_path / "p.txt", "would replace an input"),
+                                 (["evaluate", tmp_path / "model", tmp_path / "absent.txt"],
+                                  tmp_path / "model" / "manifest.json", "would be written into")):
+        code, _, err = run(capsys, *argv, "--save-metrics", target)
+        assert code == 2 and needle in err and "absent.txt" not in err, err
+    assert (tmp_path / "p.txt").read_text().startswith("3 2")
 
 
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):
@@ -633,15 +639,24 @@ def test_predict_writes_label_names(trained, bibtex_dir, tmp_path, capsys):
         with gzip.open(tmp_path / out, "rt", encoding="utf-8") if out.endswith(".gz") else open(
                 tmp_path / out, encoding="utf-8") as f:
             named = f.read().splitlines()
-        assert named[0].split() == ids[0].split()
+        assert named[0].split() == ids[0].split() and len(named) == len(ids)
         for a, b in zip(ids[1:], named[1:]):
             want = [(names[int(t.split(":")[0])], t.split(":")[1]) for t in a.split(" ")]
             assert [tuple(t.rsplit(":", 1)) for t in b.split("\t")] == want
-    code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "d.txt", "--allow-gaps",
-                       "--threshold", "0", "--label-names", tmp_path / "names.txt")
-    assert code == 0, err
-    assert all(t.rsplit(":", 1)[0] in names for line in (tmp_path / "d.txt").read_text(encoding="utf-8")
-               .splitlines()[1:] for t in line.split("\t") if line)
+    for flag in ([], ["--label-names", tmp_path / "names.txt"]):
+        code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / f"d{len(flag)}.txt", "--allow-gaps",
+                           "--threshold=-0.5", *flag)
+        assert code == 0, err
+    ids = (tmp_path / "d0.txt").read_text().splitlines()
+    named = (tmp_path / "d2.txt").read_text(encoding="utf-8").splitlines()
+    assert len(named) == len(ids) and sum(bool(line) for line in ids[1:]) > 100
+    assert [[tuple(t.rsplit(":", 1)) for t in b.split("\t")] if b else [] for b in named[1:]] == \
+        [[(names[int(t.split(":")[0])], t.split(":")[1]) for t in a.split()] for a in ids[1:]]
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "n.txt", test)
+    assert code == 2 and "holds label names" in err
+    code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "vec" / "labels.txt", "--allow-gaps",
+                       "--label-names", tmp_path / "vec")
+    assert code == 2 and "would be written into" in err
     (tmp_path / "short.txt").write_text("a\nb\n")
     (tmp_path / "tab.txt").write_text("".join(f"{x}\n" for x in names[:7]) + "a\tb\n" +
                                       "".join(f"{x}\n" for x in names[8:]))

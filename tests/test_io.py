@@ -957,3 +957,53 @@ def test_format_mixups_have_hints(tmp_path):
     assert e.value.line == 1
     with pytest.raises(DataFormatError, match="longer than"):
         read_xmc(put(tmp_path, b"0 1 1" + b" " * 70000 + b"\n0 0:1\n"))
+
+
+def test_label_names_file_forms_and_refusals(tmp_path):
+    """read_label_names: a BOM, CRLF and a missing last newline are read; an empty line is
+    an empty name; a blank extra last line, a tab, a lone carriage return and bad UTF-8 are
+    refused with the file (and line)."""
+    from headstart.io import read_label_names
+
+    def names(raw: bytes, n: int):
+        (tmp_path / "n.txt").write_bytes(raw)
+        ptr, b = read_label_names(tmp_path / "n.txt", n)
+        return [b[ptr[i]:ptr[i + 1]].tobytes().decode() for i in range(n)]
+
+    assert names(b"\xef\xbb\xbfa b\r\n\ne:f\n\xc3\xa9", 4) == ["a b", "", "e:f", "\u00e9"]
+    assert names(b"", 0) == [] and names(b"\n", 1) == [""]
+    for raw, n, needle in ((b"a\nb\n\n", 2, "n.txt: 3 label names (lines) for a model of 2 labels; the last line is "
+                                           "blank"),
+                           (b"a\nb\tc\n", 2, "n.txt:2: a label name holds a tab"),
+                           (b"a\rb\nc\n", 2, "n.txt:1: a label name holds a carriage return"),
+                           (b"a\nb\n\xff\n", 3, "n.txt:3: label names must be UTF-8")):
+        (tmp_path / "n.txt").write_bytes(raw)
+        with pytest.raises(DataFormatError) as e:
+            read_label_names(tmp_path / "n.txt", n)
+        assert needle in str(e.value)
+
+
+def test_named_decisions_of_a_very_long_name_and_k_zero(tmp_path):
+    """The writers size their buffer by the names they write (a 20 KB name among short
+    ones costs 20 KB where it is used, not for every decision: 5,000 decisions would
+    take 100 MB); k = 0 writes one empty line per row."""
+    from headstart.io import DecisionWriter, read_label_names
+
+    (tmp_path / "n.txt").write_text("x" * 20_000 + "\n" + "".join(f"l{i}\n" for i in range(1, 50)))
+    nm = read_label_names(tmp_path / "n.txt", 50)
+    D = sp.random(2000, 50, density=0.05, format="csr", random_state=0, dtype=np.float32)
+    D.data += 0.5
+    tracemalloc.start()
+    try:
+        with DecisionWriter(tmp_path / "d.txt", 50, names=nm) as w:
+            w.write(D)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20
+    lines = (tmp_path / "d.txt").read_text().splitlines()
+    assert len(lines) == 2001 and sum(line.count("\t") + 1 for line in lines[1:] if line) == D.nnz
+    assert sum(line.count("x" * 20_000) for line in lines) == D[:, 0].nnz > 50
+    write_predictions(tmp_path / "k0.txt", np.zeros((3, 0), dtype=np.int64), np.zeros((3, 0)), 5)
+    labels, scores = read_predictions(tmp_path / "k0.txt")
+    assert labels.shape == (3, 0) and scores.shape == (3, 0)

@@ -503,8 +503,8 @@ def test_confusion_metrics_hand():
 def test_dismec_metrics_dcg_uses_the_natural_log():
     m = M.dismec_metrics(Y, LAB, (1, 3))
     # rank-1 hits in rows 0, 1, 3; row 0 also hits at rank 3: 1/ln 2 and 1/ln 4
-    assert m["DCG@1"] == pytest.approx(3 / math.log(2) / 4)
-    assert m["DCG@3"] == pytest.approx((3 / math.log(2) + 1 / math.log(4)) / 4)
-    assert m["nDCG@3"] == M.ndcg_at_k(Y, LAB, 3) and m["P@3"] == M.precision_at_k(Y, LAB, 3)
+    assert m["InstanceDCG@1"] == pytest.approx(3 / math.log(2) / 4)
+    assert m["InstanceDCG@3"] == pytest.approx((3 / math.log(2) + 1 / math.log(4)) / 4)
+    assert m["InstancenDCG@3"] == M.ndcg_at_k(Y, LAB, 3) and m["InstanceP@3"] == M.precision_at_k(Y, LAB, 3)
     assert m["Abd@1"] == pytest.approx(3 / 4) and m["MacroP@3"] == M.confusion_metrics(
         *M.topk_confusion(Y, LAB, 3), 3)["MacroP@3"]

@@ -307,7 +307,8 @@ def _without_labels(X, n_labels: int | None):
 
 def sniff_kind(path: str, gz: bool = True) -> str | None:
     """What headstart file ``path`` looks like, for messages about a file given where
-    another kind was expected: "first-stage" (a directory), "dismec-model", "decisions"
+    another kind was expected: "first-stage" (a directory), "dismec-model", "named"
+    (predictions or decisions with label names, tab-separated), "decisions"
     (header 'n L'), "data" (header of 3, lines starting with labels), "predictions"
     (header of 3, 'label:score' tokens only), or None.  ``gz``: also look into gzip files."""
     import gzip
@@ -332,6 +333,8 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
     first = lines[0].split() if lines else []
     if len(first) == 2 and all(t.isdigit() for t in first):
         return "decisions"
+    if len(first) in (2, 3) and all(t.isdigit() for t in first) and any("\t" in ln for ln in lines[1:4]):
+        return "named"
     body = [ln.split() for ln in lines[1:4] if ln.strip()]
     if len(first) != 3 or not body:
         return None
@@ -385,10 +388,16 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
     p = Path(path)
     if p.is_dir():
         raise ParameterError(f"{path}: {what} is a directory")
-    if args is not None and p.exists():
-        for name in INPUT_OPTIONS:
+    if args is not None:
+        for name in INPUT_OPTIONS + ("model",):
             given = getattr(args, name, None)
-            if isinstance(given, str) and os.path.exists(given) and os.path.samefile(given, path):
+            if not isinstance(given, (str, os.PathLike)) or not os.path.exists(given):
+                continue
+            if os.path.isdir(given) and Path(os.path.realpath(given)) in Path(os.path.realpath(p)).parents:
+                # a model directory, a vectorizer's: a file inside it is part of the input
+                raise ParameterError(f"{path}: the {what} would be written into {given}, an input of this "
+                                     "command; write it elsewhere")
+            if p.exists() and os.path.samefile(given, path):
                 raise ParameterError(f"{path}: the {what} would replace an input of this command ({given}); "
                                      "write it elsewhere")
     parent = p.parent if str(p.parent) else Path(".")

@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also write every metric computed to FILE as one JSON object (DiSMEC++'s option; "
                         "values that are not finite are null)")
     p.add_argument("--dismec-metrics", action="store_true",
-                   help="also the metrics DiSMEC++'s predict prints, with its names: Abd@k, DCG@k and the "
+                   help="also the metrics DiSMEC++'s predict prints, with its names: InstanceP@k, Abd@k, "
+                        "InstanceDCG@k, InstancenDCG@k and the "
                         "top-k decisions' confusion-matrix metrics, Macro/Micro P, R, F1, ACC, BA, SPC, BM, MK, "
                         "FM, NPV, MCC, LR+, LR-, DOR and Cov@k (headstart.metrics.dismec_metrics)")
     p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
@@ -91,6 +92,8 @@ _WHAT_ELSE = {
     "decisions": ("a header of two numbers is DiSMEC++'s 'rows k' (k predictions on every line) or a decisions "
                   "file of 'headstart predict --threshold' (header 'n L'): F1 scores of decisions come from "
                   "'headstart evaluate MODEL_DIR TEST --threshold T'"),
+    "named": ("this file holds label names ('headstart predict --label-names'): evaluate reads label ids, from "
+              "a predictions file written without --label-names"),
     "data": ("this looks like a data file (its lines start with labels): the predictions file goes after "
              "--predictions and the test data last"),
 }

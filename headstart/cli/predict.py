@@ -83,7 +83,9 @@ def probability(args: argparse.Namespace, scorer: "ModelScorer") -> Callable:
     is its estimate; LIBLINEAR's -b 1), or the scores as they are without the option."""
     if not getattr(args, "probability", False):
         return lambda scores: scores
-    scorer.refuse_tree("--probability")
+    if scorer.tree is not None:
+        raise ParameterError(f"{scorer.model_dir}: a label tree's scores are already probabilities, those of its "
+                             "beam search's paths (--beam-score sigmoid): drop --probability")
     loss = scorer.manifest.get("params", {}).get("loss")
     if loss != "logistic":
         raise ParameterError(f"{scorer.model_dir}: --probability needs a model trained with --loss logistic (its "
@@ -91,6 +93,9 @@ def probability(args: argparse.Namespace, scorer: "ModelScorer") -> Callable:
                              "scores are no probabilities (as LIBLINEAR's -b 1, for logistic regression only)")
     from scipy.special import expit
 
+    if getattr(args, "threshold", None) is not None and 0.0 < args.threshold < 1.0:
+        log.warning("--threshold %g applies to the score (the log-odds), not to the probability: it keeps the labels "
+                    "of probability > %.4g", args.threshold, expit(args.threshold))
     return lambda scores: expit(scores)
 
 

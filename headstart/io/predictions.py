@@ -178,6 +178,7 @@ class PredictionWriter:
         if names is not None and names[0].size != n_labels + 1:
             raise DataFormatError(f"{names[0].size - 1} label names for {n_labels} labels")
         self.names = names
+        self._name_bytes = None if names is None else np.diff(names[0])
         self._gz = self.path.endswith(".gz")
         self._closed = False
         if self._gz:
@@ -202,21 +203,20 @@ class PredictionWriter:
         lab, sc = _check_block(labels, scores, self.k, self.n_labels)
         if lab.shape[0] == 0:
             return
-        step = max(1, (32 << 20) // (self.k * self._entry_bytes() + 1))
+        longest = 10 if self.names is None else int(self._name_bytes.max(initial=0))
+        step = max(1, (32 << 20) // (self.k * (longest + 2 + K.FLOAT_MAX_CHARS) + 1))
         for r0 in range(0, lab.shape[0], step):
-            lb = np.ascontiguousarray(lab[r0:r0 + step]).reshape(-1)
+            lb = np.ascontiguousarray(lab[r0:r0 + step])
             sb = np.ascontiguousarray(sc[r0:r0 + step]).reshape(-1)
-            self._format(np.arange(lb.size // max(self.k, 1) + 1, dtype=np.int64) * self.k, lb, sb)
+            self._format(np.arange(lb.shape[0] + 1, dtype=np.int64) * self.k, lb.reshape(-1), sb)
         self.rows += lab.shape[0]
 
-    def _entry_bytes(self) -> int:
-        """Most bytes one 'label:score' token can take, with its separator."""
-        label = 10 if self.names is None else int(np.diff(self.names[0]).max(initial=0))
-        return label + 2 + K.FLOAT_MAX_CHARS
-
     def _format(self, indptr, labels, scores) -> None:
-        """Write rows ``[indptr[r], indptr[r + 1])`` of ``labels`` / ``scores``."""
-        out = np.empty(labels.size * self._entry_bytes() + indptr.size, dtype=np.uint8)
+        """Write rows ``[indptr[r], indptr[r + 1])`` of ``labels`` / ``scores``; the buffer
+        holds exactly the worst case of these entries (a label's id or name, ':', the
+        score, a separator; a newline per row)."""
+        label_bytes = 10 * labels.size if self.names is None else int(self._name_bytes[labels].sum())
+        out = np.empty(label_bytes + labels.size * (2 + K.FLOAT_MAX_CHARS) + indptr.size, dtype=np.uint8)
         name_ptr, names = self.names if self.names is not None else (_NO_NAMES, _NO_NAMES.view(np.uint8))
         used = K.format_decisions(indptr, labels, scores, name_ptr, names, out)
         self._f.write(out[:used].tobytes())
@@ -328,32 +328,45 @@ class DecisionWriter(PredictionWriter):
 
 def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     """Label names for :class:`PredictionWriter`: the name of label id ``i`` is line
-    ``i + 1`` of ``path`` (UTF-8, gzip allowed; the XMC repository's label map, or the
-    ``labels.txt`` of a text vectorizer -- whose directory may be given instead), exactly
-    ``n_labels`` lines.  Returns ``(offsets, bytes)``: name ``i`` is
-    ``bytes[offsets[i]:offsets[i + 1]]``."""
+    ``i + 1`` of ``path`` (UTF-8, a byte-order mark ignored, CRLF or LF, gzip allowed; the
+    XMC repository's label map, or the ``labels.txt`` of a text vectorizer -- whose
+    directory may be given instead), exactly ``n_labels`` lines.  A name must not hold a
+    tab (the separator of named predictions) or a carriage return.  Returns ``(offsets,
+    bytes)``: name ``i`` is ``bytes[offsets[i]:offsets[i + 1]]``."""
+    import codecs
+
     if os.path.isdir(path):
         path = os.path.join(path, "labels.txt")
     raw = read_bytes(path)
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataFormatError("label names must be UTF-8 text", path, raw.count(b"\n", 0, e.start) + 1) from None
+    check = codecs.getincrementaldecoder("utf-8")()
+    chunk = 1 << 24      # validated in pieces: the decoded text is never kept
+    for at in range(0, max(len(raw), 1), chunk):
+        try:
+            check.decode(raw[at:at + chunk], final=at + chunk >= len(raw))
+        except UnicodeDecodeError as e:
+            raise DataFormatError("label names must be UTF-8 text", path,
+                                  raw.count(b"\n", 0, at + e.start) + 1) from None
     buf = np.frombuffer(raw, dtype=np.uint8)
+    body = 3 if raw.startswith(codecs.BOM_UTF8) else 0
     ends = np.flatnonzero(buf == 10)
-    if buf.size and buf[-1] != 10:
+    if buf.size > body and buf[-1] != 10:
         ends = np.append(ends, buf.size)       # a last line without its newline
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
     if ends.size != n_labels:
-        raise DataFormatError(f"{ends.size} label names (lines) for a model of {n_labels} labels", path)
-    stop = ends - ((ends > starts) & (buf[np.maximum(ends - 1, 0)] == 13))     # CRLF line ends
-    tabs = np.flatnonzero(buf == 9)
-    if tabs.size:
-        line = int(np.searchsorted(ends, tabs[0])) + 1
-        raise DataFormatError("a label name holds a tab, the separator of named predictions", path, line)
-    lengths = stop - starts
-    keep = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep].copy()
+        blank = ends.size == n_labels + 1 and ends.size >= 2 and ends[-1] - ends[-2] <= 2
+        raise DataFormatError(f"{ends.size} label names (lines) for a model of {n_labels} labels"
+                              + ("; the last line is blank: remove it" if blank else ""), path)
+    starts = np.concatenate([[body], ends[:-1] + 1]).astype(np.int64)
+    cr = (ends > starts) & (buf[np.maximum(ends - 1, 0)] == 13)        # CRLF line ends
+    keep = np.ones(buf.size, dtype=bool)
+    keep[:body] = False
+    keep[ends[ends < buf.size]] = False
+    keep[ends[cr] - 1] = False
+    for byte, what in ((9, "a tab, the separator of named predictions"), (13, "a carriage return")):
+        bad = np.flatnonzero((buf == byte) & keep)
+        if bad.size:
+            raise DataFormatError(f"a label name holds {what}", path, int(np.searchsorted(ends, bad[0])) + 1)
+    lengths = ends - starts - cr
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep]
 
 
 def write_predictions(path, labels, scores, n_labels: int) -> None:
