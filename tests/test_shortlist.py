@@ -472,6 +472,16 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "P@1" in out and "another shortlist" not in err
     with open(pred) as fh:
         assert fh.readline().split() == ["2515", "5", "159"]
+    # label names: the same predictions, each id written as its name
+    assert main(["shortlist-predict", m, test, "--first-stage", fs, "-o", str(tmp_path / "named.txt"), "--label-names",
+                 str(bibtex_dir / "label_names.txt.gz")]) == 0
+    with gzip.open(bibtex_dir / "label_names.txt.gz", "rt") as fh:
+        names = fh.read().splitlines()
+    ids = open(pred).read().splitlines()[1:]
+    named = open(tmp_path / "named.txt").read().splitlines()[1:]
+    assert len(named) == len(ids) == 2515
+    assert [line.split("\t") for line in named] == [
+        [f"{names[int(t.split(':')[0])]}:{t.split(':')[1]}" for t in line.split()] for line in ids]
     # a first stage of another K than the training shortlist's: said (helper-18)
     fs2 = str(tmp_path / "fs2")
     assert main(["shortlist", train, "-o", str(tmp_path / "sl2.txt"), "-K", "20", "--save-first-stage", fs2,

@@ -28,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dense", metavar="X.npy", help="dense features of DATA (dense + sparse models)")
     p.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
     p.add_argument("--evaluate", action="store_true", help="print P@1..k and the candidates' recall")
+    p.add_argument("--label-names", metavar="FILE",
+                   help="write each label as its name, line id + 1 of FILE (as 'headstart predict --label-names')")
     common.add_data_options(p)
 
 
@@ -47,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     fs = FirstStage.load(args.first_stage, threads=args.threads or None)
     check_first_stage(fs, m, args.model)   # before the data is read (predict_model_dir checks it too)
     args.k = predict.k_for_model(args.k, label_space, args.model)   # as 'headstart predict' cuts it
+    names = predict.label_names(args, label_space) if args.output else None
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
     dense = read_dense_features(args.dense) if args.dense else None
     # at least k candidates per instance, empty slots filled with frequent labels
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     labels, scores = predict_model_dir(args.model, X, fs, args.k, dense=dense, threads=args.threads or None,
                                        candidates=cand)
     if args.output:
-        write_predictions(args.output, labels, scores, label_space)
+        write_predictions(args.output, labels, scores, label_space, names=names)
     if args.evaluate:
         pk = " ".join(f"P@{k} {100 * precision_at_k(Y, labels, k):.2f}" for k in range(1, args.k + 1))
         common.say(args, f"{pk}; candidates' recall {100 * recall(cand, Y):.2f}% ({cand.shape[1]} per instance)")

@@ -369,10 +369,11 @@ def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep]
 
 
-def write_predictions(path, labels, scores, n_labels: int) -> None:
-    """Write top-k predictions ``labels`` (n, k) int and ``scores`` (n, k) at once, atomically."""
+def write_predictions(path, labels, scores, n_labels: int, names=None) -> None:
+    """Write top-k predictions ``labels`` (n, k) int and ``scores`` (n, k) at once,
+    atomically (with ``names`` of :func:`read_label_names`: labels as their names)."""
     labels = np.asarray(labels)
     if labels.ndim != 2:
         raise DataFormatError(f"labels must have shape (rows, k), got {labels.shape}")
-    with PredictionWriter(path, labels.shape[1], n_labels, n_rows=labels.shape[0]) as w:
+    with PredictionWriter(path, labels.shape[1], n_labels, n_rows=labels.shape[0], names=names) as w:
         w.write(labels, scores)
