@@ -21,7 +21,7 @@ name (:func:`plan_supported`), before any training.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,7 +30,8 @@ from numba.extending import overload as _overload
 
 from ..objective._typed import generic, implement
 from ..objective.erm import Problem
-from ..params import TrainParams
+if TYPE_CHECKING:      # annotations only: headstart.params asks this package for its names
+    from ..params import TrainParams
 
 initial_weights = generic("initial_weights", """(plan, P, O, w, psum, pos, label) -> bool.
 

@@ -6,7 +6,16 @@ always kept)."""
 
 from __future__ import annotations
 
-from .base import make, threshold
-from . import prune, sparsify  # noqa: F401  (attach their implementations)
+from .base import threshold
+from .prune import Prune
+from .sparsify import Sparsify
+
+
+def make(params):
+    """The post-processing plan of these training parameters."""
+    if params.sparsify > 0:
+        return Sparsify(float(params.sparsify) / 100.0)
+    return Prune(float(params.prune))
+
 
 __all__ = ["make", "threshold"]

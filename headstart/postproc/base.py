@@ -9,12 +9,3 @@ threshold = generic("threshold", """(plan, P, O, W, f) -> float.
 The pruning threshold for the label whose solution is W.w (with O.wx = X W.w current and
 f its objective value).  May use W's CG vectors and O.xs as scratch.""")
 
-
-def make(params):
-    """The post-processing plan of these training parameters."""
-    from .prune import Prune
-    from .sparsify import Sparsify
-
-    if params.sparsify > 0:
-        return Sparsify(float(params.sparsify) / 100.0)
-    return Prune(float(params.prune))
