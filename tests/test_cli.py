@@ -471,6 +471,44 @@ def test_output_checked_before_training(bibtex_dir, tmp_path, capsys):
     _check_error(code, err, ["does not exist"])
 
 
+def test_edge_cases_found_by_probing(tmp_path, capsys, monkeypatch):
+    """helper-27's findings: no labels at all is refused before training; -o naming a link
+    to a model leaves no temporary directory behind (the link becomes the new model, its
+    old target stays); merge refuses an output that is an input through a link or lies
+    inside one; a label tree of one label is evaluated at k = 1; a start already at the
+    optimum of a label whose gradient at 0 is 0 is converged, not 'not converged'; a
+    dense conversion larger than memory is refused before it is tried."""
+    (tmp_path / "zero.txt").write_text("3 3 0\n 0:1\n 1:1\n 2:1\n")
+    code, _, err = run(capsys, "train", tmp_path / "zero.txt", "-o", tmp_path / "z")
+    assert code == 2 and "zero.txt: the data has no labels" in err and not (tmp_path / "z").exists()
+    one = tmp_path / "one.txt"
+    one.write_text("3 3 1\n0 0:1\n 1:1\n0 2:1\n")
+    assert run(capsys, "train", one, "-o", tmp_path / "real", "-q")[0] == 0
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    before = (tmp_path / "real" / "manifest.json").read_bytes()
+    assert run(capsys, "train", one, "-o", tmp_path / "link", "-q", "--C", "2")[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert not (tmp_path / "link").is_symlink() and (tmp_path / "link" / "manifest.json").is_file()
+    assert (tmp_path / "real" / "manifest.json").read_bytes() == before
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    for out, needle in ((tmp_path / "alias", "is also an input"), (tmp_path / "real" / "x", "lies inside the input")):
+        code, _, err = run(capsys, "merge", out, tmp_path / "real", tmp_path / "link")
+        assert code == 2 and needle in err
+    assert run(capsys, "tree", one, "-o", tmp_path / "t", "-q")[0] == 0
+    code, out, err = run(capsys, "evaluate", tmp_path / "t", one, "--json")
+    assert code == 0 and set(json.loads(out)) >= {"P@1"} and "P@5" not in json.loads(out), err
+    (tmp_path / "w.txt").write_text("4 5 2\n0,1 0:1\n0 \n0 1:0\n0,1 0:-1 1:0\n")
+    code, out, err = run(capsys, "train", tmp_path / "w.txt", "-o", tmp_path / "w", "--init", "ovap")
+    assert code == 0 and "not converged" not in out, out
+    import headstart.resources
+
+    monkeypatch.setattr(headstart.resources, "available_memory", lambda: 1 << 20)    # 1 MiB free
+    (tmp_path / "wide.txt").write_text("2 1000000 1\n0 0:1 999999:2\n 5:1\n")      # 16 MB to write
+    code, _, err = run(capsys, "convert", tmp_path / "wide.txt", tmp_path / "X.npy", "--to", "slice",
+                       "--out-labels", tmp_path / "Y.txt")
+    assert code == 2 and "the slice layout is for dense data" in err and not (tmp_path / "X.npy").exists()
+
+
 def test_internal_errors_exit_1_with_traceback_only_when_verbose(monkeypatch, tmp_path, capsys):
     import headstart.cli.info as info
 

@@ -509,7 +509,7 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
     assert main(["shortlist-train", str(tiny), "--shortlist", sl, "-o", m, "-q"]) == 0
     capsys.readouterr()
     assert main(["shortlist-predict", m, str(tiny), "--first-stage", fs, "-o", pred]) == 0
-    assert "only 3 label(s): writing k = 3" in capsys.readouterr().err
+    assert "only 3 label(s): k = 3 labels per instance" in capsys.readouterr().err
     with open(pred) as fh:
         assert fh.readline().split() == ["4", "3", "3"]
     assert main(["evaluate", "--predictions", pred, str(tiny), "-k", "5", "--json"]) == 0
@@ -517,9 +517,11 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
     assert "metrics up to k = 3" in err and "P@3" in json.loads(out) and "P@5" not in json.loads(out)
     assert main(["shortlist", str(nolab), "-o", str(tmp_path / "n.txt"), "-K", "2"]) == 2
     assert "no labels" in capsys.readouterr().err and not (tmp_path / "n.txt").exists()
-    assert main(["train", str(nolab), "-o", str(tmp_path / "nm"), "-q"]) == 0
-    assert main(["evaluate", str(tmp_path / "nm"), str(nolab)]) == 2
-    assert "no labels: there is nothing to evaluate" in capsys.readouterr().err
+    # a model of no labels could never predict: training refuses it (helper-27)
+    assert main(["train", str(nolab), "-o", str(tmp_path / "nm"), "-q"]) == 2
+    assert "the data has no labels" in capsys.readouterr().err and not (tmp_path / "nm").exists()
+    assert main(["evaluate", "--predictions", pred, str(nolab)]) == 2
+    assert "nolab.txt" in capsys.readouterr().err
 
 
 def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib):

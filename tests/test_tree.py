@@ -97,8 +97,9 @@ def test_identical_representations_make_a_leaf():
 @pytest.mark.parametrize("K", [2, 3, 5])
 def test_labels_without_representation_are_a_balanced_subtree(K):
     """More than K labels without positives: one child of the root holds exactly them,
-    split evenly (depth log_K of their number), beside at most K - 1 k-means clusters of
-    the others; no other leaf mixes them in."""
+    split into parts of K^h labels (depth log_K of their number, leaves of K labels but
+    the last), beside at most K - 1 k-means clusters of the others; no other leaf mixes
+    them in."""
     R = _clustered(np.random.default_rng(5), groups=5, per=7).tolil()
     R.resize((35 + 200, R.shape[1]))                 # labels 35..234: zero rows
     R = sp.csr_matrix(R)
@@ -126,6 +127,12 @@ def test_labels_without_representation_are_a_balanced_subtree(K):
     t3 = build_tree(sp.csr_matrix((40, 3)), branching=K, max_depth=20)
     _check_tree(t3, 40, K, 20)
     assert t3.depth.max() == math.ceil(math.log(40 / K, K))
+    assert int(t3.leaf.sum()) == math.ceil(40 / K)          # full leaves but one
+    # just above a power of K (here 2 K^2 + 1 labels): still leaves of K, not of 2
+    m = 2 * K * K + 1
+    t4 = build_tree(sp.csr_matrix((m, 3)), branching=K, max_depth=20)
+    _check_tree(t4, m, K, 20)
+    assert int(t4.leaf.sum()) == math.ceil(m / K) and t4.depth.max() == math.ceil(math.log(m / K, K))
 
 
 def test_features_that_never_occur_change_no_tree():

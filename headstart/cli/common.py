@@ -229,6 +229,8 @@ def read_training_data(path: str, args: argparse.Namespace):
     CSR matrix the kernels read right here, so the dense array is not kept beside its
     copy for the whole run (a third of the data's memory, docs/robustness.md)."""
     X, Y = read_dataset(path, args)
+    if Y.shape[1] == 0:      # a model of no labels could never predict anything
+        raise DataFormatError("the data has no labels (a label count of 0): there is nothing to train", path)
     if not hasattr(X, "tocsr"):
         from ..validation import check_features
 

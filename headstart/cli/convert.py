@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from ..errors import ParameterError
+from ..errors import DataFormatError, ParameterError
 from . import common
 
 NAME = "convert"
@@ -89,6 +89,14 @@ def _write(hio, args, X, Y) -> None:
     elif args.to == "libsvm":
         hio.write_libsvm(args.output, X, Y)
     else:
+        from ..resources import available_memory
+
+        # the slice layout is dense: n x d float32, held twice while it is written
+        need, free = 8 * X.shape[0] * X.shape[1], available_memory()
+        if free is not None and need > free:
+            raise DataFormatError(f"dense features of {X.shape[0]} x {X.shape[1]} need {common.human_bytes(need)} "
+                                  f"to write, more than the {common.human_bytes(free)} available: the slice layout "
+                                  "is for dense data; keep this file sparse (--to xmc or libsvm)", args.input)
         hio.write_slice(args.output, args.out_labels, X, Y)
 
 

@@ -438,7 +438,7 @@ def k_for_model(k: int, labels: int, model_dir: str) -> int:
     """``-k`` cut to the model's ``labels`` trained labels, with a warning; a model
     without any is refused."""
     if k > labels:
-        log.warning("the model has only %d label(s): writing k = %d predictions per instance", labels, labels)
+        log.warning("the model has only %d label(s): k = %d labels per instance", labels, labels)
         k = labels
     if k == 0:
         raise ModelFormatError(f"{model_dir}: the model has no trained labels")

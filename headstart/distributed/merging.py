@@ -42,10 +42,14 @@ def merge(out_dir: str | os.PathLike, model_dirs: Sequence[str | os.PathLike], *
     """
     dirs = [Path(d) for d in model_dirs]
     out = Path(os.path.abspath(out_dir))
-    if any(Path(os.path.abspath(d)) == out for d in dirs):
-        from ..errors import ModelFormatError
+    real = Path(os.path.realpath(out_dir))      # through links: an alias of an input is that input
+    for d in dirs:
+        given = Path(os.path.realpath(d))
+        if given == real or given in real.parents:
+            from ..errors import ModelFormatError
 
-        raise ModelFormatError(f"cannot merge: the output {out} is also an input; write to a new directory")
+            where = "is also an input" if given == real else f"lies inside the input {d}"
+            raise ModelFormatError(f"cannot merge: the output {out} {where}; write to a new directory")
     manifest = merge_models(out, dirs, allow_gaps=allow_gaps)
     copied = 0
     for d in dirs:

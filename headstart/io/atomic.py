@@ -198,7 +198,10 @@ def _install_directory(tmp: Path, path: Path) -> None:
             os.replace(old, path)
             raise
         fsync_dir(path.parent)
-        shutil.rmtree(old, ignore_errors=True)
+        if old.is_symlink():     # -o named a link to a directory: the link goes, its target stays
+            old.unlink()
+        else:
+            shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp, path)  # a missing or empty directory is replaced atomically
         fsync_dir(path.parent)

@@ -166,7 +166,9 @@ def conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_ac
     elif gnorm <= tol:
         status = CONVERGED
     elif abs(fold - f) <= 1.0e-12 * abs(f):
-        status = NO_PROGRESS
+        # tol = eps ||g(0)|| is 0 only where g(0) = 0: then w = 0 minimises f (convex), the
+        # rule above can never hold, and a step that changes nothing is the minimum reached
+        status = CONVERGED if tol == 0.0 else NO_PROGRESS
     elif it >= S.max_iter:
         status = MAX_ITER
     return status, f, gnorm
