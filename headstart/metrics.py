@@ -589,14 +589,13 @@ def _confusion_values(tp, fp, fn, tn) -> dict:
     fnr = _safe_div(fn, tp + fn)
     tnr = _safe_div(tn, tn + fp)                # specificity
     fpr = _safe_div(fp, tn + fp)
-    f1_den = 2 * tp + fp + fn
     lr_pos = _safe_div(tpr, fpr)
     lr_neg = _safe_div(fnr, tnr)
     # Matthews' coefficient in the form with the eight rates (Wikipedia; DiSMEC++), so a
     # label never predicted or never relevant gets a value instead of 0/0
     mcc = np.sqrt(tpr * tnr * ppv * npv) - np.sqrt(fnr * fpr * (1.0 - npv) * (1.0 - ppv))
     return {"P": ppv, "R": tpr,
-            "F1": np.divide(2 * tp, f1_den, out=np.zeros_like(tp), where=f1_den > 0),
+            "F1": label_f1(tp, tp + fp, tp + fn),
             "ACC": _safe_div(tp + tn, tp + fp + fn + tn), "BA": (tpr + tnr) / 2.0, "SPC": tnr,
             "BM": tpr + tnr - 1.0, "MK": ppv + npv - 1.0, "FM": np.sqrt(ppv * tpr), "NPV": npv,
             "MCC": mcc, "LR+": lr_pos, "LR-": lr_neg, "DOR": _safe_div(lr_pos, lr_neg)}

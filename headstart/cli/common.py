@@ -333,10 +333,10 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
         return "dismec-model"
     lines = text.splitlines()
     first = lines[0].split() if lines else []
-    if len(first) == 2 and all(t.isdigit() for t in first):
-        return "decisions"
     if len(first) in (2, 3) and all(t.isdigit() for t in first) and any("\t" in ln for ln in lines[1:4]):
         return "named"
+    if len(first) == 2 and all(t.isdigit() for t in first):
+        return "decisions"
     body = [ln.split() for ln in lines[1:4] if ln.strip()]
     if len(first) != 3 or not body:
         return None

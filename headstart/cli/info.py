@@ -118,17 +118,21 @@ def model_info(path: str) -> dict:
 
 
 def ensemble_info(path: str) -> dict:
-    """An ensemble of label trees: the first tree's description, each tree's shape."""
-    from ..tree.ensemble import load_ensemble
+    """An ensemble of label trees: the first tree's description, each tree's shape -- from
+    the trees' manifests, as for one tree (the weights are not read)."""
+    from ..tree.ensemble import read_index
 
-    ens = load_ensemble(path)
-    first = model_info(str(Path(path) / ens.names[0]))
+    names, _ = read_index(path)
+    trees = [model_info(str(Path(path) / name)) for name in names]
+    first = trees[0]
     out = {**first, "path": path, "disk_bytes": sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()),
-           "nonzero_weights": sum(t.model.nnz for t in ens.trees)}
-    out["label_tree"] = {"trees": len(ens.trees), "labels": ens.num_labels, "outputs (rows of the weights)":
-                         ens.num_outputs, "nodes": "/".join(str(t.tree.num_nodes) for t in ens.trees),
+           "nonzero_weights": sum(t["nonzero_weights"] for t in trees)}
+    out["label_tree"] = {"trees": len(trees), "labels": first["label_tree"]["labels"],
+                         "outputs (rows of the weights)": sum(t["label_tree"]["outputs (rows of the weights)"]
+                                                              for t in trees),
+                         "nodes": "/".join(str(t["label_tree"]["nodes"]) for t in trees),
                          **{key: first["label_tree"][key] for key in ("branching", "max_depth")},
-                         "seeds": "/".join(str(t.model.extensions["tree"]["seed"]) for t in ens.trees)}
+                         "seeds": "/".join(str(t["label_tree"]["seed"]) for t in trees)}
     for key in ("label_space", "labels_trained", "covered_ranges", "missing_ranges", "shards"):
         out.pop(key, None)
     return out

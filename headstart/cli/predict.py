@@ -96,7 +96,7 @@ def probability(args: argparse.Namespace, scorer: "ModelScorer") -> Callable:
     if getattr(args, "threshold", None) is not None and 0.0 < args.threshold < 1.0:
         log.warning("--threshold %g applies to the score (the log-odds), not to the probability: it keeps the labels "
                     "of probability > %.4g", args.threshold, expit(args.threshold))
-    return lambda scores: expit(scores)
+    return expit
 
 
 def label_names(args: argparse.Namespace, label_space: int):

@@ -137,9 +137,9 @@ def fit_ensemble(X: Any, Y: Any, params=None, *, trees: int = 3, branching: int 
     return TreeEnsemble(done)
 
 
-def load_ensemble(path: str | os.PathLike) -> TreeEnsemble:
-    """Read and check an ensemble directory: its trees must describe the same labels and
-    features, with the same preprocessing."""
+def read_index(path: str | os.PathLike) -> tuple[list[str], int]:
+    """The tree directory names and the label count of an ensemble's ``ensemble.json``,
+    checked (names are plain directory names, distinct, at least one)."""
     where = Path(path) / FILE
     try:
         meta = json.loads(where.read_text(encoding="utf-8"))
@@ -152,6 +152,13 @@ def load_ensemble(path: str | os.PathLike) -> TreeEnsemble:
                     for x in names) or len(set(names)) != len(names):
         raise ModelFormatError(f"{where}: not a tree ensemble of this version ({FORMAT} {VERSION}) with a list "
                                "of tree directories")
+    return names, meta.get("num_labels")
+
+
+def load_ensemble(path: str | os.PathLike) -> TreeEnsemble:
+    """Read and check an ensemble directory: its trees must describe the same labels and
+    features, with the same preprocessing."""
+    names, num_labels = read_index(path)
     trees = [load_tree(Path(path) / name) for name in names]
     first = trees[0]
     for name, t in zip(names, trees):
@@ -160,8 +167,8 @@ def load_ensemble(path: str | os.PathLike) -> TreeEnsemble:
                 a.to_manifest() != b.to_manifest() or not (a.idf is None or np.array_equal(a.idf, b.idf)):
             raise ModelFormatError(f"{Path(path) / name}: its labels, features or preprocessing differ from "
                                    f"{Path(path) / names[0]}'s: not one ensemble")
-    if meta.get("num_labels") != first.num_labels:
-        raise ModelFormatError(f"{where}: num_labels {meta.get('num_labels')!r} but its trees have "
+    if num_labels != first.num_labels:
+        raise ModelFormatError(f"{Path(path) / FILE}: num_labels {num_labels!r} but its trees have "
                                f"{first.num_labels} labels")
     from ..model.manifest import read_manifest
 
