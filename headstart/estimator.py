@@ -55,6 +55,8 @@ class PreparedData:
     first_label: int
     num_labels: int
     owned: bool = False           # X was made here (preprocessing): training may renumber it in place
+    kept_rows: np.ndarray | None = None   # remove_no_label_data: the given rows kept (int64, ascending)
+    given_rows: int | None = None         # ... and how many rows were given
 
     @property
     def n_train(self) -> int:
@@ -105,6 +107,9 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
             raise DataFormatError(f"X has 0 {what} (shape={X.shape}) while a minimum of 1 is required.")
     Yr = check_labels(Y, X.shape[0])
     first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
+    n_given, kept = X.shape[0], None
+    if params.remove_no_label_data:
+        X, Yr, kept = drop_rows_without_labels(X, Yr)
     pre = Preprocessing()
     hashing = FeatureHashing.from_params(params)
     if params.tfidf or params.normalize or params.feature_transform != "identity" or hashing is not None:
@@ -114,7 +119,26 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
     Yc.sort_indices()
-    return PreparedData(X, Yc, pre, label_counts, first, count, owned=X is not given)
+    return PreparedData(X, Yc, pre, label_counts, first, count, owned=X is not given, kept_rows=kept,
+                        given_rows=n_given)
+
+
+def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """The rows of (X, Y) with at least one label, and their ids in the given rows.
+
+    A row counts as labelled by any label of the label space, not only of the labels being
+    trained, so that every shard, task and label range of one run drops the same rows.
+    Kept by default, a row without labels is a negative of every label (LIBLINEAR and
+    DiSMEC++ train on it); LibMultiLabel offers to drop such rows (remove_no_label_data)."""
+    kept = np.flatnonzero(np.diff(Y.indptr) > 0).astype(np.int64)
+    if kept.size == 0:
+        raise DataFormatError(f"remove_no_label_data leaves no training row: none of the {X.shape[0]} rows has a "
+                              "label")
+    if kept.size < X.shape[0]:
+        log.info("remove_no_label_data: dropped %d of %d training rows that have no label",
+                 X.shape[0] - kept.size, X.shape[0])
+        X, Y = check_features(X[kept]), sp.csr_matrix(Y[kept])
+    return X, Y, kept
 
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,

@@ -148,6 +148,9 @@ class TrainParams:
                 "by exact Newton steps in the span of its rows, O(rows^2) per step instead of O(columns) "
                 "(0 = never; docs/shortlist.md)"})
     threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use)"})
+    remove_no_label_data: bool = field(default=False, metadata={
+        "help": "drop the training rows that have no label at all (in the whole label space) before anything "
+                "else (LibMultiLabel's remove_no_label_data); by default they are kept, as negatives of every label"})
     normalize: bool = field(default=False, metadata={"help": "L2-normalise every row of X before training"})
     tfidf: bool = field(default=False, metadata={
         "help": "turn counts into tf-idf (log-scaled tf, idf from the training data, stored in the model)"})
@@ -275,6 +278,7 @@ def validate(p: TrainParams) -> None:
     _need(_int(p.direct_rows) and p.direct_rows >= 0, "direct_rows", "an integer >= 0", p.direct_rows)
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
+    _need(isinstance(p.remove_no_label_data, bool), "remove_no_label_data", "true or false", p.remove_no_label_data)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)
     _need(p.l1_solver in L1_SOLVERS, "l1_solver", f"one of {', '.join(L1_SOLVERS)}", p.l1_solver)
     _need(p.l2_solver in L2_SOLVERS, "l2_solver", f"one of {', '.join(L2_SOLVERS)}", p.l2_solver)

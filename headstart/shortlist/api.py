@@ -30,7 +30,7 @@ from ..model.model import OvAModel, Preprocessing
 from ..params import TrainParams
 from .candidates import FirstStage
 from .features import MANIFEST_KEY as DENSE_KEY
-from .features import DenseSparseParams, combine, prediction_features
+from .features import DenseSparseParams, check_dense, combine, prediction_features
 from .predict import CandidateScores, predict_candidates
 from .starts import FILE, read_dense_start, read_dense_start_bias
 from .._columns import UsedColumns
@@ -91,7 +91,14 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     elif dense_params is not None:
         raise ParameterError("dense_params given without dense features")
     data = prepare_data(X, Y, params, first_label, num_labels)
-    S = as_shortlist(shortlist, data.n_train, data.label_space)
+    # instance ids of the shortlist and rows of the dense part are those of the data as
+    # given: checked against it, then cut to the rows that remove_no_label_data kept
+    S = as_shortlist(shortlist, data.given_rows, data.label_space)
+    if data.kept_rows is not None and data.kept_rows.size < data.given_rows:
+        S = sp.csc_matrix(S[data.kept_rows])
+        S.sort_indices()
+        if dense is not None:
+            dense = check_dense(dense, data.given_rows)[data.kept_rows]
     ext: dict[str, Any] = {SHORTLIST_KEY: {"source": str(source), "nnz": int(S.nnz),
                                            "sha256": shortlist_fingerprint(S)}}
     fscale = None

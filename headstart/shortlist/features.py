@@ -135,7 +135,7 @@ def _l2_rows_sparse(X: sp.csr_matrix) -> sp.csr_matrix:
     return X
 
 
-def _check_dense(D: Any, n_rows: int, n_dense: int | None = None) -> np.ndarray:
+def check_dense(D: Any, n_rows: int, n_dense: int | None = None) -> np.ndarray:
     D = np.asarray(D)
     if D.ndim != 2 or D.dtype.kind not in "biuf":
         raise DataFormatError(f"dense features must be a 2-d real array, got shape {D.shape}, dtype {D.dtype}")
@@ -160,7 +160,7 @@ def _hstack(Xs: sp.csr_matrix, D: np.ndarray) -> sp.csr_matrix:
 def combine(Xs: sp.csr_matrix, D: Any, params: DenseSparseParams) -> tuple[sp.csr_matrix, np.ndarray]:
     """Training columns [Xs' / sqrt(lambda_s) | D' / sqrt(lambda_d)] (' = normalised if
     asked) and ``fscale`` (per column: the weight of the original feature is u * fscale)."""
-    D = _check_dense(D, Xs.shape[0])
+    D = check_dense(D, Xs.shape[0])
     Xs = _l2_rows_sparse(Xs) if params.normalize_sparse else sp.csr_matrix(Xs, dtype=np.float32)
     if params.normalize_dense:
         D = _l2_rows_dense(D)
@@ -179,7 +179,7 @@ def prediction_features(Xs: sp.csr_matrix, D: Any, params: DenseSparseParams, n_
         raise DataFormatError(f"the sparse features have {Xs.shape[1]} columns, the model was trained on {n_sparse}")
     if Xs.shape[1] < n_sparse:
         Xs = sp.csr_matrix((Xs.data, Xs.indices, Xs.indptr), shape=(Xs.shape[0], n_sparse))
-    D = _check_dense(D, Xs.shape[0], n_dense)
+    D = check_dense(D, Xs.shape[0], n_dense)
     if params.normalize_sparse:
         Xs = _l2_rows_sparse(Xs)
     if params.normalize_dense:

@@ -147,7 +147,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     if on_built:
         on_built(tree.num_outputs)
     node_params = dataclasses.replace(params, normalize=False, tfidf=False, feature_transform="identity",
-                                      hash_buckets=0)
+                                      hash_buckets=0, remove_no_label_data=False)
     # The root (every instance) and any node with many instances and outputs are ordinary
     # one-vs-all trainings on their rows: their problems share each pass over the rows (the
     # lanes of headstart.training).  Every other node is a problem on a few instances --

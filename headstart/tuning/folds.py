@@ -53,7 +53,7 @@ class FoldRunner:
         self.X, self.Y = data.X.tocsr(), sp.csr_matrix(data.Y)
         self.n, self.L = self.Y.shape
         self.params = dataclasses.replace(params, normalize=False, tfidf=False, feature_transform="identity",
-                                          hash_buckets=0)
+                                          hash_buckets=0, remove_no_label_data=False)
         self.progress = progress
         self.trainings = 0
 

@@ -1,0 +1,126 @@
+"""remove_no_label_data (LibMultiLabel's option): training rows without any label are
+dropped before everything else, on every training path, and nothing else changes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart import TrainParams
+from headstart.errors import DataFormatError
+from headstart.estimator import fit_model, prepare_data
+from headstart.io import read_xmc
+
+P = TrainParams(threads=2, normalize=True)
+
+
+@pytest.fixture(scope="module")
+def data(bibtex_dir):
+    """600 bibtex rows; every third one loses its labels (bibtex labels every row)."""
+    X, Y = read_xmc(bibtex_dir / "train.txt.gz")
+    X, Y = X[:600], sp.lil_matrix(Y[:600])
+    for i in range(0, 600, 3):
+        Y[i, :] = 0
+    Y = sp.csr_matrix(Y)
+    Y.eliminate_zeros()
+    kept = np.flatnonzero(np.diff(Y.indptr) > 0)
+    assert 0 < kept.size < 600
+    return X, Y, kept
+
+
+def _same(a, b, labels=40):
+    assert (a.weights[:labels] != b.weights[:labels]).nnz == 0
+    assert np.array_equal(a.intercept[:labels], b.intercept[:labels])
+
+
+def test_the_model_is_that_of_the_labelled_rows_alone(data):
+    X, Y, kept = data
+    p = P.replace(remove_no_label_data=True)
+    prepared = prepare_data(X, Y, p)
+    assert prepared.n_train == kept.size and prepared.given_rows == 600
+    np.testing.assert_array_equal(prepared.kept_rows, kept)
+    removed, _ = fit_model(X, Y, p, num_labels=40)
+    alone, _ = fit_model(X[kept], Y[kept], P, num_labels=40)
+    _same(removed, alone)                     # bit for bit, tf-idf/normalisation fitted on the kept rows
+    assert removed.n_train == kept.size and removed.params.remove_no_label_data
+    kept_all, _ = fit_model(X, Y, P, num_labels=40)   # the default keeps them, as negatives
+    assert kept_all.n_train == 600 and (kept_all.weights != alone.weights).nnz > 0
+
+
+def test_rows_count_as_labelled_by_any_label_of_the_space(data):
+    """A row whose labels all lie outside the trained range stays: every label range
+    (shard, task) of one run trains on the same rows."""
+    X, Y, kept = data
+    outside = Y[:, 40:].getnnz(axis=1) > 0
+    assert np.any(outside[kept] & (Y[kept][:, :40].getnnz(axis=1) == 0))
+    prepared = prepare_data(X, Y, P.replace(remove_no_label_data=True), first_label=0, num_labels=40)
+    assert prepared.n_train == kept.size
+
+
+def test_sharded_training_drops_the_same_rows(data, tmp_path):
+    from headstart.distributed.sharded import train_sharded
+    from headstart.model.reader import load_model
+
+    X, Y, kept = data
+    p = P.replace(remove_no_label_data=True)
+    train_sharded(X, Y, p, tmp_path / "m", num_labels=40, shard_size=16)
+    alone, _ = fit_model(X[kept], Y[kept], P, num_labels=40)
+    _same(load_model(tmp_path / "m", allow_gaps=True), alone)
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["params"]["remove_no_label_data"] is True
+
+
+def test_shortlist_and_dense_rows_follow_the_kept_rows(data):
+    """The shortlist's instance ids and the dense part's rows are those of the data as
+    given; with the option they are checked against it and cut to the kept rows."""
+    from headstart.shortlist.api import fit_shortlisted
+
+    X, Y, kept = data
+    rng = np.random.default_rng(0)
+    S = sp.random(600, Y.shape[1], density=0.05, format="csc", random_state=1, dtype=np.float32)
+    S.data[:] = 1.0
+    D = rng.normal(size=(600, 4)).astype(np.float32)
+    p = TrainParams(threads=2, remove_no_label_data=True)
+    removed, _ = fit_shortlisted(X, Y, p, S, dense=D, num_labels=30)
+    alone, _ = fit_shortlisted(X[kept], Y[kept], p.replace(remove_no_label_data=False), S[kept], dense=D[kept],
+                               num_labels=30)
+    _same(removed, alone)
+    with pytest.raises(DataFormatError, match="dense features have 599 rows"):
+        fit_shortlisted(X, Y, p, S, dense=D[:599], num_labels=30)
+
+
+def test_a_tree_is_that_of_the_labelled_rows_alone(data):
+    """A label tree drops the rows once, at its training data: its nodes' problems (whose
+    rows without a node's outputs are that node's negatives) are left alone."""
+    from headstart.tree.train import fit_tree
+
+    X, Y, kept = data
+    a = fit_tree(X, Y, P.replace(remove_no_label_data=True), branching=8, seed=1)
+    b = fit_tree(X[kept], Y[kept], P, branching=8, seed=1)
+    _same(a.model, b.model, labels=None)
+
+
+def test_no_labelled_row_is_refused(data):
+    X, Y, _ = data
+    with pytest.raises(DataFormatError, match="none of the 5 rows has a label"):
+        prepare_data(X[:5], sp.csr_matrix((5, Y.shape[1])), P.replace(remove_no_label_data=True))
+
+
+def test_command_line(data, tmp_path, capsys):
+    from headstart.cli.main import main
+    from headstart.io import write_xmc
+
+    X, Y, kept = data
+    path = tmp_path / "train.txt"
+    write_xmc(path, X, Y)
+    assert main(["train", str(path), "-o", str(tmp_path / "m"), "--normalize", "--remove-no-label-data",
+                 "--num-labels", "40", "-q"]) == 0
+    from headstart.model.reader import load_model
+
+    alone, _ = fit_model(X[kept], Y[kept], P, num_labels=40)
+    _same(load_model(tmp_path / "m", allow_gaps=True), alone)
+    assert main(["train", "--remove-no-label-data", "--print-params"]) == 0
+    assert json.loads(capsys.readouterr().out)["remove_no_label_data"] is True
