@@ -82,7 +82,9 @@ def prune_rows(W: np.ndarray, threshold: float) -> sp.csr_matrix:
 
 # =========================================================================== headstart
 HEADSTART_SETTINGS = {"C": 1.0, "epsilon": 0.01, "bias": 1.0, "prune": 0.01, "regularize_bias": False,
-                      "max_iter": 1000, "normalize": False}
+                      "max_iter": 1000, "normalize": False,
+                      # headstart's defaults, settable to compare e.g. its dual against LIBLINEAR's -s 1
+                      "loss": "squared-hinge", "l2_solver": "newton"}
 
 
 def _headstart_train(init: str):

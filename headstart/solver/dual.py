@@ -77,9 +77,18 @@ def column_sums(RP):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _row(RP, i):
+    """Row i's positions as an unsigned range: indexing ``data`` and ``indices`` with an
+    unsigned position needs no test for Python's negative indices (objective/erm.py,
+    INDEX_DTYPE), three instructions fewer per nonzero in both passes of a step."""
+    return np.uint64(RP.indptr[i]), np.uint64(RP.indptr[i + 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _score(RP, w, i):
     acc = 0.0
-    for p in range(RP.indptr[i], RP.indptr[i + 1]):
+    lo, hi = _row(RP, i)
+    for p in range(lo, hi):
         acc += w[RP.indices[p]] * np.float64(RP.data[p])
     return acc + w[RP.d] * RP.bias
 
@@ -107,7 +116,6 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     n = RP.n
     d = RP.d
     bias = RP.bias
-    indptr = RP.indptr
     indices = RP.indices
     data = RP.data
     u, e = losses.dual_box(RP.loss)
@@ -193,7 +201,8 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
                 a_new = min(max(a - g / qd[i], 0.0), upper)
                 alpha[i] = a_new
                 step = (a_new - a) * yi
-                for p in range(indptr[i], indptr[i + 1]):
+                lo, hi = _row(RP, i)
+                for p in range(lo, hi):
                     w[indices[p]] += step * np.float64(data[p])
                 w[d] += step * bias
                 steps += 1
