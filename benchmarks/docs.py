@@ -571,7 +571,18 @@ def prediction_section(results_dir: Path) -> list[str]:
          "timing on 2026-11-25, not kept: one thread, the first 200 test rows, a model of all 670,091 labels "
          "drawn like the ones below: 1.24 CPU s row by row, 1.88 s with tiles of 65,536 labels, 5.1 s with tiles "
          "of 128): each column's labels are ascending, so the row-by-row scatter already runs forward through the "
-         "score buffer at the pace of streaming the weights (about 0.8 ns per product at 670K labels).", ""]
+         "score buffer at the pace of streaming the weights (about 0.8 ns per product at 670K labels).", "",
+         "Unsigned indices (2026-11-29): the loops over a row's features and over a feature's weights index wi"
+         'th unsigned positions and ids (`_span` in `headstart/prediction/topk.py`; numba tests a signed index'
+         " for Python's negative wrap-around at every access, four times per weight product here). The same su"
+         'ms in the same order: identical labels and scores. Measured in one process per version (old: commit '
+         '1b55e61), three calls each after a warm-up, three alternating pairs, on the aop model of all 22,908 '
+         'debian-deps labels trained here and its 16,864 test rows (every row scored densely): one thread 6.80'
+         "-7.26 s before, 4.30-4.93 s after (1.6x); the model's first 7,000 labels 2.06 s -> 1.31 s; two threa"
+         'ds 5.8-7.1 s -> 3.1-3.6 s. `benchmarks/predict_scale.py --data debian-deps --labels 7000 --threads 1'
+         ' --repeat 5` (labels drawn with replacement, also scored densely) resolved no difference: medians 1.'
+         '57 s old, 1.69 s new, each version spreading over 1.5-2.4 s between runs; why that model gains nothi'
+         'ng is not understood. The amazon-670k tables below predate the change.', ""]
     files = sorted((results_dir / "predict").glob("*.json")) if (results_dir / "predict").is_dir() else []
     if not files:
         return L + [f"{NYM}: `python benchmarks/predict_scale.py --data DIR --trained MODEL --labels 20000 "

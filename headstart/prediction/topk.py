@@ -85,15 +85,28 @@ _MIN_BLOCK_ROWS = 64
 
 
 # --------------------------------------------------------------------------- kernels
+# Positions (p, q) and ids (features f, labels j) are made unsigned in the loops over
+# nonzeros: numba gives an array indexed by a signed integer Python's negative-index
+# wrap-around, a test and a select per access, four of them per weight product here; an
+# unsigned index needs none (the kernels of training do the same, objective/erm.py,
+# INDEX_DTYPE).  The values and the order of every sum are unchanged.  Only indexing may
+# use the uint64 positions: numba types uint64 mixed with a signed integer as a float.
+@njit(nogil=True, cache=True, inline="always")
+def _span(indptr, i):  # pragma: no cover - compiled
+    return np.uint64(indptr[i]), np.uint64(indptr[i + 1])
+
+
 @njit(nogil=True, cache=True)
 def _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, buf):  # pragma: no cover
     for j in range(intercept.shape[0]):
         buf[j] = intercept[j]
-    for p in range(x_indptr[i], x_indptr[i + 1]):
-        f = x_indices[p]
+    p0, p1 = _span(x_indptr, i)
+    for p in range(p0, p1):
+        f = np.uint32(x_indices[p])
         v = np.float64(x_data[p])
-        for q in range(wt_indptr[f], wt_indptr[f + 1]):
-            buf[wt_indices[q]] += v * wt_data[q]
+        q0, q1 = _span(wt_indptr, f)
+        for q in range(q0, q1):
+            buf[np.uint32(wt_indices[q])] += v * wt_data[q]
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -196,8 +209,9 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
     hl = np.empty(max(k, 1), dtype=np.int64)
     for i in range(r0, r1):
         work = 0
-        for p in range(x_indptr[i], x_indptr[i + 1]):
-            f = x_indices[p]
+        p0, p1 = _span(x_indptr, i)
+        for p in range(p0, p1):
+            f = np.uint32(x_indices[p])
             work += wt_indptr[f + 1] - wt_indptr[f]
         n = 0
         if work >= dense_work:
@@ -210,11 +224,13 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
                     n = _push(hs, hl, n, k, s, j)
         else:
             nt = 0
-            for p in range(x_indptr[i], x_indptr[i + 1]):
-                f = x_indices[p]
+            p0, p1 = _span(x_indptr, i)
+            for p in range(p0, p1):
+                f = np.uint32(x_indices[p])
                 v = np.float64(x_data[p])
-                for q in range(wt_indptr[f], wt_indptr[f + 1]):
-                    j = wt_indices[q]
+                q0, q1 = _span(wt_indptr, f)
+                for q in range(q0, q1):
+                    j = np.uint32(wt_indices[q])
                     if stamp[j] != i:
                         stamp[j] = i
                         acc[j] = intercept[j]

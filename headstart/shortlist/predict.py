@@ -66,8 +66,10 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
                     if q < up and w_indices[q] == f:
                         acc += x_data[p] * np.float64(w_data[q])
             elif dense:
-                for q in range(lo, up):
-                    acc += buf[w_indices[q]] * np.float64(w_data[q])
+                # unsigned position and feature id: no negative-index test per product
+                # (prediction/topk.py, _span)
+                for q in range(np.uint64(lo), np.uint64(up)):
+                    acc += buf[np.uint32(w_indices[q])] * np.float64(w_data[q])
             else:
                 # both sorted: the row's entries in order, x's value where x has the feature
                 p = x_indptr[r]

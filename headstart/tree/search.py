@@ -166,8 +166,10 @@ def _score_node(v, x_indices, x_data, xlo, xhi, feat_ptr, feats, ent_ptr, ent_ou
         q = lo + np.searchsorted(feats[lo:hi], f)   # x's features ascend: search from the last hit on
         if q < hi and feats[q] == f:
             xv = np.float64(x_data[p])
-            for e in range(ent_ptr[q], ent_ptr[q + 1]):
-                acc[ent_out[e]] += xv * np.float64(ent_w[e])
+            # unsigned position and output id: no negative-index test per product
+            # (prediction/topk.py, _span)
+            for e in range(np.uint64(ent_ptr[q]), np.uint64(ent_ptr[q + 1])):
+                acc[np.uint32(ent_out[e])] += xv * np.float64(ent_w[e])
             q += 1
         lo = q
 
