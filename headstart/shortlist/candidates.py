@@ -117,6 +117,13 @@ def _drain(hs, hi, size, out_s, out_i):
 DENSE_SHARE = 8
 
 
+# Unsigned positions and ids in the loops over postings (as in prediction/topk.py, _span):
+# numba tests a signed index for Python's negative wrap-around at every access.  Only
+# indexing may use them: numba types uint64 mixed with a signed integer as a float.
+_U = np.uint64
+_U32 = np.uint32
+
+
 @njit(cache=True, nogil=True)
 def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_data, n_index, k, self_offset,
                        out_ids, out_sims):
@@ -130,17 +137,17 @@ def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_
     hi = np.empty(k, dtype=np.int64)
     for r in range(r0, r1):
         work = 0
-        for p in range(q_indptr[r], q_indptr[r + 1]):
-            f = q_indices[p]
+        for p in range(_U(q_indptr[r]), _U(q_indptr[r + 1])):
+            f = _U32(q_indices[p])
             work += t_indptr[f + 1] - t_indptr[f]
         size = 0
         skip = r + self_offset if self_offset >= 0 else -1
         if work * DENSE_SHARE > n_index:
-            for p in range(q_indptr[r], q_indptr[r + 1]):
-                f = q_indices[p]
+            for p in range(_U(q_indptr[r]), _U(q_indptr[r + 1])):
+                f = _U32(q_indices[p])
                 v = np.float64(q_data[p])
-                for t in range(t_indptr[f], t_indptr[f + 1]):
-                    acc[t_rows[t]] += v * t_data[t]
+                for t in range(_U(t_indptr[f]), _U(t_indptr[f + 1])):
+                    acc[_U32(t_rows[t])] += v * t_data[t]
             # ascending j: a row can only enter a full heap with a higher score than the root
             for j in range(n_index):
                 a = acc[j]
@@ -149,11 +156,11 @@ def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_
             acc[:] = 0.0
         else:
             nt = 0
-            for p in range(q_indptr[r], q_indptr[r + 1]):
-                f = q_indices[p]
+            for p in range(_U(q_indptr[r]), _U(q_indptr[r + 1])):
+                f = _U32(q_indices[p])
                 v = np.float64(q_data[p])
-                for t in range(t_indptr[f], t_indptr[f + 1]):
-                    j = t_rows[t]
+                for t in range(_U(t_indptr[f]), _U(t_indptr[f + 1])):
+                    j = _U32(t_rows[t])
                     if acc[j] == 0.0:
                         touched[nt] = j
                         nt += 1
