@@ -37,7 +37,12 @@ demo: $(STAMP)
 # 9:36 (1105 tests) on a quiet machine later that day; 2026-11-29, 14:46 (1153 tests,
 # quiet) to 17:27 (1161 tests, other work beside it), 27-34 CPU minutes; after the kernels
 # lost numba's unused wrappers (headstart/_compile.py), 14:55 (1167 tests, 28.6 CPU
-# minutes) and 14:46 (1204 tests).  With NUMBA_OPT=1 the suite took 13:12 (-21% CPU): not
+# minutes) and 14:46 (1204 tests); 2026-11-29 (stop 42), 13:54 (1226 tests, 26.5 CPU
+# minutes with the install).  Profiled that day (cold cache, 2 workers): compiling is 800
+# of 1610 CPU s -- 35 specialisations of the two train_chunk kernels (one per loss x
+# regulariser x start x post-processing the tests cover, ~10-14 s each, the whole trainer
+# optimised again by LLVM for each), almost none compiled twice across workers; with a
+# warm cache the same suite takes 8:13.  With NUMBA_OPT=1 the suite took 13:12 (-21% CPU): not
 # used, the tests would no longer run the optimised code users get.  Most of the time
 # is Numba compiling each loss x regulariser x initialiser the suite covers, once (the
 # slowest tests are the cold-cache commands of test_precompile and a new initialiser
