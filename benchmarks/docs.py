@@ -579,10 +579,16 @@ def prediction_section(results_dir: Path) -> list[str]:
          '1b55e61), three calls each after a warm-up, three alternating pairs, on the aop model of all 22,908 '
          'debian-deps labels trained here and its 16,864 test rows (every row scored densely): one thread 6.80'
          "-7.26 s before, 4.30-4.93 s after (1.6x); the model's first 7,000 labels 2.06 s -> 1.31 s; two threa"
-         'ds 5.8-7.1 s -> 3.1-3.6 s. `benchmarks/predict_scale.py --data debian-deps --labels 7000 --threads 1'
-         ' --repeat 5` (labels drawn with replacement, also scored densely) resolved no difference: medians 1.'
-         '57 s old, 1.69 s new, each version spreading over 1.5-2.4 s between runs; why that model gains nothi'
-         'ng is not understood. The amazon-670k tables below predate the change.', ""]
+         'ds 5.8-7.1 s -> 3.1-3.6 s. With this harness (fixed, below): `predict_scale.py --data debian-deps --'
+         'labels 7000 --threads 1 --repeat 3`: scoring 3.17 s old, 1.60 s new (1.98x, medians), whole `headsta'
+         'rt predict` 1.23x, identical predictions.', "",
+         "**Correction (2026-11-29).** Until this date `predict_scale.py` started both versions' processes in "
+         "the caller's working directory, and `python -c` / `python -m` put that directory ahead of PYTHONPATH"
+         ' on the import path: run from the checkout\'s root, as below, the "old" runs imported the new code. T'
+         'he old/new columns of the amazon-670k tables below (2026-11-25) therefore compare the new code with '
+         "itself: their ratios are run-to-run noise, and the old code's O(labels) cost per row was not measure"
+         'd by them. The harness now runs each version in its own folder, with absolute paths (found when a fi'
+         'rst run of the unsigned-index change above showed no difference).', ""]
     files = sorted((results_dir / "predict").glob("*.json")) if (results_dir / "predict").is_dir() else []
     if not files:
         return L + [f"{NYM}: `python benchmarks/predict_scale.py --data DIR --trained MODEL --labels 20000 "

@@ -115,7 +115,10 @@ def run(cmd: list[str], src: Path, threads: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(src), NUMBA_NUM_THREADS=str(threads), OMP_NUM_THREADS="1")
     with tempfile.TemporaryFile() as fo, tempfile.TemporaryFile() as fe:
         t = time.perf_counter()
-        p = subprocess.Popen(cmd, env=env, stdout=fo, stderr=fe)
+        # run in src: "python -c" and "python -m" put the working directory first on the
+        # import path, ahead of PYTHONPATH, so from a checkout's root both versions would
+        # import that checkout (until 2026-11-29 the "old" runs did: see docs/benchmarks.md)
+        p = subprocess.Popen(cmd, env=env, stdout=fo, stderr=fe, cwd=src)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -186,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", default=None, help="keep models and predictions here (default: a temp folder)")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
-    data = Path(args.data)
+    data = Path(args.data).resolve()      # absolute: the versions run in their own folders
     test = data / "test.txt.gz"
+    args.trained = str(Path(args.trained).resolve())
+    if args.workdir:
+        args.workdir = str(Path(args.workdir).resolve())
     srcs = {"old": Path(args.old_src).resolve(), "new": Path(args.new_src).resolve()}
     from headstart.io import read_xmc, read_xmc_header, write_xmc
 
