@@ -71,7 +71,7 @@ def run_train(src: Path, train: Path, out: Path, labels: str | None, threads: in
         raise SystemExit(f"{src}: headstart train failed:\n{r.stderr[-3000:]}")
     # "N Newton iterations, M CG steps" -- or the coordinate solvers' "N dual cycles, M
     # coordinate steps" (reported in the same two columns)
-    m = re.search(r"in ([0-9.]+) s(?: \([^)]*\))?: (\d+) [a-z ]+, (\d+) [A-Za-z ]+, (\d+) nonzero", r.stdout)
+    m = re.search(r"in ([0-9.]+) s(?: \([^)]*\))?: (\d+) [A-Za-z ]+, (\d+) [A-Za-z ]+, (\d+) nonzero", r.stdout)
     rss = int(re.search(r"MAXRSS_KB (\d+)", r.stderr).group(1))
     return {"train_seconds": float(m.group(1)), "iterations": int(m.group(2)), "cg_steps": int(m.group(3)),
             "nnz": int(m.group(4)), "peak_rss_mb": rss / 1024.0, "process_seconds": wall}
