@@ -55,7 +55,7 @@ class PreparedData:
     first_label: int
     num_labels: int
     owned: bool = False           # X was made here (preprocessing): training may renumber it in place
-    kept_rows: np.ndarray | None = None   # remove_no_label_data: the given rows kept (int64, ascending)
+    kept_rows: np.ndarray | None = None   # remove_no_label_data dropped rows: the given rows kept (int64, ascending)
     given_rows: int | None = None         # ... and how many rows were given
 
     @property
@@ -123,8 +123,10 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
                         given_rows=n_given)
 
 
-def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
-    """The rows of (X, Y) with at least one label, and their ids in the given rows.
+def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix,
+                                                                           np.ndarray | None]:
+    """The rows of (X, Y) with at least one label, and their ids in the given rows (None
+    when every row has one: nothing to map).
 
     A row counts as labelled by any label of the label space, not only of the labels being
     trained, so that every shard, task and label range of one run drops the same rows.
@@ -137,8 +139,8 @@ def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr
     if kept.size < X.shape[0]:
         log.info("remove_no_label_data: dropped %d of %d training rows that have no label",
                  X.shape[0] - kept.size, X.shape[0])
-        X, Y = check_features(X[kept]), sp.csr_matrix(Y[kept])
-    return X, Y, kept
+        return check_features(X[kept]), sp.csr_matrix(Y[kept]), kept
+    return X, Y, None
 
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,

@@ -234,3 +234,21 @@ def test_paths_probe_runs_and_reports_every_path(tmp_path):
     for x in rows:
         assert x["labels"] == 3 and x["ratio"] > 0 and sum(x["status"].values()) == 3
         assert abs(x["objective_rel_median"]) < 0.05
+
+
+def test_before_after_reads_the_cli_summary(bench_modules, bibtex_dir, tmp_path):
+    """benchmarks/before_after.py parses `headstart train`'s summary line; both of its forms
+    (Newton: "N Newton iterations, M CG steps"; coordinate descent: "N dual cycles, M
+    coordinate steps") must keep matching what the CLI prints.  A change of one pattern
+    once broke the harness on the default path with no test noticing."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import before_after
+    finally:
+        sys.path.remove(str(BENCH))
+    train = bibtex_dir / "train.txt.gz"
+    for extra in ([], ["--liblinear", "-s 1"]):
+        r = before_after.run_train(REPO, train, tmp_path / f"m{len(extra)}", "0:3", 1, extra)
+        assert r["iterations"] > 0 and r["cg_steps"] > 0 and r["nnz"] > 0, (extra, r)
+        assert r["train_seconds"] > 0 and r["peak_rss_mb"] > 10
+    assert before_after.this_commit()

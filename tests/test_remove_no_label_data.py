@@ -42,6 +42,7 @@ def test_the_model_is_that_of_the_labelled_rows_alone(data):
     prepared = prepare_data(X, Y, p)
     assert prepared.n_train == kept.size and prepared.given_rows == 600
     np.testing.assert_array_equal(prepared.kept_rows, kept)
+    assert prepare_data(X[kept], Y[kept], p).kept_rows is None    # nothing dropped: nothing to map
     removed, _ = fit_model(X, Y, p, num_labels=40)
     alone, _ = fit_model(X[kept], Y[kept], P, num_labels=40)
     _same(removed, alone)                     # bit for bit, tf-idf/normalisation fitted on the kept rows
@@ -124,3 +125,25 @@ def test_command_line(data, tmp_path, capsys):
     _same(load_model(tmp_path / "m", allow_gaps=True), alone)
     assert main(["train", "--remove-no-label-data", "--print-params"]) == 0
     assert json.loads(capsys.readouterr().out)["remove_no_label_data"] is True
+
+
+@pytest.mark.parametrize("command", ["train", "tree", "shortlist-train"])
+def test_command_line_refusal_names_the_file(data, tmp_path, capsys, command):
+    """A file none of whose rows has a label: exit 2, the message names the file, no
+    output folder is left behind."""
+    from headstart.cli.main import main
+    from headstart.io import write_xmc
+
+    X, Y, _ = data
+    path = tmp_path / "train.txt"
+    write_xmc(path, X[:5], sp.csr_matrix((5, Y.shape[1])))
+    extra = []
+    if command == "shortlist-train":
+        sl = tmp_path / "sl.txt"
+        sl.write_text(f"5 {Y.shape[1]}\n")   # never read: the data is refused first
+        extra = ["--shortlist", str(sl)]
+    out = tmp_path / "m"
+    assert main([command, str(path), "-o", str(out), "--remove-no-label-data", "-q"] + extra) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: --remove-no-label-data leaves no training row: none of the 5 rows has a label" in err
+    assert not out.exists()

@@ -224,6 +224,16 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
                    help="slice: the label file that goes with the dense features .npy")
 
 
+def check_labelled_rows(path: str, Y, args: argparse.Namespace) -> None:
+    """With --remove-no-label-data, refuse a file none of whose rows has a label here, where
+    the file is known (the library's own check, in estimator.prepare_data, cannot name it)."""
+    import numpy as np
+
+    if getattr(args, "remove_no_label_data", False) and not np.diff(Y.indptr).any():
+        raise DataFormatError(f"--remove-no-label-data leaves no training row: none of the {Y.shape[0]} rows has "
+                              "a label", path)
+
+
 def read_training_data(path: str, args: argparse.Namespace):
     """:func:`read_dataset` for a command that trains: dense (slice) features become the
     CSR matrix the kernels read right here, so the dense array is not kept beside its
@@ -231,6 +241,7 @@ def read_training_data(path: str, args: argparse.Namespace):
     X, Y = read_dataset(path, args)
     if Y.shape[1] == 0:      # a model of no labels could never predict anything
         raise DataFormatError("the data has no labels (a label count of 0): there is nothing to train", path)
+    check_labelled_rows(path, Y, args)
     if not hasattr(X, "tocsr"):
         from ..validation import check_features
 

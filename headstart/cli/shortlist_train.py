@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from ..shortlist import DenseSparseParams, read_shortlist, train_shortlisted_dir
 
     X, Y = common.read_dataset(args.train, args)
+    common.check_labelled_rows(args.train, Y, args)
     S = read_shortlist(args.shortlist, n_instances=X.shape[0], n_labels=Y.shape[1])
     dense = dp = None
     if args.dense:

@@ -23,6 +23,7 @@ from collections import namedtuple
 import numpy as np
 
 from .._compile import njit
+from .._span import span
 from . import losses
 
 # X in CSC (int64 column pointers, int32 row indices, float32 values), its shape, the
@@ -72,19 +73,11 @@ def loss_and_terms_at(CP, y, cp, cn, wx, xd, gc, hc):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def column_span(indptr, j):
-    """Column j's nonzeros as an unsigned range of positions: a loop over it indexes
-    ``data`` and ``indices`` with no wrap-around test for negative positions (as
-    erm.row_span; the positions may take part in nothing but indexing)."""
-    return np.uint64(indptr[j]), np.uint64(indptr[j + 1])
-
-
-@njit(cache=True, nogil=True, inline="always")
 def grad_and_curvature(indptr, indices, data, j, gc, hc):
     """(dL/dw_j, d2L/dw_j^2) = (sum_i gc_i x_ij, sum_i hc_i x_ij^2) over feature column j."""
     g = 0.0
     h = 0.0
-    a, b = column_span(indptr, j)
+    a, b = span(indptr, j)
     for p in range(a, b):
         i = indices[p]
         v = np.float64(data[p])
@@ -97,7 +90,7 @@ def grad_and_curvature(indptr, indices, data, j, gc, hc):
 def curvature_dot(indptr, indices, data, j, hc, xd):
     """sum_i x_ij hc_i xd_i: coordinate j of H d, H = X^T diag(hc) X, given xd = X d."""
     acc = 0.0
-    a, b = column_span(indptr, j)
+    a, b = span(indptr, j)
     for p in range(a, b):
         i = indices[p]
         acc += data[p] * hc[i] * xd[i]
@@ -107,7 +100,7 @@ def curvature_dot(indptr, indices, data, j, hc, xd):
 @njit(cache=True, nogil=True, inline="always")
 def add_column(indptr, indices, data, j, z, xd):
     """xd += z * column j (the scores' change when w_j moves by z)."""
-    a, b = column_span(indptr, j)
+    a, b = span(indptr, j)
     for p in range(a, b):
         xd[indices[p]] += data[p] * z
 

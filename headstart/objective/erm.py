@@ -45,6 +45,7 @@ import numpy as np
 from .._compile import njit
 from .._heapsort import heapsort_support
 from .._prefetch import prefetch_ahead
+from .._span import span
 from . import losses, regularizers
 
 # X in CSR (float32 data, int32 indices) plus what defines the objective: the loss and
@@ -85,16 +86,6 @@ ACT_DTYPE = INDEX_DTYPE
 Y_DTYPE = np.int8
 MARK_DTYPE = INDEX_DTYPE    # the support F (feature ids) and its marks (stamps < 2**31)
 MAX_STAMP = 2**31 - 2
-
-
-@njit(cache=True, nogil=True, inline="always")
-def row_span(P, i):
-    """Row i's nonzeros as an unsigned range (lo, hi) of positions in X's arrays: a loop
-    over it indexes ``data`` and ``indices`` with no wrap-around test (see INDEX_DTYPE;
-    the positions may take part in nothing but indexing: numba types uint64 mixed with a
-    signed integer as a float).  Inlined by numba itself: as a call, passing P would cost a
-    reference count increment and decrement per array of P at every row."""
-    return np.uint64(P.indptr[i]), np.uint64(P.indptr[i + 1])
 
 
 def make_problem(X, bias: float, loss, reg, regularize_bias: bool) -> Problem:
@@ -177,7 +168,7 @@ def _times(P, w, out, add):
     wb = P.bias * w[d]
     for i in range(n):
         acc = 0.0
-        for k in range(*row_span(P, i)):
+        for k in range(*span(P.indptr, i)):
             # in float64 whatever w's type: the product of two float32 values is exact
             acc += np.float64(P.data[k]) * w[P.indices[k]]
         if add:
@@ -488,7 +479,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                 i = act[k]
                 c = O.gcoef[k]
                 h = O.hcoef[k]
-                for p in range(*row_span(P, i)):
+                for p in range(*span(P.indptr, i)):
                     j = P.indices[p]
                     x = P.data[p]
                     g[j] += c * x
@@ -508,7 +499,7 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
             i = act[k]
             c = O.gcoef[k]
             h = O.hcoef[k]
-            for p in range(*row_span(P, i)):
+            for p in range(*span(P.indptr, i)):
                 j = P.indices[p]
                 x = P.data[p]
                 if mark[j] != stamp:
@@ -610,7 +601,7 @@ def _grad_by_class(P, O, w, g):
     for i in range(n):
         if y[i] == s:
             ns += 1
-            for p in range(*row_span(P, i)):
+            for p in range(*span(P.indptr, i)):
                 j = P.indices[p]
                 x = np.float64(P.data[p])
                 g[j] += x
@@ -670,7 +661,7 @@ def hess_vec(P, O, w, v, out):
     for k in range(nact):
         prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
         i = act[k]
-        lo, hi = row_span(P, i)
+        lo, hi = span(P.indptr, i)
         dot = vb
         for p in range(lo, hi):
             dot += P.data[p] * v[P.indices[p]]
@@ -781,7 +772,7 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         a1 = vb1
         a2 = vb2
         a3 = vb3
-        for p in range(*row_span(P, i)):
+        for p in range(*span(P.indptr, i)):
             x = np.float64(P.data[p])
             row = D[P.indices[p]]
             a0 += x * row[0]
@@ -806,7 +797,7 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         prefetch_ahead(P.indptr, P.indices, P.data, U, u, nU)
         if c0 != 0.0 or c1 != 0.0 or c2 != 0.0 or c3 != 0.0:
             i = U[u]
-            for p in range(*row_span(P, i)):
+            for p in range(*span(P.indptr, i)):
                 x = np.float64(P.data[p])
                 row = HD[P.indices[p]]
                 row[0] += c0 * x
@@ -875,7 +866,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
         h1 = C1[i] if run[1] else 0.0
         h2 = C2[i] if run[2] else 0.0
         h3 = C3[i] if run[3] else 0.0
-        for p in range(*row_span(P, i)):
+        for p in range(*span(P.indptr, i)):
             x = np.float64(P.data[p])
             j = P.indices[p]
             g = G[j]

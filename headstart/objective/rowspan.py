@@ -56,6 +56,7 @@ from collections import namedtuple
 import numpy as np
 
 from .._compile import njit
+from .._span import U64
 from . import erm, losses
 
 # K: m*m float64 (row-major, stride m); U: the Cholesky factor (upper triangle, row-major,
@@ -73,7 +74,6 @@ Span = namedtuple("Span", ["K", "U", "z0", "c", "cs", "gam", "D", "z", "xs", "kg
 # GSUM: sum of gamma; G2SCALE: the size of the terms of ||grad f||^2 (see gradient)
 TAU, B, W0SQ, WW, TAU_S, S_B, NACT, GSUM, G2SCALE = range(9)
 N_SCALARS = 9
-_U = np.uint64
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -81,9 +81,9 @@ def _axpy(a, x, xo, y, yo, n):
     """y[yo:yo+n] += a * x[xo:xo+n].  Unsigned positions (as erm.INDEX_DTYPE explains):
     with signed ones numba tests every index for wrap-around and the loop does not
     vectorise (measured on a 118 x 118 Cholesky factorisation: 418 against 105 us)."""
-    xo = _U(xo)
-    yo = _U(yo)
-    for k in range(_U(n)):
+    xo = U64(xo)
+    yo = U64(yo)
+    for k in range(U64(n)):
         y[yo + k] += a * x[xo + k]
 
 
@@ -136,9 +136,9 @@ def gram(P, G, m):
     for j in range(d):
         for p in range(colptr[j], colptr[j + 1]):
             v = G.cval[p]
-            base = _U(G.crow[p]) * _U(m)
-            for q in range(_U(p), _U(colptr[j + 1])):
-                K[base + _U(G.crow[q])] += v * G.cval[q]
+            base = U64(G.crow[p]) * U64(m)
+            for q in range(U64(p), U64(colptr[j + 1])):
+                K[base + U64(G.crow[q])] += v * G.cval[q]
     for i in range(m):
         for k in range(i + 1, m):
             K[k * m + i] = K[i * m + k]
@@ -286,12 +286,12 @@ def _factor(G, m, na):
     for a in range(na):
         sd[a] = math.sqrt(G.D[act[a]])
     for a in range(na):
-        base = _U(act[a]) * _U(m)
-        ra = _U(a) * _U(na)
+        base = U64(act[a]) * U64(m)
+        ra = U64(a) * U64(na)
         sa = sd[a]
-        for b in range(_U(a), _U(na)):
-            U[ra + b] = sa * sd[b] * K[base + _U(act[b])]
-        U[ra + _U(a)] += 1.0
+        for b in range(U64(a), U64(na)):
+            U[ra + b] = sa * sd[b] * K[base + U64(act[b])]
+        U[ra + U64(a)] += 1.0
     for j in range(na):
         rj = j * na
         piv = U[rj + j]
@@ -300,7 +300,7 @@ def _factor(G, m, na):
         piv = math.sqrt(piv)
         U[rj + j] = piv
         inv = 1.0 / piv
-        for k in range(_U(rj + j + 1), _U(rj + na)):
+        for k in range(U64(rj + j + 1), U64(rj + na)):
             U[k] *= inv
         for i in range(j + 1, na):
             _axpy(-U[rj + i], U, rj + i, U, i * na + i, na - i)
@@ -330,8 +330,8 @@ def _solve_m(G, na, t1, t2, u1, u2):
         rj = j * na
         s1 = u1[j]
         s2 = u2[j]
-        ur = _U(rj)
-        for k in range(_U(j + 1), _U(na)):
+        ur = U64(rj)
+        for k in range(U64(j + 1), U64(na)):
             s1 -= U[ur + k] * u1[k]
             s2 -= U[ur + k] * u2[k]
         p = U[rj + j]
@@ -374,9 +374,9 @@ def direction(P, G, m):
         for b in range(na):      # t2 = beta K_AA D_A, by rows of K
             ib = act[b]
             f = beta * G.D[ib]
-            base = _U(ib) * _U(m)
-            for a in range(_U(na)):
-                G.t2[a] += f * K[base + _U(act[a])]
+            base = U64(ib) * U64(m)
+            for a in range(U64(na)):
+                G.t2[a] += f * K[base + U64(act[a])]
     _solve_m(G, na, G.t1, G.t2, G.u1, G.u2)
     # X_A x = t - K_AA u, so h.x = beta sum_A D (t - K_AA u) = beta D.t - u.t2 (K_AA D = t2 / beta)
     hx1 = 0.0

@@ -61,6 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._compile import njit
+from .._span import span
 from ..errors import DataFormatError, ModelFormatError, ParameterError
 from ..model.extras import read_extras
 from ..model.manifest import read_manifest
@@ -85,26 +86,19 @@ _MIN_BLOCK_ROWS = 64
 
 
 # --------------------------------------------------------------------------- kernels
-# Positions (p, q) and ids (features f, labels j) are made unsigned in the loops over
-# nonzeros: numba gives an array indexed by a signed integer Python's negative-index
-# wrap-around, a test and a select per access, four of them per weight product here; an
-# unsigned index needs none (the kernels of training do the same, objective/erm.py,
-# INDEX_DTYPE).  The values and the order of every sum are unchanged.  Only indexing may
-# use the uint64 positions: numba types uint64 mixed with a signed integer as a float.
-@njit(nogil=True, cache=True, inline="always")
-def _span(indptr, i):  # pragma: no cover - compiled
-    return np.uint64(indptr[i]), np.uint64(indptr[i + 1])
-
-
+# Positions (p, q) and ids (features f, labels j) are unsigned in the loops over
+# nonzeros (headstart/_span.py): four signed accesses per weight product here would
+# each pay numba's negative-index test.  The values and the order of every sum are
+# unchanged.
 @njit(nogil=True, cache=True)
 def _scores_row(i, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_data, intercept, buf):  # pragma: no cover
     for j in range(intercept.shape[0]):
         buf[j] = intercept[j]
-    p0, p1 = _span(x_indptr, i)
+    p0, p1 = span(x_indptr, i)
     for p in range(p0, p1):
         f = np.uint32(x_indices[p])
         v = np.float64(x_data[p])
-        q0, q1 = _span(wt_indptr, f)
+        q0, q1 = span(wt_indptr, f)
         for q in range(q0, q1):
             buf[np.uint32(wt_indices[q])] += v * wt_data[q]
 
@@ -209,7 +203,7 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
     hl = np.empty(max(k, 1), dtype=np.int64)
     for i in range(r0, r1):
         work = 0
-        p0, p1 = _span(x_indptr, i)
+        p0, p1 = span(x_indptr, i)
         for p in range(p0, p1):
             f = np.uint32(x_indices[p])
             work += wt_indptr[f + 1] - wt_indptr[f]
@@ -224,11 +218,11 @@ def _topk_block(r0, r1, x_indptr, x_indices, x_data, wt_indptr, wt_indices, wt_d
                     n = _push(hs, hl, n, k, s, j)
         else:
             nt = 0
-            p0, p1 = _span(x_indptr, i)
+            p0, p1 = span(x_indptr, i)
             for p in range(p0, p1):
                 f = np.uint32(x_indices[p])
                 v = np.float64(x_data[p])
-                q0, q1 = _span(wt_indptr, f)
+                q0, q1 = span(wt_indptr, f)
                 for q in range(q0, q1):
                     j = np.uint32(wt_indices[q])
                     if stamp[j] != i:

@@ -94,7 +94,7 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     # instance ids of the shortlist and rows of the dense part are those of the data as
     # given: checked against it, then cut to the rows that remove_no_label_data kept
     S = as_shortlist(shortlist, data.given_rows, data.label_space)
-    if data.kept_rows is not None and data.kept_rows.size < data.given_rows:
+    if data.kept_rows is not None:
         S = sp.csc_matrix(S[data.kept_rows])
         S.sort_indices()
         if dense is not None:

@@ -71,6 +71,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .._compile import njit
+from .._span import U32, span
 from ..prediction.topk import _push as _heap_push, _sift_down, _worse
 import scipy.sparse as sp
 
@@ -117,11 +118,7 @@ def _drain(hs, hi, size, out_s, out_i):
 DENSE_SHARE = 8
 
 
-# Unsigned positions and ids in the loops over postings (as in prediction/topk.py, _span):
-# numba tests a signed index for Python's negative wrap-around at every access.  Only
-# indexing may use them: numba types uint64 mixed with a signed integer as a float.
-_U = np.uint64
-_U32 = np.uint32
+# Unsigned positions and ids in the loops over postings (headstart/_span.py).
 
 
 @njit(cache=True, nogil=True)
@@ -137,17 +134,17 @@ def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_
     hi = np.empty(k, dtype=np.int64)
     for r in range(r0, r1):
         work = 0
-        for p in range(_U(q_indptr[r]), _U(q_indptr[r + 1])):
-            f = _U32(q_indices[p])
+        for p in range(*span(q_indptr, r)):
+            f = U32(q_indices[p])
             work += t_indptr[f + 1] - t_indptr[f]
         size = 0
         skip = r + self_offset if self_offset >= 0 else -1
         if work * DENSE_SHARE > n_index:
-            for p in range(_U(q_indptr[r]), _U(q_indptr[r + 1])):
-                f = _U32(q_indices[p])
+            for p in range(*span(q_indptr, r)):
+                f = U32(q_indices[p])
                 v = np.float64(q_data[p])
-                for t in range(_U(t_indptr[f]), _U(t_indptr[f + 1])):
-                    acc[_U32(t_rows[t])] += v * t_data[t]
+                for t in range(*span(t_indptr, f)):
+                    acc[U32(t_rows[t])] += v * t_data[t]
             # ascending j: a row can only enter a full heap with a higher score than the root
             for j in range(n_index):
                 a = acc[j]
@@ -156,11 +153,11 @@ def exact_search_block(r0, r1, q_indptr, q_indices, q_data, t_indptr, t_rows, t_
             acc[:] = 0.0
         else:
             nt = 0
-            for p in range(_U(q_indptr[r]), _U(q_indptr[r + 1])):
-                f = _U32(q_indices[p])
+            for p in range(*span(q_indptr, r)):
+                f = U32(q_indices[p])
                 v = np.float64(q_data[p])
-                for t in range(_U(t_indptr[f]), _U(t_indptr[f + 1])):
-                    j = _U32(t_rows[t])
+                for t in range(*span(t_indptr, f)):
+                    j = U32(t_rows[t])
                     if acc[j] == 0.0:
                         touched[nt] = j
                         nt += 1

@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._compile import njit
+from .._span import span
 from ..objective import columns, losses
 from .glmnet import MAX_HALVINGS, SIGMA, _violation, new_rng, record_end, record_iteration, shuffle
 from .newton import CONVERGED, MAX_ITER, RUNNING, now
@@ -63,7 +64,7 @@ def _column_model(indptr, indices, sv, j, L, y, cp, cn, mg):
     g = 0.0
     h = 0.0
     skip = losses.mines(L)
-    a, b = columns.column_span(indptr, j)
+    a, b = span(indptr, j)
     if cp == cn:
         for p in range(a, b):
             m = mg[indices[p]]
@@ -95,7 +96,7 @@ def _shift_column(indptr, indices, sv, j, dz, L, y, cp, cn, mg, with_old):
     new = 0.0
     skip = losses.mines(L)
     uniform = cp == cn
-    a, b = columns.column_span(indptr, j)
+    a, b = span(indptr, j)
     for p in range(a, b):
         i = indices[p]
         c = cp if uniform or y[i] > 0 else cn
@@ -111,7 +112,7 @@ def _shift_column(indptr, indices, sv, j, dz, L, y, cp, cn, mg, with_old):
 
 @njit(cache=True, nogil=True, inline="always")
 def _move_column(indptr, indices, sv, j, dz, mg):
-    a, b = columns.column_span(indptr, j)
+    a, b = span(indptr, j)
     for p in range(a, b):
         mg[indices[p]] += dz * sv[p]
 
@@ -225,7 +226,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
     if quick:
         for j in range(d):
             acc = 0.0
-            a, b = columns.column_span(indptr, j)
+            a, b = span(indptr, j)
             for p in range(a, b):
                 v = np.float64(data[p])
                 acc += (cp if y[indices[p]] > 0 else cn) * v * v

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from .._compile import njit
+from .._span import span
 import numpy as np
 
 from ..objective import losses
@@ -77,17 +78,9 @@ def column_sums(RP):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _row(RP, i):
-    """Row i's positions as an unsigned range: indexing ``data`` and ``indices`` with an
-    unsigned position needs no test for Python's negative indices (objective/erm.py,
-    INDEX_DTYPE), three instructions fewer per nonzero in both passes of a step."""
-    return np.uint64(RP.indptr[i]), np.uint64(RP.indptr[i + 1])
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _score(RP, w, i):
     acc = 0.0
-    lo, hi = _row(RP, i)
+    lo, hi = span(RP.indptr, i)
     for p in range(lo, hi):
         acc += w[RP.indices[p]] * np.float64(RP.data[p])
     return acc + w[RP.d] * RP.bias
@@ -201,7 +194,7 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
                 a_new = min(max(a - g / qd[i], 0.0), upper)
                 alpha[i] = a_new
                 step = (a_new - a) * yi
-                lo, hi = _row(RP, i)
+                lo, hi = span(RP.indptr, i)
                 for p in range(lo, hi):
                     w[indices[p]] += step * np.float64(data[p])
                 w[d] += step * bias

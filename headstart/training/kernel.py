@@ -37,6 +37,7 @@ import numpy as np
 from .. import postproc
 from .._compile import njit
 from .._prefetch import prefetch
+from .._span import span
 from ..init.base import initial_weights
 from ..objective import erm
 from ..objective.erm import State
@@ -267,7 +268,7 @@ def lanes_scores(P, V, out, ahead):
         a13 = 0.0
         a14 = 0.0
         a15 = 0.0
-        for k in range(*erm.row_span(P, i)):
+        for k in range(*span(P.indptr, i)):
             if k < pf_end:
                 prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(LANES))
             x = np.float64(P.data[k])   # float32 x float32 in float64: exact products
@@ -342,7 +343,7 @@ def lanes_scores8(P, V, out, ahead):
         a5 = 0.0
         a6 = 0.0
         a7 = 0.0
-        for k in range(*erm.row_span(P, i)):
+        for k in range(*span(P.indptr, i)):
             if k < pf_end:
                 prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(HALF_LANES))
             x = np.float64(P.data[k])
@@ -407,7 +408,7 @@ def positives_sum(P, pos, psum):
     """psum = sum of the positive rows, bias coordinate included."""
     psum[:] = 0.0
     for i in pos:
-        for p in range(*erm.row_span(P, i)):
+        for p in range(*span(P.indptr, i)):
             psum[P.indices[p]] += P.data[p]
     psum[psum.size - 1] = P.bias * pos.size
 
