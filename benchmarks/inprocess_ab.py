@@ -14,6 +14,8 @@ the first version's bit for bit.  Compilation and cache loading happen in an unt
 warm-up.
 
     python benchmarks/inprocess_ab.py debian-deps 7ff9ec5 . --labels 0:6000 --threads 2 --rounds 4
+    python benchmarks/inprocess_ab.py bibtex 3d8369e . --labels 0:159 --rounds 8 --init zero \
+        --set l2_solver=dual --set regularize_bias=true --set epsilon=0.1
 
 A version is a directory holding a ``headstart`` package (``.`` for this checkout), or a
 commit, checked out under build/ as :mod:`before_after` does.  The data set is a name
@@ -69,6 +71,18 @@ def train(name: str, X, Y, labels: tuple[int, int], options: dict):
     return time.perf_counter() - t0, model
 
 
+def _value(text: str):
+    """A --set value: true/false, an int, a float, else the word itself."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("data", help="data set name or folder with train.txt.gz (XMC format)")
@@ -78,9 +92,14 @@ def main(argv=None) -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--init", default="aop")
     ap.add_argument("--loss", default="squared-hinge")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="another TrainParams field (a number, true/false or a word), e.g. l2_solver=dual")
     ns = ap.parse_args(argv)
     train_file, _ = dataset_files(ns.data)
     options = dict(init=ns.init, loss=ns.loss, threads=ns.threads)
+    for item in ns.set:
+        key, _, value = item.partition("=")
+        options[key] = _value(value)
     with tempfile.TemporaryDirectory(prefix="inprocess-ab-") as tmp:
         names = load_versions(ns.versions, Path(tmp))
         X, Y = importlib.import_module(names[0] + ".io.xmc").read_xmc(train_file)[:2]

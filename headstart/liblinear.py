@@ -10,7 +10,7 @@ nonzero weight kept (``prune 0``).
 
 The facts used (LIBLINEAR 2.4x, ``train.c`` and ``linear.cpp``): the default solver is
 ``-s 1``; the default tolerance is 0.01 for ``-s 0 / 2 / 5 / 6`` and 0.1 for the dual
-solvers ``-s 1 / 3``; the default ``-B`` is -1, no bias feature; with ``-B b > 0`` the
+solvers ``-s 1 / 3 / 7``; the default ``-B`` is -1, no bias feature; with ``-B b > 0`` the
 bias weight is regularised unless ``-R`` (which LIBLINEAR accepts only with ``-B 1``
 and the primal solvers); ``-wi`` multiplies C for class i (each time it is given); ``-m``
 is multi-core LIBLINEAR's thread count; ``-n`` (the one-class nu) and ``-p`` (the
@@ -47,12 +47,13 @@ SOLVERS: dict[int, tuple[str, dict[str, Any], float]] = {
         {"loss": "squared-hinge", "regularizer": "l1-exact", "l1_solver": "cdn"}, 0.01),
     6: ("L1-regularized logistic regression",
         {"loss": "logistic", "regularizer": "l1-exact", "l1_solver": "newglmnet"}, 0.01),
+    7: ("L2-regularized logistic regression (dual)",
+        {"loss": "logistic", "regularizer": "l2", "l2_solver": "dual"}, 0.1),
 }
 
 #: -s values without a counterpart, and why
 NOT_OFFERED: dict[int, str] = {
     4: "Crammer and Singer's multi-class SVM solves one problem for all classes, not one per label",
-    7: "L2-regularized logistic regression by its dual has no solver here; -s 0 has the same optimum",
     11: "support vector regression is not classification",
     12: "support vector regression is not classification",
     13: "support vector regression is not classification",

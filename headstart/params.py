@@ -86,9 +86,9 @@ class TrainParams:
                 "steps, LIBLINEAR -s 5's: its solutions at the same epsilon; docs/objective.md, 'Exact L1')"})
     l2_solver: str = field(default="newton", metadata={
         "help": "l2's method: newton (primal Newton-CG from --init, the paper's and DiSMEC's) or dual (dual "
-                "coordinate descent from zero, LIBLINEAR -s 1 / -s 3: squared-hinge, hinge, huber-hinge -- "
-                "huber-epsilon 0 is the exact hinge --, a regularised bias; --epsilon is then the dual rule's, "
-                "LIBLINEAR's default there 0.1; docs/objective.md, 'Dual')"})
+                "coordinate descent from zero, LIBLINEAR -s 1 / -s 3 / -s 7: squared-hinge, hinge, huber-hinge -- "
+                "huber-epsilon 0 is the exact hinge --, logistic, a regularised bias; --epsilon is then the dual "
+                "rule's, LIBLINEAR's default there 0.1; docs/objective.md, 'Dual')"})
     reg_scale: float = field(default=1.0, metadata={
         "help": "scale of the regulariser (DiSMEC++ --reg-scale; equivalent to C/reg_scale)"})
     reg_epsilon: float | None = field(default=None, metadata={

@@ -288,7 +288,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     elif solver == "dual":
         # no lanes, no copy of X (the uint32 view of its indices); per thread
-        # solver.dual.Work (w per weight; a, Q_ii and the order per instance) and the int8
+        # solver.dual.Work (w per weight; a, Q_ii and the order per instance -- the logistic dual:
+        # a_i, c_i - a_i and the order) and the int8
         # labels, ||x_i||^2 once; with the squared hinge the Newton method's buffers for
         # the switch after 300 cycles (core_adapter.new_buffers: ~11 vectors per weight, 6
         # per instance) and X's column sums; records: one per label (training/coordinate.py)

@@ -37,8 +37,9 @@ def dual_params(**kw):
     return TrainParams(l2_solver="dual", regularize_bias=True, prune=0.0, threads=1, **kw)
 
 
-@pytest.mark.parametrize("s,loss,kw", [(1, "squared-hinge", {}), (3, "hinge", dict(loss="huber-hinge",
-                                                                                  huber_epsilon=0.0))])
+@pytest.mark.parametrize("s,loss,kw", [(1, "squared-hinge", {}),
+                                      (3, "hinge", dict(loss="huber-hinge", huber_epsilon=0.0)),
+                                      (7, "logistic", dict(loss="logistic"))])
 def test_primal_objective_matches_liblinear(bibtex, s, loss, kw):
     """At a tight tolerance the dual's weights reach LIBLINEAR's primal objective (-s 1,
     which after 300 dual cycles switches to its primal Newton method -- ours to the
@@ -57,6 +58,9 @@ def test_primal_objective_matches_liblinear(bibtex, s, loss, kw):
         np.testing.assert_allclose(st["f_final"][k], ours, rtol=1e-5)
         np.testing.assert_allclose(st["f_init"][k], primal(Xa, y, np.zeros(Xa.shape[1]), loss), rtol=1e-12)
     assert np.all(st["status"] == 0)
+    if s == 7:
+        # the logistic dual's optimum is the primal's (strong duality): the same weights
+        np.testing.assert_allclose(W.toarray(), Wl, atol=2e-3)
     if s == 1:
         # -s 1 finishes a label by the Newton method after 300 dual cycles, as LIBLINEAR
         assert np.any(st["iterations"] > 300)
@@ -101,6 +105,15 @@ def test_threads_edge_labels_and_dense_features(bibtex):
     assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
     assert np.all(np.isfinite(W1.data)) and np.all(np.isfinite(b1))
     assert b1[3] < 0 < b1[4]                           # no positive: scores below 0; all positive: above
+    # the same for the logistic loss's own dual (-s 7), and a class of cost 0 (-w-1 0: the
+    # negatives have no term, a_i = 0 for them)
+    lr = dict(l2_solver="dual", regularize_bias=True, prune=0.0, loss="logistic")
+    W1, b1, s1 = train_labels(X, Y2, TrainParams(threads=1, **lr), labels)
+    W2, b2, _ = train_labels(X, Y2, TrainParams(threads=2, **lr), labels, chunk_size=1)
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2) and np.all(s1["status"] == 0)
+    assert np.all(np.isfinite(W1.data)) and b1[3] < 0 < b1[4]
+    Wz, bz, sz = train_labels(X, Y2, TrainParams(threads=1, weight_neg=0.0, weighting="constant", **lr), [0])
+    assert sz["status"][0] == 0 and np.all(np.asarray(X @ Wz.T.toarray()).ravel() + bz[0] > 0)
     rng = np.random.default_rng(0)
     D = rng.standard_normal((300, 12)).astype(np.float32)
     Yd = sp.csr_matrix((D[:, 0] + 0.3 * D[:, 1] > 0).astype(np.float64).reshape(-1, 1))
@@ -109,7 +122,14 @@ def test_threads_edge_labels_and_dense_features(bibtex):
     assert std["status"][0] == 0 and w[0] > 0 and w[0] > abs(w[5])
 
 
-def test_options_are_validated():
+def test_options_are_validated(monkeypatch):
+    import dataclasses
+
+    from headstart.objective.losses import REGISTRY
+
+    validate(TrainParams(l2_solver="dual", loss="logistic", regularize_bias=True))     # -s 7
+    # every built-in loss has a dual method; one without is refused for the dual
+    monkeypatch.setitem(REGISTRY, "logistic", dataclasses.replace(REGISTRY["logistic"], has_dual=False))
     with pytest.raises(ParameterError, match="l2_solver"):
         validate(TrainParams(l2_solver="dual", loss="logistic", regularize_bias=True))
     with pytest.raises(ParameterError, match="regularize_bias"):

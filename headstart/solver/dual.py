@@ -30,12 +30,14 @@ sum_i a_i y_i = 0, which single-coordinate steps cannot keep).
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import NamedTuple
 
 from .._compile import njit
 from .._span import span
 import numpy as np
 
 from ..objective import losses
+from ..objective._typed import generic, implement
 from .glmnet import new_rng, record_end, record_iteration, shuffle
 from .newton import CONVERGED, MAX_ITER, RUNNING, now
 
@@ -49,8 +51,23 @@ RowProblem = namedtuple("RowProblem", ["indptr", "indices", "data", "n", "d", "b
 Work = namedtuple("Work", ["w", "alpha", "qd", "index"])
 
 
-def make_work(n: int, n_features: int) -> Work:
+def make_work(n: int, n_features: int, pairs: bool = False) -> Work:
+    """The thread's buffers; ``pairs``: the logistic dual's (:mod:`.dual_lr`), which keeps
+    (a_i, c_i - a_i) per instance and needs no Q_ii + D_ii (the same 3 values per instance)."""
+    if pairs:
+        return Work(np.zeros(n_features + 1), np.zeros(2 * n), np.zeros(0), np.zeros(n, dtype=np.int64))
     return Work(np.zeros(n_features + 1), np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int64))
+
+
+# Which dual method a trainer runs is a compile-time strategy, as losses are
+# (objective/_typed.py): the trainer calls solve_dual(DM, ...) and numba compiles the
+# method of DM's class -- BoxDual (this module: the losses that register a box dual) or
+# a method of its own (solver/dual_lr.py: the logistic loss's).
+solve_dual = generic("solve_dual", "solve(...) of the dual method selected by the first argument's class")
+
+
+class BoxDual(NamedTuple):
+    """Selects :func:`solve` (losses that register ``dual_box``) in :func:`solve_dual`."""
 
 
 @njit(cache=True, nogil=True)
@@ -78,12 +95,30 @@ def column_sums(RP):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _score(RP, w, i):
+def row_score(RP, w, i):
     acc = 0.0
     lo, hi = span(RP.indptr, i)
     for p in range(lo, hi):
         acc += w[RP.indices[p]] * np.float64(RP.data[p])
     return acc + w[RP.d] * RP.bias
+
+
+@njit(cache=True, nogil=True, inline="always")
+def row_axpy(RP, w, i, step):
+    """w += step x_i (the bias feature included): a coordinate step's move of w."""
+    lo, hi = span(RP.indptr, i)
+    for p in range(lo, hi):
+        w[RP.indices[p]] += step * np.float64(RP.data[p])
+    w[RP.d] += step * RP.bias
+
+
+@njit(cache=True, nogil=True, inline="always")
+def record_cycle(RP, y, cp, cn, w, f0, rec_f, rec_act, k, it, share):
+    """Cycle ``it``'s opening records of label k, where there is room: the primal
+    objective (f0 at the start) and the share of instances the cycle visits."""
+    if it < rec_f.shape[1]:
+        rec_f[k, it] = primal(RP, y, cp, cn, w) if it > 0 else f0
+        rec_act[k, it] = share
 
 
 @njit(cache=True, nogil=True)
@@ -94,7 +129,7 @@ def primal(RP, y, cp, cn, w):
         reg += w[j] * w[j]
     acc = 0.0
     for i in range(RP.n):
-        acc += (cp if y[i] > 0 else cn) * losses.value(RP.loss, y[i] * _score(RP, w, i))
+        acc += (cp if y[i] > 0 else cn) * losses.value(RP.loss, y[i] * row_score(RP, w, i))
     return 0.5 * reg + acc
 
 
@@ -108,9 +143,6 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     instances not shrunk."""
     n = RP.n
     d = RP.d
-    bias = RP.bias
-    indices = RP.indices
-    data = RP.data
     u, e = losses.dual_box(RP.loss)
     w = W.w
     alpha = W.alpha
@@ -147,9 +179,7 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
         if abort[0] != 0:
             status = RUNNING
             break
-        if it < cap:
-            rec_f[k, it] = primal(RP, y, cp, cn, w) if it > 0 else f0
-            rec_act[k, it] = active / max(n, 1)
+        record_cycle(RP, y, cp, cn, w, f0, rec_f, rec_act, k, it, active / max(n, 1))
         shuffle(index, active, rng)
         pg_max = -np.inf
         pg_min = np.inf
@@ -165,7 +195,7 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
                 s += 1                       # cost 0: no loss on it, a_i stays 0
                 continue
             a = alpha[i]
-            g = yi * _score(RP, w, i) - 1.0 + a * dii
+            g = yi * row_score(RP, w, i) - 1.0 + a * dii
             pg = 0.0
             if a == 0.0:
                 if g > pg_max_old:
@@ -193,11 +223,7 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
             if abs(pg) > MIN_VIOLATION:
                 a_new = min(max(a - g / qd[i], 0.0), upper)
                 alpha[i] = a_new
-                step = (a_new - a) * yi
-                lo, hi = span(RP.indptr, i)
-                for p in range(lo, hi):
-                    w[indices[p]] += step * np.float64(data[p])
-                w[d] += step * bias
+                row_axpy(RP, w, i, (a_new - a) * yi)
                 steps += 1
         spread = pg_max - pg_min if active > 0 else 0.0
         if it == 0:
@@ -218,3 +244,12 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     f = primal(RP, y, cp, cn, w)
     record_end(rec_f, rec_act, rec_step, rec_cg, rec_time, k, it, f, active / max(n, 1), timing, t0)
     return status, it, steps, f0, f, spread0, spread
+
+
+def _solve(DM, RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
+           abort):
+    return solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
+                 abort)
+
+
+implement(solve_dual, BoxDual, _solve)

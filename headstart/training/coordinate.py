@@ -35,6 +35,7 @@ from ..objective import losses, regularizers, weighting
 from ..objective.columns import ColumnProblem
 from ..solver import cdn as cdn_solver
 from ..solver import dual as dual_solver
+from ..solver import dual_lr
 from ..solver import glmnet
 from ..shortlist import core_adapter as core
 from ..solver.newton import MAX_ITER, now, settings
@@ -163,11 +164,12 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
 
 
 @njit(cache=True, nogil=True)
-def train_chunk_dual(RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter,
+def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost_pos, cost_neg, max_iter,
                      prune, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, switch_after, NP, V,
                      S, colsum, scratch, d1_zero):
-    """:func:`train_chunk` by dual coordinate descent (:mod:`headstart.solver.dual`; X by
-    rows).  The gradient columns of the statistics hold the rule's own measure, the
+    """:func:`train_chunk` by dual coordinate descent (X by rows): the method DM selects,
+    :mod:`headstart.solver.dual` (hinge losses) or :mod:`headstart.solver.dual_lr`
+    (logistic).  The gradient columns of the statistics hold the rule's own measure, the
     spread max - min of the projected dual gradient (first cycle, last cycle), and its
     tolerance is ``epsilon`` itself; "cg_steps" counts coordinate steps.
 
@@ -193,8 +195,9 @@ def train_chunk_dual(RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, cost_s
         npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
         t0 = now() if timing else 0.0
         cycles = min(max_iter, switch_after) if switch_after > 0 else max_iter
-        status, iters, steps, f0, f, g0, g = dual_solver.solve(RP, W, xsq, y, cp, cn, epsilon, cycles, j, rec_f,
-                                                               rec_act, rec_step, rec_cg, rec_time, k, timing, abort)
+        status, iters, steps, f0, f, g0, g = dual_solver.solve_dual(DM, RP, W, xsq, y, cp, cn, epsilon, cycles, j,
+                                                                    rec_f, rec_act, rec_step, rec_cg, rec_time, k,
+                                                                    timing, abort)
         if abort[0] != 0:
             return _nothing(indptr, indices, data, intercept, stats)
         tol = epsilon
@@ -277,14 +280,19 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
         d1_zero = float(losses.get(params.loss).d1_at_zero(params))
         colsum = dual_solver.column_sums(P) if switch_after > 0 else np.zeros(d + 1)
 
+        # the logistic loss has a dual method of its own (LIBLINEAR -s 7), the others the
+        # box dual of -s 1 / -s 3
+        logistic = params.loss == "logistic"
+        DM = dual_lr.LogisticDual() if logistic else dual_solver.BoxDual()
+
         def new_work(rows, cols):
             size = (rows, cols) if switch_after > 0 else (1, 1)
-            return dual_solver.make_work(rows, cols), core.new_buffers(*size), np.zeros(cols + 1)
+            return dual_solver.make_work(rows, cols, pairs=logistic), core.new_buffers(*size), np.zeros(cols + 1)
 
         def call(chunk, work, y, rec, abort_flag, dl):
             W, V, scratch = work
             rf, ra, rs, rt, rc = rec
-            return train_chunk_dual(P, W, xsq, y, y_indptr, y_indices, chunk, epsilon, cost_scale, cost_pos, cost_neg,
+            return train_chunk_dual(DM, P, W, xsq, y, y_indptr, y_indices, chunk, epsilon, cost_scale, cost_pos, cost_neg,
                                     max_iter, prune, dl, abort_flag, rf, ra, rs, rc, rt, timing, switch_after, NP, V,
                                     S, colsum, scratch, d1_zero)
     else:

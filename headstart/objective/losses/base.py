@@ -52,7 +52,7 @@ class LossInfo:
     d1_py: Callable[[Any, float], float]   # phi' as plain Python (the kernels inline the same code)
     make: Callable[[Any], Any]     # TrainParams -> an instance of cls
     mines: bool = True             # implicit negative mining (see ``mines`` above)
-    has_dual: bool = False         # registers ``dual_box``: --l2-solver dual can train it
+    has_dual: bool = False         # --l2-solver dual can train it (a box dual, or own_dual)
 
     def d1_at_zero(self, params) -> float:
         """phi'(0) for these parameters: grad f(0) = phi'(0) sum_i c_i y_i x_i (stopping rule)."""
@@ -64,7 +64,7 @@ REGISTRY: dict[str, LossInfo] = {}
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
              make: Callable[[Any], Any] | None = None, derivatives=None,
-             value_and_derivatives=None, curvature_bound=None, dual=None) -> LossInfo:
+             value_and_derivatives=None, curvature_bound=None, dual=None, own_dual: bool = False) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts.
     ``derivatives`` (optional, same form) returns (d1, d2) at once where that is cheaper;
@@ -72,7 +72,9 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
     (value, d1, d2); ``curvature_bound(L)`` (optional) the supremum of the true phi''
     (not of the Newton method's curvature), inf by default; ``dual(L)`` (optional) the
     (u, e) of ``dual_box``: the loss C phi has the convex conjugate (C phi)*(-a) = -a +
-    e a^2 / (2 C) on 0 <= a <= u C, which is what dual coordinate descent needs."""
+    e a^2 / (2 C) on 0 <= a <= u C, which is what dual coordinate descent needs;
+    ``own_dual``: instead, the loss has a dual method of its own in solver/ (the logistic
+    loss: solver/dual_lr.py), which training/coordinate.py selects."""
     flag = bool(mines)
     g1, g2 = globals()["d1"], globals()["d2"]
     if derivatives is None:
@@ -86,7 +88,7 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
     if curvature_bound is None:
         def curvature_bound(L):
             return np.inf
-    has_dual = dual is not None
+    has_dual = dual is not None or own_dual
     if dual is None:
         def dual(L):
             return np.nan, np.nan

@@ -1,4 +1,4 @@
-"""Logistic loss, log(1 + exp(-m)) (LIBLINEAR -s 0).  Every instance stays active: there
+"""Logistic loss, log(1 + exp(-m)) (LIBLINEAR -s 0, and -s 7 by its dual).  Every instance stays active: there
 is no implicit negative mining, so each Newton iteration touches all of X."""
 
 import math
@@ -58,4 +58,6 @@ def _value_and_derivatives(L, m):
 
 register("logistic", Logistic, value=_value, d1=_d1, d2=_d2, derivatives=_derivatives,
          value_and_derivatives=_value_and_derivatives, mines=False, curvature_bound=lambda L: 0.25,
+         # its dual is not a box (entropy terms): solver/dual_lr.py, LIBLINEAR -s 7
+         own_dual=True,
          help="log(1 + exp(-m)) (LIBLINEAR -s 0)")
