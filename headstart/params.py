@@ -288,7 +288,7 @@ def validate(p: TrainParams) -> None:
         _need(losses.get(p.loss).has_dual, "l2_solver", "newton with loss " + repr(p.loss) + " (the dual solver "
               "takes " + ", ".join(n for n in loss_names() if losses.get(n).has_dual) + ")", p.l2_solver)
         _need(p.bias == 0 or p.regularize_bias, "regularize_bias",
-              "true with l2_solver dual and a bias (the dual regularises the bias like LIBLINEAR -s 1 / -s 3 "
+              "true with l2_solver dual and a bias (the dual regularises the bias like LIBLINEAR -s 1 / 3 / 7 "
               "with -B; or bias 0)", p.regularize_bias)
     _need(p.feature_transform in TRANSFORMS, "feature_transform", f"one of {', '.join(TRANSFORMS)}",
           p.feature_transform)

@@ -2,7 +2,8 @@
 l1-exact``) every label by newGLMNET (:mod:`headstart.solver.glmnet`) or, with
 ``l1_solver="cdn"``, by CDN (:mod:`headstart.solver.cdn`) over X by columns; with
 ``l2_solver="dual"`` (L2, a loss with a dual) by dual coordinate descent
-(:mod:`headstart.solver.dual`, LIBLINEAR -s 1 / -s 3) over X by rows.
+(:mod:`headstart.solver.dual`, LIBLINEAR -s 1 / -s 3; :mod:`headstart.solver.dual_lr`,
+-s 7) over X by rows.
 
 Why a path of its own: the Newton-CG core of :mod:`.kernel` needs a twice
 differentiable objective (DiSMEC++'s ``l1`` is the Huber function for that reason),
