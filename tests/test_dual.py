@@ -167,3 +167,26 @@ def test_cli_trains_predicts_and_evaluates_with_the_dual(tmp_path, bibtex_dir):
     r = subprocess.run([sys.executable, "-m", "headstart", "train", str(train), "-o", str(tmp_path / "m2"),
                         "--l2-solver", "dual", "--num-labels", "4"], capture_output=True, text=True)
     assert r.returncode != 0 and "regularize_bias" in r.stderr and not (tmp_path / "m2").exists()
+
+
+@pytest.mark.parametrize("options", ["-s 1 -B 1", "-s 7 -B 1", "-s 6 -B 1"])
+def test_labels_without_positives_share_one_solve(bibtex, options):
+    """Labels without positives (or without negatives) pose one and the same problem: a
+    chunk solves the first and copies it to the others (training/coordinate.py).  The
+    weights are those of solving each one alone (chunks of one label), bit for bit, and
+    equal among themselves; the copies report no time."""
+    X, Y = bibtex
+    n = X.shape[0]
+    empty = sp.csr_matrix((n, 3))
+    full = sp.csr_matrix(np.ones((n, 2)))
+    Y2 = sp.hstack([Y[:, :2], empty, full, Y[:, 2:3], empty]).tocsr()   # labels 2-4, 8: none; 5, 6: all
+    labels = np.arange(Y2.shape[1])
+    p = TrainParams.from_liblinear(options, threads=1)
+    W1, b1, st1 = train_labels(X, Y2, p, labels)                         # one chunk: shared solves
+    W2, b2, _ = train_labels(X, Y2, p.replace(threads=2), labels, chunk_size=1)   # every label alone
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+    for group in ([2, 3, 4, 8], [5, 6]):
+        for j in group[1:]:
+            assert (W1[j] != W1[group[0]]).nnz == 0 and b1[j] == b1[group[0]]
+            assert st1["seconds"][j] == 0.0 and st1["f_final"][j] == st1["f_final"][group[0]]
+    assert b1[2] < 0 < b1[5] and np.all(st1["status"] == 0)
