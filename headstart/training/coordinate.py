@@ -168,6 +168,21 @@ def _solved_before(cls, cp, cn, tk, tc):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _label_or_copy(k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_neg, tk, tc, indptr, indices, data,
+                   nnz, intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time):
+    """Set up label j (the k-th of the chunk); where an earlier label of the chunk posed
+    the same problem, copy its result instead.  Returns (positives, cp, cn, its uniform
+    class, copied, indices, data, nnz)."""
+    npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
+    cls = _uniform_class(npos, n)
+    kt = _solved_before(cls, cp, cn, tk, tc)
+    if kt >= 0:
+        indices, data, nnz = _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_act,
+                                         rec_step, rec_cg, rec_time)
+    return npos, cp, cn, cls, kt >= 0, indices, data, nnz
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _remember(cls, k, cp, cn, tk, tc):
     if cls >= 0:
         tk[cls] = k
@@ -218,12 +233,10 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
             started = k
             break
         j = labels[k]
-        npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
-        cls = _uniform_class(npos, n)
-        kt = _solved_before(cls, cp, cn, tk, tc)
-        if kt >= 0:
-            indices, data, nnz = _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_act,
-                                             rec_step, rec_cg, rec_time)
+        npos, cp, cn, cls, copied, indices, data, nnz = _label_or_copy(
+            k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_neg, tk, tc, indptr, indices, data, nnz,
+            intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time)
+        if copied:
             continue
         # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
         tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
@@ -279,12 +292,10 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
             started = k
             break
         j = labels[k]
-        npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
-        cls = _uniform_class(npos, n)
-        kt = _solved_before(cls, cp, cn, tk, tc)
-        if kt >= 0:
-            indices, data, nnz = _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_act,
-                                             rec_step, rec_cg, rec_time)
+        npos, cp, cn, cls, copied, indices, data, nnz = _label_or_copy(
+            k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_neg, tk, tc, indptr, indices, data, nnz,
+            intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time)
+        if copied:
             continue
         t0 = now() if timing else 0.0
         cycles = min(max_iter, switch_after) if switch_after > 0 else max_iter
