@@ -70,6 +70,17 @@ class BoxDual(NamedTuple):
     """Selects :func:`solve` (losses that register ``dual_box``) in :func:`solve_dual`."""
 
 
+def register_method(cls, solve_fn) -> None:
+    """Make ``solve_dual(cls(), ...)`` call ``solve_fn(...)`` (the arguments after the
+    marker, those of :func:`solve`): how a dual method plugs into the trainer."""
+    def impl(DM, RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
+             abort):
+        return solve_fn(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k,
+                        timing, abort)
+
+    implement(solve_dual, cls, impl)
+
+
 @njit(cache=True, nogil=True)
 def row_norms(RP):
     """||x_i||^2 with the bias feature: the label-independent part of Q_ii."""
@@ -246,10 +257,4 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     return status, it, steps, f0, f, spread0, spread
 
 
-def _solve(DM, RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
-           abort):
-    return solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
-                 abort)
-
-
-implement(solve_dual, BoxDual, _solve)
+register_method(BoxDual, solve)

@@ -32,8 +32,7 @@ import math
 from typing import NamedTuple
 
 from .._compile import njit
-from ..objective._typed import implement
-from .dual import primal, record_cycle, row_axpy, row_score, solve_dual
+from .dual import primal, record_cycle, register_method, row_axpy, row_score
 from .glmnet import new_rng, record_end, record_iteration, shuffle
 from .newton import CONVERGED, MAX_ITER, RUNNING, now
 
@@ -151,10 +150,4 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     return status, it, steps, f0, f, gmax0, gmax
 
 
-def _solve(DM, RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
-           abort):
-    return solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, rec_cg, rec_time, k, timing,
-                 abort)
-
-
-implement(solve_dual, LogisticDual, _solve)
+register_method(LogisticDual, solve)

@@ -41,7 +41,9 @@ from ..solver import glmnet
 from ..shortlist import core_adapter as core
 from ..solver.newton import MAX_ITER, now, settings
 from ..params import TrainParams
-from .kernel import _grow
+from .kernel import STAT_FIELDS, _grow
+
+_SECONDS = STAT_FIELDS.index("seconds")
 
 #: LIBLINEAR's dual_solver_max_iter: -s 1 finishes by the primal Newton method after it
 DUAL_CYCLES_BEFORE_NEWTON = 300
@@ -70,16 +72,12 @@ def _nothing(indptr, indices, data, intercept, stats):
 
 
 @njit(cache=True, nogil=True)
-def _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg):
-    """y (+1 / -1 per instance) of label j; returns (positives, cp, cn)."""
-    pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
+def _label_setup(y, y_indptr, y_indices, j, n):
+    """y (+1 / -1 per instance) of label j."""
     for i in range(n):
         y[i] = -1
-    for i in pos:
+    for i in y_indices[y_indptr[j]: y_indptr[j + 1]]:
         y[i] = 1
-    cp = cost_scale * (cost_pos[j] if cost_pos.size > 0 else 1.0)
-    cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
-    return pos.size, cp, cn
 
 
 @njit(cache=True, nogil=True)
@@ -149,7 +147,7 @@ def _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_
     intercept[k] = intercept[kt]
     for c in range(stats.shape[1]):
         stats[k, c] = stats[kt, c]
-    stats[k, 11] = 0.0
+    stats[k, _SECONDS] = 0.0
     for q in range(rec_f.shape[1]):
         rec_f[k, q] = rec_f[kt, q]
         rec_act[k, q] = rec_act[kt, q]
@@ -173,12 +171,16 @@ def _label_or_copy(k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_n
     """Set up label j (the k-th of the chunk); where an earlier label of the chunk posed
     the same problem, copy its result instead.  Returns (positives, cp, cn, its uniform
     class, copied, indices, data, nnz)."""
-    npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
+    npos = y_indptr[j + 1] - y_indptr[j]
+    cp = cost_scale * (cost_pos[j] if cost_pos.size > 0 else 1.0)
+    cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
     cls = _uniform_class(npos, n)
     kt = _solved_before(cls, cp, cn, tk, tc)
-    if kt >= 0:
+    if kt >= 0:   # a copy needs no labels: y is filled (O(n)) only for a label solved
         indices, data, nnz = _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_act,
                                          rec_step, rec_cg, rec_time)
+    else:
+        _label_setup(y, y_indptr, y_indices, j, n)
     return npos, cp, cn, cls, kt >= 0, indices, data, nnz
 
 
