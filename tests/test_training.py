@@ -545,3 +545,38 @@ def test_a_time_budget_that_leaves_gaps_gives_a_model_with_gaps(tmp_path, monkey
     np.testing.assert_array_equal(back.weights.toarray(), W[2:])
     top = predict_topk(back, X[:50], k=10)[0]
     assert np.isin(top, keep).all()
+
+
+@pytest.mark.parametrize("init", ["aop", "zero"])
+def test_labels_without_positives_share_one_solve(bibtex, tmp_path, init):
+    """With a regularised bias a label without positives (or without negatives) is a
+    solve of its own, and all of them of equal costs are one problem: a chunk trains the
+    first and gives its result to the others (training/sharing.py) -- bit for bit what
+    chunks of one label give, trajectories included, copies reporting no time.  (zero
+    runs the direction groups, aop does not.)  A pretrained start depends on the label
+    itself: then every label is trained."""
+    X, Y = bibtex
+    n = X.shape[0]
+    Y2 = sp.hstack([Y[:, :2], sp.csr_matrix((n, 3)), sp.csr_matrix(np.ones((n, 2))), Y[:, 2:3],
+                    sp.csr_matrix((n, 1))]).tocsr()               # labels 2-4, 8: no positive; 5, 6: all
+    labels = np.arange(Y2.shape[1])
+    p = TrainParams(init=init, regularize_bias=True, prune=0.0, threads=1)
+    W1, b1, st1 = train_labels(X, Y2, p, labels)
+    W2, b2, st2 = train_labels(X, Y2, p.replace(threads=2), labels, chunk_size=1)
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+    for group in ([2, 3, 4, 8], [5, 6]):
+        assert st1["iterations"][group[0]] > 0                   # a real solve (regularised bias)
+        for j in group[1:]:
+            assert (W1[j] != W1[group[0]]).nnz == 0 and b1[j] == b1[group[0]]
+            assert st1["seconds"][j] == 0.0 and st1["iterations"][j] == st1["iterations"][group[0]]
+            assert st2["seconds"][j] > 0.0                       # trained alone there
+            np.testing.assert_array_equal(st1.trajectory(j, "objective"), st2.trajectory(j, "objective"))
+            assert not st1.trajectory(j, "seconds").any() and st2.trajectory(j, "seconds").all()
+    np.testing.assert_array_equal(st1.trajectory(7, "objective"), st2.trajectory(7, "objective"))
+    assert b1[2] < 0 < b1[5]
+    base = OvAClassifier(prune=0.0, threads=1).fit(X, Y[:, :9])
+    base.save(str(tmp_path / "m"))
+    warm = OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), regularize_bias=True, prune=0.0,
+                         threads=1).fit(X, Y2)
+    W = warm.coef_.tocsr()
+    assert all((W[j] != W[2]).nnz > 0 for j in (3, 4, 8))     # different starts, different stops

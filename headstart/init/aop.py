@@ -44,6 +44,7 @@ class AopPlan(NamedTuple):
 
 class AverageOfPositives(Initializer):
     name = "aop"
+    label_free = True     # (see Initializer.label_free)
 
     def __init__(self, s: float = 1.0, t: float = -2.0):
         self.s, self.t = float(s), float(t)

@@ -82,6 +82,11 @@ class Initializer:
     #: sparse, and the trainer then forms no direction groups (trainer.use_groups).
     #: False, the safe default, only costs a first run the groups' compile time.
     sparse_start = False
+    #: True when the start is a function of the label's positives alone (its per-label
+    #: kernel ignores ``label``): labels without positives (negatives) of equal costs are
+    #: then one problem, solved once per chunk (training/sharing.py).  False, the safe
+    #: default, solves each such label itself.
+    label_free = False
 
     def prepare(self, ctx: TrainingContext):  # pragma: no cover - interface
         raise NotImplementedError

@@ -29,6 +29,7 @@ plan_kernel(BiasPlan, _start)
 
 class BiasInit(Initializer):
     name = "bias"
+    label_free = True     # (see Initializer.label_free)
 
     def __init__(self, value: float = -1.0):
         self.value = float(value)

@@ -10,6 +10,7 @@ from .shared import shared_plan
 
 class MeanInit(Initializer):
     name = "mean"
+    label_free = True     # (see Initializer.label_free)
 
     def prepare(self, ctx):
         return shared_plan(ctx.problem, -ctx.xmean)

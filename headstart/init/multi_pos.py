@@ -101,6 +101,7 @@ plan_restriction(MultiPosPlan, _local)
 
 class MultiPositive(Initializer):
     name = "multi-pos"
+    label_free = True     # (see Initializer.label_free)
 
     def __init__(self, s: float, t: float, max_pos: int):
         self.s, self.t, self.max_pos = float(s), float(t), int(max_pos)

@@ -19,6 +19,8 @@ from .shared import shared_plan
 
 
 class OvAPrimal(Initializer):
+    label_free = True     # one start for every label (see Initializer.label_free)
+
     def __init__(self, strict: bool = False):
         self.strict = strict
         self.name = "ovap-strict" if strict else "ovap"

@@ -22,6 +22,7 @@ plan_kernel(ZeroPlan, _start)
 
 class ZeroInit(Initializer):
     name = "zero"
+    label_free = True     # (see Initializer.label_free)
 
     def prepare(self, ctx):
         return ZeroPlan()

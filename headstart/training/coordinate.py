@@ -41,9 +41,8 @@ from ..solver import glmnet
 from ..shortlist import core_adapter as core
 from ..solver.newton import MAX_ITER, now, settings
 from ..params import TrainParams
-from .kernel import STAT_FIELDS, _grow
-
-_SECONDS = STAT_FIELDS.index("seconds")
+from .kernel import _grow
+from .sharing import SameProblems
 
 #: LIBLINEAR's dual_solver_max_iter: -s 1 finishes by the primal Newton method after it
 DUAL_CYCLES_BEFORE_NEWTON = 300
@@ -72,12 +71,16 @@ def _nothing(indptr, indices, data, intercept, stats):
 
 
 @njit(cache=True, nogil=True)
-def _label_setup(y, y_indptr, y_indices, j, n):
-    """y (+1 / -1 per instance) of label j."""
+def _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg):
+    """y (+1 / -1 per instance) of label j; returns (positives, C+, C-)."""
+    pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
     for i in range(n):
         y[i] = -1
-    for i in y_indices[y_indptr[j]: y_indptr[j + 1]]:
+    for i in pos:
         y[i] = 1
+    cp = cost_scale * (cost_pos[j] if cost_pos.size > 0 else 1.0)
+    cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
+    return pos.size, cp, cn
 
 
 @njit(cache=True, nogil=True)
@@ -102,94 +105,24 @@ def _keep(w, d, bias, prune, indices, data, nnz, intercept, k):
 
 # A label without positives (or without negatives) poses the same problem as every other
 # such label of equal costs: y is -1 (+1) everywhere.  Its solve takes a fixed seed
-# instead of the label id, so that every one of them would take the same steps to the
-# same weights; a chunk then solves the first one and copies its result to the others,
-# bit for bit what their own solves would give, whatever the chunking (threads, shards).
-# A label space with many unused labels (a test-only label, ids with gaps) otherwise costs
-# a full coordinate-descent solve per empty label: on bibtex 7.5 ms each with -s 7.
+# instead of the label id, so that every one of them takes the same steps to the same
+# weights; a chunk then solves only the first one and the others take its result
+# (training/sharing.py), bit for bit what their own solves would give, whatever the
+# chunking (threads, shards).  A label space with many unused labels (a test-only label,
+# ids with gaps) otherwise costs a full solve per empty label: on bibtex 7.5 ms each
+# with -s 7.
 SEED_NO_POSITIVE = 1 << 40
 SEED_NO_NEGATIVE = (1 << 40) + 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _uniform_class(npos, n):
-    """0 for a label without positives, 1 for one without negatives, -1 otherwise."""
+def _seed(npos, n, j):
+    """The random order's seed of label j (npos of n instances positive)."""
     if npos == 0:
-        return 0
-    if npos == n:
-        return 1
-    return -1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _seed(cls, j):
-    if cls == 0:
         return SEED_NO_POSITIVE
-    if cls == 1:
+    if npos == n:
         return SEED_NO_NEGATIVE
     return j
-
-
-@njit(cache=True, nogil=True)
-def _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time):
-    """Label k's result as a copy of label kt's (the same problem, solved earlier in the
-    chunk): its kept weights, intercept, statistics and records (time 0: nothing ran).
-    Returns (indices, data, nnz)."""
-    a = indptr[kt]
-    b = indptr[kt + 1]
-    indices = _grow(indices, nnz + (b - a))
-    data = _grow(data, nnz + (b - a))
-    for p in range(a, b):
-        indices[nnz] = indices[p]
-        data[nnz] = data[p]
-        nnz += 1
-    indptr[k + 1] = nnz
-    intercept[k] = intercept[kt]
-    for c in range(stats.shape[1]):
-        stats[k, c] = stats[kt, c]
-    stats[k, _SECONDS] = 0.0
-    for q in range(rec_f.shape[1]):
-        rec_f[k, q] = rec_f[kt, q]
-        rec_act[k, q] = rec_act[kt, q]
-        rec_step[k, q] = rec_step[kt, q]
-        rec_cg[k, q] = rec_cg[kt, q]
-        rec_time[k, q] = 0.0
-    return indices, data, nnz
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _solved_before(cls, cp, cn, tk, tc):
-    """The chunk index of an earlier label of the same uniform class and costs, or -1."""
-    if cls >= 0 and tk[cls] >= 0 and tc[cls, 0] == cp and tc[cls, 1] == cn:
-        return tk[cls]
-    return -1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _label_or_copy(k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_neg, tk, tc, indptr, indices, data,
-                   nnz, intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time):
-    """Set up label j (the k-th of the chunk); where an earlier label of the chunk posed
-    the same problem, copy its result instead.  Returns (positives, cp, cn, its uniform
-    class, copied, indices, data, nnz)."""
-    npos = y_indptr[j + 1] - y_indptr[j]
-    cp = cost_scale * (cost_pos[j] if cost_pos.size > 0 else 1.0)
-    cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
-    cls = _uniform_class(npos, n)
-    kt = _solved_before(cls, cp, cn, tk, tc)
-    if kt >= 0:   # a copy needs no labels: y is filled (O(n)) only for a label solved
-        indices, data, nnz = _copy_label(kt, k, indptr, indices, data, nnz, intercept, stats, rec_f, rec_act,
-                                         rec_step, rec_cg, rec_time)
-    else:
-        _label_setup(y, y_indptr, y_indices, j, n)
-    return npos, cp, cn, cls, kt >= 0, indices, data, nnz
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _remember(cls, k, cp, cn, tk, tc):
-    if cls >= 0:
-        tk[cls] = k
-        tc[cls, 0] = cp
-        tc[cls, 1] = cn
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -226,8 +159,6 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
     indptr, indices, data, intercept, stats = _chunk_buffers(nl)
     nnz = 0
     started = nl
-    tk = np.full(2, -1, dtype=np.int64)   # the chunk's solved label without positives / negatives
-    tc = np.zeros((2, 2))                 # and its costs (cp, cn)
     for k in range(nl):
         if abort[0] != 0:
             return _nothing(indptr, indices, data, intercept, stats)
@@ -235,15 +166,11 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
             started = k
             break
         j = labels[k]
-        npos, cp, cn, cls, copied, indices, data, nnz = _label_or_copy(
-            k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_neg, tk, tc, indptr, indices, data, nnz,
-            intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time)
-        if copied:
-            continue
+        npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
         # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
         tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
         t0 = now() if timing else 0.0
-        seed = _seed(cls, j)
+        seed = _seed(npos, n, j)
         if cdn is not None:   # (None: newGLMNET, and CDN's branch is not compiled)
             status, iters, cycles, f0, f, g0, g = cdn_solver.solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f,
                                                                    rec_act, rec_step, rec_cg, rec_time, k, timing,
@@ -258,7 +185,6 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
         indices, data, nnz, dist = _keep(W.w, d, CP.bias, prune, indices, data, nnz, intercept, k)
         indptr[k + 1] = nnz
         _record(stats[k], npos, status, iters, cycles, f0, f, g0, g, tol * g0, dist, seconds, nnz - start)
-        _remember(cls, k, cp, cn, tk, tc)
     return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
         stats[:started], started
 
@@ -285,8 +211,6 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
     indptr, indices, data, intercept, stats = _chunk_buffers(nl)
     nnz = 0
     started = nl
-    tk = np.full(2, -1, dtype=np.int64)   # the chunk's solved label without positives / negatives
-    tc = np.zeros((2, 2))                 # and its costs (cp, cn)
     for k in range(nl):
         if abort[0] != 0:
             return _nothing(indptr, indices, data, intercept, stats)
@@ -294,15 +218,11 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
             started = k
             break
         j = labels[k]
-        npos, cp, cn, cls, copied, indices, data, nnz = _label_or_copy(
-            k, j, y, y_indptr, y_indices, n, cost_scale, cost_pos, cost_neg, tk, tc, indptr, indices, data, nnz,
-            intercept, stats, rec_f, rec_act, rec_step, rec_cg, rec_time)
-        if copied:
-            continue
+        npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
         t0 = now() if timing else 0.0
         cycles = min(max_iter, switch_after) if switch_after > 0 else max_iter
         status, iters, steps, f0, f, g0, g = dual_solver.solve_dual(DM, RP, W, xsq, y, cp, cn, epsilon, cycles,
-                                                                    _seed(cls, j),
+                                                                    _seed(npos, n, j),
                                                                     rec_f, rec_act, rec_step, rec_cg, rec_time, k,
                                                                     timing, abort)
         if abort[0] != 0:
@@ -326,7 +246,6 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
         indices, data, nnz, dist = _keep(W.w, d, RP.bias, prune, indices, data, nnz, intercept, k)
         indptr[k + 1] = nnz
         _record(stats[k], npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, nnz - start)
-        _remember(cls, k, cp, cn, tk, tc)
     return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
         stats[:started], started
 
@@ -431,7 +350,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
         chunks, threads, lambda: ((new_work(n, d), np.empty(n, dtype=np.int8)), make_records(chunk_size, cap)),
         lambda chunk, state, rec, abort_flag: call(chunk, *state, rec, abort_flag, deadline),
         cap=cap, reg_scale=params.reg_scale, trajectories=trajectories, d_out=d_out, order=order, sink=sink,
-        collect=collect, progress=progress, deadline=deadline)
+        collect=collect, progress=progress, deadline=deadline, same=SameProblems(y_indptr, n, cost_pos, cost_neg))
     del P
     weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
     stats.meta.update({"init": "zero", "solver": method, "init_prepare_seconds": 0.0,

@@ -32,6 +32,7 @@ from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, train_ch
 from . import pages
 from .locality import FeatureOrder, renumber
 from .packed import PackedRows
+from .sharing import SameProblems, solve_chunk
 from .stats import TrainingStats
 
 log = logging.getLogger(__name__)
@@ -268,9 +269,12 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         return train_chunk(P, S, WSo, OSo, B, plan, post, colsum, y_indptr, y_indices, chunk, params.epsilon,
                            d1_zero, cost_scale, cost_pos, cost_neg, deadline, abort_flag, rf, ra, rs, rc, rt, timing)
 
+    # labels without positives (negatives) of equal costs: one solve per chunk, unless
+    # the start depends on the label itself (a pretrained model's rows)
+    same = SameProblems(y_indptr, n, cost_pos, cost_neg) if init.label_free else None
     results, stats_parts = run_chunks(chunks, threads, new_state, kernel, cap=cap, reg_scale=params.reg_scale,
                                       trajectories=trajectories, d_out=d_out, order=order, sink=sink,
-                                      collect=collect, progress=progress, deadline=deadline)
+                                      collect=collect, progress=progress, deadline=deadline, same=same)
     # the renumbered X and the init's plan are not needed for the assembly
     del P, X, plan, colsum, y_indices, y_indptr, kernel
     weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
@@ -288,7 +292,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
 def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], tuple], kernel: Callable, *,
                cap: int, reg_scale: float, trajectories: bool, d_out: int, order: FeatureOrder | None,
                sink: Callable[[ChunkResult], None] | None, collect: bool, progress: Callable[[int], None] | None,
-               deadline: float) -> tuple[list[ChunkResult], list[TrainingStats]]:
+               deadline: float, same: SameProblems | None = None) -> tuple[list[ChunkResult], list[TrainingStats]]:
     """Train ``chunks`` of labels in ``threads`` threads: the orchestration every chunk
     kernel shares (the Newton-CG lanes of :func:`.kernel.train_chunk`, exact L1's
     :func:`.coordinate.train_chunk`).
@@ -300,7 +304,9 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
     statistics and weights over the ``d_out`` original features, goes to ``sink``, and
     (``collect``) is kept packed.  Returns (the kept chunks, or [] ; the statistics of
     the chunks not kept).  No chunk starts after ``deadline``; a worker's exception (or
-    Ctrl-C) sets the abort flag the kernels read, and is raised once all have stopped."""
+    Ctrl-C) sets the abort flag the kernels read, and is raised once all have stopped.
+    With ``same``, labels of a chunk that pose the same problem as an earlier one take
+    its result instead of a solve of their own (:mod:`.sharing`)."""
     results: list[ChunkResult] = []
     stats_parts: list[TrainingStats] = []
     lock = threading.Lock()
@@ -313,7 +319,8 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
     def run_chunk(chunk: np.ndarray, state, rec) -> None:
         if deadline and time.perf_counter() > deadline:
             return
-        indptr, indices, data, intercept, table, started = kernel(chunk, state, rec, abort.flag)
+        copy_of = same.copies(chunk) if same is not None else None
+        indptr, indices, data, intercept, table, started = solve_chunk(kernel, chunk, copy_of, state, rec, abort.flag)
         if started < chunk.size:
             chunk = chunk[:started]      # the time budget ran out inside this chunk
             if started == 0:

@@ -1,0 +1,92 @@
+"""training/sharing.py on its own: which labels of a chunk pose the same problem, and how
+a kernel's results over the others are spread back (a stand-in kernel whose rows name
+the label they were computed for)."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from headstart.training.kernel import STAT_FIELDS
+from headstart.training.sharing import SameProblems, solve_chunk
+
+SECONDS = STAT_FIELDS.index("seconds")
+
+
+def _same(counts, n, cost_pos=np.zeros(0), cost_neg=np.zeros(0)):
+    return SameProblems(np.concatenate([[0], np.cumsum(counts)]), n, cost_pos, cost_neg)
+
+
+def test_labels_without_positives_or_negatives_of_equal_costs_copy_the_first():
+    # 10 instances; labels 0..7 with these positive counts
+    same = _same([3, 0, 10, 0, 5, 10, 0, 0], 10)
+    chunk = np.arange(8)
+    np.testing.assert_array_equal(same.copies(chunk), [-1, -1, -1, 1, -1, 2, 1, 1])
+    # positions, not label ids: a chunk of labels 3, 6, 5, 2
+    np.testing.assert_array_equal(same.copies(np.array([3, 6, 5, 2])), [-1, 0, -1, 2])
+    assert same.copies(np.array([0, 1, 2, 4])) is None        # no two of a kind
+    # different costs: different problems
+    weighted = _same([0, 0, 0], 10, cost_pos=np.array([1.0, 2.0, 1.0]), cost_neg=np.ones(3))
+    np.testing.assert_array_equal(weighted.copies(np.arange(3)), [-1, -1, 0])
+    # no instance at all: every label is both kinds, one problem
+    np.testing.assert_array_equal(_same([0, 0], 0).copies(np.arange(2)), [-1, 0])
+
+
+def _kernel(seen, stop_after=None):
+    """A kernel that trains label j into row [j, j+1, ..., j+j%3] (values j), intercept
+    -j, a statistics row of j's, records j at iterations 0..1; it starts only the first
+    ``stop_after`` labels (a deadline)."""
+    def kernel(chunk, state, rec, abort_flag):
+        seen.append(chunk.copy())
+        started = chunk.size if stop_after is None else min(stop_after, chunk.size)
+        rows = [np.arange(j, j + j % 3 + 1) for j in chunk[:started]]
+        indptr = np.concatenate([[0], np.cumsum([r.size for r in rows])]).astype(np.int64)
+        indices = np.concatenate(rows + [np.zeros(0, int)]).astype(np.int32)
+        data = indices.astype(np.float32)
+        table = np.repeat(chunk[:started, None].astype(float), len(STAT_FIELDS), axis=1)
+        table[:, STAT_FIELDS.index("iterations")] = 1
+        for a in rec:
+            a[:started, :2] = chunk[:started, None]
+        return indptr, indices, data, -chunk[:started].astype(np.float32), table, started
+    return kernel
+
+
+def _records(rows, cap):
+    return tuple(np.zeros((rows, cap)) for _ in range(5))
+
+
+def test_results_are_spread_back_in_chunk_order():
+    chunk = np.array([4, 7, 9, 11, 12, 20])
+    copy_of = np.array([-1, -1, 0, 1, -1, 0])
+    seen = []
+    rec = _records(8, 3)
+    indptr, indices, data, intercept, table, started = solve_chunk(_kernel(seen), chunk, copy_of, None, rec, None)
+    np.testing.assert_array_equal(seen[0], [4, 7, 12])               # the copies are not trained
+    assert started == 6
+    src = np.array([4, 7, 4, 7, 12, 4])
+    W = sp.csr_matrix((data, indices, indptr), shape=(6, 30)).toarray()
+    for k, j in enumerate(src):
+        np.testing.assert_array_equal(np.flatnonzero(W[k]), np.arange(j, j + j % 3 + 1))
+        assert intercept[k] == -j and table[k, 0] == j
+        assert all(a[k, 0] == j and a[k, 2] == 0 for i, a in enumerate(rec) if i != 3)
+    np.testing.assert_array_equal(table[:, SECONDS], [4, 7, 0, 0, 12, 0])
+    np.testing.assert_array_equal(rec[3][:6, 0], [4, 7, 0, 0, 12, 0])   # the copies' iteration times
+
+
+def test_a_deadline_keeps_the_copies_of_labels_started():
+    chunk = np.array([4, 7, 9, 11, 12, 20])
+    copy_of = np.array([-1, -1, 0, 1, -1, 0])
+    # the kernel starts 4 and 7 only: kept are positions 0-3 (12 was not started)
+    out = solve_chunk(_kernel([], stop_after=2), chunk, copy_of, None, _records(8, 3), None)
+    indptr, _, _, intercept, table, started = out
+    assert started == 4 and indptr.size == 5 and table.shape[0] == 4
+    np.testing.assert_array_equal(intercept, [-4, -7, -4, -7])
+    # nothing started (an abort): nothing kept
+    assert solve_chunk(_kernel([], stop_after=0), chunk, copy_of, None, _records(8, 3), None)[5] == 0
+
+
+def test_without_copies_the_kernel_sees_the_chunk_unchanged():
+    seen = []
+    chunk = np.array([1, 2, 3])
+    out = solve_chunk(_kernel(seen), chunk, None, None, _records(4, 3), None)
+    np.testing.assert_array_equal(seen[0], chunk)
+    assert out[5] == 3
