@@ -405,17 +405,64 @@ def test_ensemble_scores_are_the_mean_of_its_trees_and_round_trip(bibtex, tmp_pa
         fit_ensemble(X, Y, trees=0)
 
 
-def test_dense_features_and_empty_labels():
+@pytest.mark.parametrize("liblinear", [None, "-s 1 -B 1", "-s 6 -B 1"])
+def test_dense_features_and_empty_labels(liblinear):
+    """Labels without positives (more than K: a subtree of their own, whose nodes have
+    no instance) on every kind of node training: Newton (shortlisted), the dual and
+    exact L1 (a call per node; a node without rows has the all-zero minimiser)."""
     rng = np.random.default_rng(4)
     n, d, L = 120, 8, 30
     X = rng.normal(size=(n, d)).astype(np.float32)
     Y = np.zeros((n, L), dtype=np.float32)
     Y[np.arange(n), rng.integers(0, 20, n)] = 1          # labels 20..29 have no positives
-    m = fit_tree(X, sp.csr_matrix(Y), TrainParams(**FAST), branching=4, max_depth=3)
+    p = TrainParams(**FAST) if liblinear is None else TrainParams.from_liblinear(liblinear, threads=1)
+    m = fit_tree(X, sp.csr_matrix(Y), p, branching=4, max_depth=3)
     _check_tree(m.tree, L, 4, 3)
     labels, scores = m.predict_topk(X, 3)
     assert labels.shape == (n, 3) and np.all(np.isfinite(scores))
     assert np.array_equal(m.label_counts(), Y.sum(axis=0).astype(np.int64))
+    assert np.isin(labels[:, 0], np.arange(20)).all()     # the empty labels rank below the others
+    if liblinear is not None:
+        Yr = sp.csr_matrix(Y)
+        under = node_labels(m.tree)
+        W = m.model.weights.tocsr()
+        empty = [v for v in range(m.tree.num_nodes)
+                 if node_problem(Yr, Yr.tocsc(), m.tree, v, under)[0].size == 0]
+        assert empty                                       # the case is in play
+        for v in empty:
+            a, b = m.tree.node_ptr[v], m.tree.node_ptr[v + 1]
+            assert W[a:b].nnz == 0 and not m.model.intercept[a:b].any()
+
+
+@pytest.mark.parametrize("options,loss", [("-s 1 -c 1 -e 1e-4 -B 1", "squared-hinge"),
+                                          ("-s 7 -c 1 -e 1e-4 -B 1", "logistic")])
+def test_coordinate_descent_nodes_are_liblinears(bibtex, options, loss):
+    """LIBLINEAR's dual solvers (LibMultiLabel's train_tree without options is -s 1)
+    train every node on its rows: each node's outputs reach LIBLINEAR's own primal
+    objective on the node's problem (LIBLINEAR run on those rows, the reference)."""
+    import _reference as ref
+
+    X, Y, _, _ = bibtex
+    X, Y = X[:1500], Y[:1500]
+    m = fit_tree(X, Y, TrainParams.from_liblinear(options, threads=2, max_iter=5000), branching=16)
+    t = m.tree
+    assert t.num_nodes > 1 and t.leaf[1:].any()
+    Yr, Yc = sp.csr_matrix(Y), sp.csc_matrix(Y)
+    under = node_labels(t)
+    W = m.model.weights.tocsr()
+    b = np.asarray(m.model.intercept, dtype=np.float64)
+    for v in [0] + [int(u) for u in np.flatnonzero(t.leaf)[:3]]:
+        rows, T = node_problem(Yr, Yc, t, v, under)
+        Xv = X[rows]
+        Wl, bl = ref.LiblinearOvA(Xv, threads=2).train_all(sp.csr_matrix(T), range(T.shape[1]), options + " -q")
+        Xa = ref.augmented(Xv, 1.0)
+        for k in range(T.shape[1]):
+            y = ref.label_vector(sp.csr_matrix(T), k)
+            r = int(t.node_ptr[v]) + k
+            ours = np.append(W[r].toarray().ravel(), b[r])
+            theirs = np.append(Wl[k], bl[k])
+            f = [0.5 * w @ w + ref._phi(loss, y * (Xa @ w)).sum() for w in (ours, theirs)]
+            assert f[0] <= f[1] * (1 + 1e-3), (v, k, f)
 
 
 def _forge(model_dir: Path, edit) -> None:

@@ -91,11 +91,11 @@ def objective_parts(params, dense: bool = False):
                              "the rescaled columns); use prune")
     if _regularizers.get(params.regularizer).solver != "newton":
         raise ParameterError(f"regularizer {params.regularizer!r} is solved by coordinate descent over every "
-                             f"instance; shortlisted training and the tree take the Newton-CG regularisers "
+                             f"instance; shortlisted training takes the Newton-CG regularisers "
                              f"(l2, l1 (Huber), l1-relaxed, huber, elastic-*)")
     if method_of(params) == "dual":
-        raise ParameterError("l2_solver 'dual' trains over every instance; shortlisted training and the tree "
-                             "take the Newton-CG method (l2_solver 'newton')")
+        raise ParameterError("l2_solver 'dual' trains over every instance; shortlisted training takes the "
+                             "Newton-CG method (l2_solver 'newton')")
     loss = _losses.make(params)
     reg = _regularizers.make(params)
     d1 = float(_losses.get(params.loss).d1_at_zero(params))

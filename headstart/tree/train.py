@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import check_start, compact_columns, train_shortlisted
-from ..params import TrainParams
+from ..params import TrainParams, method_of
 from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
 
@@ -165,12 +165,28 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     # the small nodes' training works at the width of the features that occur where a
     # header declares far more (compact_columns), and its start must be one shortlisted
     # training can restrict: refused here, before the root's training, not after it
-    columns = compact_columns(Xp, node_params, dense=False)
-    Xs = Xp if columns is None else columns.compact(Xp)
-    check_start(node_params, Xs[:1], Yc[:1])
+    #
+    # The coordinate-descent methods (LIBLINEAR -s 1 / 3 / 7 in the dual, -s 5 / 6 exact
+    # L1; LibMultiLabel's train_tree without options is -s 1) have no shortlisted form:
+    # there every node is such a training on its rows, one call each, as LibMultiLabel
+    # trains its nodes (what one call costs beyond its solves: docs/tree.md).
+    coordinate = method_of(node_params) != "newton"
+    if not coordinate:
+        columns = compact_columns(Xp, node_params, dense=False)
+        Xs = Xp if columns is None else columns.compact(Xp)
+        check_start(node_params, Xs[:1], Yc[:1])
     for v in range(tree.num_nodes):
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
-        if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
+        if coordinate and rows.size == 0:
+            # a node of labels without positives (their own subtree): no instance, so
+            # the objective is the regulariser alone, whose minimiser is w = 0 (bias too)
+            m = T.shape[1]
+            blocks[v] = (sp.csr_matrix((m, Xp.shape[1]), dtype=np.float32), np.zeros(m, dtype=np.float32),
+                         np.zeros(m, dtype=np.int64))
+            if progress is not None:
+                progress(m)
+            continue
+        if v == 0 or coordinate or rows.size * T.shape[1] > BIG_NODE_PAIRS:
             model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
             blocks[v] = (model.weights, np.asarray(model.intercept, dtype=np.float32),
