@@ -167,6 +167,19 @@ def test_bad_tree_parameters():
             fit_tree(X, Y, TrainParams(**p), **kw)
 
 
+def test_node_weights_are_stacked_as_vstack_of_their_rows():
+    from headstart.tree.train import _stack_rows
+
+    A = sp.random(9, 30, density=0.3, random_state=1, format="csr", dtype=np.float32)
+    B = sp.random(4, 30, density=0.5, random_state=2, format="csr", dtype=np.float32)
+    blocks = [(B, 0, 4), (A, 0, 3), (None, 0, 2), (A, 3, 3), (A, 3, 9)]
+    W = _stack_rows(blocks, 30)
+    ref = sp.vstack([B, A[:3], sp.csr_matrix((2, 30)), A[3:9]], format="csr")
+    assert W.shape == (15, 30) and W.indices.dtype == np.int32 and W.data.dtype == np.float32
+    np.testing.assert_array_equal(W.indptr, ref.indptr)
+    assert (W != ref).nnz == 0
+
+
 def test_node_problems_match_a_direct_computation():
     rng = np.random.default_rng(2)
     n, L = 60, 12

@@ -111,6 +111,30 @@ def _batch_problems(problems: list[tuple[np.ndarray, sp.csr_matrix]], n: int
     return Yo, S
 
 
+def _stack_rows(blocks: list[tuple], d: int) -> sp.csr_matrix:
+    """The nodes' weights as one CSR, node after node: each block is (W, lo, hi, ...),
+    rows lo:hi of W (None: hi - lo empty rows).  Copied straight into the result: slicing
+    the shortlisted batch's rows per node and stacking the slices held the model's
+    weights three times at the end of training (debian-deps: ~370 MB each)."""
+    rows = sum(hi - lo for _, lo, hi, *_ in blocks)
+    nnz = sum(int(W.indptr[hi] - W.indptr[lo]) for W, lo, hi, *_ in blocks if W is not None)
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int32)
+    data = np.empty(nnz, dtype=np.float32)
+    r = at = 0
+    for W, lo, hi, *_ in blocks:
+        if W is not None:
+            a, b = int(W.indptr[lo]), int(W.indptr[hi])
+            indices[at:at + b - a] = W.indices[a:b]
+            data[at:at + b - a] = W.data[a:b]
+            indptr[r + 1:r + 1 + hi - lo] = W.indptr[lo + 1:hi + 1] - a + at
+            at += b - a
+        else:
+            indptr[r + 1:r + 1 + hi - lo] = at
+        r += hi - lo
+    return sp.csr_matrix((data, indices, indptr), shape=(rows, d))
+
+
 def _check_tree_training(params: TrainParams) -> None:
     """What a tree's problems cannot take: they are its nodes' outputs, not labels, and
     every one of them must be trained."""
@@ -181,15 +205,14 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
             # a node of labels without positives (their own subtree): no instance, so
             # the objective is the regulariser alone, whose minimiser is w = 0 (bias too)
             m = T.shape[1]
-            blocks[v] = (sp.csr_matrix((m, Xp.shape[1]), dtype=np.float32), np.zeros(m, dtype=np.float32),
-                         np.zeros(m, dtype=np.int64))
+            blocks[v] = (None, 0, m, np.zeros(m, dtype=np.float32), np.zeros(m, dtype=np.int64))
             if progress is not None:
                 progress(m)
             continue
         if v == 0 or coordinate or rows.size * T.shape[1] > BIG_NODE_PAIRS:
             model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
-            blocks[v] = (model.weights, np.asarray(model.intercept, dtype=np.float32),
+            blocks[v] = (model.weights, 0, T.shape[1], np.asarray(model.intercept, dtype=np.float32),
                          np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
         else:
             small.append(v)
@@ -205,12 +228,15 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         at = 0
         for v in small:
             m = int(tree.node_ptr[v + 1] - tree.node_ptr[v])
-            blocks[v] = (Wr[at:at + m], br[at:at + m], counts[at:at + m])
+            blocks[v] = (Wr, at, at + m, br[at:at + m], counts[at:at + m])
             at += m
-    W = sp.vstack([b[0] for b in blocks], format="csr", dtype=np.float32)
-    ova = OvAModel(weights=W, intercept=np.concatenate([b[1] for b in blocks]).astype(np.float32),
-                   n_features=data.n_features, label_space=tree.num_outputs, params=params,
-                   preprocessing=data.preprocessing, label_counts=np.concatenate([b[2] for b in blocks]),
+        del Wr    # (held by the blocks until they are stacked)
+    W = _stack_rows(blocks, Xp.shape[1])
+    intercept = np.concatenate([b[3] for b in blocks]).astype(np.float32)
+    label_counts = np.concatenate([b[4] for b in blocks])
+    del blocks
+    ova = OvAModel(weights=W, intercept=intercept, n_features=data.n_features, label_space=tree.num_outputs,
+                   params=params, preprocessing=data.preprocessing, label_counts=label_counts,
                    n_train=data.n_train)
     ova.extensions["tree"] = tree_extension(tree, data.label_space, branching, max_depth, seed)
     return TreeModel(ova, tree, data.label_space, build_seconds=build_seconds, compile_seconds=compile_seconds,
