@@ -185,6 +185,9 @@ def test_labels_without_positives_share_one_solve(bibtex, options):
     W1, b1, st1 = train_labels(X, Y2, p, labels)                         # one chunk: shared solves
     W2, b2, _ = train_labels(X, Y2, p.replace(threads=2), labels, chunk_size=1)   # every label alone
     assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+    npos = np.diff(Y2.tocsc().indptr)
+    kinds = [npos == 0, npos == n]                        # one solve per kind, the others copy it
+    assert st1.meta["shared_solves"] == sum(int(k.sum()) - int(k.any()) for k in kinds) >= 4
     for group in ([2, 3, 4, 8], [5, 6]):
         for j in group[1:]:
             assert (W1[j] != W1[group[0]]).nnz == 0 and b1[j] == b1[group[0]]

@@ -564,6 +564,9 @@ def test_labels_without_positives_share_one_solve(bibtex, tmp_path, init):
     W1, b1, st1 = train_labels(X, Y2, p, labels)
     W2, b2, st2 = train_labels(X, Y2, p.replace(threads=2), labels, chunk_size=1)
     assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+    npos = np.diff(Y2.tocsc().indptr)
+    kinds = [npos == 0, npos == n]                        # one solve per kind, the others copy it
+    assert st1.meta["shared_solves"] == sum(int(k.sum()) - int(k.any()) for k in kinds) >= 4
     for group in ([2, 3, 4, 8], [5, 6]):
         assert st1["iterations"][group[0]] > 0                   # a real solve (regularised bias)
         for j in group[1:]:

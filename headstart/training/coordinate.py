@@ -346,17 +346,18 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     compile_seconds = time.perf_counter() - t0
 
     t_train = time.perf_counter()
+    same = SameProblems(y_indptr, n, cost_pos, cost_neg)
     results, stats_parts = run_chunks(
         chunks, threads, lambda: ((new_work(n, d), np.empty(n, dtype=np.int8)), make_records(chunk_size, cap)),
         lambda chunk, state, rec, abort_flag: call(chunk, *state, rec, abort_flag, deadline),
         cap=cap, reg_scale=params.reg_scale, trajectories=trajectories, d_out=d_out, order=order, sink=sink,
-        collect=collect, progress=progress, deadline=deadline, same=SameProblems(y_indptr, n, cost_pos, cost_neg))
+        collect=collect, progress=progress, deadline=deadline, same=same)
     del P
     weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
     stats.meta.update({"init": "zero", "solver": method, "init_prepare_seconds": 0.0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
-                       "threads": threads, "lanes": 1, "groups": False})
+                       "threads": threads, "lanes": 1, "groups": False, "shared_solves": same.copied})
     if collect:
         report_problems(stats)
     return weights, intercept, stats

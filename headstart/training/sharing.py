@@ -43,6 +43,7 @@ class SameProblems:
         self.n = int(n)
         self.cost_pos = cost_pos
         self.cost_neg = cost_neg
+        self.copied = 0    # labels that took another's result (trainer.run_chunks counts them)
 
     def copies(self, chunk: np.ndarray) -> np.ndarray | None:
         """Per position of ``chunk``, the position of the earlier label whose result it

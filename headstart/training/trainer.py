@@ -282,7 +282,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
-                       "threads": threads, "lanes": lanes, "groups": groups})
+                       "threads": threads, "lanes": lanes, "groups": groups,
+                       "shared_solves": same.copied if same is not None else 0})
     if collect:
         # (a sink's owner reports what it saved: sharded training, the spooled writer)
         report_problems(stats)
@@ -325,6 +326,9 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
             chunk = chunk[:started]      # the time budget ran out inside this chunk
             if started == 0:
                 return
+        if copy_of is not None:
+            with lock:
+                same.copied += int(np.count_nonzero(copy_of[:started] >= 0))
         stats = chunk_stats(chunk, table, rec, cap, reg_scale)
         if not trajectories:
             stats = stats.without_trajectories()
@@ -548,3 +552,7 @@ def report_problems(stats: TrainingStats) -> None:
         shown = ", ".join(str(x) for x in empty[:10]) + (" ..." if empty.size > 10 else "")
         log.info("%d label(s) have no positive training instance (trained as all-negative): %s",
                  empty.size, shown)
+    copied = int(stats.meta.get("shared_solves", 0))
+    if copied:
+        log.info("%d label(s) without positives (or negatives) took the result of an equal one of their chunk "
+                 "(the same problem: one solve, bit for bit theirs); their statistics repeat that solve's", copied)
