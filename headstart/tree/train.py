@@ -127,7 +127,7 @@ def _stack_rows(blocks: list[tuple], d: int) -> sp.csr_matrix:
             a, b = int(W.indptr[lo]), int(W.indptr[hi])
             indices[at:at + b - a] = W.indices[a:b]
             data[at:at + b - a] = W.data[a:b]
-            indptr[r + 1:r + 1 + hi - lo] = W.indptr[lo + 1:hi + 1] - a + at
+            indptr[r + 1:r + 1 + hi - lo] = W.indptr[lo + 1:hi + 1].astype(np.int64) - a + at   # (int32 per node)
             at += b - a
         else:
             indptr[r + 1:r + 1 + hi - lo] = at
