@@ -7,7 +7,9 @@ As in LibMultiLabel's ``train_tree``, the root is trained on every instance and 
 other node only on the instances with at least one of its labels -- so a label deep in
 the tree costs O(its node's instances), not O(n), which is where the speed-up over
 full one-vs-all comes from.  The root runs as one ordinary one-vs-all training, all
-other nodes together as one shortlisted training (see :func:`fit_tree`).
+other nodes together as one shortlisted training (see :func:`fit_tree`); LIBLINEAR's
+coordinate-descent methods (-s 1 / 3 / 5 / 6 / 7), which have no shortlisted form,
+train every node by itself, the threads taking nodes (:func:`_train_each_node`).
 
 Memory: besides the data and the model, the per-output instance lists of the
 shortlisted training, sum over nodes of (outputs x instances) entries (docs/tree.md).
