@@ -138,6 +138,13 @@ def _stack_rows(blocks: list[tuple], d: int) -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d))
 
 
+def _model_block(model: OvAModel, T: sp.csr_matrix) -> tuple:
+    """A node trained by ``fit_model`` as a block of :func:`_stack_rows`: (weights, 0,
+    outputs, intercept, the outputs' positive counts)."""
+    return (model.weights, 0, T.shape[1], np.asarray(model.intercept, dtype=np.float32),
+            np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
+
+
 def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, under: list[np.ndarray],
                      col_of: np.ndarray, params: TrainParams, blocks: list[Any],
                      progress: Callable[[int], None] | None) -> float:
@@ -171,8 +178,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
                     progress(m)
                 continue
             model, st = fit_model(Xp[rows], T, one, progress=progress, own_data=True)
-            blocks[v] = (model.weights, 0, m, np.asarray(model.intercept, dtype=np.float32),
-                         np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
+            blocks[v] = _model_block(model, T)
             seconds = float(st.meta.get("compile_seconds", 0.0))
             if seconds > 0.5:      # a compile; loading the compiled kernels (~1 ms a call) is training time
                 with lock:
@@ -246,19 +252,17 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         columns = compact_columns(Xp, node_params, dense=False)
         Xs = Xp if columns is None else columns.compact(Xp)
         check_start(node_params, Xs[:1], Yc[:1])
-    for v in range(tree.num_nodes):
-        if coordinate and v > 0:
-            compile_seconds += _train_each_node(Xp, Yr, Yc, tree, under, col_of, node_params, blocks, progress)
-            break
+    for v in range(1 if coordinate else tree.num_nodes):
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
             model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
-            blocks[v] = (model.weights, 0, T.shape[1], np.asarray(model.intercept, dtype=np.float32),
-                         np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
+            blocks[v] = _model_block(model, T)
         else:
             small.append(v)
             problems.append((rows, T))
+    if coordinate:
+        compile_seconds += _train_each_node(Xp, Yr, Yc, tree, under, col_of, node_params, blocks, progress)
     if small:
         Yo, S = _batch_problems(problems, n)
         del problems
