@@ -583,3 +583,27 @@ def test_labels_without_positives_share_one_solve(bibtex, tmp_path, init):
                          threads=1).fit(X, Y2)
     W = warm.coef_.tocsr()
     assert all((W[j] != W[2]).nnz > 0 for j in (3, 4, 8))     # different starts, different stops
+
+
+def test_a_one_label_run_and_chunks_of_one_label_load_the_runs_kernel(bibtex):
+    """The record arrays have one numba type whatever the chunk and iteration counts
+    (trainer.make_records): a one-label run and chunks of one label call the train_chunk
+    an ordinary run compiled, instead of compiling the whole trainer again
+    for C-ordered records (~12 s each)."""
+    import numba
+
+    from headstart.training import kernel
+    from headstart.training.trainer import make_records
+
+    wide = [numba.typeof(a) for a in make_records(200, 1001)]
+    assert [numba.typeof(a) for a in make_records(1, 1001)] == wide == [numba.typeof(a) for a in make_records(2, 2)]
+    # one column (the coordinate solvers' records without trajectories) is its own type
+    assert [numba.typeof(a) for a in make_records(1, 1)] == [numba.typeof(a) for a in make_records(200, 1)]
+    X, Y = bibtex
+    p = TrainParams(init="aop", threads=1)
+    W4, b4, _ = train_labels(X, Y, p, np.arange(4))
+    before = set(kernel.train_chunk.signatures)
+    W1, b1, _ = train_labels(X, Y, p, np.arange(1))
+    Wc, bc, _ = train_labels(X, Y, p, np.arange(4), chunk_size=1)
+    assert set(kernel.train_chunk.signatures) == before
+    assert (W1 != W4[:1]).nnz == 0 and (Wc != W4).nnz == 0 and np.array_equal(bc, b4)

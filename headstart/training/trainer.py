@@ -228,7 +228,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     post = postproc.make(params)
     d1_zero = losses.get(params.loss).d1_at_zero(params)
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
-    cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1
+    cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1    # >= 2: max_iter >= 1
 
     threads = params.effective_threads()
     if chunk_size is None:
@@ -436,9 +436,7 @@ def make_workspace(n: int, d: int, lanes: int):
 
 def warmup_records(chunk_size: int, cap: int):
     """Record arrays of the same numba type as ``make_records(chunk_size, cap)``, for a
-    compiling call with no label: numba types a Fortran-order array with one row or one
-    column as C order (it is both), a wider one as F order, so a warm-up on other shapes
-    would leave the run to compile its kernel a second time (a 1-label run, or max_iter 0)."""
+    compiling call with no label (the smallest such arrays)."""
     return make_records(min(chunk_size, 2), min(cap, 2))
 
 
@@ -453,9 +451,15 @@ def make_records(chunk_size: int, cap: int):
     in memory for trajectories of ~7 iterations; iteration-major ones ~0.1 MB.  The
     kernel only ever indexes ``rec[k, it]`` (bounds checked against the width), so the
     layout changes nothing it computes.
+
+    At least two rows: numba types a Fortran-order array with one row or one column as
+    C order (numpy flags it as both), so a one-label chunk (a one-label run, or
+    ``chunk_size=1``) would compile every training kernel a second time (~12 s each),
+    for a spare row of ``cap`` values.  The width is the caller's: the coordinate
+    solvers record (and evaluate their objective for) as many iterations as it allows.
     """
     def arr(dtype):
-        return pages.zeros((cap, chunk_size), dtype).T
+        return pages.zeros((cap, max(chunk_size, 2)), dtype).T
     return arr(np.float64), arr(np.float64), arr(np.float64), arr(np.float64), arr(np.int64)
 
 
