@@ -333,6 +333,21 @@ def chunk_result(labels, weights, intercept, stats):
     return _trainer.ChunkResult(labels, weights, intercept, stats)
 
 
+def chunk_weights(indptr, indices, data, d: int):
+    """A chunk's rows as CSR (len(indptr) - 1 x d), its arrays copied into mappings of
+    their own, which :func:`stack_chunks` returns to the system as it copies them."""
+    _, _trainer = _bookkeeping()
+    return _trainer.chunk_weights(indptr, indices, data, d, None)
+
+
+def stack_chunks(results, d: int):
+    """(weights CSR, intercept) of the ChunkResults ``results`` (any order), rows by
+    label; each chunk's arrays are released as soon as they are copied."""
+    _, _trainer = _bookkeeping()
+    results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
+    return _trainer.stack_rows(results, d)
+
+
 def report_problems(stats) -> None:
     _, _trainer = _bookkeeping()
     _trainer.report_problems(stats)

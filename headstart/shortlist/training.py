@@ -349,7 +349,8 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     X: canonical float32 CSR (already preprocessed, dense part scaled); Y: CSC 0/1 with
     sorted indices.  Returns (weights CSR (len(labels) x d), intercept, stats) like
     :func:`headstart.training.trainer.train_labels`; ``sink`` gets every finished chunk
-    (a ChunkResult), ``progress(n)`` the count of labels done.  ``inputs``: the starts
+    (a ChunkResult; with ``collect=False`` the weights and intercept returned are None),
+    ``progress(n)`` the count of labels done.  ``inputs``: the starts
     and costs (:func:`prepare_inputs`; prepared here from ``params`` when not given).
     With ``params.timeout`` no label starts after that many seconds: the labels trained
     are those the statistics list (the weights have their rows only).  ``solve=False``
@@ -388,7 +389,8 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         chunk_size = default_chunk_size(labels.size, threads)
     chunks = guided_chunks(labels, chunk_size, threads)
     threads = max(1, min(threads, len(chunks)))
-    results = []
+    results = []       # the chunks' ChunkResults, with collect
+    parts = []         # the chunks' statistics
     lock = threading.Lock()
     next_chunk = iter(range(len(chunks)))
 
@@ -401,16 +403,21 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
             chunk = chunk[:done]      # the time budget ran out inside this chunk
             if done == 0:
                 return
-        W = sp.csr_matrix((data, indices, indptr), shape=(chunk.size, d))
+        # in mappings of their own, so that stacking the model can return each chunk to
+        # the system as it is copied (the core trainer's chunk_weights / stack_rows)
+        W = core.chunk_weights(indptr, indices, data, d)
+        del indptr, indices, data
         if params.reg_scale != 1.0:
             # the kernels minimise f / reg_scale (as the core trainer reports it)
             table[:, [4, 5, 6, 7, 8, 9]] *= params.reg_scale
         stats = core.training_stats(chunk, table, fields)
         if sink is not None:
             sink(core.chunk_result(chunk, W, intercept, stats))
-        if collect:
-            with lock:
-                results.append((chunk, W, intercept, stats))
+        with lock:
+            parts.append(stats)
+            if collect:
+                results.append(core.chunk_result(chunk, W, intercept, stats))
+        del W
         if progress is not None:
             progress(chunk.size)
 
@@ -435,20 +442,16 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     compile_seconds = time.perf_counter() - t_compile
     core.run_in_threads(worker, threads, "headstart-sl", stop=abort.set)
     core.release_free_memory()
-    if not collect:
-        return None
-    results.sort(key=lambda r: int(r[0][0]) if r[0].size else -1)
-    if results:
-        weights = sp.vstack([r[1] for r in results], format="csr", dtype=np.float32)
-        intercept = np.concatenate([r[2] for r in results]).astype(np.float32)
-    else:
-        weights = sp.csr_matrix((0, d), dtype=np.float32)
-        intercept = np.zeros(0, dtype=np.float32)
-    stats = core.concat_stats([r[3] for r in results]) if results else core.training_stats(
+    # the model's rows copied chunk by chunk, each chunk released once copied: the peak is
+    # the model plus one chunk, where scipy's vstack held the model twice
+    weights, intercept = core.stack_chunks(results, d) if collect else (None, None)
+    parts.sort(key=lambda st: int(st["label"][0]) if len(st["label"]) else -1)
+    stats = core.concat_stats(parts) if parts else core.training_stats(
         np.zeros(0, dtype=np.int64), np.zeros((0, len(fields))), fields)
     stats.meta.update({"init": inputs.starts.name, "compile_seconds": compile_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
-    if solve:
+    if solve and collect:
+        # (a sink's owner reports what it saved: sharded training)
         core.report_problems(stats)
     return weights, intercept, stats

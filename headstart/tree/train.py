@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import check_start, compact_columns, train_shortlisted
+from ..training import pages
 from ..params import TrainParams, method_of
 from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
@@ -114,34 +115,65 @@ def _batch_problems(problems: list[tuple[np.ndarray, sp.csr_matrix]], n: int
     return Yo, S
 
 
-def _stack_rows(blocks: list[tuple], d: int) -> sp.csr_matrix:
-    """The nodes' weights as one CSR, node after node: each block is (W, lo, hi, ...),
-    rows lo:hi of W (None: hi - lo empty rows).  Copied straight into the result: slicing
-    the shortlisted batch's rows per node and stacking the slices held the model's
-    weights three times at the end of training (debian-deps: ~370 MB each)."""
-    rows = sum(hi - lo for _, lo, hi, *_ in blocks)
-    nnz = sum(int(W.indptr[hi] - W.indptr[lo]) for W, lo, hi, *_ in blocks if W is not None)
+def _stack_rows(pieces: list[tuple | None], d: int) -> sp.csr_matrix:
+    """The nodes' weights as one CSR, piece after piece: each piece is (W, lo, hi), rows
+    lo:hi of W (None: hi - lo empty rows).  Copied straight into the result, and the list
+    is consumed: a piece's entry is cleared once copied, so a matrix that no other piece
+    and no caller holds (the shortlisted batch's chunks, in mappings of their own) goes
+    back to the system while the model fills.  Slicing the batch's rows per node and
+    stacking the slices held the model's weights three times at the end of training
+    (debian-deps: ~370 MB each), one stacked batch and the copy twice."""
+    rows = sum(p[2] - p[1] for p in pieces)
+    nnz = sum(int(p[0].indptr[p[2]] - p[0].indptr[p[1]]) for p in pieces if p[0] is not None)
     indptr = np.zeros(rows + 1, dtype=np.int64)
     indices = np.empty(nnz, dtype=np.int32)
     data = np.empty(nnz, dtype=np.float32)
     r = at = 0
-    for W, lo, hi, *_ in blocks:
+    released = 0
+    for i, (W, lo, hi) in enumerate(pieces):
+        pieces[i] = None
         if W is not None:
             a, b = int(W.indptr[lo]), int(W.indptr[hi])
             indices[at:at + b - a] = W.indices[a:b]
             data[at:at + b - a] = W.data[a:b]
             indptr[r + 1:r + 1 + hi - lo] = W.indptr[lo + 1:hi + 1].astype(np.int64) - a + at   # (int32 per node)
             at += b - a
+            released += 8 * (b - a)
         else:
             indptr[r + 1:r + 1 + hi - lo] = at
         r += hi - lo
+        del W
+        if released > 32 << 20:
+            pages.release_free_memory()     # small chunks came from malloc (trainer.stack_rows)
+            released = 0
+    pages.release_free_memory()
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d))
 
 
+def _chunk_pieces(chunks: list, outputs: list[int]) -> list[list[tuple]]:
+    """The rows of consecutive groups of ``outputs[i]`` outputs (the small nodes, in
+    order) as pieces (W, lo, hi) of the shortlisted batch's chunks (ChunkResults sorted
+    by label; a node's outputs may straddle two chunks)."""
+    groups: list[list[tuple]] = []
+    c = lo = 0
+    for m in outputs:
+        mine = []
+        while m > 0:
+            W = chunks[c].weights
+            take = min(m, W.shape[0] - lo)
+            mine.append((W, lo, lo + take))
+            m -= take
+            lo += take
+            if lo == W.shape[0]:
+                c, lo = c + 1, 0
+        groups.append(mine)
+    return groups
+
+
 def _model_block(model: OvAModel, T: sp.csr_matrix) -> tuple:
-    """A node trained by ``fit_model`` as a block of :func:`_stack_rows`: (weights, 0,
-    outputs, intercept, the outputs' positive counts)."""
-    return (model.weights, 0, T.shape[1], np.asarray(model.intercept, dtype=np.float32),
+    """A node trained by ``fit_model`` as a block: (pieces of :func:`_stack_rows`,
+    intercept, the outputs' positive counts)."""
+    return ([(model.weights, 0, T.shape[1])], np.asarray(model.intercept, dtype=np.float32),
             np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
 
 
@@ -173,7 +205,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
             if rows.size == 0:
                 # a node of labels without positives (their own subtree): no instance, so
                 # the objective is the regulariser alone, whose minimiser is w = 0 (bias too)
-                blocks[v] = (None, 0, m, np.zeros(m, dtype=np.float32), np.zeros(m, dtype=np.int64))
+                blocks[v] = ([(None, 0, m)], np.zeros(m, dtype=np.float32), np.zeros(m, dtype=np.int64))
                 if progress is not None:
                     progress(m)
                 continue
@@ -266,21 +298,28 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     if small:
         Yo, S = _batch_problems(problems, n)
         del problems
-        Wr, br, st = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
-                                       columns=columns)
+        # the batch's chunks as they come (their weights in mappings of their own), not
+        # stacked into one matrix: the nodes' rows are copied from them into the model
+        # once, each chunk released as it is copied (_stack_rows)
+        chunks: list = []
+        _, _, st = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
+                                     columns=columns, sink=chunks.append, collect=False)
         compile_seconds += float(st.meta.get("compile_seconds", 0.0))
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
+        chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
+        br = np.concatenate([r.intercept for r in chunks]).astype(np.float32)
+        sizes = [int(tree.node_ptr[v + 1] - tree.node_ptr[v]) for v in small]
         at = 0
-        for v in small:
-            m = int(tree.node_ptr[v + 1] - tree.node_ptr[v])
-            blocks[v] = (Wr, at, at + m, br[at:at + m], counts[at:at + m])
+        for v, m, pieces in zip(small, sizes, _chunk_pieces(chunks, sizes)):
+            blocks[v] = (pieces, br[at:at + m], counts[at:at + m])
             at += m
-        del Wr    # (held by the blocks until they are stacked)
-    W = _stack_rows(blocks, Xp.shape[1])
-    intercept = np.concatenate([b[3] for b in blocks]).astype(np.float32)
-    label_counts = np.concatenate([b[4] for b in blocks])
+        del chunks    # (the chunks' weights are held by the blocks' pieces until copied)
+    intercept = np.concatenate([b[1] for b in blocks]).astype(np.float32)
+    label_counts = np.concatenate([b[2] for b in blocks])
+    pieces = [p for b in blocks for p in b[0]]
     del blocks
+    W = _stack_rows(pieces, Xp.shape[1])
     ova = OvAModel(weights=W, intercept=intercept, n_features=data.n_features, label_space=tree.num_outputs,
                    params=params, preprocessing=data.preprocessing, label_counts=label_counts,
                    n_train=data.n_train)
