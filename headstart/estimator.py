@@ -20,7 +20,7 @@ from .model.ranges import contiguous_runs, uncovered
 from .params import TrainParams
 from .training.stats import TrainingStats
 from .training.trainer import ChunkResult, train_labels
-from .validation import check_features, check_k, check_labels
+from .validation import check_features, check_k, check_labels, shares_arrays
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,9 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
     Yc.sort_indices()
-    return PreparedData(X, Yc, pre, label_counts, first, count, owned=X is not given, kept_rows=kept,
+    # owned: no array of the caller's (check_features makes a new matrix object around
+    # the caller's arrays when they need no conversion)
+    return PreparedData(X, Yc, pre, label_counts, first, count, owned=not shares_arrays(X, given), kept_rows=kept,
                         given_rows=n_given)
 
 

@@ -23,6 +23,7 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     Dense arrays (e.g. the "slice" embeddings) are converted to CSR: the kernels are
     written once, over CSR; a dense row costs d stored values either way.
     """
+    given = X
     if sp.issparse(X):
         X = sp.csr_matrix(X)
     else:
@@ -46,7 +47,12 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
         row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
         raise DataFormatError(f"{name} has a NaN or infinite value (row {row}, column {X.indices[bad]}, "
                               f"value {X.data[bad]}; values beyond float32's range become infinite)")
-    if not X.has_canonical_format:
+    canonical = X.has_canonical_format
+    if (not canonical or not X.data.all()) and shares_arrays(X, given):
+        # sorting, summing and dropping zeros work in place: on the caller's own arrays
+        # they would change (or, dropping zeros, corrupt) the caller's matrix
+        X = X.copy()
+    if not canonical:
         X.sum_duplicates()
     X.eliminate_zeros()
     if X.shape[1] > np.iinfo(np.int32).max:
@@ -54,9 +60,24 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
         raise DataFormatError(f"{name} has {X.shape[1]} features; at most {np.iinfo(np.int32).max} are supported")
     if X.indices.dtype != np.int32:
         X.indices = X.indices.astype(np.int32)
+    if X.indptr.dtype != np.int32 and X.nnz <= np.iinfo(np.int32).max:
+        # scipy's in-place kernels (sort_indices, used to renumber the features for
+        # training) refuse int32 indices with an int64 indptr; scikit-learn's
+        # load_svmlight_file gives int64 ones
+        X.indptr = X.indptr.astype(np.int32)
     if n_features is not None and X.shape[1] != n_features:
         raise DataFormatError(f"{name} has {X.shape[1]} features, expected {n_features}")
     return X
+
+
+def shares_arrays(A, B) -> bool:
+    """Whether the sparse matrix A holds any array of B (a sparse matrix or anything):
+    then A is the caller's data, not ours to change in place."""
+    if not sp.issparse(B):
+        return False
+    mine = [getattr(A, k, None) for k in ("data", "indices", "indptr")]
+    theirs = [getattr(B, k, None) for k in ("data", "indices", "indptr", "row", "col")]
+    return any(a is not None and b is not None and np.may_share_memory(a, b) for a in mine for b in theirs)
 
 
 def dense_to_csr(A: np.ndarray, block_bytes: int = 1 << 24) -> sp.csr_matrix:

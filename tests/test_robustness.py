@@ -566,3 +566,31 @@ def test_threads_arguments_of_prediction_and_the_first_stage_are_checked_alike(m
     assert recall(np.array([[0, 1], [1, 0]]), Y, threads=1) == 1.0
     with pytest.raises(ParameterError, match="threads"):
         recall(np.array([[0, 1], [1, 0]]), Y, threads=-1)
+
+
+def test_fit_takes_int64_index_arrays_and_leaves_the_callers_matrix_alone(bibtex_dir):
+    """scikit-learn's load_svmlight_file gives int64 index arrays (a crash in scipy's
+    sort while the features were renumbered, found by probing); unsorted rows and
+    explicit zeros are put right on a copy, not in the caller's arrays (dropping zeros
+    in place corrupted the caller's matrix); and a matrix that needs nothing is not
+    renumbered in place while training (the caller's, not ours)."""
+    from headstart import OvAClassifier
+
+    X, Y = headstart.read_xmc(str(bibtex_dir / "train.txt.gz"))[:2]
+    X, Y = X[:600], Y[:600, :12]
+    ref = OvAClassifier(threads=1).fit(X, Y)
+    X64 = sp.csr_matrix((X.data.copy(), X.indices.astype(np.int64), X.indptr.astype(np.int64)), shape=X.shape)
+    messy = X.copy()
+    for i in range(0, 600, 7):                        # rows reversed, explicit zeros added
+        a, b = messy.indptr[i], messy.indptr[i + 1]
+        messy.indices[a:b] = messy.indices[a:b][::-1].copy()
+        messy.data[a:b] = messy.data[a:b][::-1].copy()
+    messy.has_sorted_indices = False
+    zeros = sp.csr_matrix((np.r_[X.data, np.zeros(3, np.float32)], np.r_[X.indices, [0, 1, 2]],
+                           np.r_[X.indptr[:-1], X.indptr[-1] + 3]), shape=X.shape)   # last row: three zeros more
+    for given in (X64, messy, zeros, X):
+        kept = (given.data.copy(), given.indices.copy(), given.indptr.copy())
+        m = OvAClassifier(threads=1).fit(given, Y)
+        assert (m.coef_ != ref.coef_).nnz == 0 and np.array_equal(m.intercept_, ref.intercept_)
+        for a, b in zip((given.data, given.indices, given.indptr), kept):
+            assert np.array_equal(a, b)
