@@ -130,23 +130,36 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
                     "y.reshape(-1, 1) for a single binary label)") if Y.ndim == 1 else ""
             raise DataFormatError(f"{name} must be a 2-D (instances x labels) matrix, got shape {Y.shape}{hint}")
         Y = sp.csr_matrix(Y)
+    if Y.format == "coo" and not np.iscomplexobj(Y.data):
+        # converting sums the entries listed twice (a repeated (row, label) pair would read
+        # as the value 2): each listed value is checked as given, then each pair counts once
+        _check_indicator(Y.data, lambda i: (int(Y.row[i]), int(Y.col[i])), name)
+        Y = sp.coo_matrix(((Y.data != 0).astype(np.float32), (Y.row, Y.col)), shape=Y.shape).tocsr()
+        Y.data = (Y.data != 0).astype(np.float32)
     Y = sp.csr_matrix(Y)
     if Y.shape[0] != n_rows:
         raise DataFormatError(f"{name} has {Y.shape[0]} rows but X has {n_rows}: one label row per instance")
     if np.iscomplexobj(Y.data):
         raise DataFormatError(f"Complex data not supported: {name} has dtype {Y.dtype}")
-    bad = np.flatnonzero((Y.data != 0) & (Y.data != 1))
-    if bad.size:
-        row = int(np.searchsorted(Y.indptr, bad[0], side="right") - 1)
-        value = Y.data[bad[0]].item()
-        hint = " (for -1/+1 targets pass y > 0)" if value == -1 else ""
-        raise DataFormatError(f"{name} must be a 0/1 indicator matrix (one column per label), found the value "
-                              f"{value!r} at row {row}, column {int(Y.indices[bad[0]])}{hint}")
+    _check_indicator(Y.data, lambda i: (int(np.searchsorted(Y.indptr, i, side="right") - 1), int(Y.indices[i])),
+                     name)
     Y = Y.copy()
     Y.sum_duplicates()
     Y.data = (Y.data != 0).astype(np.float32)
     Y.eliminate_zeros()
     return Y
+
+
+def _check_indicator(values: np.ndarray, where, name: str) -> None:
+    """DataFormatError naming the first stored value that is neither 0 nor 1 and its
+    (row, column), ``where(i)`` for the i-th stored value."""
+    bad = np.flatnonzero((values != 0) & (values != 1))
+    if bad.size:
+        row, col = where(bad[0])
+        value = values[bad[0]].item()
+        hint = " (for -1/+1 targets pass y > 0)" if value == -1 else ""
+        raise DataFormatError(f"{name} must be a 0/1 indicator matrix (one column per label), found the value "
+                              f"{value!r} at row {row}, column {col}{hint}")
 
 
 def check_k(k) -> int:

@@ -241,7 +241,10 @@ def test_label_matrices_of_any_0_1_kind_train_the_same():
     X, Y = base_problem()
     Y = sp.csr_matrix(Y).toarray() != 0
     ref = headstart.OvAClassifier(threads=1).fit(X, Y.astype(np.int8))
-    for given in (Y, Y.astype(np.float64), sp.csr_matrix(Y), sp.coo_matrix(Y.astype(np.float32)), Y.tolist()):
+    C = sp.coo_matrix(Y.astype(np.float32))
+    twice = sp.coo_matrix((np.r_[C.data, C.data[:3]], (np.r_[C.row, C.row[:3]], np.r_[C.col, C.col[:3]])),
+                          shape=C.shape)      # three (row, label) pairs listed twice: still one positive each
+    for given in (Y, Y.astype(np.float64), sp.csr_matrix(Y), C, twice, Y.tolist()):
         clf = headstart.OvAClassifier(threads=1).fit(X, given)
         assert (clf.coef_ != ref.coef_).nnz == 0 and np.array_equal(clf.intercept_, ref.intercept_)
 
