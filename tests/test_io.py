@@ -570,6 +570,13 @@ def test_libsvm_binary_labels(tmp_path, monkeypatch):
     assert e.value.line == 2
     with pytest.raises(DataFormatError, match="negative label") as e:
         read_libsvm(put(tmp_path, "0,-1 1:1\n"))         # a label list, not a binary label
+    # one label expected (a binary model's test file, as evaluate reads it): a '1' on the
+    # first line is the binary '+1', not label 1 out of range; a 0/1 file stays refused
+    _, Y = read_libsvm(put(tmp_path, "1 1:1\n-1 2:1\n1 3:1\n"), n_labels=1)
+    np.testing.assert_array_equal(dense(Y).ravel(), [1, 0, 1])
+    with pytest.raises(DataFormatError, match="label id 1 out of range") as e:
+        read_libsvm(put(tmp_path, "1 1:1\n0 2:1\n"), n_labels=1)
+    assert (e.value.line, e.value.column) == (1, 1)
 
 
 def test_roundtrip_libsvm_via_xmc_text(tmp_path):

@@ -392,14 +392,26 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
     try:
         return _read_libsvm(path, spec, n_features, n_labels, dt)
     except DataFormatError as e:
-        if not (e.column == 1 and e.token is not None and _SIGNED_ONE.match(e.token.encode())):
+        signed = e.column == 1 and e.token is not None and _SIGNED_ONE.match(e.token.encode())
+        # with one label expected (a binary model's test file), an unsigned '1' above the
+        # range may be the binary format's '+1' met before any '-1': try that reading,
+        # and keep this error if the file is not binary either
+        plain_one = e.column == 1 and e.token == "1" and n_labels is not None and int(n_labels) == 1
+        if not (signed or plain_one):
             raise
+        first_error = e
     # a signed label (+1 / -1) where a label list was expected: LIBLINEAR's binary format
-    log.info("%s: binary labels (+1/-1): read as one label, present on the +1 lines", path)
     spec.binary = True
     if n_labels is not None and int(n_labels) < 1:
         raise ParameterError(f"{path}: binary labels (+1/-1) make one label, but n_labels is {n_labels}")
-    return _read_libsvm(path, spec, n_features, n_labels, dt)
+    try:
+        out = _read_libsvm(path, spec, n_features, n_labels, dt)
+    except DataFormatError:
+        if signed:
+            raise
+        raise first_error from None
+    log.info("%s: binary labels (+1/-1): read as one label, present on the +1 lines", path)
+    return out
 
 
 _SIGNED_ONE = re.compile(rb"[+-][0-9]+\Z")
