@@ -12,6 +12,7 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 
+from headstart.errors import ParameterError
 from headstart.init import make_initializer, TrainingContext
 from headstart.metrics import propensities
 from headstart.objective import erm, weighting
@@ -169,6 +170,12 @@ def test_propensity_costs():
     pos, neg = weighting.label_costs(TrainParams(weighting="p2mp"), counts, n)
     np.testing.assert_array_equal(pos, 1)
     np.testing.assert_allclose(neg, prop / (2 - prop))
+    # N <= 2: the model's C <= 0 gives propensities outside (0, 1] and negative costs
+    for scheme in ("2pm1", "p2mp"):
+        for tiny in (1, 2):
+            with pytest.raises(ParameterError, match=f"weighting '{scheme}' needs at least 3 training instances"):
+                weighting.label_costs(TrainParams(weighting=scheme), np.array([0, 1]), tiny)
+        assert np.all(weighting.label_costs(TrainParams(weighting=scheme), np.array([0, 1, 3]), 3)[0] > 0)
 
 
 def test_weighted_gradient_by_finite_differences(bibtex_small):

@@ -32,7 +32,12 @@ def _none(counts, n, params):
 
 
 def _propensities(counts, n, params):
+    from ..errors import ParameterError
     from ..metrics import propensities
+    if n < 3:
+        # C = (ln N - 1)(B + 1)^A <= 0 there: propensities outside (0, 1], negative costs
+        raise ParameterError(f"weighting {params.weighting!r} needs at least 3 training instances (Jain et al.'s "
+                             f"propensity model is defined for N >= 3), got {n}")
     return np.asarray(propensities(counts, n, params.propensity_a, params.propensity_b), dtype=np.float64)
 
 
