@@ -859,3 +859,20 @@ def test_ctrl_c_inside_a_kernel_is_reported_as_an_interruption(bibtex_dir, tmp_p
     rc, _, err = run(capsys, "train", str(bibtex_dir / "train.txt.gz"), "-o", str(out), "--threads", "1")
     assert rc == 130 and "interrupted" in err and "internal error" not in err
     assert not out.exists()
+
+
+def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):
+    """-k above the labels a model ranks is cut to them, with a warning, when evaluate
+    scores the model itself as when it reads predict's file (which predict cut): the
+    same metrics either way, not P@10 = hits / 10 on a 3-label model."""
+    (tmp_path / "tr.txt").write_text("6 3 3\n0 0:1\n1 1:1\n2 2:1\n0,1 0:1 1:1\n1,2 1:1 2:1\n0 0:1 2:0.5\n")
+    (tmp_path / "te.txt").write_text("3 3 3\n0 0:1\n1,2 1:1 2:1\n2 2:1\n")
+    assert run(capsys, "train", tmp_path / "tr.txt", "-o", tmp_path / "m", "-q")[0] == 0
+    assert run(capsys, "predict", tmp_path / "m", tmp_path / "te.txt", "-o", tmp_path / "p.txt", "-k", 10)[0] == 0
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.txt", "-k", 10, "--json")
+    assert code == 0 and "the model has only 3 label(s)" in err
+    direct = json.loads(out)
+    code, out, _ = run(capsys, "evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "te.txt", "-k", 10,
+                       "--train", tmp_path / "tr.txt", "--json")    # (the model knows its training counts)
+    assert code == 0 and json.loads(out) == direct
+    assert "P@3" in direct and "P@10" not in direct and direct["P@3"] == pytest.approx(4 / 9)

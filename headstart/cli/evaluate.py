@@ -171,8 +171,9 @@ def run(args: argparse.Namespace) -> int:
         label_space = scorer.label_space
         # a thresholds file is read (and refused) before the long pass over the data
         decision = predict.decision_threshold(args, label_space) if thresholded else None
-        # a label tree ranks only its labels: -k cut to them, as predict does
-        k = predict.k_for_model(args.k, label_space, args.model) if scorer.tree is not None else args.k
+        # -k cut to the labels the model ranks, with a warning, as predict does (and as a
+        # predictions file holding fewer cuts it, above)
+        k = predict.k_for_model(args.k, scorer.num_trained, args.model)
         parts_l, parts_y = [], []
         predictions = predict.dask_predictions if predict.on_dask(args) else predict.iter_predictions
         for lab, _, Yc in predictions(scorer, args, k):
