@@ -476,6 +476,12 @@ def test_libsvm_is_read_in_pieces(tmp_path, monkeypatch):
     assert e.value.line == 1
     with pytest.raises(DataFormatError, match="XMC header"):
         read_libsvm(put(tmp_path, b"3 4 5\n0 1:1\n", "h.svm"))
+    # headers that are not three non-negative integers say so, whatever the libsvm
+    # reading tripped on (a missing ':', a non-integer label, a signed label)
+    for head in (b"3 5 3 extra", b"3.0 5 3", b"+3 5 3", b"3 5 -3"):
+        with pytest.raises(DataFormatError, match="looks like an XMC header, which must be exactly three") as e:
+            read_data(put(tmp_path, head + b"\n0 1:1\n1 2:1\n2 3:1\n", "hh.txt"))
+        assert e.value.line == 1
 
 
 def test_atomic_write_keeps_a_symlink_and_refuses_a_fifo(tmp_path):

@@ -415,6 +415,7 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
 
 
 _SIGNED_ONE = re.compile(rb"[+-][0-9]+\Z")
+_NUMBER = re.compile(rb"[+-]?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?\Z")
 
 
 def _read_libsvm(path, spec: SparseSpec, n_features, n_labels, dt):
@@ -448,6 +449,11 @@ def _read_libsvm(path, spec: SparseSpec, n_features, n_labels, dt):
                 if e.line == 1 and len(words) > 1 and all(w.isdigit() for w in words):
                     raise DataFormatError(e.message + f" (line 1 is {len(words)} integers: an XMC header has "
                                           "3, 'num_points num_features num_labels', and libsvm files have none)",
+                                          e.path, e.line, e.column, e.token) from None
+                if e.line == 1 and len(words) >= 3 and all(_NUMBER.match(w) for w in words[:3]):
+                    # '3.0 5 3', '+3 5 3', '3 5 3 extra': meant as a header, not read as one
+                    raise DataFormatError(e.message + " (line 1 looks like an XMC header, which must be exactly "
+                                          "three non-negative integers 'num_points num_features num_labels')",
                                           e.path, e.line, e.column, e.token) from None
                 raise
             max_feature = max(max_feature, r.max_feature)
