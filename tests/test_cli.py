@@ -481,6 +481,9 @@ def test_edge_cases_found_by_probing(tmp_path, capsys, monkeypatch):
     (tmp_path / "zero.txt").write_text("3 3 0\n 0:1\n 1:1\n 2:1\n")
     code, _, err = run(capsys, "train", tmp_path / "zero.txt", "-o", tmp_path / "z")
     assert code == 2 and "zero.txt: the data has no labels" in err and not (tmp_path / "z").exists()
+    (tmp_path / "nof.txt").write_text("3 0 3\n0\n1\n2\n")
+    code, _, err = run(capsys, "train", tmp_path / "nof.txt", "-o", tmp_path / "z")
+    assert code == 2 and "nof.txt: the data has no features" in err and not (tmp_path / "z").exists()
     one = tmp_path / "one.txt"
     one.write_text("3 3 1\n0 0:1\n 1:1\n0 2:1\n")
     assert run(capsys, "train", one, "-o", tmp_path / "real", "-q")[0] == 0

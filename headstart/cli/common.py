@@ -241,6 +241,9 @@ def read_training_data(path: str, args: argparse.Namespace):
     X, Y = read_dataset(path, args)
     if Y.shape[1] == 0:      # a model of no labels could never predict anything
         raise DataFormatError("the data has no labels (a label count of 0): there is nothing to train", path)
+    if X.shape[1] == 0:      # (the library says so too, but without the file)
+        raise DataFormatError("the data has no features (a feature count of 0): there is nothing to learn from",
+                              path)
     check_labelled_rows(path, Y, args)
     if not hasattr(X, "tocsr"):
         from ..validation import check_features
