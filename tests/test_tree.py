@@ -547,3 +547,35 @@ def test_cli_tree_predict_evaluate(tmp_path):
     assert r.returncode == 2 and "is an ensemble of label trees" in r.stderr
     r = _cli("tree", train, "-o", tmp_path / "e2", "--trees", "0")
     assert r.returncode == 2 and "--trees" in r.stderr and not (tmp_path / "e2").exists()
+
+
+def test_root_renumbers_only_owned_data_and_small_nodes_report_early_stops(monkeypatch, caplog):
+    """The root's training renumbers X in place only where X is ours (own_data, as the
+    command line says for a file it read); a caller's matrix is copied and left as it
+    was.  Early stops of the small nodes' batch are reported (it runs with a sink)."""
+    import logging
+
+    from headstart.training import locality
+
+    calls = []
+    F = locality.FeatureOrder
+    inplace, copy = F.renumber_inplace, F.to_internal
+    monkeypatch.setattr(F, "renumber_inplace", lambda self, M: (calls.append("inplace"), inplace(self, M))[1])
+    monkeypatch.setattr(F, "to_internal", lambda self, M: (calls.append("copy"), copy(self, M))[1])
+    rng = np.random.default_rng(0)
+    n, d, L = 300, 50, 40
+    X = sp.random(n, d, density=0.1, random_state=1, format="csr", dtype=np.float32)
+    Y = sp.csr_matrix((rng.random((n, L)) < 0.05).astype(np.float32))
+    kept = (X.data.copy(), X.indices.copy(), X.indptr.copy())
+    p = TrainParams(epsilon=0.01, threads=1)
+    a = fit_tree(X, Y, p, branching=4, max_depth=3)
+    assert calls[0] == "copy"
+    assert all(np.array_equal(x, y) for x, y in zip((X.data, X.indices, X.indptr), kept))
+    calls.clear()
+    b = fit_tree(X, Y, p, branching=4, max_depth=3, own_data=True)
+    assert calls[0] == "inplace"
+    assert all(np.array_equal(x, y) for x, y in zip((X.data, X.indices, X.indptr), kept))   # restored
+    assert (a.model.weights != b.model.weights).nnz == 0
+    with caplog.at_level(logging.WARNING):
+        fit_tree(X, Y, p.replace(max_iter=1, epsilon=1e-9), branching=4, max_depth=3)
+    assert sum("stopped with status max_iter" in r.getMessage() for r in caplog.records) >= 2   # root and batch

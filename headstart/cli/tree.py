@@ -71,11 +71,11 @@ def run(args: argparse.Namespace) -> int:
             common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
         if args.trees == 1:
             model = fit_tree(X, Y, params, branching=args.branching, max_depth=args.max_depth, seed=args.seed,
-                             progress=bar.advance, on_built=bar.set_total)
+                             progress=bar.advance, on_built=bar.set_total, own_data=True)
         else:
             model = fit_ensemble(X, Y, params, trees=args.trees, branching=args.branching,
                                  max_depth=args.max_depth, seed=args.seed, progress=bar.advance,
-                                 on_built=bar.set_total)
+                                 on_built=bar.set_total, own_data=True)
     model.save(args.output)
     trees = [model] if args.trees == 1 else model.trees
     shape = "; ".join(f"{t.tree.num_nodes} nodes ({int(t.tree.leaf.sum())} leaves, depth "

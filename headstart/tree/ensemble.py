@@ -114,10 +114,10 @@ def is_ensemble(path: str | os.PathLike) -> bool:
 
 def fit_ensemble(X: Any, Y: Any, params=None, *, trees: int = 3, branching: int = 100, max_depth: int = 10,
                  seed: int = 0, progress: Callable[[int], None] | None = None,
-                 on_built: Callable[[int], None] | None = None) -> TreeEnsemble:
+                 on_built: Callable[[int], None] | None = None, own_data: bool = False) -> TreeEnsemble:
     """Train ``trees`` label trees of the seeds ``seed .. seed + trees - 1`` (:func:`~.train.fit_tree`
     each).  ``on_built(total)`` is called as each tree is built, with the binary problems of
-    the trees built so far (for a progress bar)."""
+    the trees built so far (for a progress bar).  ``own_data``: as for :func:`~.train.fit_tree`."""
     from .train import fit_tree
 
     if isinstance(trees, bool) or not isinstance(trees, (int, np.integer)) or trees < 1:
@@ -133,7 +133,7 @@ def fit_ensemble(X: Any, Y: Any, params=None, *, trees: int = 3, branching: int 
 
     for i in range(trees):
         done.append(fit_tree(X, Y, params, branching=branching, max_depth=max_depth, seed=seed + i,
-                             progress=progress, on_built=built))
+                             progress=progress, on_built=built, own_data=own_data))
     return TreeEnsemble(done)
 
 

@@ -33,6 +33,7 @@ from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import check_start, compact_columns, train_shortlisted
 from ..training import pages
+from ..training.trainer import report_problems
 from ..params import TrainParams, method_of
 from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
@@ -235,10 +236,12 @@ def _check_tree_training(params: TrainParams) -> None:
 
 def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: int = 100, max_depth: int = 10,
              seed: int = 0, progress: Callable[[int], None] | None = None,
-             on_built: Callable[[int], None] | None = None) -> TreeModel:
+             on_built: Callable[[int], None] | None = None, own_data: bool = False) -> TreeModel:
     """Build the label tree of (X, Y) and train every node (see the module docstring).
     ``progress(n)`` is called as binary problems finish; ``on_built(total)`` once the tree
-    is built, with the number of binary problems (the tree's outputs)."""
+    is built, with the number of binary problems (the tree's outputs).  ``own_data``: X is
+    the caller's to change while training (the command line's, read from a file): the
+    root's training renumbers it in place and restores it, instead of copying it."""
     from ..estimator import fit_model, prepare_data
 
     params = params or TrainParams()
@@ -287,7 +290,8 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     for v in range(1 if coordinate else tree.num_nodes):
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
-            model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress, own_data=v > 0)
+            model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress,
+                                  own_data=v > 0 or own_data or data.owned)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
             blocks[v] = _model_block(model, T)
         else:
@@ -305,6 +309,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         _, _, st = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
                                      columns=columns, sink=chunks.append, collect=False)
         compile_seconds += float(st.meta.get("compile_seconds", 0.0))
+        report_problems(st)      # (a sink's owner reports: train_shortlisted does not, with collect=False)
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
         chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
