@@ -425,6 +425,37 @@ def test_writer_crash_in_manifest_keeps_previous_state(tmp_path, monkeypatch):
     w.add_shard(10, model.weights[10:], model.intercept[10:])  # the range was released
 
 
+def test_writer_with_a_manifest_lag_lists_in_memory_and_flushes(tmp_path):
+    """The trainers' writer (manifest_lag > 0) rewrites the manifest only after a lag:
+    the shards in between are listed in memory (queries see them), their files are
+    complete, and flush -- or leaving a ``with`` block, also by an exception -- lists
+    them on disk.  A reopened writer deletes the files of shards never listed."""
+    model = random_model(num_labels=40, label_space=40)
+    w = ModelWriter.create(tmp_path / "m", 23, 40, model.params)
+    w.manifest_lag = 1e9
+    w.add_shard(0, model.weights[:10], model.intercept[:10])      # the first is written at once
+    w.add_shard(20, model.weights[20:30], model.intercept[20:30])
+    w.add_shard(10, model.weights[10:20], model.intercept[10:20])
+    assert w.finished_ranges() == [(0, 30)]
+    assert [s["first_label"] for s in read_manifest(tmp_path / "m")["shards"]] == [0]
+    with pytest.raises(ModelFormatError, match="overlaps the finished shard"):
+        w.add_shard(25, model.weights[25:35], model.intercept[25:35])   # overlaps a shard not yet on disk
+    with pytest.raises(RuntimeError, match="boom"):
+        with w:
+            w.add_shard(30, model.weights[30:], model.intercept[30:])
+            raise RuntimeError("boom")
+    assert [s["first_label"] for s in read_manifest(tmp_path / "m")["shards"]] == [0, 10, 20, 30]
+    assert (load_model(tmp_path / "m").weights != model.weights).nnz == 0
+    # a kill before the flush: the unlisted shard is deleted when the model is reopened
+    w2 = ModelWriter.create(tmp_path / "k", 23, 40, model.params)
+    w2.manifest_lag = 1e9
+    w2.add_shard(0, model.weights[:10], model.intercept[:10])
+    w2.add_shard(10, model.weights[10:20], model.intercept[10:20])
+    assert len(list((tmp_path / "k" / "shards").iterdir())) == 2
+    again = ModelWriter.open(tmp_path / "k")
+    assert again.finished_ranges() == [(0, 10)] and len(list((tmp_path / "k" / "shards").iterdir())) == 1
+
+
 def test_writer_threads(tmp_path):
     model = random_model(num_labels=200, label_space=200, density=0.1)
     w = ModelWriter.create(tmp_path / "m", 23, 200, model.params, model.preprocessing, model.label_counts, 123)

@@ -40,6 +40,7 @@ import numpy as np
 
 from .._threads import usable_cores
 from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
+from ..model.writer import TRAINING_MANIFEST_LAG
 from ..params import TrainParams
 from ..training.kernel import LANES
 from ..validation import check_k
@@ -267,7 +268,10 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
         task_threads = params.threads
     if task_threads is None and client is None and not scheduler and n_workers:
         task_threads = max(1, usable_cores() // int(n_workers))
-    with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
+    # the manifest is rewritten at most every TRAINING_MANIFEST_LAG write-durations (its
+    # cost grows with the shards listed: model/writer.py); leaving the block writes it
+    writer.manifest_lag = TRAINING_MANIFEST_LAG
+    with writer, dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         workers, slots = _cluster_size(c)
         size = shard_size if shard_size is not None else default_task_size(count, slots)
         info.update({"workers": workers, "dask_threads": slots, "shard_size": size,

@@ -43,7 +43,7 @@ from ..estimator import PreparedData, prepare_data
 from ..model.extras import read_extras
 from ..model.manifest import DATA_DIGEST_KEY, MANIFEST, read_manifest
 from ..model.ranges import contiguous_runs, finished_ranges_of
-from ..model.writer import ModelWriter, prepare_target
+from ..model.writer import TRAINING_MANIFEST_LAG, ModelWriter, prepare_target
 from ..params import TrainParams
 from ..training.kernel import LANES
 from ..training.stats import ITER_FIELDS, TrainingStats
@@ -97,22 +97,23 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
     else :class:`ModelFormatError` (an unfinished model is never thrown away silently).
     """
     path = Path(os.path.abspath(path))
-    if _is_model_dir(path):
-        if resume:
-            writer = ModelWriter.open(path, params, n_features=data.n_features, label_space=data.label_space)
-            _check_same_data(path, writer, data)
-            _check_same_extensions(path, writer, extensions)
-            clean_stats(path, writer.manifest)
-            writer.widen_range(data.first_label, data.stop)
-            return writer
-        if overwrite == "complete":
-            prepare_target(path, overwrite="complete")
-        elif not overwrite:
-            raise ModelFormatError(f"{path}: a model already exists there: continue it with --resume "
-                                   "(resume=True), or replace it (overwrite=True)")
-    return ModelWriter.create(path, data.n_features, data.label_space, params, data.preprocessing,
-                              data.label_counts, data.n_train, overwrite=True, extensions=extensions,
-                              data_sha256=data.digest(), label_range=(data.first_label, data.stop))
+    if _is_model_dir(path) and resume:
+        writer = ModelWriter.open(path, params, n_features=data.n_features, label_space=data.label_space)
+        _check_same_data(path, writer, data)
+        _check_same_extensions(path, writer, extensions)
+        clean_stats(path, writer.manifest)
+        writer.widen_range(data.first_label, data.stop)
+    else:
+        if _is_model_dir(path):
+            if overwrite == "complete":
+                prepare_target(path, overwrite="complete")
+            elif not overwrite:
+                raise ModelFormatError(f"{path}: a model already exists there: continue it with --resume "
+                                       "(resume=True), or replace it (overwrite=True)")
+        writer = ModelWriter.create(path, data.n_features, data.label_space, params, data.preprocessing,
+                                    data.label_counts, data.n_train, overwrite=True, extensions=extensions,
+                                    data_sha256=data.digest(), label_range=(data.first_label, data.stop))
+    return writer
 
 
 def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str, Any] | None) -> None:
@@ -375,11 +376,16 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
         labels = np.concatenate([np.arange(a, b) for a, b in plan])
         # chunks of the trainer are cut from the concatenated labels; a chunk that spans
         # a gap between missing ranges is split into contiguous shards by the recorder
-        if train_fn is not None:
-            train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
-        else:
-            train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False,
-                         inplace=data.owned or own_data)
+        # the manifest is rewritten at most every TRAINING_MANIFEST_LAG write-durations
+        # (its cost grows with the shards listed: model/writer.py); leaving the block
+        # writes it, however the training ends
+        writer.manifest_lag = TRAINING_MANIFEST_LAG
+        with writer:
+            if train_fn is not None:
+                train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+            else:
+                train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False,
+                             inplace=data.owned or own_data)
     return finish_result(writer, data, recorder, before, t_start, "local",
                          {"shard_size": size, "threads": threads})
 
