@@ -430,6 +430,38 @@ def test_a_label_without_rows_scores_below_the_others(bib, init):
         assert b[0] == pytest.approx(p.aop_t)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_labels_without_rows_in_one_chunk_are_their_own_solves(bib, tmp_path, weighted):
+    """A chunk solves the row-less problem once per (costs, start) and copies it to the
+    next row-less labels: the same weights, intercepts and statistics (but the seconds)
+    as every label trained alone (chunks of one label), also when the costs differ
+    between such labels (cost file) and labels with rows come between them."""
+    X, Y = bib
+    k = 7
+    kw = {}
+    if weighted:
+        # the row is a negative: its cost decides the (regularised) bias
+        neg = np.ones(Y.shape[1] + k)
+        neg[-k:] = [1.0, 1.0, 2.0, 2.0, 1.0, 3.0, 3.0]   # runs of equal and of new costs
+        np.save(tmp_path / "neg.npy", neg)
+        kw = dict(weighting="file", weights_neg_file=str(tmp_path / "neg.npy"), regularize_bias=True)
+    p = TrainParams(threads=1, prune=0.0, **kw)
+    data = prepare_data(X, sp.hstack([Y, sp.csr_matrix((Y.shape[0], k))], format="csr"), p)
+    S = sp.csc_matrix(data.Y.shape, dtype=np.float32)
+    L = data.Y.shape[1]
+    labels = np.r_[3, L - k, L - k + 1, 40, np.arange(L - k + 2, L)]
+    W1, b1, s1 = train_shortlisted(data.X, data.Y, S, p, labels, chunk_size=1)
+    Wc, bc, sc = train_shortlisted(data.X, data.Y, S, p, labels, chunk_size=len(labels))
+    assert (W1 != Wc).nnz == 0 and np.array_equal(b1, bc)
+    for f in s1.columns:
+        if f != "seconds":
+            assert np.array_equal(s1[f], sc[f]), f
+    assert np.all(sc["rows"][np.isin(sc["label"], labels[labels >= L - k])] == 0)
+    if weighted:
+        # the costs do change the row-less problem's solution (else the check is void)
+        assert len(np.unique(bc[-k:])) == 3
+
+
 def test_cli_weighting_and_time_budget(tmp_path, bibtex_dir, capsys):
     """shortlist-train takes --weighting / --propensity-* and --timeout like 'headstart
     train': the costs are in the model's parameters; a spent budget saves nothing, says
