@@ -340,6 +340,33 @@ def test_dense_sparse_model_round_trip_predicts_identically(tmp_path, bib, first
         predict_topk(loaded, Xt, 5)
 
 
+@pytest.mark.parametrize("opts", [dict(feature_transform="sqrt"),
+                                  dict(hash_buckets=64, hash_functions=4, feature_transform="log-one-plus")])
+def test_dense_sparse_model_keeps_and_applies_the_sparse_preprocessing(tmp_path, bib, first, opts):
+    """A value transform or hashing of the sparse part is recorded in a dense + sparse
+    model and applied to the sparse part at prediction: the same weights and the same
+    predictions (after save / load) as a model trained on features preprocessed by hand.
+    (They were dropped: the model predicted on untransformed values, or could not be read.)"""
+    from headstart.prediction.preprocess import apply_preprocessing
+
+    X, Y, Xt, _ = bib
+    rng = np.random.default_rng(4)
+    V = rng.standard_normal((X.shape[1], 6)).astype(np.float32)
+    D, Dt = np.asarray(X @ V), np.asarray(Xt @ V)
+    p = TrainParams(threads=2, **opts)
+    model, _ = fit_shortlisted(X, Y, p, first.shortlist, dense=D)
+    assert not model.preprocessing.is_identity
+    save_model(model, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    hand = lambda A: sp.csr_matrix(apply_preprocessing(sp.csr_matrix(A), model.preprocessing))  # noqa: E731
+    manual, _ = fit_shortlisted(hand(X), Y, TrainParams(threads=2), first.shortlist, dense=D)
+    assert (manual.weights != loaded.weights).nnz == 0 and np.array_equal(manual.intercept, loaded.intercept)
+    cand, _ = first.first_stage.candidates(Xt)
+    a = predict_model(loaded, Xt, first.first_stage, 5, dense=Dt, candidates=cand)
+    b = predict_model(manual, hand(Xt), first.first_stage, 5, dense=Dt, candidates=cand)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
 def test_candidate_prediction_equals_full_scores_restricted_to_candidates(bib, first):
     X, Y, Xt, _ = bib
     model, _ = fit_shortlisted(X, Y, TrainParams(threads=2), first.shortlist)

@@ -194,7 +194,7 @@ def _validate_preprocessing(where: Path, pre: Any, n_features: int) -> dict[str,
                                    f"in [0, 2^32), got {h!r}")
         if h["buckets"] * h["functions"] != n_features:
             raise ModelFormatError(f"{where}: preprocessing.hash has {h['buckets']} buckets x {h['functions']} "
-                                   f"functions but the model has n_features={n_features} (they must be equal)")
+                                   f"functions but the model hashes {n_features} features (they must be equal)")
     return pre
 
 
@@ -245,7 +245,11 @@ def validate_manifest(path: Path, m: Any) -> dict[str, Any]:
         TrainParams.from_dict(m["params"])
     except (ParameterError, TypeError) as e:
         raise ModelFormatError(f"{where}: invalid params: {e}") from None
-    m["preprocessing"] = _validate_preprocessing(where, m["preprocessing"], m["n_features"])
+    # the preprocessing's columns: a dense + sparse model (headstart.shortlist) hashes its
+    # sparse part only, the first n_sparse of its columns
+    dense = m.get("dense")
+    width = dense["n_sparse"] if isinstance(dense, dict) and is_int(dense.get("n_sparse")) else m["n_features"]
+    m["preprocessing"] = _validate_preprocessing(where, m["preprocessing"], width)
     extra_files = m["extra_files"]
     if not isinstance(extra_files, dict) or set(extra_files) != set(EXTRA_FILES):
         raise ModelFormatError(f"{where}: field 'extra_files' must list exactly {', '.join(EXTRA_FILES)}")

@@ -85,9 +85,10 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     per-label costs, so that nothing is written before every input has been checked."""
     if dense is not None:
         if params.tfidf or params.normalize:
-            raise ParameterError("with dense features, normalise each part with DenseSparseParams("
-                                 "normalize_sparse=..., normalize_dense=...) instead of normalize/tfidf "
-                                 "(tf-idf is not offered with a dense part: give tf-idf values)")
+            raise ParameterError("with dense features, normalise each part (command line: --normalize-sparse, "
+                                 "--normalize-dense; API: DenseSparseParams(normalize_sparse=..., "
+                                 "normalize_dense=...)) instead of normalize / tfidf (tf-idf is not offered "
+                                 "with a dense part: give tf-idf values)")
     elif dense_params is not None:
         raise ParameterError("dense_params given without dense features")
     data = prepare_data(X, Y, params, first_label, num_labels)
@@ -115,7 +116,10 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
                 if dp.dense_init_bias_file is not None:
                     start_kw["dense_intercept"] = read_dense_start_bias(dp.dense_init_bias_file, data.label_space)
         ext[DENSE_KEY] = dp.manifest(n_sparse, n_dense)
-        data = dataclasses.replace(data, X=Xc, preprocessing=Preprocessing())
+        # data.preprocessing (hashing, a value transform: normalize / tf-idf are refused
+        # above) was applied to the sparse part and stays in the model: prediction
+        # applies it to the sparse part before the dense one is appended (_features)
+        data = dataclasses.replace(data, X=Xc)
     columns = compact_columns(data.X, params, dense is not None)
     train_X = data.X if columns is None else columns.compact(data.X)
     inputs = prepare_inputs(train_X, data.Y, params, **start_kw)
@@ -279,7 +283,9 @@ def _features(ext: dict, preprocessing: Preprocessing, n_features: int, X: Any, 
         if dense is None:
             raise ParameterError("this model was trained on dense + sparse features: give the dense features too")
         dp, n_sparse, n_dense = DenseSparseParams.from_manifest(ext[DENSE_KEY])
-        return prediction_features(check_features(X), dense, dp, n_sparse, n_dense)
+        # the sparse part's preprocessing (hashing, value transform) as in training
+        Xs = sp.csr_matrix(apply_preprocessing(check_features(X), preprocessing))
+        return prediction_features(Xs, dense, dp, n_sparse, n_dense)
     if dense is not None:
         raise ParameterError("this model has no dense part, but dense features were given")
     Xs = check_features(X)
