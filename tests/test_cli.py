@@ -569,6 +569,20 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
                          "--json", "-k", 2)
     assert code == 0, err
     assert set(json.loads(out)) >= {"P@1", "P@2", "nDCG@2", "PSP@2", "R@2", "cov@2"}
+    ref = json.loads(out)
+    # a second data file has its own format and labels: --labels is DATA's (it made every
+    # file of the command slice data: an XMC --train was 'not a .npy file')
+    for extra in (["--train", tmp_path / "d.svm"], ["--train", tmp_path / "X.npy", "--train-labels", tmp_path / "Y.txt"]):
+        code, out, err = run(capsys, "evaluate", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",
+                             "--json", "-k", 2, *extra)
+        assert code == 0, err
+        assert json.loads(out) == ref    # the same counts as the model's: the same propensities
+    code, out, err = run(capsys, "evaluate", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",
+                         "--train", tmp_path / "X.npy")
+    _check_error(code, err, ["X.npy", "add --train-labels FILE"])
+    code, out, err = run(capsys, "shortlist", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "-K", 2, "-o",
+                         tmp_path / "sl.txt", "--test", tmp_path / "X.npy", "--test-labels", tmp_path / "Y.txt")
+    assert code == 0 and "recall on" in out, err
     # prediction needs no labels: libsvm label ids beyond the model's, a .npy without
     # --labels, an XMC file with another label count
     (tmp_path / "t.svm").write_text("7 1:1\n0 2:1\n")

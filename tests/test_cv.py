@@ -51,6 +51,19 @@ def test_metrics_are_those_of_each_held_out_fold_ranked_by_its_own_model(bibtex)
                                                        "P@3", "nDCG@3", "R@3", "RP@3", "cov@3"]
 
 
+def test_k_beyond_the_labels_is_cut_to_them_with_a_warning(bibtex, caplog):
+    """k = 10 on 4 labels: the metrics at 1, 3 and 4 (= all labels), and a warning -- not
+    silently 1 and 3 only (as evaluate and predict cut k)."""
+    X, Y = bibtex
+    X, Y = X[:600], sp.csr_matrix(Y[:600, :4])
+    with caplog.at_level("WARNING", logger="headstart.tuning.cv"):
+        r = cross_validate(X, Y, TrainParams(threads=1), folds=2, k=10)
+    assert [m for m in r.metrics[0] if m.startswith("P@")] == ["P@1", "P@3", "P@4"]
+    # every label is ranked at k = 4: every positive is a hit
+    assert r.metrics[0]["P@4"] == pytest.approx(Y.nnz / (4 * Y.shape[0]))
+    assert "k = 10 is more than the data's 4 label(s): metrics up to k = 4" in caplog.text
+
+
 def test_arguments_are_checked():
     X = sp.csr_matrix(np.eye(6, dtype=np.float32))
     Y = sp.csr_matrix(np.eye(6, 2, dtype=np.float32))

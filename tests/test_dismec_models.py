@@ -266,6 +266,12 @@ def test_cli_import_export_round_trip_and_errors(tmp_path, capsys):
                           "--augment-for-bias"]) == 2
     assert "exported by headstart for predicting with --normalize-instances --augment-for-bias, not " \
            "--augment-for-bias" in capsys.readouterr().err and not (tmp_path / "re2").exists()
+    # an explicit --transform identity is an option given (it was taken for none, and the
+    # export's options were used instead of it, silently)
+    assert cli_main.main(["import-dismec", str(tmp_path / "again.model"), "-o", str(tmp_path / "re3"),
+                          "--transform", "identity"]) == 2
+    assert "exported by headstart for predicting with --normalize-instances --augment-for-bias, not " \
+           "--transform identity:" in capsys.readouterr().err and not (tmp_path / "re3").exists()
     # a bad file: exit code 2, the location on stderr, no model directory
     (tmp_path / "m.model.weights-2-2").write_text("1:-2 2:3.25 3:oops\n")
     capsys.readouterr()

@@ -277,6 +277,22 @@ def test_figures_are_written_atomically(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]
 
 
+def test_figures_by_positives_of_a_few_labels_are_drawn(tmp_path):
+    """Two labels fill no bin of positives with enough labels: the log-log panels were
+    empty and matplotlib refused them ('experiment --labels 0:3' ended in an internal
+    error with half the figures written); now they are drawn, saying so."""
+    from headstart.experiment import figures
+
+    st = {"n_pos": np.array([3, 40]), "seconds": np.array([0.01, 0.02]), "iterations": np.array([2, 5]),
+          "f_init": np.array([10.0, 50.0]), "distance": np.array([0.5, 2.0])}
+    runs = [("zero", st), ("aop", dict(st))]
+    for draw in (figures.time_vs_positives_figure, figures.iterations_vs_positives_figure,
+                 figures.initial_loss_figure, figures.distance_figure):
+        path = tmp_path / f"{draw.__name__}.png"
+        draw(runs, path)
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_feature_options_reach_every_run(bibtex_dir, capsys, tmp_path):
     """--transform and the hashing options are training parameters of every run, and the
     runs' metrics are those of the library's model trained with them."""

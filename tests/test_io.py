@@ -655,6 +655,12 @@ def test_slice_feature_errors(tmp_path):
         np.save(tmp_path / name, arr, allow_pickle=True)
         with pytest.raises(DataFormatError):
             read_slice(tmp_path / name, labels)
+    # a finite float64 beyond float32's range is named as such, not as "infinite"
+    with pytest.raises(DataFormatError, match=r"feature value 1e\+300 at row 1, column 1 \(0-based\) is out of "
+                                              r"float32's range"):
+        read_slice(tmp_path / "inf.npy", labels)
+    with pytest.raises(DataFormatError, match=r"NaN or infinite values \(first at row 0, column 1"):
+        read_slice(tmp_path / "nan.npy", labels)
     np.save(tmp_path / "rows.npy", np.zeros((3, 2)))
     with pytest.raises(DataFormatError, match="3 points"):
         read_slice(tmp_path / "rows.npy", labels)

@@ -252,23 +252,30 @@ def read_training_data(path: str, args: argparse.Namespace):
     return X, Y
 
 
+_MAIN = object()   # read_dataset's labels_file: the command's --labels
+
+
 def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = None,
-                 n_labels: int | None = None):
+                 n_labels: int | None = None, labels_file: Any = _MAIN, labels_option: str = "--labels"):
     """(X, Y) of a data file through headstart.io, as the data options say.
 
     ``n_features``/``n_labels`` fix the widths of libsvm data (which has no header).
+    ``labels_file``: the label file of a .npy file other than the command's main data
+    (evaluate --train-labels, shortlist --test-labels; default: --labels), which would
+    otherwise make every file of the command read as slice data.
     """
     from .. import io as hio
 
     fmt = getattr(args, "data_format", "auto")
-    labels_file = getattr(args, "labels_file", None)
+    if labels_file is _MAIN:
+        labels_file = getattr(args, "labels_file", None)
     if fmt == "auto":
-        fmt = "slice" if labels_file else hio.detect_format(path)
+        fmt = hio.detect_format(path)
     if fmt == "slice":
         if not labels_file:
             if not getattr(args, "labels_unused", False):
                 raise ParameterError(f"{path}: dense .npy features (slice format) need their label "
-                                     "file: add --labels FILE")
+                                     f"file: add {labels_option} FILE")
             return _without_labels(hio.read_dense_features(path), n_labels)
         return hio.read_slice(path, labels_file)
     if labels_file:
@@ -388,8 +395,8 @@ def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
 
 
 #: the options that name files a command reads: an output must not replace one of them
-INPUT_OPTIONS = ("train", "test", "data", "input", "labels_file", "label_names", "params", "predictions", "shortlist", "thresholds",
-                 "dense", "weights_pos_file", "weights_neg_file")
+INPUT_OPTIONS = ("train", "test", "data", "input", "labels_file", "train_labels", "test_labels", "label_names", "params",
+                 "predictions", "shortlist", "thresholds", "dense", "weights_pos_file", "weights_neg_file")
 
 
 def check_output_file(path: str, what: str, args: argparse.Namespace | None = None) -> None:

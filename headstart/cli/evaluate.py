@@ -56,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--train", metavar="FILE",
                    help="training data whose label counts give the propensities (default: the counts "
                         "stored in the model; without either, no PS metrics)")
+    g.add_argument("--train-labels", metavar="FILE",
+                   help="the label file of --train when it is dense .npy features (slice format; --labels "
+                        "is DATA's)")
     g.add_argument("--propensity-a", type=common._number(float), default=None, metavar="A",
                    help="propensity constant A (default: the model's --propensity-a, else 0.55; the XMC "
                         "repository uses 0.5 for Wikipedia and 0.6 for Amazon data sets)")
@@ -192,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, name) is None and name in trained:
                 setattr(args, name, float(trained[name]))
     if args.train:
-        _, Ytr = common.read_dataset(args.train, args, n_labels=label_space)
+        _, Ytr = common.read_dataset(args.train, args, n_labels=label_space, labels_file=args.train_labels,
+                                      labels_option="--train-labels")
         if Ytr.shape[1] != label_space:
             raise DataFormatError(f"the training data has {Ytr.shape[1]} labels, the test data {label_space}",
                                   args.train)

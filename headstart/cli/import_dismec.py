@@ -32,7 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "the bias weight")
     p.add_argument("--normalize-instances", action="store_true",
                    help="DiSMEC++ trained with --normalize-instances (instances scaled to unit L2 norm)")
-    p.add_argument("--transform", choices=TRANSFORMS, default="identity",
+    # default None, not "identity": an export's options are taken only when none is given
+    # (an explicit --transform identity was taken for none, and the export's used instead)
+    p.add_argument("--transform", choices=TRANSFORMS, default=None,
                    help="DiSMEC++'s --transform of the feature values (default identity)")
     p.add_argument("--weight-culling", metavar="T", type=float, default=0.0,
                    help="drop weights with |w| <= T (default 0: keep every nonzero weight)")
@@ -44,23 +46,27 @@ def _options_of_export(args: argparse.Namespace) -> None:
     from ..model.dismec import exported_options
 
     got = exported_options(args.meta)
+    nothing_given = (args.augment_for_bias, bool(args.normalize_instances), args.transform) == (None, False, None)
+    explicit = args.transform is not None
+    if args.transform is None:
+        args.transform = "identity"
     if got is None:
         return
     given = (args.augment_for_bias, bool(args.normalize_instances), args.transform)
     stored = (got["augment-for-bias"], bool(got["normalize-instances"]), got["transform"])
-    if given == (None, False, "identity"):
+    if nothing_given:
         args.augment_for_bias, args.normalize_instances, args.transform = stored
         log.info("%s: headstart's export: taking its options %s", args.meta, _words(stored) or "(none)")
     elif given != stored:
         raise ParameterError(f"{args.meta} was exported by headstart for predicting with {_words(stored) or 'no options'}"
-                             f", not {_words(given) or 'no options'}: import it without options (they are "
+                             f", not {_words(given, explicit) or 'no options'}: import it without options (they are "
                              "taken from the file) or with those")
 
 
-def _words(opts) -> str:
+def _words(opts, transform_given: bool = False) -> str:
     bias, normalize, transform = opts
     out = []
-    if transform != "identity":
+    if transform != "identity" or transform_given:
         out.append(f"--transform {transform}")
     if normalize:
         out.append("--normalize-instances")

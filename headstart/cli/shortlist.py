@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "filling them with the most frequent labels (fewer pairs, cheaper training)")
     g.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
     g.add_argument("--test", metavar="DATA", help="also report the recall of the candidates of this data")
+    g.add_argument("--test-labels", metavar="FILE",
+                   help="the label file of --test when it is dense .npy features (slice format; --labels "
+                        "is TRAIN's)")
     g.add_argument("--save-first-stage", metavar="DIR",
                    help="save the first stage here, for 'headstart shortlist-predict --first-stage DIR'")
     common.add_data_options(p)
@@ -62,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         raise DataFormatError("the data has no labels: there is nothing to shortlist", args.train)
     Xt = Yt = None
     if args.test:
-        Xt, Yt = common.read_dataset(args.test, args, n_features=X.shape[1], n_labels=Y.shape[1])
+        Xt, Yt = common.read_dataset(args.test, args, n_features=X.shape[1], n_labels=Y.shape[1],
+                                     labels_file=args.test_labels,
+                                     labels_option="--test-labels")
         if Yt.shape[1] != Y.shape[1]:
             raise ParameterError(f"{args.test}: {Yt.shape[1]} labels, the training data has {Y.shape[1]}")
     t0 = time.perf_counter()

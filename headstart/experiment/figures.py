@@ -247,10 +247,16 @@ def small_multiples(runs, series, path, *, title: str, xlabel: str, ylabel: str,
         ax.plot(x, m, color=col[n], lw=1.8, label=f"{n} (mean)")
         ax.set_title(n, fontsize=10, color=col[n])
         ax.legend(fontsize=7, framealpha=0.8)
+    # a run of few labels may have no bin of positives with enough labels to draw: its
+    # panels say so, and stay linear (a log axis without data cannot be drawn)
+    drawn = any(len(data[n][0]) for n in names)
     for ax in axes:
-        if logx:
+        if not drawn:
+            ax.text(0.5, 0.5, "no bin of positives holds\nenough labels to draw", ha="center", va="center",
+                    transform=ax.transAxes, fontsize=9, color="0.4")
+        if logx and drawn:
             ax.set_xscale("log")
-        if logy:
+        if logy and drawn:
             ax.set_yscale("log", nonpositive="clip")
         ax.grid(True, alpha=0.3)
         if ylim is not None:

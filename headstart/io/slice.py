@@ -70,15 +70,20 @@ def read_dense_features(path) -> np.ndarray:
         raise
     except Exception as e:  # noqa: BLE001 - e.g. a truncated memory map
         raise DataFormatError(f"cannot load .npy file: {e}", path) from e
-    del arr
     # an empty array (a header may claim 10**18 rows of 0 features) has nothing to check
     step = max(1, (8 << 20) // max(1, X.shape[1]))
     for r0 in range(0, X.shape[0] if X.size else 0, step):
         ok = np.isfinite(X[r0:r0 + step])
         if not ok.all():
             r, c = np.argwhere(~ok)[0]
+            v = arr[r0 + r, c]
+            if arr.dtype.kind == "f" and np.isfinite(v):   # finite, but beyond float32's range
+                raise DataFormatError(f"feature value {float(v):g} at row {r0 + r}, column {c} (0-based) is "
+                                      f"out of float32's range (|x| <= {float(np.finfo(np.float32).max):.4g})",
+                                      path)
             raise DataFormatError(f"features contain NaN or infinite values (first at row "
                                   f"{r0 + r}, column {c}; 0-based)", path)
+    del arr
     return X
 
 

@@ -12,6 +12,7 @@ the same data.  Preprocessing is fitted once on all of it (:class:`.folds.FoldRu
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +21,8 @@ import numpy as np
 from ..errors import ParameterError
 from ..params import TrainParams
 from .folds import FoldRunner, check_cv, split
+
+log = logging.getLogger(__name__)
 
 #: metrics a candidate may be chosen by (their @k with k up to the run's k)
 CHOOSE_BY = ("P", "nDCG", "R", "RP")
@@ -71,6 +74,10 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         raise ParameterError("the data has no labels: nothing to rank")
     parts = split(np.random.default_rng(seed).permutation(n), folds)
     width = max(1, min(int(k), run.L))
+    if width < int(k):
+        # as evaluate / predict: k cut to the labels there are, said, and reported at it
+        log.warning("k = %d is more than the data's %d label(s): metrics up to k = %d", int(k), run.L, width)
+        ks = sorted({j for j in ks if j <= width} | {width})
     results = []
     for C in cand:
         p = dataclasses.replace(run.params, C=float(C))
@@ -78,7 +85,7 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         for val in parts:
             W, b = run.train(np.setdiff1d(np.arange(n), val, assume_unique=True), p)
             top[val] = predict_topk((W, b), run.X[val], width, threads=p.threads, preprocess=False)[0]
-        results.append(evaluate(run.Y, top, ks=[j for j in ks if j <= width] or [1]))
+        results.append(evaluate(run.Y, top, ks=ks))
     if metric not in results[0]:
         raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
     scores = [r[metric] for r in results]
