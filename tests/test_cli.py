@@ -893,3 +893,17 @@ def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):
                        "--train", tmp_path / "tr.txt", "--json")    # (the model knows its training counts)
     assert code == 0 and json.loads(out) == direct
     assert "P@3" in direct and "P@10" not in direct and direct["P@3"] == pytest.approx(4 / 9)
+
+
+def test_convert_to_libsvm_warns_when_the_declared_widths_cannot_be_kept(tmp_path, capsys):
+    """libsvm has no header: trailing features / labels no row uses are lost on the way
+    back -- said, with the counts a reader will see (it printed the declared ones only)."""
+    (tmp_path / "d.txt").write_text("3 10 5\n0 1:1 3:2\n1,2 0:1\n0 2:0.5\n")
+    code, out, err = run(capsys, "convert", tmp_path / "d.txt", tmp_path / "d.svm", "--to", "libsvm")
+    assert code == 0, err
+    assert "it has 4 feature(s) and 3 label(s) (the ids it uses), not 10 and 5" in err
+    code, out, err = run(capsys, "convert", tmp_path / "d.svm", tmp_path / "back.txt")
+    assert code == 0 and "4 features, 3 labels" in out, (out, err)
+    (tmp_path / "f.txt").write_text("2 4 3\n0 3:1\n1,2 0:1\n")
+    code, out, err = run(capsys, "convert", tmp_path / "f.txt", tmp_path / "f.svm", "--to", "libsvm")
+    assert code == 0 and "keeps no header" not in err

@@ -88,6 +88,19 @@ def _write(hio, args, X, Y) -> None:
         hio.write_xmc(args.output, X, Y, one_based=args.out_one_based)
     elif args.to == "libsvm":
         hio.write_libsvm(args.output, X, Y)
+        # libsvm has no header: a reader sees only the widths the ids reach
+        if hasattr(X, "indices"):
+            used_f = int(X.indices.max()) + 1 if X.nnz else 0
+        else:   # dense (slice) features: the last column with a nonzero (a reduction, no n x d copy)
+            import numpy as np
+
+            nz = np.flatnonzero(np.abs(X).max(axis=0)) if X.size else np.zeros(0, dtype=np.int64)
+            used_f = int(nz[-1]) + 1 if nz.size else 0
+        used_l = int(Y.indices.max()) + 1 if Y.nnz else 0
+        if used_f < X.shape[1] or used_l < Y.shape[1]:
+            log.warning("%s: libsvm keeps no header: read back, it has %d feature(s) and %d label(s) (the ids "
+                        "it uses), not %d and %d; --to xmc keeps the counts", args.output, used_f, used_l,
+                        X.shape[1], Y.shape[1])
     else:
         from ..resources import available_memory
 
