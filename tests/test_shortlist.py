@@ -22,6 +22,7 @@ from headstart.prediction.topk import predict_topk
 from headstart.shortlist import (DenseSparseParams, FirstStageParams, build_shortlist, candidates_to_shortlist,
                                  fit_shortlisted, predict_model, predict_model_dir, read_shortlist, recall,
                                  train_shortlisted, train_shortlisted_dir, write_shortlist)
+from headstart.shortlist.api import model_features
 from headstart.shortlist.candidates import FirstStage, keep_largest
 from headstart.shortlist.predict import predict_candidates
 from headstart.training.trainer import train_labels
@@ -365,6 +366,15 @@ def test_dense_sparse_model_keeps_and_applies_the_sparse_preprocessing(tmp_path,
     a = predict_model(loaded, Xt, first.first_stage, 5, dense=Dt, candidates=cand)
     b = predict_model(manual, hand(Xt), first.first_stage, 5, dense=Dt, candidates=cand)
     assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    # the generic predictor on X in the model's space (model_features) applies nothing
+    # more: the sparse preprocessing belongs to the sparse columns only (the dense ones,
+    # negative here, were transformed or hashed with them)
+    Xm = model_features(loaded, Xt, Dt)
+    c = predict_topk(loaded, Xm, 5)
+    d = predict_topk(manual, model_features(manual, hand(Xt), Dt), 5)
+    assert np.array_equal(c[0], d[0]) and np.array_equal(c[1], d[1])
+    F = (Xm @ loaded.weights.T).toarray() + loaded.intercept
+    np.testing.assert_allclose(c[1][:, 0], F.max(axis=1), rtol=1e-5, atol=1e-5)
 
 
 def test_candidate_prediction_equals_full_scores_restricted_to_candidates(bib, first):

@@ -317,8 +317,9 @@ class ModelScorer:
         """The model's preprocessing (read once, for scoring shard by shard)."""
         if self._preprocessing is None:
             from ..model import read_extras
+            from ..model.model import scoring_preprocessing
 
-            self._preprocessing, _ = read_extras(self.model_dir, self.manifest)
+            self._preprocessing = scoring_preprocessing(read_extras(self.model_dir, self.manifest)[0], self.manifest)
         return self._preprocessing
 
     def chunk_rows(self, args: argparse.Namespace, k: int) -> int:

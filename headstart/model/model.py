@@ -66,6 +66,15 @@ class Preprocessing:
                 and self.hashing is None)
 
 
+def scoring_preprocessing(pre: Preprocessing, extensions: dict[str, Any] | None) -> Preprocessing:
+    """What the generic predictors (headstart.prediction) apply to X: the model's
+    preprocessing -- but none for a dense + sparse model (manifest / extensions field
+    ``"dense"``), whose preprocessing belongs to its first n_sparse columns and which
+    they score on X in its model space already, as headstart.shortlist.model_features
+    makes it (applied to the whole width it transformed or hashed the dense columns)."""
+    return Preprocessing() if "dense" in (extensions or {}) else pre
+
+
 @dataclass
 class OvAModel:
     weights: sp.csr_matrix              # (num_labels, n_features) float32

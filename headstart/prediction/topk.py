@@ -67,7 +67,7 @@ from ..model.extras import read_extras
 from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
 from ..model.shards import iter_shards
-from ..model.model import OvAModel, Preprocessing
+from ..model.model import OvAModel, Preprocessing, scoring_preprocessing
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
 from ..validation import check_k
@@ -334,7 +334,7 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
     if isinstance(model_or_weights, OvAModel):
         m = model_or_weights
         W, b, first, n_features = m.weights, m.intercept, int(m.first_label), int(m.n_features)
-        preprocessing = m.preprocessing
+        preprocessing = scoring_preprocessing(m.preprocessing, getattr(m, "extensions", None))
         exclude = list(getattr(m, "missing_ranges", None) or [])
         all_features = "dense" in (getattr(m, "extensions", None) or {})
         if "tree" in (getattr(m, "extensions", None) or {}):
@@ -637,7 +637,7 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     model_dir = Path(model_dir)
     m = read_manifest(model_dir)
     _check_complete(model_dir, m, allow_gaps)
-    pre, _ = read_extras(model_dir, m)
+    pre = scoring_preprocessing(read_extras(model_dir, m)[0], m)
     X = _check_X(X, m["n_features"], pre if preprocess else None, "dense" in m)
     if preprocess:
         X = apply_preprocessing(X, pre)
@@ -663,7 +663,7 @@ def predict_above_streaming(model_dir: str | os.PathLike, X: Any, threshold: Any
     L = int(m["label_space"])
     threshold = _label_thresholds(threshold, L)
     if preprocess:
-        pre = read_extras(model_dir, m)[0] if preprocessing is None else preprocessing
+        pre = scoring_preprocessing(read_extras(model_dir, m)[0] if preprocessing is None else preprocessing, m)
         X = apply_preprocessing(_check_X(X, m["n_features"], pre, "dense" in m), pre)
     parts = [predict_above((w, b, first), X, threshold, n_columns=L, threads=threads, max_memory=max_memory,
                            return_scores=return_scores).tocoo()
