@@ -583,6 +583,12 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
     code, out, err = run(capsys, "shortlist", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "-K", 2, "-o",
                          tmp_path / "sl.txt", "--test", tmp_path / "X.npy", "--test-labels", tmp_path / "Y.txt")
     assert code == 0 and "recall on" in out, err
+    code, out, err = run(capsys, "shortlist", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "-K", 2, "-o",
+                         tmp_path / "sl2.txt", "--test-labels", tmp_path / "Y.txt")
+    _check_error(code, err, ["--test-labels is the label file of --test"])
+    code, out, err = run(capsys, "evaluate", tmp_path / "m2", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt",
+                         "--train-labels", tmp_path / "Y.txt")
+    assert code == 2 and "--train-labels is the label file of --train" in err
     # prediction needs no labels: libsvm label ids beyond the model's, a .npy without
     # --labels, an XMC file with another label count
     (tmp_path / "t.svm").write_text("7 1:1\n0 2:1\n")

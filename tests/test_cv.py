@@ -62,6 +62,9 @@ def test_k_beyond_the_labels_is_cut_to_them_with_a_warning(bibtex, caplog):
     # every label is ranked at k = 4: every positive is a hit
     assert r.metrics[0]["P@4"] == pytest.approx(Y.nnz / (4 * Y.shape[0]))
     assert "k = 10 is more than the data's 4 label(s): metrics up to k = 4" in caplog.text
+    # a metric beyond the labels is refused before any training
+    with pytest.raises(ParameterError, match=r"metric 'P@5' needs k <= 4: the data has 4 labels"):
+        cross_validate(X, Y, TrainParams(threads=1), folds=2, k=10, metric="P@5")
 
 
 def test_arguments_are_checked():

@@ -456,6 +456,22 @@ def test_writer_with_a_manifest_lag_lists_in_memory_and_flushes(tmp_path):
     assert again.finished_ranges() == [(0, 10)] and len(list((tmp_path / "k" / "shards").iterdir())) == 1
 
 
+def test_writer_flush_failing_after_an_error_keeps_that_error(tmp_path, monkeypatch, caplog):
+    model = random_model(num_labels=20, label_space=20)
+    w = ModelWriter.create(tmp_path / "m", 23, 20, model.params)
+    w.manifest_lag = 1e9
+    w.add_shard(0, model.weights[:10], model.intercept[:10])
+    w.add_shard(10, model.weights[10:], model.intercept[10:])
+    monkeypatch.setattr(writer, "write_manifest", lambda *a: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(KeyboardInterrupt):
+        with w:
+            raise KeyboardInterrupt
+    assert "could not list the finished shards in the manifest: OSError: disk full" in caplog.text
+    with pytest.raises(OSError, match="disk full"):   # without an error of its own, the flush's
+        with w:
+            pass
+
+
 def test_writer_threads(tmp_path):
     model = random_model(num_labels=200, label_space=200, density=0.1)
     w = ModelWriter.create(tmp_path / "m", 23, 200, model.params, model.preprocessing, model.label_counts, 123)

@@ -377,6 +377,26 @@ def test_dense_sparse_model_keeps_and_applies_the_sparse_preprocessing(tmp_path,
     np.testing.assert_allclose(c[1][:, 0], F.max(axis=1), rtol=1e-5, atol=1e-5)
 
 
+def test_a_dense_model_whose_preprocessing_was_not_recorded_is_said_so(tmp_path, bib, first, caplog):
+    """A dense + sparse model written before its sparse preprocessing was recorded (the
+    manifest's preprocessing is the identity, its params say sqrt): reading it warns."""
+    X, Y, _, _ = bib
+    D = np.asarray(X[:, :5].todense(), dtype=np.float32)
+    model, _ = fit_shortlisted(X, Y, TrainParams(threads=2, feature_transform="sqrt"), first.shortlist, dense=D)
+    save_model(model, tmp_path / "m")
+    with caplog.at_level("WARNING", logger="headstart.model.manifest"):
+        read_manifest(tmp_path / "m")
+    assert "does not record" not in caplog.text
+    path = tmp_path / "m" / "manifest.json"
+    m = json.loads(path.read_text())
+    m["preprocessing"]["transform"] = "identity"
+    path.write_text(json.dumps(m))
+    with caplog.at_level("WARNING", logger="headstart.model.manifest"):
+        read_manifest(tmp_path / "m")
+        read_manifest(tmp_path / "m")
+    assert caplog.text.count("trained with --transform sqrt, which its manifest does not record") == 1
+
+
 def test_candidate_prediction_equals_full_scores_restricted_to_candidates(bib, first):
     X, Y, Xt, _ = bib
     model, _ = fit_shortlisted(X, Y, TrainParams(threads=2), first.shortlist)

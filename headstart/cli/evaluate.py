@@ -104,6 +104,8 @@ _WHAT_ELSE = {
 
 def run(args: argparse.Namespace) -> int:
     err = args._parser.error
+    if args.train_labels and not args.train:
+        err("--train-labels is the label file of --train: give --train too")
     predict.check_prediction_args(args)
     predict.check_threshold_args(args)
     thresholded = args.threshold is not None or args.thresholds is not None

@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import ParameterError
     from ..shortlist import FirstStageParams, build_shortlist, recall, write_shortlist
 
+    if args.test_labels and not args.test:
+        raise ParameterError("--test-labels is the label file of --test: give --test too")
     common.check_output_file(args.output, "shortlist file", args)
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
                            fill=args.fill, keep=args.keep)

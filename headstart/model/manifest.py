@@ -11,6 +11,7 @@ naming pattern of :func:`shard_file_name`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -21,6 +22,8 @@ from ..io.atomic import atomic_write
 from ..params import TRANSFORMS, TrainParams
 from .model import Preprocessing
 from .ranges import fmt_range
+
+log = logging.getLogger(__name__)
 
 FORMAT_NAME = "headstart-model"
 FORMAT_VERSION = 1
@@ -314,7 +317,33 @@ def read_manifest(path: str | os.PathLike) -> dict[str, Any]:
         raise ModelFormatError(f"{where}:{e.lineno}:{e.colno}: manifest is not valid JSON: {e.msg}") from None
     except ValueError as e:
         raise ModelFormatError(f"{where}: manifest is not valid JSON: {e}") from None
-    return validate_manifest(path, m)
+    m = validate_manifest(path, m)
+    _warn_stale_dense_preprocessing(path, m)
+    return m
+
+
+_STALE_WARNED: set[str] = set()
+
+
+def _warn_stale_dense_preprocessing(path: Path, m: dict[str, Any]) -> None:
+    """Until 2026-11-30 a dense + sparse model (headstart.shortlist) trained with a value
+    transform or hashing of its sparse part did not record it: it scores raw sparse
+    features, silently.  Such a model is said so (once per directory), not refused: its
+    weights are whole, and a caller may preprocess the data itself."""
+    if "dense" not in m:
+        return
+    p, pre = m["params"], m["preprocessing"]
+    lost = []
+    if p.get("feature_transform", "identity") != pre["transform"]:
+        lost.append(f"--transform {p['feature_transform']}")
+    if p.get("hash_buckets", 0) and pre["hash"] is None:
+        lost.append(f"--hash-buckets {p['hash_buckets']}")
+    key = os.path.abspath(path)
+    if lost and key not in _STALE_WARNED:
+        _STALE_WARNED.add(key)
+        log.warning("%s: this dense + sparse model was trained with %s, which its manifest does not record "
+                    "(a model written before 2026-11-30): prediction gives it the sparse features without "
+                    "that preprocessing; train it again", path, " and ".join(lost))
 
 
 def is_headstart_model(path: Path) -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -47,6 +48,8 @@ from .manifest import (RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, base_manifest, costs
 from .model import OvAModel, Preprocessing
 from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, unfinished_ranges_of, uncovered
 from .shards import canonical_intercept, canonical_weights, row_view, write_shard_file
+
+log = logging.getLogger(__name__)
 
 
 def prepare_target(path: Path, overwrite: bool | str = True, unknown_range_unfinished: bool = True) -> None:
@@ -340,5 +343,14 @@ class ModelWriter:
     def __enter__(self) -> "ModelWriter":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.flush()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.flush()
+            return
+        # the run failed or was interrupted: its error is the one to see; a failure to
+        # list the finished shards as well is logged (their files are deleted on resume)
+        try:
+            self.flush()
+        except Exception as e:  # noqa: BLE001 - reported, the original error propagates
+            log.error("%s: could not list the finished shards in the manifest: %s: %s", self.path,
+                      type(e).__name__, e)

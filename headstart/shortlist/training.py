@@ -27,6 +27,7 @@ dense + sparse mode trains on columns scaled by 1/sqrt(lambda) of their part
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -246,7 +247,8 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
             w_start = W.w[0]
         st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
         tau = 0.0
-        if solve and empty and e_have and cp == e_key[0] and cn == e_key[1] and W.w[0] == e_key[2]:
+        if solve and empty and e_have and cp == e_key[0] and cn == e_key[1] and W.w[0] == e_key[2] \
+                and math.copysign(1.0, W.w[0]) == math.copysign(1.0, e_key[2]):   # -0.0 is not 0.0 here
             # the same one-row problem from the same start as an earlier empty label of
             # this chunk: its solve, bit for bit (see the module text)
             W.w[0] = e_key[3]

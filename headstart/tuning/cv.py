@@ -78,6 +78,9 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         # as evaluate / predict: k cut to the labels there are, said, and reported at it
         log.warning("k = %d is more than the data's %d label(s): metrics up to k = %d", int(k), run.L, width)
         ks = sorted({j for j in ks if j <= width} | {width})
+    if metric not in {f"{m}@{j}" for m in CHOOSE_BY for j in ks}:
+        # before any training (it was found out after every fold and C)
+        raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
     results = []
     for C in cand:
         p = dataclasses.replace(run.params, C=float(C))
