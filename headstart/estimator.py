@@ -290,6 +290,16 @@ class OvAClassifier:
         """
         model, stats = fit_model(X, y, self.params, first_label=first_label, num_labels=num_labels,
                                  progress=progress)
+        asked = (num_labels if num_labels is not None else model.label_space - model.first_label)
+        if len(stats) < asked:
+            # a time budget ran out (the command line says so too): labels not started
+            # score -inf and are never predicted -- said here, not only found on reload
+            import warnings
+
+            warnings.warn(f"time budget of {self.params.timeout:g} s reached: {asked - len(stats)} of {asked} "
+                          f"label(s) not trained (model_.missing_ranges, and labels from "
+                          f"{model.first_label + model.num_labels} on); fit again with a larger timeout, or "
+                          "train into a model directory and resume", UserWarning, stacklevel=2)
         self._set_model(model)
         self.stats_ = stats
         self.n_iter_ = np.asarray(stats["iterations"])   # Newton iterations per trained label

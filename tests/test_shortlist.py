@@ -469,8 +469,10 @@ def test_sharded_resumed_run_equals_in_memory_run(tmp_path, bib, first):
     p = TrainParams(threads=2)
     model, _ = fit_shortlisted(X, Y, p, first.shortlist)
     out = tmp_path / "m"
-    train_shortlisted_dir(X, Y, p, first.shortlist, out, num_labels=70, shard_size=25)
-    r = train_shortlisted_dir(X, Y, p, first.shortlist, out, shard_size=25, resume=True)
+    train_shortlisted_dir(X, Y, p, first.shortlist, out, num_labels=70, shard_size=25, source="sl.txt")
+    # the same shortlist read from another path (a resumed batch job in another folder):
+    # the same settings (it was refused for its 'source')
+    r = train_shortlisted_dir(X, Y, p, first.shortlist, out, shard_size=25, resume=True, source="/jobs/sl.txt")
     assert r.already_finished == 70 and r.trained_labels == Y.shape[1] - 70
     got = load_model(out)
     assert (got.weights != model.weights).nnz == 0 and np.array_equal(got.intercept, model.intercept)

@@ -301,3 +301,16 @@ def test_headstart_does_not_import_sklearn():
     import headstart.estimator as est
 
     assert "sklearn" not in est.__dict__ and not any(n.startswith("sklearn") for n in vars(est))
+
+
+def test_a_spent_time_budget_is_said(bibtex):
+    """fit with a timeout that stops training early warns (the command line says so; the
+    estimator was silent, its untrained labels scoring -inf unannounced)."""
+    X, Y = bibtex[0][:300], bibtex[1][:300, :20]
+    with pytest.warns(UserWarning, match=r"time budget of 1e-09 s reached: \d+ of \d+ label\(s\) not trained"):
+        OvAClassifier(timeout=1e-9, threads=1).fit(X, Y)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        OvAClassifier(threads=1).fit(X, Y)        # complete: no warning

@@ -4,9 +4,12 @@ positives plus its shortlisted instances, on sparse or dense + sparse features."
 from __future__ import annotations
 
 import argparse
+import logging
 
 from . import common
 from .train import STATS_SUFFIXES
+
+log = logging.getLogger("headstart.cli.shortlist_train")
 
 NAME = "shortlist-train"
 HELP = "train every label on its positives plus its shortlist (sparse or dense + sparse features)"
@@ -88,11 +91,18 @@ def run(args: argparse.Namespace) -> int:
         dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense,
                                args.init_sparse, args.init_dense, args.init_dense_weights, args.init_dense_bias)
     first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
-    with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
-        r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp, first_label=first,
-                                  num_labels=count, shard_size=args.shard_size, resume=args.resume,
-                                  scheduler=args.scheduler, dask_workers=args.dask_workers,
-                                  progress=bar.advance, source=str(args.shortlist))
+    try:
+        with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
+            r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp,
+                                      first_label=first, num_labels=count, shard_size=args.shard_size,
+                                      resume=args.resume, scheduler=args.scheduler,
+                                      dask_workers=args.dask_workers, progress=bar.advance,
+                                      source=str(args.shortlist))
+    except KeyboardInterrupt:
+        # every shard written so far is complete (docs/distributed.md); say how to go on
+        log.warning("interrupted: the shards finished so far are kept in %s; continue with: "
+                    "headstart shortlist-train ... -o %s --resume", args.output, args.output)
+        raise
     if args.stats:
         r.stats.write(args.stats)
     s = r.stats.summary()
@@ -100,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     common.say(args, f"trained {r.trained_labels} labels of [{first}, {first + count}) on their shortlists "
                      f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s"
                      + (f" (+ {compiled:.1f} s compiling kernels, first run only)" if compiled > 1.0 else "")
+                     + (f", {r.already_finished} were finished before" if r.already_finished else "")
                      + f": {s['newton_iterations']} Newton iterations, {r.nnz} nonzero weights -> {args.output}")
     missing = int(sum(b - a for a, b in r.missing))
     if params.timeout > 0 and missing > 0:

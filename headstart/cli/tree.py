@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="an ensemble of T trees of the seeds --seed .. --seed + T - 1, their beam-search scores "
                         "averaged (LibMultiLabel's train_ensemble_tree, whose default is 3) (default: 1)")
     common.add_train_params(p)
+    for action in p._actions:      # the shared training option, refused for a tree (run)
+        if "--timeout" in action.option_strings:
+            action.help = "not for a tree: every node must be trained (a time budget is refused)"
     common.add_data_options(p)
 
 

@@ -120,11 +120,12 @@ def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str
     """A model variant (dense + sparse, shortlisted: the manifest's optional fields)
     resumes only as the same variant with the same settings."""
     from ..model.format import OPTIONAL_MANIFEST_KEYS
+    from ..model.manifest import settings_of
 
     m = writer.manifest
     ext = json.loads(json.dumps(extensions or {}))
     for key in OPTIONAL_MANIFEST_KEYS:
-        if m.get(key) != ext.get(key):
+        if settings_of(m, key) != settings_of(ext, key):
             raise ModelFormatError(f"{path}: cannot resume: {key} settings are {m.get(key)!r} in the model but "
                                    f"{ext.get(key)!r} now")
 

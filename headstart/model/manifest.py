@@ -48,6 +48,16 @@ _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
 #: headstart.shortlist; ``tree``: a label tree whose outputs are the rows, see
 #: headstart.tree); absent for plain one-vs-all models
 OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree")
+
+
+def settings_of(m: dict[str, Any], key: str) -> Any:
+    """The optional field ``key`` of manifest ``m`` as resuming and merging compare it:
+    the shortlist by its contents (nnz, sha256), not by the path it was read from
+    (``source``: the same file typed another way, or copied, is the same shortlist)."""
+    v = m.get(key)
+    if key == "shortlist" and isinstance(v, dict):
+        v = {k: x for k, x in v.items() if k != "source"}
+    return v
 #: optional: sha256 of the preprocessed training data (:meth:`headstart.estimator.PreparedData.digest`),
 #: so that resuming or merging refuses a model trained on other data of the same shapes;
 #: absent in models written before it existed (then not checked)

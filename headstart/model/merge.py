@@ -12,7 +12,7 @@ from ..errors import ModelFormatError
 from ..io.atomic import atomic_write
 from .extras import read_extras, write_extras
 from .manifest import (COSTS_KEY, DATA_DIGEST_KEY, OPTIONAL_MANIFEST_KEYS, RANGE_KEY, model_params_difference,
-                       read_manifest, write_manifest)
+                       read_manifest, settings_of, write_manifest)
 from .ranges import fmt_range, ranges_text, uncovered
 from .shards import read_shard_checked
 from .writer import building, prepare_target
@@ -41,7 +41,7 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
                                    "not labels); a tree is trained whole, not by label ranges")
     for d, m, (pre, counts) in zip(dirs[1:], manifests[1:], extras[1:]):
         for key in ("n_features", "label_space", "n_train", "preprocessing", *OPTIONAL_MANIFEST_KEYS):
-            if m.get(key) != ref.get(key):
+            if settings_of(m, key) != settings_of(ref, key):
                 raise ModelFormatError(f"cannot merge: {key} is {ref.get(key)!r} in {ref_dir} but {m.get(key)!r} "
                                        f"in {d}")
         if DATA_DIGEST_KEY in m and DATA_DIGEST_KEY in ref and m[DATA_DIGEST_KEY] != ref[DATA_DIGEST_KEY]:
