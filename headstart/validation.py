@@ -121,7 +121,12 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
         raise DataFormatError(f"training requires y to be passed, but the target y is None: {name} must be "
                               "a 2-D (instances x labels) 0/1 matrix")
     if not sp.issparse(Y):
-        Y = np.asarray(Y)
+        try:
+            Y = np.asarray(Y)
+        except ValueError as e:   # ragged rows: label id lists of varying length
+            raise DataFormatError(f"{name} must be a 2-D (instances x labels) 0/1 indicator matrix; lists of label "
+                                  "ids per instance (rows of different lengths) are not one: convert them with "
+                                  f"sklearn.preprocessing.MultiLabelBinarizer ({e})") from None
         if Y.dtype == object:
             Y = _numeric(Y, name)
         if Y.ndim != 2:

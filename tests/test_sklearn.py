@@ -314,3 +314,11 @@ def test_a_spent_time_budget_is_said(bibtex):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         OvAClassifier(threads=1).fit(X, Y)        # complete: no warning
+
+
+def test_label_id_lists_are_refused_with_the_way_to_convert_them(bibtex):
+    """y given as one list of label ids per instance (ragged): a clear error naming
+    MultiLabelBinarizer, not numpy's 'inhomogeneous shape'."""
+    X = bibtex[0][:3]
+    with pytest.raises(DataFormatError, match="MultiLabelBinarizer"):
+        OvAClassifier(threads=1).fit(X, [[3, 7], [1], [2, 5, 6]])
