@@ -355,7 +355,16 @@ class OvAClassifier:
         """(labels, scores) of shape (n, k): the k best labels per row, best first."""
         from .prediction.topk import predict_topk
 
-        return predict_topk(self._check_fitted(), X, k, **self._threads(kw))
+        model = self._check_fitted()
+        shape = getattr(X, "shape", None)
+        hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
+        if not hashed and shape is not None and len(shape) == 2 and shape[1] > model.n_features:
+            # fewer features are fine (a svmlight file whose last features do not occur);
+            # more are a different feature space -- said in the estimator's terms, not
+            # the file reader's ("load the data with n_features=...")
+            raise DataFormatError(f"X has {shape[1]} features, but OvAClassifier is expecting "
+                                  f"{model.n_features} features as input (or fewer)")
+        return predict_topk(model, X, k, **self._threads(kw))
 
     def decision_function(self, X, **kw) -> np.ndarray:
         """Dense scores (n x L, float32), column j for label j (``classes_``); labels
@@ -392,7 +401,13 @@ class OvAClassifier:
         :func:`precision_at_k_scorer` for another k in a grid search."""
         from .metrics import precision_at_k
 
-        self._check_X(X)
+        model = self._check_X(X)
+        y = check_labels(y, X.shape[0], name="y")
+        if y.shape[1] != model.label_space:
+            # checked before predicting: the metric's own check would name its internal
+            # arrays, and extra label columns would be scored silently
+            raise DataFormatError(f"y has {y.shape[1]} label columns, but OvAClassifier is expecting "
+                                  f"{model.label_space} (one per label of the model)")
         labels, _ = self.predict_topk(X, k=k)
         return precision_at_k(y, labels, k, sample_weight=sample_weight)
 

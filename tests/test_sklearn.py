@@ -119,6 +119,18 @@ def test_score_is_precision_at_k_of_the_ranking(fitted, bibtex):
     assert fitted.score(Xt, Yt, sample_weight=w) == fitted.score(Xt[:10], Yt[:10])
     with pytest.raises(DataFormatError, match="X has 10 features, but OvAClassifier is expecting 1836"):
         fitted.score(Xt[:, :10], Yt)
+    # y must have the model's label columns and X's rows: extra columns were scored
+    # silently, fewer gave an error naming the metric's internal array
+    L = Yt.shape[1]
+    for bad, what in ((Yt[:, :L - 1], f"{L - 1} label columns"), (sp.hstack([Yt, Yt]).tocsr(), f"{2 * L} label columns"),
+                      (Yt[:, :L - 1].toarray(), f"{L - 1} label columns"), (Yt[:10], "10 rows")):
+        with pytest.raises(DataFormatError, match=f"y has {what}"):
+            fitted.score(Xt, bad)
+    # more features than the model: said in the estimator's terms (fewer are fine)
+    with pytest.raises(DataFormatError, match="X has 1846 features, but OvAClassifier is expecting 1836"):
+        fitted.predict_topk(sp.hstack([Xt, sp.csr_matrix((Xt.shape[0], 10))]).tocsr())
+    assert np.array_equal(fitted.predict_topk(Xt[:, :1000])[0], fitted.predict_topk(
+        sp.hstack([Xt[:, :1000], sp.csr_matrix((Xt.shape[0], 836))]).tocsr())[0])
 
 
 def test_predict_proba_only_for_the_logistic_loss(bibtex, bibtex_dir, tmp_path):
