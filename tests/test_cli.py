@@ -258,6 +258,25 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
         code, out, err = run(capsys, "info", path)
         assert code == 2 and needle in err, (path, err)
     assert run(capsys, "info", test)[0] == 0
+    # gzipped predictions, the model's own files, thresholds, shortlists, other JSON / npz
+    # (were read as data: "malformed label list", "stray carriage return")
+    import shutil
+
+    with open(tmp_path / "p.txt", "rb") as src, gzip.open(tmp_path / "p.txt.gz", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    (tmp_path / "th.txt").write_text("-0.25\n0.5\n1e-3\ninf\n")
+    (tmp_path / "sl.txt").write_text("2 3\n0:1 2:1\n1:1\n")
+    (tmp_path / "o.json").write_text('{"a": 1}')
+    np.savez(tmp_path / "a.npz", x=np.zeros(3))
+    shard = next((Path(model) / "shards").glob("*.npz"))
+    for path, needle in ((tmp_path / "p.txt.gz", "a predictions file written by 'headstart predict'"),
+                         (Path(model) / "manifest.json", f"part of the model directory {model}"),
+                         (shard, f"part of the model directory {model}"),
+                         (tmp_path / "th.txt", "one number per line"),
+                         (tmp_path / "sl.txt", "header is two numbers"),
+                         (tmp_path / "o.json", "a JSON file"), (tmp_path / "a.npz", "numpy .npz archive")):
+        code, out, err = run(capsys, "info", path)
+        assert code == 2 and needle in err, (path, err)
     # evaluate --predictions given a decisions file, or the test data (arguments swapped)
     assert run(capsys, "predict", model, test, "-o", tmp_path / "dec.txt", "--threshold", "0", "--allow-gaps")[0] == 0
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "dec.txt", test)

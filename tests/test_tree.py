@@ -524,6 +524,7 @@ def test_cli_tree_predict_evaluate(tmp_path):
     assert json.loads(r2.stdout)["P@1"] == m["P@1"]
     r = _cli("info", tmp_path / "m")
     assert r.returncode == 0 and "label tree:" in r.stdout and "labels: 159" in r.stdout, r.stderr
+    assert "label space: 159" in r.stdout, r.stdout   # the labels, not the tree's outputs
     # what a tree cannot do is refused with exit 2 and a reason
     r = _cli("predict", tmp_path / "m", test, "-o", tmp_path / "q.txt", "--threshold", "0")
     assert r.returncode == 2 and "label-tree" in r.stderr and not (tmp_path / "q.txt").exists()

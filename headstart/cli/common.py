@@ -330,15 +330,19 @@ def _without_labels(X, n_labels: int | None):
 
 def sniff_kind(path: str, gz: bool = True) -> str | None:
     """What headstart file ``path`` looks like, for messages about a file given where
-    another kind was expected: "first-stage" (a directory), "dismec-model", "named"
-    (predictions or decisions with label names, tab-separated), "decisions"
-    (header 'n L'), "data" (header of 3, lines starting with labels), "predictions"
-    (header of 3, 'label:score' tokens only), or None.  ``gz``: also look into gzip files."""
+    another kind was expected: "first-stage" (a directory), "model-part" (a file inside a
+    model directory), "npz" (a numpy archive), "dismec-model", "json" (another JSON
+    object), "named" (predictions or decisions with label names, tab-separated),
+    "decisions" (header 'n L': also a shortlist), "thresholds" (one number per line),
+    "data" (header of 3, lines starting with labels), "predictions" (header of 3,
+    'label:score' tokens only), or None.  ``gz``: also look into gzip files."""
     import gzip
 
     p = Path(path)
     if p.is_dir():
         return "first-stage" if (p / "first_stage.json").is_file() else None
+    if model_dir_of(path) is not None:
+        return "model-part"
     try:
         with open(p, "rb") as fh:
             head = fh.read(4096)
@@ -349,10 +353,19 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
                 head = fh.read(4096)
     except (OSError, EOFError):
         return None
+    if head[:4] == b"PK\x03\x04":
+        return "npz"
     text = head.decode("utf-8", "replace").lstrip()
     if text.startswith("{") and '"num-features"' in text and '"files"' in text:
         return "dismec-model"
+    if text.startswith("{"):
+        return "json"
     lines = text.splitlines()
+    if len(head) == 4096:
+        lines = lines[:-1]   # the last line may be cut off
+    if lines and all(len(ln.split()) == 1 and _is_number(ln) for ln in lines) \
+            and any(not ln.strip().lstrip("+-").isdigit() for ln in lines):
+        return "thresholds"
     first = lines[0].split() if lines else []
     if len(first) in (2, 3) and all(t.isdigit() for t in first) and any("\t" in ln for ln in lines[1:4]):
         return "named"
@@ -366,6 +379,27 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
     if all(t.count(":") == 1 and "," not in t for b in body for t in b) \
             and not any(ln.startswith(" ") for ln in lines[1:4]):
         return "predictions"
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def model_dir_of(path: str) -> str | None:
+    """The model directory a file lies in (its folder or, for a shard, the folder above
+    holds a manifest) and that is one of its own files (JSON, .npz, .npy), or None: a data
+    file kept beside a model is still a data file."""
+    p = Path(path)
+    if not p.is_file() or p.suffix not in (".json", ".npz", ".npy"):
+        return None
+    for up in (p.parent, p.parent.parent):
+        if (up / "manifest.json").is_file():
+            return str(up)
     return None
 
 

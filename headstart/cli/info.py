@@ -112,6 +112,14 @@ def model_info(path: str) -> dict:
                              "branching": m["tree"]["branching"], "max_depth": m["tree"]["max_depth"],
                              "seed": m["tree"]["seed"]}
         counts = label_counts_of(tr, counts, num_labels)
+        # the label space is the tree's labels; the manifest's counts and ranges are of
+        # its outputs (nodes and leaves), kept in the tree's part
+        out["label_tree"]["outputs trained"] = out.pop("labels_trained")
+        if out["missing_ranges"]:
+            out["label_tree"]["outputs missing"] = out["missing_ranges"]
+        out["label_space"] = num_labels
+        for key in ("covered_ranges", "missing_ranges"):
+            out.pop(key)
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
     return out
@@ -133,8 +141,9 @@ def ensemble_info(path: str) -> dict:
                          "nodes": "/".join(str(t["label_tree"]["nodes"]) for t in trees),
                          **{key: first["label_tree"][key] for key in ("branching", "max_depth")},
                          "seeds": "/".join(str(t["label_tree"]["seed"]) for t in trees)}
-    for key in ("label_space", "labels_trained", "covered_ranges", "missing_ranges", "shards"):
-        out.pop(key, None)
+    out["label_tree"].pop("outputs trained", None)
+    out["label_tree"].pop("outputs missing", None)
+    out.pop("shards", None)
     return out
 
 
@@ -177,12 +186,25 @@ _OTHER_KINDS = {
     "dismec-model": "a DiSMEC++ model (metadata) file: make it a headstart model with 'headstart import-dismec'",
     "predictions": ("a predictions file written by 'headstart predict' (evaluate it with 'headstart evaluate "
                     "--predictions')"),
+    "named": "a predictions or decisions file with label names ('headstart predict --label-names'), not a data file",
+    "decisions": ("a file whose header is two numbers: a decisions file ('headstart predict --threshold'), a "
+                  "shortlist ('headstart shortlist', labels x instances) or DiSMEC++'s predictions, not a data "
+                  "file (an XMC header has three)"),
+    "thresholds": "a list of one number per line, e.g. thresholds ('headstart thresholds'), not a data file",
+    "npz": "a numpy .npz archive, not a data file (info describes data files and model directories)",
+    "json": "a JSON file, not a data file (info describes data files and model directories)",
 }
 
 
 def run(args: argparse.Namespace) -> int:
     p = Path(args.path)
-    other = _OTHER_KINDS.get(common.sniff_kind(args.path, gz=False))
+    kind = common.sniff_kind(args.path)
+    if kind == "model-part":
+        from ..errors import DataFormatError
+
+        raise DataFormatError(f"this file is part of the model directory {common.model_dir_of(args.path)}: "
+                              f"describe the model with 'headstart info {common.model_dir_of(args.path)}'", args.path)
+    other = _OTHER_KINDS.get(kind)
     if other is not None:
         from ..errors import DataFormatError
 
