@@ -267,6 +267,15 @@ def test_thresholds_with_a_hashing_model_and_npy_files(bibtex_dir, tmp_path, cap
     want = m.decision_function(Xt).astype(np.float64) > t[None, :]
     assert np.array_equal(m.predict(Xt, threshold=t).toarray().astype(bool), want)
     assert np.array_equal(headstart.io.read_label_file(tmp_path / "p.txt").toarray().astype(bool), want)
+    # a non-finite entry is named plainly (was "np.float64(inf)"), nothing written
+    t[3] = np.inf
+    np.save(tmp_path / "bad.npy", t)
+    code, _, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "q.txt", "--thresholds",
+                       tmp_path / "bad.npy")
+    assert code == 2 and "entry 3: threshold inf is not a finite number" in err and not (tmp_path / "q.txt").exists()
+    # --beam-width is a tree's option, but an invalid value is refused for any model
+    code, _, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "q.txt", "--beam-width", "0")
+    assert code == 2 and "--beam-width: must be >= 1" in err and not (tmp_path / "q.txt").exists()
 
 
 def reference_costs(X, Y, params, folds, candidates, seed, tmp):

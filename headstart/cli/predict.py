@@ -164,6 +164,10 @@ def check_prediction_args(args: argparse.Namespace) -> None:
         err(f"argument --model-memory: must be >= 0, got {args.model_memory}")
     if getattr(args, "max_memory", None) is not None and args.max_memory < 1:
         err(f"argument --max-memory: must be >= 1 (MB), got {args.max_memory}")
+    # checked for every model, not only for trees (where it is used): a flat model
+    # ignored an invalid value silently
+    if getattr(args, "beam_width", 10) < 1:
+        err(f"argument --beam-width: must be >= 1, got {args.beam_width}")
 
 
 class ModelScorer:
@@ -229,8 +233,6 @@ class ModelScorer:
         by beam search."""
         from ..tree import is_ensemble, load_ensemble, load_tree
 
-        if getattr(args, "beam_width", 10) < 1:
-            args._parser.error(f"argument --beam-width: must be >= 1, got {args.beam_width}")
         if not 0 < getattr(args, "sigmoid_a", 3.0) < float("inf"):
             args._parser.error(f"argument --sigmoid-a: must be a number > 0, got {args.sigmoid_a}")
         self.tree = load_ensemble(model_dir) if is_ensemble(model_dir) else load_tree(model_dir)

@@ -46,7 +46,7 @@ def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "lab
             raise DataFormatError(f"{path}: {a.size} {what}, {owner} has {num_labels} labels")
         bad = np.flatnonzero(~np.isfinite(a) | (False if minimum is None else a < minimum))
         if bad.size:
-            raise DataFormatError(f"{path}: entry {bad[0]}: {one} {a[bad[0]]!r} is not {rule}")
+            raise DataFormatError(f"{path}: entry {bad[0]}: {one} {float(a[bad[0]])!r} is not {rule}")
         return a
     values = []
     with open(path, encoding="utf-8", errors="replace") as fh:
