@@ -583,6 +583,26 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
     assert "nolab.txt" in capsys.readouterr().err
 
 
+def test_cli_ctrl_c_says_the_shards_are_kept_and_how_to_resume(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during shortlist-train: exit 130, a warning that the finished shards are kept
+    and the command that continues them (as for train)."""
+    import headstart.shortlist as hs_shortlist
+
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("4 3 3\n0,1 0:1 1:2\n1 1:1\n 2:1\n1 \n")
+    sl, m = str(tmp_path / "sl.txt"), str(tmp_path / "m")
+    assert main(["shortlist", str(tiny), "-o", sl, "-K", "2", "-q"]) == 0
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hs_shortlist, "train_shortlisted_dir", interrupted)
+    capsys.readouterr()
+    assert main(["shortlist-train", str(tiny), "--shortlist", sl, "-o", m, "-q"]) == 130
+    err = capsys.readouterr().err
+    assert f"shards finished so far are kept in {m}" in err and f"headstart shortlist-train ... -o {m} --resume" in err
+
+
 def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib):
     """A first stage without filling (rows with few candidates) or with K < k: prediction
     widens the candidates to max(K, k) and fills them with the most frequent training

@@ -403,6 +403,19 @@ def model_dir_of(path: str) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def shards_kept_on_interrupt(command: str, output: str):
+    """On Ctrl-C during sharded training, say that the shards written so far are kept
+    (each is complete before it is listed, docs/distributed.md) and how to go on, then
+    let the interrupt end the command (exit 130)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        log.warning("interrupted: the shards finished so far are kept in %s; continue with: "
+                    "headstart %s ... -o %s --resume", output, command, output)
+        raise
+
+
 # --------------------------------------------------------------------------- checks
 def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
     """Fail before training when ``path`` cannot become a model directory; with

@@ -4,12 +4,10 @@ positives plus its shortlisted instances, on sparse or dense + sparse features."
 from __future__ import annotations
 
 import argparse
-import logging
 
 from . import common
 from .train import STATS_SUFFIXES
 
-log = logging.getLogger("headstart.cli.shortlist_train")
 
 NAME = "shortlist-train"
 HELP = "train every label on its positives plus its shortlist (sparse or dense + sparse features)"
@@ -91,18 +89,13 @@ def run(args: argparse.Namespace) -> int:
         dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense,
                                args.init_sparse, args.init_dense, args.init_dense_weights, args.init_dense_bias)
     first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
-    try:
-        with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
-            r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp,
-                                      first_label=first, num_labels=count, shard_size=args.shard_size,
-                                      resume=args.resume, scheduler=args.scheduler,
-                                      dask_workers=args.dask_workers, progress=bar.advance,
-                                      source=str(args.shortlist))
-    except KeyboardInterrupt:
-        # every shard written so far is complete (docs/distributed.md); say how to go on
-        log.warning("interrupted: the shards finished so far are kept in %s; continue with: "
-                    "headstart shortlist-train ... -o %s --resume", args.output, args.output)
-        raise
+    with common.shards_kept_on_interrupt("shortlist-train", args.output), \
+            common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
+        r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp,
+                                  first_label=first, num_labels=count, shard_size=args.shard_size,
+                                  resume=args.resume, scheduler=args.scheduler,
+                                  dask_workers=args.dask_workers, progress=bar.advance,
+                                  source=str(args.shortlist))
     if args.stats:
         r.stats.write(args.stats)
     s = r.stats.summary()

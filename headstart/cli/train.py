@@ -190,16 +190,11 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     """Shards written as they finish (this machine's threads, or Dask); see docs/distributed.md."""
     from ..distributed import train_model_dir
 
-    try:
-        with common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
-            r = train_model_dir(X, Y, params, args.output, first_label=first, num_labels=count,
-                                shard_size=args.shard_size, resume=args.resume, scheduler=args.scheduler,
-                                dask_workers=args.dask_workers, progress=bar.advance, own_data=True)
-    except KeyboardInterrupt:
-        # every shard written so far is complete (docs/distributed.md); say how to go on
-        log.warning("interrupted: the shards finished so far are kept in %s; continue with: "
-                    "headstart train ... -o %s --resume", args.output, args.output)
-        raise
+    with common.shards_kept_on_interrupt("train", args.output), \
+            common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
+        r = train_model_dir(X, Y, params, args.output, first_label=first, num_labels=count,
+                            shard_size=args.shard_size, resume=args.resume, scheduler=args.scheduler,
+                            dask_workers=args.dask_workers, progress=bar.advance, own_data=True)
     if args.stats:
         r.stats.write(args.stats)
         if r.stats_without:
