@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from headstart.training.kernel import STAT_FIELDS
+from headstart.training.kernel import LANES, STAT_FIELDS
 from headstart.training.sharing import SameProblems, solve_chunk
 
 SECONDS = STAT_FIELDS.index("seconds")
@@ -55,21 +55,63 @@ def _records(rows, cap):
 
 
 def test_results_are_spread_back_in_chunk_order():
+    """Weights and intercepts are spread by solve_chunk; statistics and trajectories by
+    TrainingStats.spread, from record arrays with rows for the solved labels only (3
+    here, for a chunk of 6: label_chunks does not count the copies)."""
+    from headstart.training.trainer import chunk_stats
+
     chunk = np.array([4, 7, 9, 11, 12, 20])
     copy_of = np.array([-1, -1, 0, 1, -1, 0])
     seen = []
-    rec = _records(8, 3)
-    indptr, indices, data, intercept, table, started = solve_chunk(_kernel(seen), chunk, copy_of, None, rec, None)
+    rec = _records(3, 3)
+    indptr, indices, data, intercept, table, started, spread = solve_chunk(_kernel(seen), chunk, copy_of, None, rec,
+                                                                           None)
     np.testing.assert_array_equal(seen[0], [4, 7, 12])               # the copies are not trained
-    assert started == 6
+    assert started == 6 and table.shape[0] == 3
+    rows, own = spread
+    np.testing.assert_array_equal(rows, [0, 1, 0, 1, 2, 0])
+    np.testing.assert_array_equal(own, [True, True, False, False, True, False])
     src = np.array([4, 7, 4, 7, 12, 4])
     W = sp.csr_matrix((data, indices, indptr), shape=(6, 30)).toarray()
+    stats = chunk_stats(chunk[own], table, rec, 3).spread(rows, chunk, own)
+    np.testing.assert_array_equal(stats["label"], chunk)
     for k, j in enumerate(src):
         np.testing.assert_array_equal(np.flatnonzero(W[k]), np.arange(j, j + j % 3 + 1))
-        assert intercept[k] == -j and table[k, 0] == j
-        assert all(a[k, 0] == j and a[k, 2] == 0 for i, a in enumerate(rec) if i != 3)
-    np.testing.assert_array_equal(table[:, SECONDS], [4, 7, 0, 0, 12, 0])
-    np.testing.assert_array_equal(rec[3][:6, 0], [4, 7, 0, 0, 12, 0])   # the copies' iteration times
+        assert intercept[k] == -j and stats["n_pos"][k] == j
+        np.testing.assert_array_equal(stats.trajectory(k, "objective"), [j, j])
+        np.testing.assert_array_equal(stats.trajectory(k, "seconds"), [j, j] if own[k] else [0, 0])
+    np.testing.assert_array_equal(stats["seconds"], [4, 7, 0, 0, 12, 0])
+
+
+def test_label_chunks_do_not_count_the_labels_that_take_a_result():
+    """With a mask of shared labels, chunks hold chunk_size labels to solve plus any
+    number of shared ones between them (at most SHARED_CHUNK_FACTOR * chunk_size labels);
+    without one, as before."""
+    from headstart.training.trainer import SHARED_CHUNK_FACTOR, label_chunks, shared_label_chunks
+
+    labels = np.arange(100_000)
+    free = np.ones(labels.size, dtype=bool)
+    free[[5, 6, 7, 50_000, 99_999]] = False
+    chunks = label_chunks(labels, 2, 1, free=free)
+    np.testing.assert_array_equal(np.concatenate(chunks), labels)
+    assert all(np.count_nonzero(~free[c]) <= 2 for c in chunks)
+    assert max(c.size for c in chunks) <= 2 * SHARED_CHUNK_FACTOR
+    # threads: guided sizes counted in labels to solve
+    free2 = np.arange(10_000) % 10 != 0            # 1000 to solve
+    chunks = label_chunks(np.arange(10_000), 256, 2, free=free2)
+    work = [int(np.count_nonzero(~free2[c])) for c in chunks]
+    assert sum(work) == 1000 and max(work) <= 256 and len(chunks) < 10_000 / 256
+    np.testing.assert_array_equal(np.concatenate(chunks), np.arange(10_000))
+    # from the problems: 2M ids, 4 used (and every label of 4 instances unused)
+    counts = np.zeros(2_000_000, dtype=np.int64)
+    counts[[3, 17, 1_999_999]] = 2
+    counts[8] = 4                                  # no negative
+    same = _same(counts, 4)
+    chunks = shared_label_chunks(np.arange(counts.size), 256, 2, same)
+    assert len(chunks) <= -(-counts.size // ((256 - LANES) * SHARED_CHUNK_FACTOR)) + 2
+    # per-label costs that differ: not shareable beyond a chunk, chunks as before
+    costly = _same(counts[:5000], 4, cost_pos=np.arange(5000.0), cost_neg=np.ones(5000))
+    assert [c.size for c in shared_label_chunks(np.arange(5000), 256, 1, costly)] == [256] * 19 + [136]
 
 
 def test_a_deadline_keeps_the_copies_of_labels_started():
@@ -77,9 +119,10 @@ def test_a_deadline_keeps_the_copies_of_labels_started():
     copy_of = np.array([-1, -1, 0, 1, -1, 0])
     # the kernel starts 4 and 7 only: kept are positions 0-3 (12 was not started)
     out = solve_chunk(_kernel([], stop_after=2), chunk, copy_of, None, _records(8, 3), None)
-    indptr, _, _, intercept, table, started = out
-    assert started == 4 and indptr.size == 5 and table.shape[0] == 4
+    indptr, _, _, intercept, table, started, (rows, own) = out
+    assert started == 4 and indptr.size == 5 and table.shape[0] == 2
     np.testing.assert_array_equal(intercept, [-4, -7, -4, -7])
+    np.testing.assert_array_equal(rows, [0, 1, 0, 1])
     # nothing started (an abort): nothing kept
     assert solve_chunk(_kernel([], stop_after=0), chunk, copy_of, None, _records(8, 3), None)[5] == 0
 

@@ -397,7 +397,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=dense)
     if inputs is None:
         inputs = prepare_inputs(X, Y, params)
-    labels = np.unique(np.asarray(labels, dtype=np.int64))
+    labels = core.sorted_unique(labels)
     n, dk = X.shape
     if columns is None:
         d, gfeat = dk, np.zeros(0, dtype=np.int32)

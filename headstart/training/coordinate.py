@@ -262,12 +262,12 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
           d_out):
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
-    from .trainer import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, label_chunks,
-                          make_records, report_problems, run_chunks, warmup_records)
+    from .trainer import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, make_records,
+                          report_problems, run_chunks, shared_label_chunks, sorted_unique, warmup_records)
 
     from ..params import method_of
 
-    labels = np.unique(np.asarray(labels, dtype=np.int64))
+    labels = sorted_unique(labels)
     n, d = X.shape
     Yc = sp.csc_matrix(Y)
     Yc.sort_indices()
@@ -292,7 +292,9 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     if chunk_size is None:
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
-    chunks = label_chunks(labels, chunk_size, threads)
+    same = SameProblems(y_indptr, n, cost_pos, cost_neg)
+    chunks = shared_label_chunks(labels, chunk_size, threads, same)
+    threads = max(1, min(threads, len(chunks)))
 
     epsilon, max_iter = float(params.epsilon), np.int64(params.max_iter)
     if method == "dual":
@@ -346,7 +348,6 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     compile_seconds = time.perf_counter() - t0
 
     t_train = time.perf_counter()
-    same = SameProblems(y_indptr, n, cost_pos, cost_neg)
     results, stats_parts = run_chunks(
         chunks, threads, lambda: ((new_work(n, d), np.empty(n, dtype=np.int8)), make_records(chunk_size, cap)),
         lambda chunk, state, rec, abort_flag: call(chunk, *state, rec, abort_flag, deadline),

@@ -27,11 +27,6 @@ from typing import Callable
 
 import numpy as np
 
-from .kernel import STAT_FIELDS
-
-_SECONDS = STAT_FIELDS.index("seconds")
-_ITERATIONS = STAT_FIELDS.index("iterations")
-_REC_TIME = 3   # the per-iteration durations among the record arrays of trainer.make_records
 
 
 class SameProblems:
@@ -45,22 +40,44 @@ class SameProblems:
         self.cost_neg = cost_neg
         self.copied = 0    # labels that took another's result (trainer.run_chunks counts them)
 
-    def copies(self, chunk: np.ndarray) -> np.ndarray | None:
-        """Per position of ``chunk``, the position of the earlier label whose result it
-        takes (-1: solved itself); None when every label is solved."""
-        npos = self.counts[chunk]
-        kind = np.full(chunk.size, -1.0)
+    def _classes(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(positions of the labels without a positive or a negative, their kind, and
+        their costs as rows (C+, C-)): equal rows pose equal problems."""
+        npos = self.counts[labels]
+        kind = np.full(labels.size, -1.0)
         kind[npos == self.n] = 1.0       # no negative
         kind[npos == 0] = 0.0            # no positive (with n = 0 both: the same problem)
         u = np.flatnonzero(kind >= 0)
+        ones = np.ones(u.size)
+        cp = self.cost_pos[labels[u]] if self.cost_pos.size else ones
+        cn = self.cost_neg[labels[u]] if self.cost_neg.size else ones
+        return u, kind[u], np.column_stack([kind[u], cp, cn])
+
+    def shareable(self, labels: np.ndarray, most: int) -> np.ndarray | None:
+        """Mask over ``labels`` of those whose solve a chunk may share, when they pose at
+        most ``most`` different problems (then a chunk solves at most ``most`` of them
+        itself, whatever its length); else None."""
+        u, kind, rows = self._classes(labels)
         if u.size < 2:
             return None
-        ones = np.ones(u.size)
-        cp = self.cost_pos[chunk[u]] if self.cost_pos.size else ones
-        cn = self.cost_neg[chunk[u]] if self.cost_neg.size else ones
+        if self.cost_pos.size or self.cost_neg.size:
+            classes = np.unique(rows, axis=0).shape[0]
+        else:
+            classes = np.unique(kind).size
+        if classes > most:
+            return None
+        mask = np.zeros(labels.size, dtype=np.bool_)
+        mask[u] = True
+        return mask
+
+    def copies(self, chunk: np.ndarray) -> np.ndarray | None:
+        """Per position of ``chunk``, the position of the earlier label whose result it
+        takes (-1: solved itself); None when every label is solved."""
+        u, _, rows = self._classes(chunk)
+        if u.size < 2:
+            return None
         # return_index: the first occurrence of each (kind, C+, C-) in the chunk
-        _, first, inverse = np.unique(np.column_stack([kind[u], cp, cn]), axis=0, return_index=True,
-                                      return_inverse=True)
+        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
         src = u[first[inverse.reshape(-1)]]
         if np.array_equal(src, u):
             return None
@@ -70,13 +87,18 @@ class SameProblems:
 
 
 def solve_chunk(kernel: Callable, chunk: np.ndarray, copy_of: np.ndarray | None, state, rec, abort_flag):
-    """``kernel(chunk, state, rec, abort_flag)`` (trainer.run_chunks' kernels, the same
-    results: indptr, indices, data, intercept, statistics, started) for a chunk whose
-    labels at ``copy_of >= 0`` take the result of an earlier one: the kernel sees only
-    the others, and its results are spread back over the whole chunk -- weights,
-    intercept, statistics and per-iteration records copied, the copies' seconds 0."""
+    """``kernel(chunk, state, rec, abort_flag)`` (trainer.run_chunks' kernels: indptr,
+    indices, data, intercept, statistics, started) for a chunk whose labels at
+    ``copy_of >= 0`` take the result of an earlier one: the kernel sees only the others.
+    Returns the kernel's results with the weights and intercepts spread back over the
+    chunk's first ``kept`` labels, its statistics and records as they are (of the labels
+    it solved), ``kept`` and ``spread``: None, or (rows, own) -- kept position i has the
+    statistics of the kernel's row ``rows[i]``, its own if ``own[i]`` -- for
+    :meth:`.stats.TrainingStats.spread`.  The records are not spread in place: a chunk
+    may hold many more labels than the record arrays have rows (trainer.label_chunks
+    does not count the labels that take another's result)."""
     if copy_of is None:
-        return kernel(chunk, state, rec, abort_flag)
+        return (*kernel(chunk, state, rec, abort_flag), None)
     solved = np.flatnonzero(copy_of < 0)
     indptr, indices, data, intercept, table, started = kernel(chunk[solved], state, rec, abort_flag)
     # kept: the chunk's positions before the first solved label the kernel did not start
@@ -90,14 +112,4 @@ def solve_chunk(kernel: Callable, chunk: np.ndarray, copy_of: np.ndarray | None,
     out_indptr = np.zeros(kept + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_indptr[1:])
     take = np.repeat(indptr[r] - out_indptr[:-1], lengths) + np.arange(out_indptr[-1])
-    table = table[r]
-    table[~own, _SECONDS] = 0.0
-    # the records: only the rows that move, only the iterations recorded (the arrays are
-    # iteration-major, trainer.make_records: a page per iteration column)
-    moved = np.flatnonzero(r != np.arange(kept))
-    top = min(int(table[:, _ITERATIONS].max(initial=0)) + 1, rec[0].shape[1])
-    for i, a in enumerate(rec):
-        a[moved, :top] = a[r[moved], :top]      # (the right side is a copy)
-        if i == _REC_TIME:
-            a[np.flatnonzero(~own), :top] = 0.0
-    return out_indptr, indices[take], data[take], intercept[r], table, kept
+    return out_indptr, indices[take], data[take], intercept[r], table, kept, (r, own)

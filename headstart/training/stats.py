@@ -8,7 +8,6 @@ are always on.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -18,6 +17,8 @@ import numpy as np
 
 from ..solver.newton import STATUS_NAMES
 from .kernel import STAT_FIELDS
+
+_CSV_BLOCK = 65536   # labels formatted at a time by TrainingStats.write
 
 ITER_FIELDS = ("objective", "active_fraction", "step", "cg_steps", "seconds")
 
@@ -95,11 +96,27 @@ class TrainingStats:
         iters = {f: a[gather] for f, a in self.iterations.items()}
         return TrainingStats(cols, offsets, iters, dict(self.meta))
 
+    def spread(self, rows, labels, own) -> "TrainingStats":
+        """The statistics of ``labels``, label i with those of row ``rows[i]``: labels
+        that took another's result (``own`` False, :mod:`.sharing`) get its statistics
+        and trajectory, with no seconds of their own."""
+        out = self.take(rows)                 # (fresh arrays: take indexes)
+        out.columns["label"] = np.asarray(labels, dtype=np.int64).copy()
+        copies = ~np.asarray(own, dtype=np.bool_)
+        out.columns["seconds"][copies] = 0.0
+        if out.iterations.get("seconds") is not None and out.iterations["seconds"].size:
+            out.iterations["seconds"][np.repeat(copies, np.diff(out.iter_offsets))] = 0.0
+        return out
+
     @classmethod
     def concat(cls, parts) -> "TrainingStats":
         parts = [p for p in parts if p is not None]
         if not parts:
             return cls.from_chunks([])
+        # threads finish chunks out of order; chunks are runs of consecutive sorted labels,
+        # so ordering the parts by their first label usually leaves nothing to sort below
+        # (the take of 2M labels' statistics took 0.9 s)
+        parts.sort(key=lambda p: int(p.columns["label"][0]) if len(p) else -1)
         cols = {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
         lengths = np.concatenate([np.diff(p.iter_offsets) for p in parts])
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -127,7 +144,7 @@ class TrainingStats:
         return self.iterations[name][self.iter_offsets[i]: self.iter_offsets[i + 1]]
 
     def status_names(self) -> np.ndarray:
-        return np.array([STATUS_NAMES[int(s)] for s in self.columns["status"]])
+        return np.asarray(STATUS_NAMES)[self.columns["status"].astype(np.int64)]
 
     def summary(self) -> dict:
         c = self.columns
@@ -168,12 +185,18 @@ class TrainingStats:
             fmt = "csv" if path.endswith(".csv") else "json" if path.endswith(".json") else "jsonl"
         buf = io.StringIO()
         if fmt == "csv":
-            w = None
-            for _, row in self._rows():
-                if w is None:
-                    w = csv.DictWriter(buf, fieldnames=list(row))
-                    w.writeheader()
-                w.writerow(row)
+            # column by column (what csv.DictWriter wrote row by row: str() of Python ints
+            # and floats, '\r\n' line ends): 2M labels in ~3 s instead of ~25 s
+            if len(self):
+                names = self.status_names()
+                buf.write(",".join(self.columns) + "\r\n")
+                for a in range(0, len(self), _CSV_BLOCK):      # bounded memory: strings per block
+                    b = a + _CSV_BLOCK
+                    cols = [names[a:b].tolist() if k == "status" else [str(x) for x in (
+                        v[a:b].astype(np.int64) if k in _INT_FIELDS else v[a:b].astype(np.float64)).tolist()]
+                        for k, v in self.columns.items()]
+                    buf.write("\r\n".join(map(",".join, zip(*cols))))
+                    buf.write("\r\n")
         elif fmt in ("jsonl", "json"):
             if fmt == "json":
                 buf.write("[")
