@@ -168,6 +168,13 @@ class TrainParams:
         "help": "feature hashing: seed of the hash functions, an integer in [0, 2^32) (with hash_buckets > 0)"})
 
     def __post_init__(self) -> None:
+        # numpy scalars (np.int64(50), np.float32(0.5), np.bool_(True): what a grid of
+        # GridSearchCV built with np.arange / np.logspace hands over) as the Python
+        # numbers they stand for, so that the rules below and the JSON of a model see one type
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
+                object.__setattr__(self, f.name, value.item())
         validate(self)
 
     # --- conversion -------------------------------------------------------------

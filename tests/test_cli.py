@@ -277,6 +277,10 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
                          (tmp_path / "o.json", "a JSON file"), (tmp_path / "a.npz", "numpy .npz archive")):
         code, out, err = run(capsys, "info", path)
         assert code == 2 and needle in err, (path, err)
+    # tabs between the tokens of an XMC file are legal: described, not taken for label names
+    (tmp_path / "tabs.txt").write_text("2 3 2\n0\t0:1\t2:0.5\n1\t1:1\n")
+    code, out, err = run(capsys, "info", tmp_path / "tabs.txt")
+    assert code == 0 and "instances: 2" in out, err
     # evaluate --predictions given a decisions file, or the test data (arguments swapped)
     assert run(capsys, "predict", model, test, "-o", tmp_path / "dec.txt", "--threshold", "0", "--allow-gaps")[0] == 0
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "dec.txt", test)

@@ -167,6 +167,20 @@ def test_label_range_fit_keeps_the_label_space(bibtex):
     assert P.shape == (20, Y.shape[1]) and set(P.indices) <= set(range(10, 15))
 
 
+def test_numpy_scalars_as_parameters(bibtex):
+    """np.int64 / np.float32 / np.bool_ hyperparameters (a grid made with numpy) train as
+    the Python numbers they stand for; they were refused ('must be an integer')."""
+    X, Y, _, _ = bibtex
+    Xs, Ys = X[:400], Y[:400, :20]
+    a = OvAClassifier(threads=1, max_iter=np.int64(50), C=np.float32(2.0), normalize=np.bool_(True)).fit(Xs, Ys)
+    b = OvAClassifier(threads=1, max_iter=50, C=2.0, normalize=True).fit(Xs, Ys)
+    assert (a.coef_ != b.coef_).nnz == 0 and np.array_equal(a.intercept_, b.intercept_)
+    assert type(a.params.max_iter) is int and type(a.params.C) is float and a.params.normalize is True
+    search = GridSearchCV(OvAClassifier(threads=1), {"max_iter": np.array([20, 50])}, cv=2, error_score="raise")
+    search.fit(Xs, Ys)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+
+
 # --------------------------------------------------------------------------- model selection
 def test_grid_search_over_C_with_a_precision_at_k_scorer(bibtex):
     """GridSearchCV really uses fit/score: its table equals a hand-made cross-validation."""

@@ -186,7 +186,6 @@ _OTHER_KINDS = {
     "dismec-model": "a DiSMEC++ model (metadata) file: make it a headstart model with 'headstart import-dismec'",
     "predictions": ("a predictions file written by 'headstart predict' (evaluate it with 'headstart evaluate "
                     "--predictions')"),
-    "named": "a predictions or decisions file with label names ('headstart predict --label-names'), not a data file",
     "decisions": ("a file whose header is two numbers: a decisions file ('headstart predict --threshold'), a "
                   "shortlist ('headstart shortlist', labels x instances) or DiSMEC++'s predictions, not a data "
                   "file (an XMC header has three)"),
@@ -198,7 +197,9 @@ _OTHER_KINDS = {
 
 def run(args: argparse.Namespace) -> int:
     p = Path(args.path)
-    kind = common.sniff_kind(args.path)
+    # (tab-separated label names are not told apart from an XMC file with tabs between
+    # its tokens, which is legal: such a file is read, and fails there if it is not data)
+    kind = common.sniff_kind(args.path) if args.data_format == "auto" else None
     if kind == "model-part":
         from ..errors import DataFormatError
 
