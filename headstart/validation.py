@@ -35,13 +35,18 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
         if X.ndim != 2:
             raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
                                   f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
+        if X.dtype == np.bool_:      # binary features (as scikit-learn takes them): 1.0 / 0.0
+            X = X.astype(np.float32)
         if not np.issubdtype(X.dtype, np.number):
             raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
         X = dense_to_csr(X)
     if X.dtype != np.float32:
-        if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        if X.dtype == np.bool_:
+            X = X.astype(np.float32)
+        elif not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
             raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
-        X = X.astype(np.float32)
+        else:
+            X = X.astype(np.float32)
     if not np.all(np.isfinite(X.data)):
         bad = np.flatnonzero(~np.isfinite(X.data))[0]
         row = int(np.searchsorted(X.indptr, bad, side="right") - 1)

@@ -176,6 +176,12 @@ def test_numpy_scalars_as_parameters(bibtex):
     b = OvAClassifier(threads=1, max_iter=50, C=2.0, normalize=True).fit(Xs, Ys)
     assert (a.coef_ != b.coef_).nnz == 0 and np.array_equal(a.intercept_, b.intercept_)
     assert type(a.params.max_iter) is int and type(a.params.C) is float and a.params.normalize is True
+    # boolean features (binary bag of words) as 1.0 / 0.0, dense or sparse (were refused)
+    B = Xs > 0
+    wb = OvAClassifier(threads=1).fit(B.toarray(), Ys)
+    ws = OvAClassifier(threads=1).fit(sp.csr_matrix(B), Ys)
+    wf = OvAClassifier(threads=1).fit(B.astype(np.float32), Ys)
+    assert (wb.coef_ != wf.coef_).nnz == 0 and (ws.coef_ != wf.coef_).nnz == 0
     search = GridSearchCV(OvAClassifier(threads=1), {"max_iter": np.array([20, 50])}, cv=2, error_score="raise")
     search.fit(Xs, Ys)
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
