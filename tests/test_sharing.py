@@ -109,6 +109,11 @@ def test_label_chunks_do_not_count_the_labels_that_take_a_result():
     same = _same(counts, 4)
     chunks = shared_label_chunks(np.arange(counts.size), 256, 2, same)
     assert len(chunks) <= -(-counts.size // ((256 - LANES) * SHARED_CHUNK_FACTOR)) + 2
+    # a few such labels: chunks as before (every label counted)
+    few = np.ones(5000, dtype=np.int64)
+    few[::10] = 0
+    assert [c.size for c in shared_label_chunks(np.arange(5000), 256, 2, _same(few, 4))] == \
+        [c.size for c in label_chunks(np.arange(5000), 256, 2)]
     # per-label costs that differ: not shareable beyond a chunk, chunks as before
     costly = _same(counts[:5000], 4, cost_pos=np.arange(5000.0), cost_neg=np.ones(5000))
     assert [c.size for c in shared_label_chunks(np.arange(5000), 256, 1, costly)] == [256] * 19 + [136]
