@@ -270,6 +270,10 @@ def test_sigkill_then_resume_gives_the_uninterrupted_model(bibtex_dir, reference
     assert len((tmp_path / "stats.csv").read_text().splitlines()) == NUM + 1
     leftovers = [p.name for p in out.rglob("*") if p.name.startswith(".")]
     assert leftovers == []
+    # resumed once more, nothing is left: said so (not a work summary of the earlier runs)
+    run = subprocess.run(_cli("train", train, "-o", str(out), "--num-labels", str(NUM), "--shard-size", "2",
+                              "--threads", "1", "--resume"), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and f"nothing to train: all {NUM} labels of [0, {NUM}) were finished" in run.stdout
 
 
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])

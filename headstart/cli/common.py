@@ -403,6 +403,17 @@ def model_dir_of(path: str) -> str | None:
     return None
 
 
+def said_nothing_left(args: argparse.Namespace, r, first: int, count: int) -> bool:
+    """For a resumed sharded run that found every label finished: say so (instead of a
+    work summary of earlier runs, whose statistics a model may or may not keep) and
+    return True."""
+    if r.trained_labels or not r.already_finished or r.missing:
+        return False
+    say(args, f"nothing to train: all {r.already_finished} labels of [{first}, {first + count}) were finished "
+              f"before, {r.nnz} nonzero weights -> {args.output}")
+    return True
+
+
 @contextlib.contextmanager
 def shards_kept_on_interrupt(command: str, output: str):
     """On Ctrl-C during sharded training, say that the shards written so far are kept

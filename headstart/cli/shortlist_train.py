@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
                                   source=str(args.shortlist))
     if args.stats:
         r.stats.write(args.stats)
+    if common.said_nothing_left(args, r, first, count):
+        return 0
     s = r.stats.summary()
     compiled = float(r.info.get("compile_seconds", 0.0))
     common.say(args, f"trained {r.trained_labels} labels of [{first}, {first + count}) on their shortlists "

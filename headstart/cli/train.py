@@ -200,6 +200,8 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
         if r.stats_without:
             log.warning("no statistics for label range(s) %s (shards written without them)",
                         ", ".join(f"[{a}, {b})" for a, b in r.stats_without[:5]))
+    if common.said_nothing_left(args, r, first, count):
+        return 0
     s = r.stats.summary()
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
