@@ -140,8 +140,9 @@ def sorted_unique(labels) -> np.ndarray:
 
 #: a chunk holds at most this many times chunk_size labels when most of them take another
 #: label's result (label_chunks' ``free``): bounded so that progress, the time budget and
-#: a shard's writes still come often; 2M labels, 5 of them used, trained in 4.9 s with it
-#: against 14 s in chunks of 256 (Python's ~1 ms per chunk, 7,800 chunks)
+#: a shard's writes still come often; 2M labels, 5 of them used: `headstart train` took
+#: 3.0-4.6 s with it against 15-18 s in chunks of 256 (~1 ms of Python a chunk, 7,800
+#: chunks; docs/design.md)
 SHARED_CHUNK_FACTOR = 64
 
 
