@@ -266,6 +266,12 @@ def label_vector(Y: sp.csr_matrix, j: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------ LIBLINEAR
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None)
+
+
 class LiblinearOvA:
     """LIBLINEAR one-vs-all over one feature matrix.
 
@@ -287,6 +293,11 @@ class LiblinearOvA:
         from liblinear.liblinearutil import train
 
         np.ctypeslib.as_array(prob.y, (self.n,))[:] = y
+        # LIBLINEAR's coordinate-descent solvers (-s 1/3/5/6/7) draw their order from C's
+        # rand(), whose state is the process's: without a seed the reference's solution
+        # depended on which tests ran before in the same worker (a -s 5 comparison failed
+        # by 0.3% once, 2026-11-30).  Seeded per call: the same reference every run.
+        _libc().srand(1)
         if log is not None:
             # LIBLINEAR's own progress lines ("iter k f ... CG c step_size a") into ``log``
             param = parameter(options)
