@@ -317,15 +317,18 @@ class OvAClassifier:
             raise _not_fitted("this OvAClassifier is not fitted yet: call fit(X, y) or headstart.load(dir)")
         return self.model_
 
-    def _check_X(self, X) -> OvAModel:
-        """The scikit-learn methods take exactly the features of fit (``predict_topk``
-        also takes fewer, e.g. from a svmlight file whose last features do not occur)."""
+    def _check_X(self, X, fewer: bool = False) -> OvAModel:
+        """The scikit-learn methods take exactly the features of fit; ``fewer``
+        (``predict_topk``) also fewer, e.g. from a svmlight file whose last features do
+        not occur -- more are another feature space, said in the estimator's terms rather
+        than the file reader's ("load the data with n_features=...")."""
         model = self._check_fitted()
         shape = getattr(X, "shape", None)
         hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
-        if not hashed and shape is not None and len(shape) == 2 and shape[1] != model.n_features:
+        if not hashed and shape is not None and len(shape) == 2 and (
+                shape[1] > model.n_features if fewer else shape[1] != model.n_features):
             raise DataFormatError(f"X has {shape[1]} features, but OvAClassifier is expecting "
-                                  f"{model.n_features} features as input")
+                                  f"{model.n_features} features as input" + (" (or fewer)" if fewer else ""))
         return model
 
     def _threads(self, kw: dict) -> dict:
@@ -355,16 +358,7 @@ class OvAClassifier:
         """(labels, scores) of shape (n, k): the k best labels per row, best first."""
         from .prediction.topk import predict_topk
 
-        model = self._check_fitted()
-        shape = getattr(X, "shape", None)
-        hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
-        if not hashed and shape is not None and len(shape) == 2 and shape[1] > model.n_features:
-            # fewer features are fine (a svmlight file whose last features do not occur);
-            # more are a different feature space -- said in the estimator's terms, not
-            # the file reader's ("load the data with n_features=...")
-            raise DataFormatError(f"X has {shape[1]} features, but OvAClassifier is expecting "
-                                  f"{model.n_features} features as input (or fewer)")
-        return predict_topk(model, X, k, **self._threads(kw))
+        return predict_topk(self._check_X(X, fewer=True), X, k, **self._threads(kw))
 
     def decision_function(self, X, **kw) -> np.ndarray:
         """Dense scores (n x L, float32), column j for label j (``classes_``); labels

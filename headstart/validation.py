@@ -35,9 +35,9 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
         if X.ndim != 2:
             raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
                                   f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
-        if X.dtype == np.bool_:      # binary features (as scikit-learn takes them): 1.0 / 0.0
-            X = X.astype(np.float32)
-        if not np.issubdtype(X.dtype, np.number):
+        # binary features (as scikit-learn takes them) become 1.0 / 0.0 in dense_to_csr,
+        # a block of rows at a time
+        if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
             raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
         X = dense_to_csr(X)
     if X.dtype != np.float32:

@@ -203,8 +203,9 @@ def run(args: argparse.Namespace) -> int:
     if kind == "model-part":
         from ..errors import DataFormatError
 
-        raise DataFormatError(f"this file is part of the model directory {common.model_dir_of(args.path)}: "
-                              f"describe the model with 'headstart info {common.model_dir_of(args.path)}'", args.path)
+        model_dir = common.model_dir_of(args.path)
+        raise DataFormatError(f"this file is part of the model directory {model_dir}: "
+                              f"describe the model with 'headstart info {model_dir}'", args.path)
     other = _OTHER_KINDS.get(kind)
     if other is not None:
         from ..errors import DataFormatError

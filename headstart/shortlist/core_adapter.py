@@ -62,8 +62,8 @@ from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
 from ..postproc.base import threshold as _threshold
-from ..training.trainer import (replace_rows, run_in_threads, sorted_unique,  # noqa: F401  (the trainer's,
-                                 stuck_at_start)                               # re-exported)
+from ..training.trainer import (Restart, replace_rows, run_in_threads, sorted_unique,  # noqa: F401  (the
+                                 stuck_at_start)                                        # trainer's, re-exported)
 from ..solver import direct as _direct
 from ..solver import newton as _nt
 from ..objective import rowspan as _rowspan

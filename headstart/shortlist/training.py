@@ -428,10 +428,18 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
 
     # labels that never left their start (a failed first line search: e.g. init mean
     # with the logistic loss) are solved again from zero (training.trainer.Restart)
-    restart = {"scalars": None if inputs.starts.name == "zero" and not inputs.starts.per_part else
-               (*scalars[:5], Starts(core.ZeroPlan(), core.ZeroPlan(), core.ZeroPlan(), inputs.starts.n_sparse,
-                                     False, "zero"), *scalars[6:]),
-               "count": 0, "compile_seconds": 0.0, "compiled": False}
+    restart = None
+    if not (inputs.starts.name == "zero" and not inputs.starts.per_part):
+        zero = (*scalars[:5], Starts(core.ZeroPlan(), core.ZeroPlan(), core.ZeroPlan(), inputs.starts.n_sparse,
+                                     False, "zero"), *scalars[6:])
+
+        def compile_zero() -> float:
+            t0 = time.perf_counter()
+            train_chunk(*Xi, dk, gfeat, *yi, *si, labels[:0], fscale, *zero)
+            return time.perf_counter() - t0
+
+        restart = core.Restart(lambda chunk: train_chunk(*Xi, dk, gfeat, *yi, *si, chunk, fscale, *zero),
+                               compile_zero)
 
     def run(chunk: np.ndarray) -> None:
         if deadline and time.perf_counter() > deadline:
@@ -443,19 +451,11 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
             if done == 0:
                 return
         stuck = core.stuck_at_start(table[:, 1], table[:, 2], table[:, 4], table[:, 5]) if solve else []
-        if len(stuck) and restart["scalars"] is not None:
-            with lock:
-                if not restart["compiled"]:
-                    t0 = time.perf_counter()
-                    train_chunk(*Xi, dk, gfeat, *yi, *si, labels[:0], fscale, *restart["scalars"])
-                    restart["compile_seconds"] = time.perf_counter() - t0
-                    restart["compiled"] = True
-            r = train_chunk(*Xi, dk, gfeat, *yi, *si, chunk[stuck], fscale, *restart["scalars"])
+        if len(stuck) and restart is not None:
+            r = restart.solve(chunk[stuck])
             stuck = stuck[:r[5]]
             indptr, indices, data, intercept = core.replace_rows((indptr, indices, data, intercept), stuck, r[:4])
             table[stuck] = r[4][:stuck.size]
-            with lock:
-                restart["count"] += int(stuck.size)
         # in mappings of their own, so that stacking the model can return each chunk to
         # the system as it is copied (the core trainer's chunk_weights / stack_rows)
         W = core.chunk_weights(indptr, indices, data, d)
@@ -498,16 +498,13 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     # the model's rows copied chunk by chunk, each chunk released once copied: the peak is
     # the model plus one chunk, where scipy's vstack held the model twice
     weights, intercept = core.stack_chunks(results, d) if collect else (None, None)
-    parts.sort(key=lambda st: int(st["label"][0]) if len(st["label"]) else -1)
     stats = core.concat_stats(parts) if parts else core.training_stats(
         np.zeros(0, dtype=np.int64), np.zeros((0, len(fields))), fields)
-    compile_seconds += restart["compile_seconds"]
-    if restart["count"]:
-        log.warning("%d label(s) did not leave the start of init %r (the line search failed at the first step, "
-                    "e.g. a saturated logistic loss with an unregularised bias): solved again from zero",
-                    restart["count"], inputs.starts.name)
+    if restart is not None:
+        compile_seconds += restart.compile_seconds
+        restart.report(inputs.starts.name)
     stats.meta.update({"init": inputs.starts.name, "compile_seconds": compile_seconds,
-                       "restarted_from_zero": restart["count"],
+                       "restarted_from_zero": restart.count if restart is not None else 0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
     if solve and collect:

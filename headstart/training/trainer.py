@@ -340,10 +340,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         compile_seconds += restart.compile_seconds
         t_train += restart.compile_seconds
         restarted = restart.count
-    if restarted:
-        log.warning("%d label(s) did not leave the start of init %r (the line search failed at the first step, "
-                    "e.g. a saturated logistic loss with an unregularised bias): solved again from zero",
-                    restarted, init.name)
+        restart.report(init.name)
     # the renumbered X and the init's plan are not needed for the assembly (nor the
     # restart's closures, which hold them)
     del P, X, plan, colsum, y_indices, y_indptr, kernel, restart
@@ -376,27 +373,40 @@ class Restart:
     exactly what it did before."""
 
     def __init__(self, kernel: Callable, compile_zero: Callable[[], float]):
-        self.kernel = kernel       # kernel(labels, state, rec, abort_flag) from w = 0
+        self.kernel = kernel       # kernel(labels, ...) from w = 0, returns the kernel's six results
         self.compile_zero = compile_zero   # compiles it, returns the seconds (reported as compiling)
         self.compile_seconds = 0.0
         self.count = 0
         self._lock = threading.Lock()
         self._compiled = False
 
-    def apply(self, chunk, indptr, indices, data, intercept, stats, state, rec, abort_flag, cap, reg_scale):
-        idx = stuck_at_start(stats["status"], stats["iterations"], stats["f_init"], stats["f_final"])
-        if idx.size == 0:
-            return indptr, indices, data, intercept, stats
+    def solve(self, labels: np.ndarray, *args) -> tuple:
+        """The kernel's results for ``labels`` from zero (compiled at the first call);
+        counts the labels it started.  Shared with the shortlisted trainer."""
         with self._lock:
             if not self._compiled:
                 self.compile_seconds = self.compile_zero()
                 self._compiled = True
-        r_indptr, r_indices, r_data, r_intercept, r_table, started = self.kernel(chunk[idx], state, rec, abort_flag)
+        out = self.kernel(labels, *args)
+        with self._lock:
+            self.count += int(out[5])
+        return out
+
+    def report(self, init_name: str) -> None:
+        if self.count:
+            log.warning("%d label(s) did not leave the start of init %r (the line search failed at the first "
+                        "step, e.g. a saturated logistic loss with an unregularised bias): solved again from zero",
+                        self.count, init_name)
+
+    def apply(self, chunk, indptr, indices, data, intercept, stats, state, rec, abort_flag, cap, reg_scale):
+        """The core trainer's chunk results with its stuck labels solved again."""
+        idx = stuck_at_start(stats["status"], stats["iterations"], stats["f_init"], stats["f_final"])
+        if idx.size == 0:
+            return indptr, indices, data, intercept, stats
+        r_indptr, r_indices, r_data, r_intercept, r_table, started = self.solve(chunk[idx], state, rec, abort_flag)
         idx = idx[:started]
         if idx.size == 0:
             return indptr, indices, data, intercept, stats
-        with self._lock:
-            self.count += int(idx.size)
         redone = chunk_stats(chunk[idx], r_table, rec, cap, reg_scale)
         keep = np.ones(chunk.size, dtype=np.bool_)
         keep[idx] = False
