@@ -149,6 +149,41 @@ def test_replot_redraws_the_same_tables(report, capsys, tmp_path):
     assert json.loads((copy / "table.json").read_text()) == json.loads((d / "table.json").read_text())
 
 
+def test_a_report_that_fails_half_way_leaves_the_old_one_whole(report, capsys, tmp_path, monkeypatch):
+    """The report is drawn beside REPORT_DIR and renamed into place: a figure that cannot
+    be drawn (after the new statistics and tables exist) leaves every file of the earlier
+    report as it was and no temporary directory; a file of the user's is kept by a
+    successful redraw, and the statistics --replot read are in the new report."""
+    import shutil
+
+    from headstart.experiment import figures
+
+    d, _ = report
+    copy = tmp_path / "copy"
+    shutil.copytree(d, copy)
+    (copy / "notes.txt").write_text("mine")
+    before = {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+
+    def broken(runs, path):
+        raise RuntimeError("drawing failed")
+
+    monkeypatch.setattr(figures, "FIGURES", ((FIGURES[0][0], broken, FIGURES[0][2]),) + tuple(FIGURES[1:]))
+    code, out, err = run(capsys, "experiment", "--replot", "-o", copy, "--quiet")
+    assert code != 0 and "drawing failed" in err
+    assert {p.relative_to(copy): p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy"]
+
+    monkeypatch.undo()
+    code, out, err = run(capsys, "experiment", "--replot", "-o", copy, "--quiet")
+    assert code == 0, err
+    assert (copy / "notes.txt").read_text() == "mine"
+    for r in json.loads((copy / "table.json").read_text())["runs"]:
+        assert (copy / r["stats_file"]).read_bytes() == (d / r["stats_file"]).read_bytes() or \
+            load_stats(copy / r["stats_file"]).summary() == load_stats(d / r["stats_file"]).summary()
+    code, out, err = run(capsys, "experiment", "--replot", "-o", copy, "--quiet")
+    assert code == 0, err      # and again: the redrawn report can itself be redrawn
+
+
 # --------------------------------------------------------------------------- usage errors
 def test_usage_errors(bibtex_dir, capsys, tmp_path):
     tr, te = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         if args.train or args.test:
             err("--replot redraws REPORT_DIR from its saved statistics; it takes no TRAIN/TEST")
         exp = load_experiment(args.output)
-        out = write_report(exp, args.output, save_statistics=False)
+        out = write_report(exp, args.output)   # the statistics it loaded go into the new report
         common.say(args, f"redrew {len(out['figures'])} figures, table.md and report.html in {args.output}")
         return 0
     if not args.train or not args.test:

@@ -12,6 +12,8 @@ Layout of ``REPORT_DIR``::
 from __future__ import annotations
 
 import html
+import os
+import shutil
 from pathlib import Path
 
 from .figures import FIGURES, GRID_FIGURE, draw_all
@@ -97,25 +99,50 @@ def report_html(exp: Experiment, tables: dict, figures: list[tuple[str, str]]) -
 
 def write_report(exp: Experiment, out_dir: str | Path, save_statistics: bool = True) -> dict:
     """Write statistics (unless ``save_statistics`` is False), tables, figures and
-    report.html into ``out_dir``; returns ``{"tables", "figures", "files"}``."""
-    from ..io.atomic import atomic_write
+    report.html into ``out_dir``; returns ``{"tables", "figures", "files"}``.
+
+    The whole report is drawn into a temporary directory next to ``out_dir`` and renamed
+    into place at the end (:func:`headstart.io.atomic.atomic_directory`), so a failure
+    half-way (a figure that cannot be drawn, a full disk, Ctrl-C) leaves ``out_dir`` as it
+    was: never a new table beside old figures or statistics.  Files of an earlier report
+    that this one does not write -- a user's notes, say -- are carried over (hard links
+    where the file system allows); its figures and statistics are not, since they
+    belong to another experiment (``--replot`` passes the statistics it loaded back in)."""
+    from ..io.atomic import atomic_directory
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    if save_statistics:
-        (out / STATS_DIR).mkdir(exist_ok=True)
-        for r in exp.runs:
-            save_stats(r.stats, out / STATS_DIR / f"{r.spec.key}.npz")
-            files.append(f"{STATS_DIR}/{r.spec.key}.npz")
+    ours = {"table.md", "table.json", "report.html", STATS_DIR} | {f[0] for f in FIGURES} | {GRID_FIGURE[0]}
     tables = build_tables(exp)
-    write_tables(exp, out, tables)
-    figures = draw_all(exp, out)
-    drawn = {f for f, _ in figures}
-    for fname in [f[0] for f in FIGURES] + [GRID_FIGURE[0]]:   # figures of an earlier report
-        if fname not in drawn and (out / fname).is_file():
-            (out / fname).unlink()
-    with atomic_write(str(out / "report.html"), "w") as fh:
-        fh.write(report_html(exp, tables, figures))
+    files = []
+    with atomic_directory(out) as tmp:
+        if out.is_dir():
+            _carry_over(out, tmp, skip=ours)
+        if save_statistics:
+            (tmp / STATS_DIR).mkdir()
+            for r in exp.runs:
+                save_stats(r.stats, tmp / STATS_DIR / f"{r.spec.key}.npz")
+                files.append(f"{STATS_DIR}/{r.spec.key}.npz")
+        write_tables(exp, tmp, tables)
+        figures = draw_all(exp, tmp)
+        (tmp / "report.html").write_text(report_html(exp, tables, figures), encoding="utf-8")
     files += ["table.md", "table.json", "report.html"] + [f for f, _ in figures]
     return {"tables": tables, "figures": figures, "files": files}
+
+
+def _carry_over(src: Path, dst: Path, skip: set[str]) -> None:
+    """Link (or copy) every entry of ``src`` except those named in ``skip`` into ``dst``."""
+    def link_or_copy(a, b):
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    for entry in src.iterdir():
+        if entry.name in skip or entry.name.startswith(f".{src.name}."):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, dst / entry.name, symlinks=True, copy_function=link_or_copy)
+        elif entry.is_symlink():
+            os.symlink(os.readlink(entry), dst / entry.name)
+        else:
+            link_or_copy(entry, dst / entry.name)
