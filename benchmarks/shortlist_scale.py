@@ -31,6 +31,7 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -76,6 +77,8 @@ def run_pipeline(args) -> None:
             "commands": {s: shlex.join(c) for s, c in cmds.items()}}
     (work / "pipeline.json").write_text(json.dumps(meta, indent=1) + "\n")
     for step in STEPS:
+        if step == "train":   # a model of an earlier run: shortlist-train does not replace it
+            shutil.rmtree(work / "model", ignore_errors=True)
         with open(work / f"{step}.log", "w") as log:
             rc = subprocess.call(["/usr/bin/time", "-f", TIME_FORMAT] + cmds[step], stdout=log, stderr=log)
         print(f"{step}: exit {rc}; {_parse_time(work / f'{step}.log')}", flush=True)

@@ -59,7 +59,8 @@ class ModelFormatError(HeadstartError, ValueError):
 
 
 class ResourceError(HeadstartError, RuntimeError):
-    """The estimated memory need exceeds what is available or allowed."""
+    """A resource the run needs is not available: the estimated memory exceeds what is
+    available or allowed, or another run is writing the same model directory."""
 
 
 class NotFittedError(HeadstartError, ValueError, AttributeError):

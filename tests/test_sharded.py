@@ -180,6 +180,78 @@ def test_unfinished_model_is_not_replaced_without_resume(bibtex, tmp_path):
     assert read_manifest(out)["shards"][0]["first_label"] == 4 and r.trained == [(4, 8)]
 
 
+def test_a_second_writer_of_the_same_directory_is_refused(bibtex, reference, tmp_path):
+    """Two runs writing one model directory at once (a job array with one -o) would each
+    rewrite the manifest from its own list and drop the other's shards while both report
+    success (helper-37): the second is refused at once, naming the first; a killed holder
+    leaves no stale lock (the kernel releases it) and a finished run no lock file."""
+    from headstart.errors import ResourceError
+    from headstart.model.lock import lock_path, model_dir_lock
+
+    X, Y = bibtex
+    out = tmp_path / "m"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom headstart.model.lock import model_dir_lock\n"
+         f"with model_dir_lock({str(out)!r}):\n    print('held', flush=True)\n    sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ResourceError, match=rf"another run is writing .* \(process {holder.pid} on "):
+            train_sharded(X, Y, PARAMS, out, num_labels=4, shard_size=2)
+        assert not out.exists()
+        with pytest.raises(ResourceError, match="another run is writing"):      # another spelling of the path
+            train_sharded(X, Y, PARAMS, tmp_path / "." / "m", num_labels=4, shard_size=2)
+    finally:
+        holder.kill()
+        holder.wait()
+    r = train_sharded(X, Y, PARAMS, out, num_labels=4, shard_size=2)
+    assert r.complete and not lock_path(out).exists()
+    with model_dir_lock(out), model_dir_lock(out):     # a nested writer in the holding process
+        assert lock_path(out).exists()
+    assert not lock_path(out).exists()
+
+
+def test_cli_sharded_run_does_not_delete_a_model_before_it_has_a_new_one(bibtex_dir, tmp_path, capsys):
+    """--shard-size writes into MODEL_DIR as shards finish, so over an existing model it
+    would delete it at the start (helper-37): refused before any work, the model intact;
+    --resume continues it and an unsharded run replaces it once complete."""
+    from headstart.cli.main import main
+
+    train = str(bibtex_dir / "train.txt.gz")
+    out = tmp_path / "m"
+    assert main(["train", train, "-o", str(out), "--num-labels", "4", "-q"]) == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for extra in (["--shard-size", "2"], ["--shard-size", "2", "--C", "2"]):
+        assert main(["train", train, "-o", str(out), "--num-labels", "4", "-q", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "a model is there, and --shard-size writes the new model into the directory shard by shard" in err
+        assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert main(["train", train, "-o", str(out), "--num-labels", "4", "-q", "--shard-size", "2", "--resume"]) == 0
+    assert main(["train", train, "-o", str(out), "--num-labels", "4", "-q", "--C", "2"]) == 0
+    assert read_manifest(out)["params"]["C"] == 2.0
+
+
+def test_cli_refuses_an_output_it_could_not_write_before_training(bibtex_dir, tmp_path, capsys, monkeypatch):
+    """A statistics file or model directory in a directory that takes no new files (a
+    read-only mount) is refused before training, not after it (helper-37; os.access is
+    replaced here, since the tests may run as root, for whom permissions do not count)."""
+    from headstart.cli.main import main
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **kw: False if Path(p) == ro else real(p, mode, **kw))
+    train = str(bibtex_dir / "train.txt.gz")
+    for argv, what in ((["-o", str(tmp_path / "m"), "--stats", str(ro / "s.csv")], "statistics file"),
+                       (["-o", str(ro / "m")], "model directory")):
+        capsys.readouterr()
+        assert main(["train", train, "--num-labels", "2", "-q", *argv]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot write the {what}: {ro} is not writable" in err, err
+        assert not (tmp_path / "m").exists()
+
+
 def test_cost_files_are_compared_by_content_not_path(bibtex, tmp_path, monkeypatch):
     """Parts trained with weighting 'file' (helper-18): the same costs under another path
     (jobs started in other directories) merge and resume; other costs under the same

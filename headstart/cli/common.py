@@ -428,12 +428,15 @@ def shards_kept_on_interrupt(command: str, output: str):
 
 
 # --------------------------------------------------------------------------- checks
-def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
+def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = "") -> None:
     """Fail before training when ``path`` cannot become a model directory; with
     ``keep_unfinished`` (commands that write a new model whole: tree, merge, import-dismec)
     also when it holds a model a time budget or a kill left unfinished, which only
     'train --resume' completes (train and shortlist-train check that themselves, since
-    they may resume it)."""
+    they may resume it).  ``sharded`` (what makes a run write shards into ``path`` as they
+    finish, without --resume): also when ``path`` holds any model, since the run would
+    delete it before the new one is complete -- the unsharded path replaces a model only
+    once the new one is whole."""
     from ..errors import ModelFormatError
 
     p = Path(path)
@@ -441,11 +444,17 @@ def check_output_dir(path: str, keep_unfinished: bool = False) -> None:
         if not p.parent.is_dir():
             why = "is not a directory" if p.parent.exists() else "does not exist"
             raise ModelFormatError(f"{path}: parent directory {p.parent} {why}")
+        _check_writable(p.parent, path, "the model directory")
         return
     if not p.is_dir():
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
     if any(p.iterdir()) and not (p / "manifest.json").is_file():
         raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
+    if sharded and (p / "manifest.json").is_file():
+        raise ModelFormatError(f"{path}: a model is there, and {sharded} writes the new model into the directory "
+                               "shard by shard, which would delete it before the new one is complete: continue "
+                               "it with --resume, remove it, or write to another directory")
+    _check_writable(p, path, "the model directory")
     if keep_unfinished and (p / "manifest.json").is_file():
         from ..model.writer import refuse_unfinished
 
@@ -485,7 +494,16 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
     if not parent.is_dir():
         why = "is not a directory" if parent.exists() else "does not exist"
         raise ParameterError(f"{path}: cannot write the {what}: {parent} {why}")
+    _check_writable(parent, path, f"the {what}")
     regular_target(path)   # refuses a FIFO, a device or a socket before any work
+
+
+def _check_writable(directory: Path, path: str, what: str) -> None:
+    """Before hours of work: a file is written atomically, as a temporary file in its
+    directory renamed over the target, so the directory itself must take new files (a
+    read-only mount, a directory without write permission fail here, not at the end)."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ParameterError(f"{path}: cannot write {what}: {directory} is not writable")
 
 
 # --------------------------------------------------------------------------- progress

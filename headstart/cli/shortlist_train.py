@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
                                or args.init_dense_weights or args.init_dense_bias):
         err("--sparse-reg/--dense-reg/--normalize-sparse/--normalize-dense/--init-sparse/--init-dense/"
             "--init-dense-weights/--init-dense-bias need --dense X.npy")
-    common.check_output_dir(args.output)
+    common.check_output_dir(args.output, sharded="" if args.resume else "shortlist-train")
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args)
     from ..io import read_dense_features

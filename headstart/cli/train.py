@@ -16,7 +16,9 @@ HELP = "train one-vs-all linear classifiers (all labels or a label range)"
 DESCRIPTION = """\
 Train one binary linear classifier per label with LIBLINEAR's Newton method, started
 from the chosen initialisation (default: aop, the average of positives).  The model
-directory is written atomically: it appears complete or not at all."""
+directory is written atomically: it appears complete or not at all (with --shard-size,
+--scheduler or --dask-workers it is written shard by shard instead, resumable with
+--resume, and a model already in the directory is not replaced)."""
 
 log = logging.getLogger("headstart.cli.train")
 
@@ -74,7 +76,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     check_args(args, args._parser.error)
     # everything that can be checked before the (long) training is checked now
-    common.check_output_dir(args.output)
+    sharded = next((o for o, v in (("--shard-size", args.shard_size), ("--scheduler", args.scheduler),
+                                    ("--dask-workers", args.dask_workers)) if v), "")
+    # a finished model is replaced by an unsharded run once the new one is complete
+    common.check_output_dir(args.output, sharded="" if args.resume else sharded)
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args)
     if params.pretrained:

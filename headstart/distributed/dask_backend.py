@@ -40,6 +40,7 @@ import numpy as np
 
 from .._threads import usable_cores
 from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
+from ..model.lock import writes_model_dir
 from ..model.writer import TRAINING_MANIFEST_LAG
 from ..params import TrainParams
 from ..training.kernel import LANES
@@ -224,6 +225,7 @@ def _is_infrastructure_error(e: BaseException) -> bool:
     return isinstance(e, tuple(kinds)) and not isinstance(e, HeadstartError)
 
 
+@writes_model_dir
 def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike, *,
                client: Any = None, scheduler: str | None = None, n_workers: int | None = None,
                first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,

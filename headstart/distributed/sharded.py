@@ -41,6 +41,7 @@ import scipy.sparse as sp
 from ..errors import ModelFormatError, ParameterError
 from ..estimator import PreparedData, prepare_data
 from ..model.extras import read_extras
+from ..model.lock import writes_model_dir
 from ..model.manifest import DATA_DIGEST_KEY, MANIFEST, read_manifest
 from ..model.ranges import contiguous_runs, finished_ranges_of
 from ..model.writer import TRAINING_MANIFEST_LAG, ModelWriter, prepare_target
@@ -336,6 +337,7 @@ def count_finished(writer: ModelWriter, first: int, count: int) -> int:
 
 
 # --------------------------------------------------------------------------- local training
+@writes_model_dir
 def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike, *,
                   first_label: int = 0, num_labels: int | None = None, shard_size: int | None = None,
                   resume: bool = False, overwrite: bool | str = False,
