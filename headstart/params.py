@@ -352,7 +352,16 @@ def _in(field: str, *names: str):
 
 
 _NEWTON = "other than l1-exact, and l2_solver newton"
-READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
+def _aop_decider(p: TrainParams) -> str:
+    """What leaves aop's s and t unread: another start, else a method without starts."""
+    if p.init not in ("aop", "multi-pos"):
+        return "init"
+    return "regularizer" if p.regularizer == "l1-exact" else "l2_solver"
+
+
+# name -> (the parameter whose choices read it, whether it is read, those choices[, a
+# function naming the parameter that leaves it unread, when that is not always the first])
+READ_ONLY_WITH: dict[str, tuple] = {
     "huber_epsilon": _in("loss", "huber-hinge"),
     "reg_epsilon": ("regularizer", lambda p: _default_epsilon(p) is not None, "with a Huber part (l1, l1-relaxed, huber, "
                     "elastic-*)"),
@@ -367,9 +376,9 @@ READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
     "weight_pos": _in("weighting", "constant"),
     "weight_neg": _in("weighting", "constant"),
     "aop_s": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",
-              "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)"),
+              "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)", _aop_decider),
     "aop_t": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",
-              "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)"),
+              "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)", _aop_decider),
     # the Newton-CG method's settings; exact L1's newGLMNET keeps LIBLINEAR's (solver/glmnet.py)
     "cg_epsilon": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
     "pcg_alpha": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
@@ -386,14 +395,15 @@ READ_ONLY_WITH: dict[str, tuple[str, Any, str]] = {
 UNUSED_IS_AN_ERROR = ("weights_pos_file", "weights_neg_file", "pretrained")
 
 
-def unused_parameters(p: TrainParams, given) -> list[tuple[str, str, str]]:
-    """(name, the parameter that decides, the choices that read it) of every parameter in
-    ``given`` that ``p``'s other choices leave unread."""
+def unused_parameters(p: TrainParams, given) -> list[tuple[str, str, str, str]]:
+    """(name, the parameter whose choices read it, those choices, the parameter that
+    leaves it unread here) of every parameter in ``given`` that ``p``'s other choices
+    leave unread."""
     out = []
     for name in given:
         rule = READ_ONLY_WITH.get(name)
         if rule is not None and not rule[1](p):
-            out.append((name, rule[0], rule[2]))
+            out.append((name, rule[0], rule[2], rule[3](p) if len(rule) > 3 else rule[0]))
     return out
 
 

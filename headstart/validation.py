@@ -47,11 +47,6 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
             raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
         else:
             X = X.astype(np.float32)
-    if not np.all(np.isfinite(X.data)):
-        bad = np.flatnonzero(~np.isfinite(X.data))[0]
-        row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
-        raise DataFormatError(f"{name} has a NaN or infinite value (row {row}, column {X.indices[bad]}, "
-                              f"value {X.data[bad]}; values beyond float32's range become infinite)")
     canonical = X.has_canonical_format
     if (not canonical or not X.data.all()) and shares_arrays(X, given):
         # sorting, summing and dropping zeros work in place: on the caller's own arrays
@@ -60,6 +55,8 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     if not canonical:
         X.sum_duplicates()
     X.eliminate_zeros()
+    # after summing: duplicate entries, each finite, may add up to more than float32 holds
+    check_finite_csr(X, name, "" if canonical else "; duplicate entries are summed")
     if X.shape[1] > np.iinfo(np.int32).max:
         # feature ids are int32 throughout (as the file readers and model manifests refuse)
         raise DataFormatError(f"{name} has {X.shape[1]} features; at most {np.iinfo(np.int32).max} are supported")
@@ -73,6 +70,15 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     if n_features is not None and X.shape[1] != n_features:
         raise DataFormatError(f"{name} has {X.shape[1]} features, expected {n_features}")
     return X
+
+
+def check_finite_csr(X: sp.csr_matrix, name: str, note: str = "") -> None:
+    """DataFormatError naming the row, column and value of X's first NaN or inf."""
+    if not np.all(np.isfinite(X.data)):
+        bad = np.flatnonzero(~np.isfinite(X.data))[0]
+        row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
+        raise DataFormatError(f"{name} has a NaN or infinite value (row {row}, column {X.indices[bad]}, "
+                              f"value {X.data[bad]}; values beyond float32's range become infinite{note})")
 
 
 def shares_arrays(A, B) -> bool:
@@ -139,6 +145,8 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
                     "one 0/1 column per label (e.g. sklearn.preprocessing.MultiLabelBinarizer, or "
                     "y.reshape(-1, 1) for a single binary label)") if Y.ndim == 1 else ""
             raise DataFormatError(f"{name} must be a 2-D (instances x labels) matrix, got shape {Y.shape}{hint}")
+        if Y.dtype == np.float16 or Y.dtype == np.longdouble and Y.dtype != np.float64:
+            Y = Y.astype(np.float32)   # scipy.sparse has no float16 (nor long double); 0/1 are exact in float32
         Y = sp.csr_matrix(Y)
     if Y.format == "coo" and not np.iscomplexobj(Y.data):
         # converting sums the entries listed twice (a repeated (row, label) pair would read

@@ -134,6 +134,38 @@ def test_info_on_data_and_model(trained, bibtex_dir, capsys):
     assert info["params"] == TrainParams(normalize=True, threads=2).to_dict()
 
 
+def test_info_names_the_damaged_files_of_a_model(trained, tmp_path, capsys):
+    """A shard removed or truncated after training: info lists it and exits 2 (it said
+    'missing ranges: none', helper-37); a changed byte inside an archive is found by
+    --verify, which checks every file against its manifest checksum."""
+    import shutil
+
+    _, model_dir = trained
+    code, out, err = run(capsys, "info", model_dir, "--verify", "--json")
+    assert code == 0 and "damaged_files" not in json.loads(out), err
+    shards = sorted((Path(model_dir) / "shards").iterdir())
+    for damage, found_by in (("remove", ()), ("truncate", ()), ("flip", ("--verify",))):
+        d = tmp_path / damage
+        shutil.copytree(model_dir, d)
+        f = d / "shards" / shards[0].name
+        raw = bytearray(f.read_bytes())
+        if damage == "remove":
+            f.unlink()
+        elif damage == "truncate":
+            f.write_bytes(raw[:len(raw) // 2])
+        else:
+            raw[len(raw) // 3] ^= 1
+            f.write_bytes(raw)
+        if found_by:
+            code, out, err = run(capsys, "info", d)
+            assert code == 0, err
+        code, out, err = run(capsys, "info", d, *found_by)
+        assert code == 2 and "the model is damaged: 1 file(s)" in err
+        assert f"damaged files:\n    shards/{shards[0].name}: " in out
+        why = {"remove": "missing", "truncate": "not a whole .npz archive", "flip": "checksum mismatch"}[damage]
+        assert out.split(f"shards/{shards[0].name}: ")[1].startswith(why), out
+
+
 def test_info_label_frequency_without_a_count_per_label(tmp_path, capsys):
     """A header declaring 2e9 labels: the summary from the labels that occur (no 16 GB
     array), the median and mean over all of them as numpy's over the full counts."""
@@ -376,7 +408,10 @@ def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys
     for argv, needle in ((["--init", "zero", "--s", "0.5"], "--aop-s is read only with --init aop or multi-pos"),
                          (["--huber-epsilon", "0.3"], "--huber-epsilon is read only with --loss huber-hinge"),
                          (["--prune", "0.1", "--sparsify", "5"], "--prune is read only with --sparsify 0"),
-                         (["--hash-seed", "3"], "--hash-seed is read only with --hash-buckets > 0")):
+                         (["--hash-seed", "3"], "--hash-seed is read only with --hash-buckets > 0"),
+                         # the reason is what leaves it unread, not --init (helper-36)
+                         (["--regularizer", "l1-exact", "--s", "0.5"], "l2_solver dual); --regularizer is 'l1-exact'"),
+                         (["--l2-solver", "dual", "--regularize-bias", "--t", "-1"], "--l2-solver is 'dual'")):
         code, out, err = run(capsys, "train", "--print-params", *argv)
         assert code == 0 and "WARNING" in err and needle in err, (argv, err)
     # commands that run other initialisers than --init: their options are read

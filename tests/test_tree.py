@@ -536,6 +536,10 @@ def test_cli_tree_predict_evaluate(tmp_path):
     assert r.returncode == 2 and "--branching" in r.stderr and not (tmp_path / "m2").exists()
     r = _cli("merge", tmp_path / "m3", tmp_path / "m", tmp_path / "m")
     assert r.returncode == 2 and "is a label tree" in r.stderr and not (tmp_path / "m3").exists()
+    r = _cli("train", train, "-o", tmp_path / "m", "--resume")
+    assert r.returncode == 2 and "cannot resume: this is a label-tree model" in r.stderr, r.stderr
+    r = _cli("train", train, "-o", tmp_path / "m4", "--init", "pretrained", "--pretrained", tmp_path / "m")
+    assert r.returncode == 2 and "label-tree model" in r.stderr and not (tmp_path / "m4").exists(), r.stderr
     # an ensemble of trees: trained, predicted, evaluated and described alike
     r = _cli("tree", train, "-o", tmp_path / "e", "--normalize", "--branching", "16", "--threads", "2",
              "--trees", "2", "--seed", "3")

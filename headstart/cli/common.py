@@ -164,11 +164,11 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     # commands that run other initialisers than --init (experiment --inits, per-part
     # starts of shortlist-train): the starts' options are theirs
     other_inits = any(getattr(args, a, None) for a in ("inits", "init_sparse", "init_dense"))
-    for name, by, choices in _params.unused_parameters(params, cli):
-        if by == "init" and other_inits:
+    for name, by, choices, decided in _params.unused_parameters(params, cli):
+        if decided == "init" and other_inits:
             continue
         what = (f"{option_strings(name)[0]} is read only with {option_strings(by)[0]} {choices}; "
-                f"{option_strings(by)[0]} is {getattr(params, by)!r}")
+                f"{option_strings(decided)[0]} is {getattr(params, decided)!r}")
         if name in _params.UNUSED_IS_AN_ERROR:
             raise ParameterError(what)
         log.warning("%s: ignored", what)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 from pathlib import Path
 
 import numpy as np
 
 from . import common
+
+log = logging.getLogger(__name__)
 
 NAME = "info"
 HELP = "describe a model directory or a data file"
@@ -25,6 +28,10 @@ TAIL = 5
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", metavar="MODEL_DIR|DATA", help="model directory or data file")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--verify", action="store_true",
+                   help="a model directory: check every file against the checksum in its manifest (reads all "
+                        "weights); without it, that every listed file is there and whole (its archive index "
+                        "readable)")
     common.add_data_options(p)
 
 
@@ -77,7 +84,37 @@ def data_info(path: str, args: argparse.Namespace) -> dict:
     }
 
 
-def model_info(path: str) -> dict:
+def damaged_files(path: str, manifest: dict, verify: bool = False) -> list[str]:
+    """The files of a model directory that its manifest lists but that are missing,
+    truncated (an .npz whose archive index cannot be read: cheap, the end of the file) or,
+    with ``verify``, whose sha256 differs from the manifest's (reads every file)."""
+    import zipfile
+
+    from ..errors import ModelFormatError
+    from ..model.archive import read_verified
+
+    files = [(s["file"], s["sha256"]) for s in manifest["shards"]]
+    files += list((manifest.get("extra_files") or {}).items())    # {file: sha256}
+    bad = []
+    for name, sha in files:
+        f = Path(path) / name
+        if not f.is_file():
+            bad.append(f"{name}: missing")
+            continue
+        try:
+            if verify and sha:
+                read_verified(f, sha)
+            else:
+                with zipfile.ZipFile(f) as z:
+                    z.namelist()
+        except ModelFormatError as e:
+            bad.append(f"{name}: {str(e).split(': ', 1)[-1]}")
+        except (OSError, zipfile.BadZipFile) as e:
+            bad.append(f"{name}: not a whole .npz archive ({e})")
+    return bad
+
+
+def model_info(path: str, verify: bool = False) -> dict:
     from ..model.extras import read_extras
     from ..model.manifest import read_manifest
     from ..model.ranges import finished_ranges_of, missing_ranges_of
@@ -122,6 +159,9 @@ def model_info(path: str) -> dict:
             out.pop(key)
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
+    bad = damaged_files(path, m, verify)
+    if bad:
+        out["damaged_files"] = bad
     return out
 
 
@@ -169,6 +209,10 @@ def _text(info: dict) -> str:
             continue
         if isinstance(value, float):
             value = f"{value:.2f}"
+        if key == "damaged_files":
+            lines.append("  damaged files:")
+            lines += [f"    {v}" for v in value]
+            continue
         if isinstance(value, list):
             value = ", ".join(f"[{a}, {b})" for a, b in value) or "none"
         lines.append(f"  {key.replace('_', ' ')}: {value}")
@@ -211,6 +255,11 @@ def run(args: argparse.Namespace) -> int:
         from ..errors import DataFormatError
 
         raise DataFormatError(f"this is {other}", args.path)
-    info = model_info(args.path) if p.is_dir() else data_info(args.path, args)
+    info = model_info(args.path, args.verify) if p.is_dir() else data_info(args.path, args)
     print(json.dumps(info, indent=1) if args.json else _text(info))
+    if info.get("damaged_files"):
+        log.error("%s: the model is damaged: %d file(s) listed in its manifest are missing or not as written "
+                  "(predict and --resume refuse it; retrain the labels of those shards into a new directory, "
+                  "or restore the files)", args.path, len(info["damaged_files"]))
+        return 2
     return 0

@@ -99,6 +99,9 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
     """
     path = Path(os.path.abspath(path))
     if _is_model_dir(path) and resume:
+        if "tree" in read_manifest(path):
+            raise ModelFormatError(f"{path}: cannot resume: this is a label-tree model (its rows are the tree "
+                                   "nodes' outputs, not labels), trained whole by 'headstart tree'")
         writer = ModelWriter.open(path, params, n_features=data.n_features, label_space=data.label_space)
         _check_same_data(path, writer, data)
         _check_same_extensions(path, writer, extensions)

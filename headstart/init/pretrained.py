@@ -34,6 +34,9 @@ class Pretrained(Initializer):
         from ..model.format import load_model
 
         model = load_model(self.path, allow_gaps=True)
+        if "tree" in (model.extensions or {}):   # its rows are nodes: even a matching count starts wrong labels
+            raise ModelFormatError(f"{self.path}: a label-tree model (its rows are the tree nodes' outputs, not "
+                                   "labels) cannot start one-vs-all training")
         if model.n_features != ctx.n_features:
             raise ModelFormatError(f"{self.path}: pretrained model has {model.n_features} features, "
                                    f"the training data has {ctx.n_features}")

@@ -352,7 +352,7 @@ def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     if buf.size > body and buf[-1] != 10:
         ends = np.append(ends, buf.size)       # a last line without its newline
     if ends.size != n_labels:
-        blank = ends.size == n_labels + 1 and ends.size >= 2 and ends[-1] - ends[-2] <= 2
+        blank = ends.size == n_labels + 1 and ends.size >= 2 and raw[ends[-2] + 1:ends[-1]] in (b"", b"\r")
         raise DataFormatError(f"{ends.size} label names (lines) for a model of {n_labels} labels"
                               + ("; the last line is blank: remove it" if blank else ""), path)
     starts = np.concatenate([[body], ends[:-1] + 1]).astype(np.int64)

@@ -403,6 +403,11 @@ def _chunk_csr(X: Any, r0: int, r1: int, pre: Preprocessing | None) -> sp.csr_ma
     part = X[r0:r1]
     part = apply_preprocessing(part, pre) if pre is not None else part
     part = sp.csr_matrix(part, dtype=np.float32)
+    if not part.has_canonical_format:
+        # duplicate entries are summed, as training sums them: each finite, their sum
+        # may not be (a copy: the caller's arrays are never changed)
+        part = part.copy()
+        part.sum_duplicates()
     if not np.all(np.isfinite(part.data)):
         bad = int(np.argmax(~np.isfinite(part.data)))
         row = r0 + int(np.searchsorted(part.indptr, bad, side="right") - 1)
