@@ -348,6 +348,10 @@ def test_cli_per_part_starts(tmp_path, bibtex_dir, capsys):
               "-q", "--threads", "2"]
     assert main(common + ["-o", str(tmp_path / "m"), "--init-sparse", "aop", "--init-dense", "zero"]) == 0
     assert load_model(tmp_path / "m", allow_gaps=True).extensions["dense"]["starts"] == {"sparse": "aop", "dense": "zero"}
+    capsys.readouterr()     # 'headstart predict' cannot give the dense part: refused first, without a warning
+    assert main(["predict", str(tmp_path / "m"), train, "-o", str(tmp_path / "p.txt"), "--allow-gaps"]) == 2
+    err = capsys.readouterr().err
+    assert "a dense + sparse model needs the dense features" in err and "WARNING" not in err, err
     np.save(tmp_path / "w.npy", np.zeros((Y.shape[1], 3)))
     capsys.readouterr()
     assert main(common + ["-o", str(tmp_path / "bad"), "--init-dense-weights", str(tmp_path / "w.npy")]) == 2

@@ -191,6 +191,10 @@ class ModelScorer:
         if "tree" in m:
             self._init_tree(model_dir, args)
             return
+        if "dense" in m:   # before any block is read: its features are only the sparse part
+            raise ModelFormatError(f"{model_dir}: a dense + sparse model needs the dense features of the data as "
+                                   "well: predict with 'headstart shortlist-predict MODEL DATA --first-stage DIR "
+                                   "--dense X.npy'")
         self.n_features = int(m["n_features"])
         # libsvm data (no header) is read at the model's width, except for a hashed model:
         # its raw features may be any ids, hashing maps them to the model's features

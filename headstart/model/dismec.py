@@ -280,7 +280,7 @@ def dismec_options(model: OvAModel) -> list[str]:
     if _has_bias(model):
         # a CLI11 flag with a default value (src/app.cpp): a value other than 1 goes after '='
         v = _bias_value(model)
-        opts.append("--augment-for-bias" if v == 1.0 else f"--augment-for-bias={v:.17g}")
+        opts.append("--augment-for-bias" if v == 1.0 else f"--augment-for-bias={v!r}")   # repr: shortest exact
     return opts
 
 
@@ -329,7 +329,11 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
             path = meta_path.with_name(f"{meta_path.name}.weights-{a}-{b - 1}")
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             pending.append((tmp, path))
-            with open(tmp, "wb") as f:
+            try:
+                f = open(tmp, "wb")
+            except OSError as e:   # name the file asked for, not the temporary one
+                raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
+            with f:
                 _write_block(f, W[a:b], fmt)
                 f.flush()
                 os.fsync(f.fileno())
