@@ -555,6 +555,10 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert main(["shortlist-predict", part, str(tmp_path / "missing.txt"), "--first-stage", fs, "--evaluate"]) == 2
     err = capsys.readouterr().err
     assert "incomplete, missing [30, 159)" in err and "shortlist-train --resume" in err
+    assert main(["train", train, "-o", str(tmp_path / "ova"), "-q", "--num-labels", "30"]) == 0
+    capsys.readouterr()     # a model made by train is continued by train
+    assert main(["shortlist-predict", str(tmp_path / "ova"), test, "--first-stage", fs, "--evaluate"]) == 2
+    assert "first (train --resume)" in capsys.readouterr().err
 
 
 def test_cli_few_or_no_labels(tmp_path, capsys):

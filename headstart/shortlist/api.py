@@ -320,7 +320,9 @@ def open_model_dir(model_dir: str | os.PathLike) -> dict:
     from ..model.reader import require_complete
 
     m = read_manifest(model_dir)
-    require_complete(model_dir, m, hint="; train the missing labels first (shortlist-train --resume)")
+    # the command that made the model continues it (shortlisted models name their shortlist)
+    how = "shortlist-train" if SHORTLIST_KEY in m else "train"
+    require_complete(model_dir, m, hint=f"; train the missing labels first ({how} --resume)")
     return m
 
 
