@@ -454,7 +454,9 @@ def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = ""
         raise ModelFormatError(f"{path}: a model is there, and {sharded} writes the new model into the directory "
                                "shard by shard, which would delete it before the new one is complete: continue "
                                "it with --resume, remove it, or write to another directory")
+    # shards go into the directory; a whole model is built beside it and renamed over it
     _check_writable(p, path, "the model directory")
+    _check_writable(p.parent if str(p.parent) else Path("."), path, "the model directory")
     if keep_unfinished and (p / "manifest.json").is_file():
         from ..model.writer import refuse_unfinished
 
