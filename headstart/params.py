@@ -175,6 +175,8 @@ class TrainParams:
             value = getattr(self, f.name)
             if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", None) == 0:
                 object.__setattr__(self, f.name, value.item())
+            elif isinstance(value, os.PathLike):   # paths as the strings the model's JSON stores
+                object.__setattr__(self, f.name, os.fspath(value))
         validate(self)
 
     # --- conversion -------------------------------------------------------------
@@ -252,6 +254,12 @@ def validate(p: TrainParams) -> None:
           p.reg_l2_share)
     _need(_finite(p.propensity_a), "propensity_a", "a finite number", p.propensity_a)
     _need(_finite(p.propensity_b) and p.propensity_b > -1, "propensity_b", "a finite number > -1", p.propensity_b)
+    for name in ("weights_pos_file", "weights_neg_file", "pretrained"):
+        v = getattr(p, name)
+        if v is not None and not isinstance(v, str):   # an array would fail bool() below
+            raise ParameterError(f"parameter {name} must be a file path (or None), got a {type(v).__name__}"
+                                 + ("; save the costs with numpy.save and pass the path" if name != "pretrained"
+                                    else ""))
     if p.weighting == "file":
         _need(bool(p.weights_pos_file) or bool(p.weights_neg_file), "weights_pos_file",
               "given (or weights_neg_file) when weighting='file'", p.weights_pos_file)

@@ -103,6 +103,19 @@ def test_gzip_detected_by_magic_not_name(tmp_path):
         np.testing.assert_array_equal(dense(Y), SMALL_Y)
 
 
+def test_gz_output_name_in_any_case_is_compressed(tmp_path):
+    """An output named x.XMC.GZ is gzip like x.xmc.gz (it was written as plain text under
+    a .GZ name; helper-38)."""
+    from headstart.io import write_xmc
+
+    X, Y = read_xmc(put(tmp_path, SMALL, "in.txt"))
+    for name in ("a.txt.gz", "b.XMC.GZ"):
+        write_xmc(tmp_path / name, X, Y)
+        assert (tmp_path / name).read_bytes()[:2] == b"\x1f\x8b"
+        X2, Y2 = read_xmc(tmp_path / name)
+        assert (X2 != X).nnz == 0 and (Y2 != Y).nnz == 0
+
+
 def test_corrupt_gzip(tmp_path):
     data = gzip.compress(SMALL * 50)
     with pytest.raises(DataFormatError, match="gzip"):

@@ -434,6 +434,23 @@ def test_fit_preprocessing_tfidf_by_hand():
     assert X[0, 2] == 3  # input untouched
 
 
+def test_tfidf_of_values_below_one_is_warned_about(caplog):
+    """1 + log(tf) weighs a value below 1/e negatively: a present feature then counts for
+    less than an absent one.  Such data (already weighted, real-valued) trains, with a
+    warning that says so; counts pass silently (helper-38)."""
+    import logging
+
+    X = sp.csr_matrix(np.array([[0.1, 1.0], [0, 1.0], [0.5, 0]], np.float32))
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        _, Xt = fit_preprocessing(X, normalize=False, tfidf=True)
+    assert Xt[0, 0] < 0
+    assert "2 of the 4 stored values are below 1, 1 of them below 1/e and so weighted negatively" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        fit_preprocessing(sp.csr_matrix(np.array([[1, 3], [2, 0]], np.float32)), normalize=False, tfidf=True)
+    assert caplog.text == ""
+
+
 def test_fit_and_apply_preprocessing_agree():
     rng = np.random.default_rng(2)
     X = sp.random(60, 25, density=0.3, format="csr", random_state=rng, dtype=np.float32)

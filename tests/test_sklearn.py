@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import sys
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,6 +183,11 @@ def test_numpy_scalars_as_parameters(bibtex):
     ws = OvAClassifier(threads=1).fit(sp.csr_matrix(B), Ys)
     wf = OvAClassifier(threads=1).fit(B.astype(np.float32), Ys)
     assert (wb.coef_ != wf.coef_).nnz == 0 and (ws.coef_ != wf.coef_).nnz == 0
+    # a path where a file is meant: pathlib taken as its string, an array refused by name (it
+    # failed inside validation: 'truth value of an array is ambiguous'; helper-38)
+    assert TrainParams(weighting="file", weights_pos_file=Path("/x/c.npy")).weights_pos_file == "/x/c.npy"
+    with pytest.raises(ParameterError, match="weights_pos_file must be a file path .*got a ndarray"):
+        OvAClassifier(weighting="file", weights_pos_file=np.full(20, 2.0)).fit(Xs, Ys)
     search = GridSearchCV(OvAClassifier(threads=1), {"max_iter": np.array([20, 50])}, cv=2, error_score="raise")
     search.fit(Xs, Ys)
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()

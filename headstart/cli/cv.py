@@ -14,10 +14,10 @@ HELP = "cross-validated P@k / nDCG@k of one-vs-all training, for each of several
 DESCRIPTION = """\
 Split TRAIN into --folds parts; for each C of --Cs, train on all parts but one and rank
 the labels of the held-out part, so that every instance is ranked once by a model that
-did not see it; print P@k, nDCG@k, R@k, RP@k and coverage@k over all instances for each
-C, and the best C by --metric.  The folds are the same for every C.  Every fold is a
-one-vs-all training of all labels with the training options given here (--liblinear
-included).  -o FILE also writes the table as JSON."""
+did not see it; print P@k, nDCG@k, R@k and RP@k over all instances for each C, and the
+best C by --metric.  The folds are the same for every C.  Every fold is a one-vs-all
+training of all labels with the training options given here (--liblinear included).
+-o FILE (and --json) also give coverage@k, in JSON."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

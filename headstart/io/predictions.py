@@ -179,7 +179,7 @@ class PredictionWriter:
             raise DataFormatError(f"{names[0].size - 1} label names for {n_labels} labels")
         self.names = names
         self._name_bytes = None if names is None else np.diff(names[0])
-        self._gz = self.path.endswith(".gz")
+        self._gz = self.path.lower().endswith(".gz")
         self._closed = False
         if self._gz:
             # body goes to an anonymous temporary file, compressed with its header at close

@@ -314,7 +314,7 @@ def _write_sparse_body(f, X: sp.csr_matrix | None, Y: sp.csr_matrix, feat_offset
 
 def _open_out(f, path):
     """Wrap the atomic temp file in gzip when the destination name ends in ``.gz``."""
-    if os.fspath(path).endswith(".gz"):
+    if os.fspath(path).lower().endswith(".gz"):
         return gzip.GzipFile(filename="", mode="wb", fileobj=f, compresslevel=6, mtime=0)
     return None
 

@@ -33,6 +33,7 @@ count as zero); more columns is an error.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,8 @@ from .._compile import njit
 from ..errors import DataFormatError
 from ..model.model import FeatureHashing, Preprocessing
 from .transforms import check_transform, hash_features, transform_values_inplace
+
+log = logging.getLogger(__name__)
 
 
 @njit(nogil=True, cache=True)
@@ -150,8 +153,22 @@ def fit_preprocessing(X: Any, normalize: bool, tfidf: bool, transform: str = "id
                 raise DataFormatError(f"tf-idf needs non-negative finite counts; feature "
                                       f"{int(Xc.indices[p])} has value {float(Xc.data[p])!r}"
                                       + _after(pre), row=row)
+        _warn_fractional_counts(Xc.data if sp.issparse(Xc) else np.asarray(Xc).ravel())
         pre.idf = fit_idf(Xc)
     return pre, _weigh_and_normalize(Xc, pre)
+
+
+def _warn_fractional_counts(values: np.ndarray) -> None:
+    """tf-idf's term weight 1 + log(tf) is meant for counts: a stored value below 1 weighs
+    a present feature less than its idf, one below 1/e negatively -- less than an absent
+    one.  Data already weighted (tf-idf, real-valued features) needs no --tfidf: said, not
+    refused, since the values are legal."""
+    frac = int(np.count_nonzero((values > 0) & (values < 1)))
+    if frac:
+        neg = int(np.count_nonzero((values > 0) & (values < np.exp(-1.0))))
+        log.warning("tf-idf expects counts (its term weight is 1 + log(count)): %d of the %d stored values are "
+                    "below 1%s; data that is already weighted or real-valued needs no --tfidf (tfidf=False)",
+                    frac, values.size, f", {neg} of them below 1/e and so weighted negatively" if neg else "")
 
 
 def apply_preprocessing(X: Any, preprocessing: Preprocessing | None) -> Any:

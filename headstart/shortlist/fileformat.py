@@ -196,7 +196,7 @@ def write_shortlist(path: str | os.PathLike, shortlist: sp.spmatrix) -> None:
     width = len(str(max(L - 1, 0))) + 3          # digits, ':1' and the blank or newline
     with atomic_write(path, "wb") as raw:
         fh = (gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0)
-              if os.fspath(path).endswith(".gz") else raw)
+              if os.fspath(path).lower().endswith(".gz") else raw)
         fh.write(f"{n} {L}\n".encode())
         step = 65536
         for r0 in range(0, n, step):
