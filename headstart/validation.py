@@ -145,7 +145,7 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
                     "one 0/1 column per label (e.g. sklearn.preprocessing.MultiLabelBinarizer, or "
                     "y.reshape(-1, 1) for a single binary label)") if Y.ndim == 1 else ""
             raise DataFormatError(f"{name} must be a 2-D (instances x labels) matrix, got shape {Y.shape}{hint}")
-        if Y.dtype == np.float16 or Y.dtype == np.longdouble and Y.dtype != np.float64:
+        if Y.dtype.kind == "f" and Y.dtype not in (np.float32, np.float64):
             Y = Y.astype(np.float32)   # scipy.sparse has no float16 (nor long double); 0/1 are exact in float32
         Y = sp.csr_matrix(Y)
     if Y.format == "coo" and not np.iscomplexobj(Y.data):

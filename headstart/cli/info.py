@@ -85,24 +85,23 @@ def data_info(path: str, args: argparse.Namespace) -> dict:
 
 
 def damaged_files(path: str, manifest: dict, verify: bool = False) -> list[str]:
-    """The files of a model directory that its manifest lists but that are missing,
+    """The shard files of a model directory that its manifest lists but that are missing,
     truncated (an .npz whose archive index cannot be read: cheap, the end of the file) or,
-    with ``verify``, whose sha256 differs from the manifest's (reads every file)."""
+    with ``verify``, whose sha256 differs from the manifest's (reads every shard).  The
+    extra files are not among them: :func:`read_extras` has verified them already."""
     import zipfile
 
     from ..errors import ModelFormatError
     from ..model.archive import read_verified
 
-    files = [(s["file"], s["sha256"]) for s in manifest["shards"]]
-    files += list((manifest.get("extra_files") or {}).items())    # {file: sha256}
     bad = []
-    for name, sha in files:
+    for name, sha in ((s["file"], s["sha256"]) for s in manifest["shards"]):
         f = Path(path) / name
         if not f.is_file():
             bad.append(f"{name}: missing")
             continue
         try:
-            if verify and sha:
+            if verify:
                 read_verified(f, sha)
             else:
                 with zipfile.ZipFile(f) as z:

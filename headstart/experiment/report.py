@@ -138,7 +138,7 @@ def _carry_over(src: Path, dst: Path, skip: set[str]) -> None:
             shutil.copy2(a, b)
 
     for entry in src.iterdir():
-        if entry.name in skip or entry.name.startswith(f".{src.name}."):
+        if entry.name in skip:
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.copytree(entry, dst / entry.name, symlinks=True, copy_function=link_or_copy)

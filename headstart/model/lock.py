@@ -14,6 +14,7 @@ lock: the kernel releases it); the file itself is removed by the holder when it 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 from pathlib import Path
@@ -82,8 +83,6 @@ def model_dir_lock(path: str | os.PathLike[str]) -> Iterator[None]:
 
 def writes_model_dir(fn):
     """Decorator: ``fn(X, Y, params, model_dir, ...)`` runs holding ``model_dir``'s lock."""
-    import functools
-
     @functools.wraps(fn)
     def locked(X, Y, params, model_dir, *args, **kwargs):
         with model_dir_lock(model_dir):
