@@ -235,7 +235,8 @@ class OvAClassifier:
 
     ``fit(X, y)`` takes X (n x d, scipy sparse or dense) and y (n x L 0/1 indicator
     matrix of the labels, sparse or dense) and sets ``coef_`` (CSR, labels x features, no bias
-    column), ``intercept_`` (bias weight times bias value), ``classes_`` (``arange(L)``),
+    column), ``intercept_`` (bias weight times bias value), ``classes_`` (``arange(L)``;
+    after a label-range fit the other labels' rows are empty with intercept -inf),
     ``n_features_in_``, ``stats_`` (:class:`TrainingStats`) and ``model_``
     (:class:`OvAModel`).
 
@@ -307,8 +308,7 @@ class OvAClassifier:
 
     def _set_model(self, model: OvAModel) -> None:
         self.model_ = model
-        self.coef_ = model.weights
-        self.intercept_ = model.intercept
+        self.coef_, self.intercept_ = full_label_space(model)
         self.n_features_in_ = model.n_features
         self.classes_ = np.arange(model.label_space)
 
@@ -409,6 +409,26 @@ class OvAClassifier:
         from .model.writer import save_model
 
         save_model(self._check_fitted(), path, **kw)
+
+
+def full_label_space(model: OvAModel) -> tuple[sp.csr_matrix, np.ndarray]:
+    """(coef_, intercept_) with one row per label of the label space, as scikit-learn
+    pairs row i with ``classes_[i]``: a label-range model's rows are placed at their
+    labels, the other labels get an empty row and intercept -inf -- the score
+    ``decision_function`` gives them, so ``X @ coef_.T + intercept_`` equals it.  Free
+    for a whole-space model (the model's own arrays); a CSR with empty rows costs only
+    its row pointers."""
+    W, b = model.weights, model.intercept
+    a, L = model.first_label, model.label_space
+    if a == 0 and W.shape[0] == L:
+        return W, b
+    indptr = np.zeros(L + 1, dtype=W.indptr.dtype)
+    indptr[a + 1:a + 1 + W.shape[0]] = W.indptr[1:]
+    indptr[a + 1 + W.shape[0]:] = W.indptr[-1]
+    coef = sp.csr_matrix((W.data, W.indices, indptr), shape=(L, W.shape[1]))
+    intercept = np.full(L, -np.inf, dtype=b.dtype)
+    intercept[a:a + W.shape[0]] = b
+    return coef, intercept
 
 
 def _not_fitted(message: str) -> NotFittedError:

@@ -166,6 +166,15 @@ def test_label_range_fit_keeps_the_label_space(bibtex):
     assert S.shape == (20, Y.shape[1]) and np.isneginf(S[:, :10]).all() and np.isneginf(S[:, 15:]).all()
     P = clf.predict(Xt[:20])
     assert P.shape == (20, Y.shape[1]) and set(P.indices) <= set(range(10, 15))
+    # coef_ / intercept_ row i is label classes_[i], as scikit-learn pairs them: the
+    # range's rows at their labels, the others empty with the score -inf they get
+    assert clf.coef_.shape == (Y.shape[1], X.shape[1]) and clf.intercept_.shape == (Y.shape[1],)
+    assert clf.coef_[:10].nnz == 0 and clf.coef_[15:].nnz == 0 and clf.coef_[10:15].nnz > 0
+    own = clf.model_
+    assert (clf.coef_[10:15] != own.weights).nnz == 0 and np.array_equal(clf.intercept_[10:15], own.intercept)
+    direct = np.asarray((Xt[:20] @ clf.coef_.T).todense()) + clf.intercept_
+    np.testing.assert_allclose(direct[:, 10:15], S[:, 10:15], rtol=1e-4, atol=1e-5)
+    assert np.isneginf(direct[:, :10]).all() and np.isneginf(direct[:, 15:]).all()
 
 
 def test_numpy_scalars_as_parameters(bibtex):

@@ -120,6 +120,10 @@ def test_bad_input_leaves_no_output(tmp_path):
     assert out.returncode == 2 and "exists" in out.stderr and not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec")
     assert out.returncode != 0 and "vectorizer.json is missing" in out.stderr and not (tmp_path / "o.xmc").exists()
+    # a fitting option with --vectorizer is refused, not ignored
+    out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec", "--ngram-max", "2")
+    assert out.returncode == 2 and "--ngram-max is for --fit-vectorizer" in out.stderr
+    assert not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--fit-vectorizer", tmp_path / "v2", "--one-based")
     assert out.returncode == 2 and "--one-based is for numeric data" in out.stderr and not (tmp_path / "v2").exists()
     # the data file cannot be written: no vectorizer directory either

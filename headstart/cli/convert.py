@@ -62,6 +62,15 @@ def _text_dataset(args):
                           ("--labels", bool(args.labels_file))):
         if given:
             raise ParameterError(f"{option} is for numeric data; IN is read as LibMultiLabel text here")
+    if args.vectorizer:
+        # the fitting options shape the feature space, which --vectorizer takes from DIR
+        # as it was fitted; silently ignoring one would give other features than asked
+        for option, given in (("--ngram-max", args.ngram_max != 1), ("--min-df", args.min_df != 1),
+                              ("--max-features", args.max_features is not None),
+                              ("--sublinear-tf", args.sublinear_tf)):
+            if given:
+                raise ParameterError(f"{option} is for --fit-vectorizer; --vectorizer {args.vectorizer} applies "
+                                     "the features fitted there")
     if args.fit_vectorizer and os.path.exists(args.fit_vectorizer):
         raise ParameterError(f"{args.fit_vectorizer}: exists; --fit-vectorizer writes a new directory "
                              "(--vectorizer applies an existing one)")
