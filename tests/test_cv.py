@@ -65,13 +65,18 @@ def test_k_beyond_the_labels_is_cut_to_them_with_a_warning(bibtex, caplog):
     # a metric beyond the labels is refused before any training
     with pytest.raises(ParameterError, match=r"metric 'P@5' needs k <= 4: the data has 4 labels"):
         cross_validate(X, Y, TrainParams(threads=1), folds=2, k=10, metric="P@5")
+    # any j <= the labels, not only 1, 3, 5 and k: computed besides them
+    r = cross_validate(X, Y, TrainParams(threads=1), folds=2, k=10, metric="nDCG@2")
+    assert r.metric == "nDCG@2" and [m for m in r.metrics[0] if m.startswith("nDCG@")] == ["nDCG@1", "nDCG@2",
+                                                                                           "nDCG@3", "nDCG@4"]
 
 
 def test_arguments_are_checked():
     X = sp.csr_matrix(np.eye(6, dtype=np.float32))
     Y = sp.csr_matrix(np.eye(6, 2, dtype=np.float32))
     for kw, words in ((dict(Cs=[0.0]), "Cs must be positive"), (dict(folds=1), "folds must be an integer >= 2"),
-                      (dict(metric="F1@1"), "metric must be one of"), (dict(k=3, metric="P@5"), "metric must be"),
+                      (dict(metric="F1@1"), "metric must be P@j"), (dict(k=3, metric="P@5"), r"1 <= j <= k = 3"),
+                      (dict(metric="P@0"), "metric must be"),
                       (dict(k=0), "k must be an integer >= 1")):
         with pytest.raises(ParameterError, match=words):
             cross_validate(X, Y, TrainParams(), **kw)

@@ -29,8 +29,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--Cs", metavar="LIST", default=None,
                    help="candidate C values, comma-separated (default: only the training option --C)")
     g.add_argument("-k", type=common._number(int), default=5, help="metrics at k = 1, 3, 5 up to this (default: 5)")
-    g.add_argument("--metric", default="P@1", help="the metric that chooses the best C: P@k, nDCG@k, R@k or RP@k "
-                                                 "(default: P@1)")
+    g.add_argument("--metric", default="P@1", help="the metric that chooses the best C: P@j, nDCG@j, R@j or RP@j "
+                                                 "for a j <= k (default: P@1)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split, >= 0 (default: 0)")
     g.add_argument("--json", action="store_true", help="print the results as one JSON object")

@@ -41,16 +41,17 @@ class CrossValidation:
 
 
 def check_metric(metric: str, k: Any) -> list[int]:
-    """The ks the metrics are computed at (1, 3, 5 up to ``k``), after checking ``k`` and
-    that ``metric`` is one of them (also before the data is read: the command line)."""
+    """The ks the metrics are computed at (1, 3, 5 up to ``k``, and the metric's own,
+    e.g. 2 for nDCG@2), after checking ``k`` and that ``metric`` is one of P, nDCG, R, RP
+    at some j <= k (also before the data is read: the command line)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
-    ks = sorted({1, 3, 5, int(k)} & set(range(1, int(k) + 1)))
-    name, _, at = metric.partition("@")
-    if name not in CHOOSE_BY or not at.isdigit() or int(at) not in ks:
-        raise ParameterError(f"parameter metric must be one of {', '.join(f'{m}@{j}' for m in CHOOSE_BY for j in ks)}"
-                             f", got {metric!r}")
-    return ks
+    ks = {1, 3, 5, int(k)} & set(range(1, int(k) + 1))
+    name, _, at = metric.partition("@") if isinstance(metric, str) else ("", "", "")
+    if name not in CHOOSE_BY or not at.isdigit() or not 1 <= int(at) <= int(k):
+        raise ParameterError(f"parameter metric must be {', '.join(f'{m}@j' for m in CHOOSE_BY)} with "
+                             f"1 <= j <= k = {int(k)} (e.g. {CHOOSE_BY[0]}@1), got {metric!r}")
+    return sorted(ks | {int(at)})
 
 
 def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3, Cs: Any = None,
