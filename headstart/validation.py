@@ -72,11 +72,12 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     return X
 
 
-def check_finite_csr(X: sp.csr_matrix, name: str, note: str = "") -> None:
-    """DataFormatError naming the row, column and value of X's first NaN or inf."""
+def check_finite_csr(X: sp.csr_matrix, name: str, note: str = "", first_row: int = 0) -> None:
+    """DataFormatError naming the row, column and value of X's first NaN or inf (rows
+    numbered from ``first_row``: X may be a block of the caller's rows)."""
     if not np.all(np.isfinite(X.data)):
         bad = np.flatnonzero(~np.isfinite(X.data))[0]
-        row = int(np.searchsorted(X.indptr, bad, side="right") - 1)
+        row = first_row + int(np.searchsorted(X.indptr, bad, side="right") - 1)
         raise DataFormatError(f"{name} has a NaN or infinite value (row {row}, column {X.indices[bad]}, "
                               f"value {X.data[bad]}; values beyond float32's range become infinite{note})")
 

@@ -314,8 +314,9 @@ def test_bad_inputs():
         predict_topk(model, np.zeros(30), 5)
     bad = X.copy()
     bad.data[bad.indptr[3]] = np.nan
-    with pytest.raises(DataFormatError, match="row 3"):
-        predict_topk(model, bad, 5, chunk_rows=2)
+    col = bad.indices[bad.indptr[3]]
+    with pytest.raises(DataFormatError, match=rf"X has a NaN or infinite value \(row 3, column {col}, value nan"):
+        predict_topk(model, bad, 5, chunk_rows=2)   # row 3 is the second chunk's row 1
     with pytest.raises(TypeError, match="OvAModel"):
         predict_topk("model", X, 5)
 

@@ -70,7 +70,7 @@ from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing, scoring_preprocessing
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
-from ..validation import check_k
+from ..validation import check_finite_csr, check_k
 from .preprocess import apply_preprocessing
 
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
@@ -408,10 +408,7 @@ def _chunk_csr(X: Any, r0: int, r1: int, pre: Preprocessing | None) -> sp.csr_ma
         # may not be (a copy: the caller's arrays are never changed)
         part = part.copy()
         part.sum_duplicates()
-    if not np.all(np.isfinite(part.data)):
-        bad = int(np.argmax(~np.isfinite(part.data)))
-        row = r0 + int(np.searchsorted(part.indptr, bad, side="right") - 1)
-        raise DataFormatError(f"X row {row} contains a NaN or infinite value")
+    check_finite_csr(part, "X", first_row=r0)
     return part
 
 
