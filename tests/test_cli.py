@@ -61,8 +61,9 @@ def test_train_predict_evaluate_match_the_library(trained, bibtex_dir, capsys):
     ref, _ = fit_model(Xtr, Ytr, TrainParams(normalize=True, threads=2), first_label=3, num_labels=20)
     clf = headstart.load(model_dir, allow_gaps=True)   # a label range: the rest are gaps
     assert clf.model_.first_label == 3 and clf.model_.num_labels == 20
-    assert abs(clf.coef_ - ref.weights).max() == 0
-    np.testing.assert_array_equal(clf.intercept_, ref.intercept)
+    assert abs(clf.coef_[3:23] - ref.weights).max() == 0   # coef_ row i is label i (classes_[i])
+    np.testing.assert_array_equal(clf.intercept_[3:23], ref.intercept)
+    assert clf.coef_.shape[0] == Ytr.shape[1] and np.isneginf(clf.intercept_[:3]).all()
 
     # predictions file == library top-k
     preds = d / "pred.txt"
@@ -342,6 +343,30 @@ def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path
     (tmp_path / "bad.txt").write_text("3 2\n1:0.5 0:0.9\n7:1.5 2:0.3\n0:0.1 3:0.2\n")
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "bad.txt", tmp_path / "test.txt")
     assert code == 2 and "bad.txt:3: label id 7 out of range [0, 5)" in err
+
+
+def test_predict_header_dismec_is_two_numbers_as_dismec_and_pyxclib_read_it(trained, bibtex_dir, tmp_path, capsys):
+    """--header dismec: 'rows k' (DiSMEC++'s predict), with the same lines as ours; the
+    first line splits into exactly two numbers, as pyxclib's read_sparse_file takes it
+    (helper-40: our three numbers made it fail), and evaluate scores it alike."""
+    _, model = trained
+    test = bibtex_dir / "test.txt.gz"
+    outs = {}
+    for header in ("headstart", "dismec"):
+        out = tmp_path / f"{header}.txt"
+        assert run(capsys, "predict", model, test, "-o", out, "--allow-gaps", "-k", 3, "--header", header)[0] == 0
+        outs[header] = out.read_text().split("\n", 1)
+    (ours, body), (theirs, body2) = outs["headstart"], outs["dismec"]
+    assert body == body2 and ours.split()[:2] == theirs.split()
+    rows, k = map(int, theirs.strip().split(" "))   # pyxclib: f.readline().strip().split(' ')
+    assert (rows, k) == (body.count("\n"), 3) and all(len(line.split()) == 3 for line in body.splitlines())
+    got = [json.loads(run(capsys, "evaluate", "--predictions", tmp_path / f"{h}.txt", test, "-k", 3, "--json")[1])
+           for h in ("headstart", "dismec")]
+    assert got[0] == got[1]
+    # only for top-k files: a decisions file's header is 'rows labels' already
+    code, _, err = run(capsys, "predict", model, test, "-o", tmp_path / "d.txt", "--threshold", "0", "--header",
+                       "dismec", "--allow-gaps")
+    assert code == 2 and "--header is for top-k files" in err and not (tmp_path / "d.txt").exists()
 
 
 def test_evaluate_dismec_metrics_and_save_metrics(tmp_path, capsys):

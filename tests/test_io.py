@@ -329,6 +329,16 @@ def test_roundtrip_predictions(tmp_path, name):
         (tmp_path / name).read_bytes()).split(b"\n")[0]
     assert first == b"50 5 40"
     assert no_temp_files(tmp_path)
+    # DiSMEC++'s header: two numbers, the same lines, read back alike
+    write_predictions(tmp_path / ("d" + name), labels, scores, L, header="dismec")
+    raw = (gzip.decompress if name.endswith(".gz") else bytes)((tmp_path / ("d" + name)).read_bytes())
+    assert raw.split(b"\n", 1)[0] == b"50 5"
+    assert raw.split(b"\n", 1)[1] == (gzip.decompress if name.endswith(".gz") else bytes)(
+        (tmp_path / name).read_bytes()).split(b"\n", 1)[1]
+    lab3, sc3 = read_predictions(tmp_path / ("d" + name))
+    np.testing.assert_array_equal(lab3, labels) and np.testing.assert_array_equal(sc3, sc2)
+    with pytest.raises(ParameterError, match="header must be one of headstart, dismec"):
+        write_predictions(tmp_path / "x.txt", labels, scores, L, header="xclib")
 
 
 @pytest.mark.parametrize("name", ["s.txt", "s.txt.gz"])
@@ -336,10 +346,12 @@ def test_prediction_writer_streaming(tmp_path, name):
     rng = np.random.default_rng(5)
     labels = np.array([rng.choice(30, 3, replace=False) for _ in range(25)])
     scores = rng.random((25, 3))
-    with PredictionWriter(tmp_path / name, 3, 30) as w:
+    with PredictionWriter(tmp_path / name, 3, 30, header="dismec") as w:
         for r0 in range(0, 25, 4):
             w.write(labels[r0:r0 + 4], scores[r0:r0 + 4])
         assert not (tmp_path / name).exists()   # appears only on close
+    first = (gzip.decompress if name.endswith(".gz") else bytes)((tmp_path / name).read_bytes()).split(b"\n")[0]
+    assert first.split() == [b"25", b"3"]   # the padded header rewritten in place: 2 numbers
     lab2, sc2 = read_predictions(tmp_path / name)
     np.testing.assert_array_equal(lab2, labels)
     np.testing.assert_allclose(sc2, scores, rtol=6e-6)

@@ -393,10 +393,12 @@ def test_pruning_label_range_and_nnz_statistics():
     for m in (full, pruned):
         np.testing.assert_array_equal(np.diff(m.coef_.indptr), m.stats_["nnz"])
     part = OvAClassifier(prune=0.0, threads=1).fit(X, Y, first_label=10, num_labels=20)
-    assert part.coef_.shape == (20, X.shape[1])
+    assert part.coef_.shape == (Y.shape[1], X.shape[1])   # row i is label i, the range's rows filled
     np.testing.assert_array_equal(part.stats_["label"], np.arange(10, 30))
-    np.testing.assert_array_equal(part.coef_.toarray(), W[10:30])
-    np.testing.assert_array_equal(part.intercept_, full.intercept_[10:30])
+    np.testing.assert_array_equal(part.model_.weights.toarray(), W[10:30])
+    np.testing.assert_array_equal(part.coef_[10:30].toarray(), W[10:30])
+    assert part.coef_[:10].nnz == 0 and part.coef_[30:].nnz == 0
+    np.testing.assert_array_equal(part.intercept_[10:30], full.intercept_[10:30])
 
 
 def test_pretrained_start_at_a_solution_needs_no_iteration(tmp_path):

@@ -73,8 +73,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--label-names", metavar="FILE",
                    help="write each label as its name, line id + 1 of FILE (the XMC repository's label map, or "
                         "'convert --fit-vectorizer's directory): tokens 'name:score' separated by tabs")
+    add_header_option(p)
     add_dask_options(p)
     common.add_data_options(p)
+
+
+def add_header_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--header", choices=("headstart", "dismec"), default="headstart",   # io.predictions.HEADERS
+                   help="first line of a top-k file: 'headstart' = 'rows k labels' (default), 'dismec' = 'rows k' "
+                        "as DiSMEC++'s predict writes it (pyxclib's read_sparse_file reads two numbers)")
 
 
 def probability(args: argparse.Namespace, scorer: "ModelScorer") -> Callable:
@@ -424,6 +431,9 @@ def run(args: argparse.Namespace) -> int:
 
     check_threshold_args(args)
     common.check_output_file(args.output, "predictions file", args)
+    if args.header != "headstart" and (args.threshold is not None or args.thresholds is not None):
+        raise ParameterError("--header is for top-k files; --threshold/--thresholds write a label file, whose "
+                             "header 'rows labels' every reader takes (pyxclib's too)")
     if args.threshold is not None or args.thresholds is not None:
         if args.k_given:
             log.warning("-k is not used with --threshold/--thresholds: every label above the threshold is "
@@ -433,7 +443,8 @@ def run(args: argparse.Namespace) -> int:
     k = k_for_model(args.k, scorer.num_trained, args.model)
     written = probability(args, scorer)
     n = 0
-    with PredictionWriter(args.output, k, scorer.label_space, names=label_names(args, scorer.label_space)) as writer:
+    with PredictionWriter(args.output, k, scorer.label_space, names=label_names(args, scorer.label_space),
+                          header=args.header) as writer:
         for labels, scores, _ in (dask_predictions if on_dask(args) else iter_predictions)(scorer, args, k):
             writer.write(labels, written(scores))
             n += labels.shape[0]

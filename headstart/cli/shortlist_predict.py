@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import ParameterError
 from . import common, predict
 
 NAME = "shortlist-predict"
@@ -30,6 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evaluate", action="store_true", help="print P@1..k and the candidates' recall")
     p.add_argument("--label-names", metavar="FILE",
                    help="write each label as its name, line id + 1 of FILE (as 'headstart predict --label-names')")
+    predict.add_header_option(p)
     common.add_data_options(p)
 
 
@@ -41,6 +43,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.output and not args.evaluate:
         args._parser.error("give -o/--output PREDICTIONS, --evaluate, or both")
+    if not args.output and args.header != "headstart":
+        raise ParameterError("--header is the predictions file's; give -o/--output PREDICTIONS")
     args.labels_unused = not args.evaluate   # predictions alone need no labels
     if args.output:
         common.check_output_file(args.output, "predictions file", args)
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     labels, scores = predict_model_dir(args.model, X, fs, args.k, dense=dense, threads=args.threads or None,
                                        candidates=cand)
     if args.output:
-        write_predictions(args.output, labels, scores, label_space, names=names)
+        write_predictions(args.output, labels, scores, label_space, names=names, header=args.header)
     if args.evaluate:
         pk = " ".join(f"P@{k} {100 * precision_at_k(Y, labels, k):.2f}" for k in range(1, args.k + 1))
         common.say(args, f"{pk}; candidates' recall {100 * recall(cand, Y):.2f}% ({cand.shape[1]} per instance)")

@@ -13,7 +13,10 @@ the layout of a label file (``headstart.io.read_label_file`` reads them as 0/1 l
 
 DiSMEC++'s ``predict`` writes the same lines under a header of two numbers,
 ``num_points k`` (its src/io/prediction.cpp): :func:`read_predictions` reads that too,
-with no label count of its own (the ids are then checked against the test data's).
+with no label count of its own (the ids are then checked against the test data's), and
+:class:`PredictionWriter` writes it with ``header="dismec"`` (``headstart predict
+--header dismec``).  That is also the header for pyxclib's ``read_sparse_file`` (the
+field's evaluation scripts), which takes exactly two numbers from the first line.
 
 With label names (``names=`` :func:`read_label_names`, ``headstart predict --label-names``)
 a token is ``name:score`` and the tokens of a line are separated by a tab, since names
@@ -37,7 +40,7 @@ import tempfile
 
 import numpy as np
 
-from ..errors import DataFormatError
+from ..errors import DataFormatError, ParameterError
 from . import _kernels as K
 from ._common import (HEADER_LIMIT, MAX_DIM, SparseSpec, header_ints, locate, parse_header, read_bytes,
                       sparse_error, token_at, too_few_rows, _show)
@@ -45,6 +48,8 @@ from .atomic import atomic_write
 
 PRED_HEADER = ("num_points", "k", "num_labels")
 DISMEC_PRED_HEADER = ("num_points", "k")
+#: top-k file headers: ours, "num_points k num_labels"; DiSMEC++'s, "num_points k"
+HEADERS = ("headstart", "dismec")
 _HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
 __all__ = ["write_predictions", "read_predictions", "PredictionWriter", "DecisionWriter"]
@@ -163,13 +168,19 @@ class PredictionWriter:
     (or :meth:`abort`) the temporary file is removed and nothing appears at ``path``.
     ``n_rows``, when given, is written into the header directly and checked at close;
     otherwise the header is rewritten with the final count (padded with blanks).
+    ``header``: ``"headstart"`` (``num_points k num_labels``) or ``"dismec"``
+    (``num_points k``, DiSMEC++'s; pyxclib's reader takes exactly two numbers).
     """
 
-    def __init__(self, path, k: int, n_labels: int, n_rows: int | None = None, names=None):
+    def __init__(self, path, k: int, n_labels: int, n_rows: int | None = None, names=None,
+                 header: str = "headstart"):
         k = int(k)
         n_labels = int(n_labels)
         if k < 0 or n_labels < 0 or k > n_labels:
             raise DataFormatError(f"need 0 <= k <= n_labels, got k = {k}, n_labels = {n_labels}")
+        if header not in HEADERS:
+            raise ParameterError(f"parameter header must be one of {', '.join(HEADERS)}, got {header!r}")
+        self.header = header
         self.path = os.fspath(path)
         self.k = k
         self.n_labels = n_labels
@@ -191,7 +202,8 @@ class PredictionWriter:
             self._f.write(self._header(self.n_rows, pad=self.n_rows is None))
 
     def _header(self, n: int | None, pad: bool) -> bytes:
-        text = f"{n if n is not None else 0} {self.k} {self.n_labels}".encode()
+        text = f"{n if n is not None else 0} {self.k}"
+        text = (text if self.header == "dismec" else f"{text} {self.n_labels}").encode()
         if pad:  # constant width, so that close() can rewrite it in place
             text = text.ljust(_HEADER_WIDTH)
         return text + b"\n"
@@ -369,11 +381,13 @@ def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep]
 
 
-def write_predictions(path, labels, scores, n_labels: int, names=None) -> None:
+def write_predictions(path, labels, scores, n_labels: int, names=None, header: str = "headstart") -> None:
     """Write top-k predictions ``labels`` (n, k) int and ``scores`` (n, k) at once,
-    atomically (with ``names`` of :func:`read_label_names`: labels as their names)."""
+    atomically (with ``names`` of :func:`read_label_names`: labels as their names;
+    ``header`` as :class:`PredictionWriter`'s)."""
     labels = np.asarray(labels)
     if labels.ndim != 2:
         raise DataFormatError(f"labels must have shape (rows, k), got {labels.shape}")
-    with PredictionWriter(path, labels.shape[1], n_labels, n_rows=labels.shape[0], names=names) as w:
+    with PredictionWriter(path, labels.shape[1], n_labels, n_rows=labels.shape[0], names=names,
+                          header=header) as w:
         w.write(labels, scores)
