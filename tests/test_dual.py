@@ -193,3 +193,50 @@ def test_labels_without_positives_share_one_solve(bibtex, options):
             assert (W1[j] != W1[group[0]]).nnz == 0 and b1[j] == b1[group[0]]
             assert st1["seconds"][j] == 0.0 and st1["f_final"][j] == st1["f_final"][group[0]]
     assert b1[2] < 0 < b1[5] and np.all(st1["status"] == 0)
+
+
+@pytest.mark.parametrize("w", ["-w1 0", "-w-1 0"])
+def test_a_class_of_cost_zero_is_no_constraint(bibtex, w):
+    """-s 1 with a class of cost 0 (LIBLINEAR's -w1 0 / -w-1 0): that class has no loss
+    term, so its a_i stay 0 -- the box was inf * 0 = NaN, which made the class a hard
+    margin (every positive scored exactly 1, f 19.7 against LIBLINEAR's 0.385; helper-39)."""
+    X, Y = bibtex
+    labels = np.array([56, 134])
+    opts = f"-s 1 -c 1 -e 1e-3 -B 1 {w}"
+    Wl, bl = ref.LiblinearOvA(X, threads=1).train_all(Y, labels, opts + " -q")
+    W, b, st = train_labels(X, Y, TrainParams.from_liblinear(opts, prune=0.0, threads=1), labels)
+    Xa = ref.augmented(X, 1.0)
+    for k, j in enumerate(labels):
+        y = ref.label_vector(Y, j)
+        cost = np.where(y > 0, 0.0, 1.0) if w == "-w1 0" else np.where(y > 0, 1.0, 0.0)
+
+        def f(v):
+            return float(0.5 * v @ v + (cost * ref._phi("squared-hinge", y * (Xa @ v))).sum())
+
+        ours, theirs = f(weights(W, b, k)), f(np.append(Wl[k], bl[k]))
+        assert st["status"][k] == 0 and ours <= theirs * 1.01 + 1e-6, (j, ours, theirs)
+        np.testing.assert_allclose(st["f_final"][k], ours, rtol=1e-5)
+
+
+def test_exact_hinge_without_bias_trains_rows_without_features(bibtex):
+    """-s 3 without -B: a row with no features has a zero diagonal (the hinge's is 0, and
+    there is no bias coordinate); its a_i goes to the bound, as LIBLINEAR's infinite
+    step clipped -- it divided by zero (ZeroDivisionError; helper-39)."""
+    X, Y = bibtex
+    X = sp.csr_matrix(X[:300], copy=True)
+    X.data[X.indptr[3]:X.indptr[4]] = 0.0
+    X.eliminate_zeros()
+    Y = sp.csr_matrix(Y[:300])
+    labels = np.array([0, 1, 2])
+    opts = "-s 3 -c 1 -e 1e-3"
+    Wl, _ = ref.LiblinearOvA(X, threads=1).train_all(Y, labels, opts + " -q")
+    W, b, st = train_labels(X, Y, TrainParams.from_liblinear(opts, prune=0.0, threads=1), labels)
+    assert np.all(b == 0.0) and np.all(st["status"] == 0)
+    for k, j in enumerate(labels):
+        y = ref.label_vector(Y, j)
+
+        def f(v):
+            return float(0.5 * v @ v + np.maximum(0.0, 1.0 - y * (X @ v)).sum())
+
+        ours, theirs = f(W[k].toarray().ravel().astype(np.float64)), f(Wl[k])
+        assert ours <= theirs * 1.01 + 1e-6, (j, ours, theirs)

@@ -159,8 +159,10 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
     alpha = W.alpha
     qd = W.qd
     index = W.index
-    # the box and the diagonal per class (cost 0: an empty box)
-    up, un = u * cp, u * cn
+    # the box and the diagonal per class (cost 0: an empty box -- not inf * 0, which is
+    # NaN and made the class a hard-margin constraint; helper-39)
+    up = u * cp if cp > 0.0 else 0.0
+    un = u * cn if cn > 0.0 else 0.0
     dp = e / cp if cp > 0.0 else 0.0
     dn = e / cn if cn > 0.0 else 0.0
     for j in range(d + 1):
@@ -232,7 +234,13 @@ def solve(RP, W, xsq, y, cp, cn, eps, max_iter, seed, rec_f, rec_act, rec_step, 
             pg_min = min(pg_min, pg)
             s += 1
             if abs(pg) > MIN_VIOLATION:
-                a_new = min(max(a - g / qd[i], 0.0), upper)
+                if qd[i] > 0.0:
+                    a_new = min(max(a - g / qd[i], 0.0), upper)
+                else:
+                    # an instance without features under the exact hinge (diagonal 0, no
+                    # bias): a_i moves w not at all, g is its constant slope, so the
+                    # minimum along it is a bound (LIBLINEAR's +-inf step, clipped)
+                    a_new = upper if g < 0.0 else 0.0
                 alpha[i] = a_new
                 row_axpy(RP, w, i, (a_new - a) * yi)
                 steps += 1
