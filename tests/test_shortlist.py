@@ -531,6 +531,9 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "P@1" in out and "another shortlist" not in err
     with open(pred) as fh:
         assert fh.readline().split() == ["2515", "5", "159"]
+    assert main(["shortlist-predict", m, test, "--first-stage", fs, "-o", str(tmp_path / "d.txt"), "--header",
+                 "dismec"]) == 0      # DiSMEC++'s header, the same lines
+    assert open(tmp_path / "d.txt").read().split("\n", 1) == ["2515 5", open(pred).read().split("\n", 1)[1]]
     # label names: the same predictions, each id written as its name
     assert main(["shortlist-predict", m, test, "--first-stage", fs, "-o", str(tmp_path / "named.txt"), "--label-names",
                  str(bibtex_dir / "label_names.txt.gz")]) == 0

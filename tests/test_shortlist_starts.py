@@ -358,6 +358,16 @@ def test_cli_per_part_starts(tmp_path, bibtex_dir, capsys):
     err = capsys.readouterr().err
     assert "w.npy: dense start weights have shape (159, 3), expected (159, 4)" in err
     assert not (tmp_path / "bad").exists()
+    # DiSMEC++ cascade's --X-reg-scale S regularises by S sum w^2: our --X-reg 2S, the same model
+    base = common + ["--init-sparse", "aop", "--init-dense", "zero"]
+    assert main(base + ["-o", str(tmp_path / "s"), "--sparse-reg-scale", "1.5", "--dense-reg-scale", "2"]) == 0
+    assert main(base + ["-o", str(tmp_path / "r"), "--sparse-reg", "3", "--dense-reg", "4"]) == 0
+    a, b = (load_model(tmp_path / x, allow_gaps=True) for x in ("s", "r"))
+    assert (a.weights != b.weights).nnz == 0 and np.array_equal(a.intercept, b.intercept)
+    assert (a.extensions["dense"]["sparse_reg"], a.extensions["dense"]["dense_reg"]) == (3.0, 4.0)
+    capsys.readouterr()
+    assert main(base + ["-o", str(tmp_path / "both"), "--dense-reg-scale", "2", "--dense-reg", "3"]) == 2
+    assert "give --dense-reg LAMBDA or --dense-reg-scale S" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- weighting, time budget

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import ParameterError
 from . import common
 from .train import STATS_SUFFIXES
 
@@ -30,6 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="L2 scale of the sparse weights, with --dense (default: 1)")
     g.add_argument("--dense-reg", type=common._number(float), default=1.0, metavar="LAMBDA",
                    help="L2 scale of the dense weights, with --dense (default: 1)")
+    for part in ("sparse", "dense"):
+        g.add_argument(f"--{part}-reg-scale", type=common._number(float), default=None, metavar="S",
+                       help=f"DiSMEC++ cascade's --{part}-reg-scale: its regulariser is S * sum w^2 (not 0.5 * "
+                            f"lambda * sum w^2 as here), so this is --{part}-reg 2S; its default S = 1 is "
+                            f"--{part}-reg 2")
     g.add_argument("--normalize-sparse", action="store_true", help="with --dense: L2-normalise the sparse part")
     g.add_argument("--normalize-dense", action="store_true", help="with --dense: L2-normalise the dense part")
     g.add_argument("--init-sparse", metavar="INIT", default=None,
@@ -55,8 +61,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_data_options(p)
 
 
+def dismec_scales(args: argparse.Namespace) -> None:
+    """--sparse-reg-scale / --dense-reg-scale (DiSMEC++ cascade's names and convention)
+    as our --sparse-reg / --dense-reg: its dense + sparse objective regularises each part
+    by S * sum w^2 (src/objective/dense_and_sparse.cpp, value w^2, gradient 2w), ours by
+    0.5 * lambda * ||w||^2, as LIBLINEAR and the core do; lambda = 2S."""
+    for part in ("sparse", "dense"):
+        scale = getattr(args, f"{part}_reg_scale")
+        if scale is None:
+            continue
+        if getattr(args, f"{part}_reg") != 1.0:
+            raise ParameterError(f"give --{part}-reg LAMBDA or --{part}-reg-scale S (DiSMEC++'s: LAMBDA = 2S), "
+                                 "not both")
+        if not scale > 0.0:
+            raise ParameterError(f"--{part}-reg-scale must be > 0, got {scale}")
+        setattr(args, f"{part}_reg", 2.0 * scale)
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..errors import ParameterError
     from ..estimator import resolve_label_range
 
     params = common.params_unless_printed(args)
@@ -67,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
                    ("--shortlist FILE", args.shortlist))
     if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
         err(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
+    dismec_scales(args)
     if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_reg != 1.0
                                or args.sparse_reg != 1.0 or args.init_sparse or args.init_dense
                                or args.init_dense_weights or args.init_dense_bias):
