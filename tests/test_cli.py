@@ -223,7 +223,8 @@ def test_print_params_and_params_file_round_trip(tmp_path, capsys):
     code, out3, _ = run(capsys, "train", "--params", f, "--C", "3", "--no-normalize", "--print-params")
     assert json.loads(out3) == {**p, "C": 3.0, "normalize": False}
     assert json.loads(run(capsys, "train", "--print-params")[1]) == TrainParams().to_dict()
-    for text, seconds in (("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("2h", 7200.0), ("1d", 86400.0)):
+    for text, seconds in (("90", 90.0), ("90s", 90.0), ("30m", 1800.0), ("2h", 7200.0), ("1d", 86400.0),
+                          ("500ms", 0.5), ("10sec", 10.0), ("5min", 300.0), ("1.5 h", 5400.0)):
         assert json.loads(run(capsys, "train", "--print-params", "--timeout", text)[1])["timeout"] == seconds
 
 

@@ -68,15 +68,17 @@ def _number(kind: type):
     return parse
 
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# DiSMEC++'s --timeout units (src/train.cpp: ms, s, sec, m, min, h), and days
+_UNITS = {"ms": 1e-3, "sec": 1.0, "min": 60.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def _duration(text: str) -> float:
-    """Seconds of '90', '90s', '30m', '2h' or '1d' (DiSMEC++ gives --timeout with a unit)."""
+    """Seconds of '90', '90s', '30m', '2h' or '1d' (DiSMEC++ gives --timeout with a unit:
+    its '500ms', '10sec' and '5min' too)."""
     t = text.strip().lower()
-    scale = _UNITS.get(t[-1:], None)
+    unit = next((u for u in _UNITS if t.endswith(u)), "")   # longest units first
     try:
-        return float(t[:-1] if scale is not None else t) * (scale or 1.0)
+        return float(t[:len(t) - len(unit)]) * _UNITS.get(unit, 1.0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds or a duration like 90s, 30m, 2h, 1d; got {text!r}") from None
 
