@@ -313,3 +313,36 @@ def test_dense_values_and_row_counts_are_checked(tmp_path, fmt, content, expect)
     meta = write_meta(tmp_path / "m.model", 3, 2, [(0, 2, "w.npy", "DenseNPY")])
     with pytest.raises(DataFormatError, match="row 1, weight 1"):
         read_dismec_model(meta)
+
+
+def test_partial_model_imports_with_allow_gaps(tmp_path, capsys):
+    """A partial DiSMEC++ model (a label range or a run its --timeout ended: weight files
+    for some labels; its predict takes those) is refused with the hint, and imported by
+    --allow-gaps with the labels it has, the others missing ranges (helper-40)."""
+    (tmp_path / "a").write_text("0:1 3:0.5\n\n")        # labels 1..2 of W_ALL's layout, 4 columns
+    (tmp_path / "b").write_text("1:-2 2:3.25 3:-1\n")
+    meta = write_meta(tmp_path / "m.model", 4, 6, [(1, 2, "a", "SparseTXT"), (4, 1, "b", "SparseTXT")])
+    with pytest.raises(DataFormatError, match=r"labels 0..0 have no weight file \(a partial model"):
+        read_dismec_model(meta)
+    m = read_dismec_model(meta, bias_feature=1.0, allow_gaps=True)
+    assert m.missing_ranges == [(0, 1), (3, 4), (5, 6)] and m.num_labels == 6
+    np.testing.assert_array_equal(m.weights.toarray()[[1, 2, 4]], W_ALL[:, :3])
+    np.testing.assert_array_equal(m.intercept[[1, 2, 4]], W_ALL[:, 3])
+    # the command line: refused without the option, then imported, predicted with the labels there are
+    out = tmp_path / "imported"
+    assert cli_main.main(["import-dismec", str(meta), "-o", str(out), "--augment-for-bias"]) == 2
+    assert "--allow-gaps imports the labels it has" in capsys.readouterr().err and not out.exists()
+    assert cli_main.main(["import-dismec", str(meta), "-o", str(out), "--augment-for-bias", "--allow-gaps"]) == 0
+    assert "3 label(s) without weights in 3 missing range(s), first [0, 1)" in capsys.readouterr().out
+    back = load_model(out, allow_gaps=True)
+    assert back.missing_ranges == [(0, 1), (3, 4), (5, 6)]
+    (tmp_path / "x.txt").write_text("2 3 6\n0 0:1 1:1\n1 2:1\n")
+    assert cli_main.main(["predict", str(out), str(tmp_path / "x.txt"), "-o", str(tmp_path / "p.txt"), "-k", "2",
+                     "--allow-gaps"]) == 0
+    rows = [[int(t.split(":")[0]) for t in line.split()] for line in (tmp_path / "p.txt").read_text().splitlines()[1:]]
+    # row 0 scores label 1 at 1 + 0.5, label 4 at -2 - 1, label 2 at 0; row 1: label 4 at 3.25 - 1
+    assert rows[0] == [1, 2] and rows[1][0] == 4 and not {0, 3, 5} & {j for r in rows for j in r}
+    # a file beyond num-labels is refused, gaps or not
+    write_meta(tmp_path / "big.model", 4, 2, [(1, 2, "a", "SparseTXT")])
+    with pytest.raises(DataFormatError, match="cover labels up to 2, but num-labels is 2"):
+        read_dismec_model(tmp_path / "big.model", allow_gaps=True)

@@ -38,6 +38,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="DiSMEC++'s --transform of the feature values (default identity)")
     p.add_argument("--weight-culling", metavar="T", type=float, default=0.0,
                    help="drop weights with |w| <= T (default 0: keep every nonzero weight)")
+    p.add_argument("--allow-gaps", action="store_true",
+                   help="import a partial model (weight files for some labels only: a label range, or a run "
+                        "its --timeout ended) with the labels it has; the others are missing ranges, as in a "
+                        "headstart model cut short ('predict --allow-gaps' predicts with the labels there are)")
 
 
 def _options_of_export(args: argparse.Namespace) -> None:
@@ -82,9 +86,12 @@ def run(args: argparse.Namespace) -> int:
     common.check_output_dir(args.output, keep_unfinished=True)
     _options_of_export(args)
     model = read_dismec_model(args.meta, bias_feature=args.augment_for_bias, normalize=args.normalize_instances,
-                              transform=args.transform, culling=args.weight_culling)
+                              transform=args.transform, culling=args.weight_culling, allow_gaps=args.allow_gaps)
     save_model(model, args.output)
-    common.say(args, f"imported {model.num_labels} labels x {model.n_features} features "
+    missing = sum(b - a for a, b in model.missing_ranges)
+    common.say(args, f"imported {model.num_labels - missing} labels x {model.n_features} features "
                      f"({model.nnz} weights{', intercepts' if args.augment_for_bias is not None else ''}) "
-                     f"-> {args.output}")
+                     f"-> {args.output}"
+               + (f"; {missing} label(s) without weights in {len(model.missing_ranges)} missing range(s), "
+                  f"first [{model.missing_ranges[0][0]}, {model.missing_ranges[0][1]})" if missing else ""))
     return 0

@@ -54,15 +54,18 @@ _DENSE_BLOCK = 256
 # --------------------------------------------------------------------------- reading
 def read_dismec_model(meta_path: str | os.PathLike, *, bias_feature: float | None = None,
                       normalize: bool = False, transform: str = "identity",
-                      culling: float = 0.0) -> OvAModel:
+                      culling: float = 0.0, allow_gaps: bool = False) -> OvAModel:
     """The DiSMEC++ model whose metadata file is ``meta_path``, as an :class:`OvAModel`.
 
     ``bias_feature``: the model was trained with ``--augment-for-bias VALUE``; its last
     weight becomes the intercept (times VALUE).  ``normalize`` and ``transform``: its
     ``--normalize-instances`` and ``--transform``, applied to any input by headstart's
     predictor.  Weights with ``|w| <= culling`` are dropped (DiSMEC++'s
-    ``--weight-culling``; 0 keeps every nonzero).  Every problem of the files is a
-    :class:`~headstart.errors.DataFormatError` naming the file (and line)."""
+    ``--weight-culling``; 0 keeps every nonzero).  ``allow_gaps``: a partial model (a
+    label range, or a run its ``--timeout`` ended; DiSMEC++'s predict takes those) is
+    read with the labels it has; the others become the model's ``missing_ranges``.
+    Every problem of the files is a :class:`~headstart.errors.DataFormatError` naming
+    the file (and line)."""
     if transform not in TRANSFORMS:
         raise ParameterError(f"transform must be one of {', '.join(TRANSFORMS)}, got {transform!r}")
     if bias_feature is not None and not (math.isfinite(bias_feature) and bias_feature > 0):
@@ -70,12 +73,13 @@ def read_dismec_model(meta_path: str | os.PathLike, *, bias_feature: float | Non
     if not (math.isfinite(culling) and culling >= 0):
         raise ParameterError(f"weight culling must be a finite number >= 0, got {culling!r}")
     meta_path = Path(meta_path)
-    d_all, L, entries = _read_metadata(meta_path)
+    d_all, L, entries, gaps = _read_metadata(meta_path, allow_gaps)
     if bias_feature is not None and d_all < 1:
         raise DataFormatError("num-features is 0: there is no bias feature to take", meta_path)
     blocks = []
-    for first, count, fmt, path in entries:
-        W = _read_weights(path, fmt, count, d_all)
+    for first, count, fmt, path in _with_gaps(entries, gaps):
+        W = _read_weights(path, fmt, count, d_all) if path is not None else sp.csr_matrix((count, d_all),
+                                                                                        dtype=np.float32)
         if culling > 0:
             W.data[np.abs(W.data) <= culling] = 0
             W.eliminate_zeros()
@@ -96,12 +100,20 @@ def read_dismec_model(meta_path: str | os.PathLike, *, bias_feature: float | Non
                          feature_transform=transform)
     prep = Preprocessing(normalize=bool(normalize), transform=transform)
     return OvAModel(weights=W, intercept=intercept, n_features=d, label_space=L, params=params,
-                    preprocessing=prep)
+                    preprocessing=prep, missing_ranges=gaps)
 
 
-def _read_metadata(meta_path: Path) -> tuple[int, int, list[tuple[int, int, str, Path]]]:
-    """(num-features, num-labels, [(first, count, format, path)] ordered by first), the
-    files covering every label exactly once."""
+def _with_gaps(entries: list, gaps: list[tuple[int, int]]) -> list:
+    """The weight files' entries and the gaps between them (path None), in label order."""
+    out = entries + [(a, b - a, None, None) for a, b in gaps]
+    return sorted(out, key=lambda e: e[0])
+
+
+def _read_metadata(meta_path: Path, allow_gaps: bool = False) \
+        -> tuple[int, int, list[tuple[int, int, str, Path]], list[tuple[int, int]]]:
+    """(num-features, num-labels, [(first, count, format, path)] ordered by first, the
+    label ranges no file covers), the files covering every label at most once -- and
+    every label exactly once unless ``allow_gaps``."""
     try:
         text = meta_path.read_text(encoding="utf-8")
     except OSError as e:
@@ -144,15 +156,26 @@ def _read_metadata(meta_path: Path) -> tuple[int, int, list[tuple[int, int, str,
         entries.append((first, count, fmt, meta_path.parent / name))
     entries.sort(key=lambda e: e[0])
     nxt = 0
+    gaps = []
+    partial = " (a partial model, e.g. of a label range or a --timeout: --allow-gaps imports the labels it has)"
     for first, count, _, path in entries:
-        if first != nxt:
-            what = (f"labels {nxt}..{first - 1} have no weight file" if first > nxt
-                    else f"{path.name} starts at label {first}, inside the labels of the file before it")
-            raise DataFormatError(f"the weight files do not cover the labels once: {what}", meta_path)
+        if first < nxt:
+            raise DataFormatError(f"the weight files do not cover the labels once: {path.name} starts at label "
+                                  f"{first}, inside the labels of the file before it", meta_path)
+        if first > nxt:
+            if not allow_gaps:
+                raise DataFormatError(f"the weight files do not cover the labels once: labels {nxt}..{first - 1} "
+                                      f"have no weight file{partial}", meta_path)
+            gaps.append((nxt, first))
         nxt = first + count
-    if nxt != L:
-        raise DataFormatError(f"the weight files cover labels 0..{nxt - 1}, but num-labels is {L}", meta_path)
-    return d, L, entries
+    if nxt > L:
+        raise DataFormatError(f"the weight files cover labels up to {nxt - 1}, but num-labels is {L}", meta_path)
+    if nxt < L:
+        if not allow_gaps:
+            raise DataFormatError(f"the weight files cover labels 0..{nxt - 1}, but num-labels is {L}{partial}",
+                                  meta_path)
+        gaps.append((nxt, L))
+    return d, L, entries, gaps
 
 
 def _read_weights(path: Path, fmt: str, count: int, d: int) -> sp.csr_matrix:
