@@ -140,9 +140,13 @@ def test_export_refuses_what_dismec_cannot_predict(tmp_path):
     with pytest.raises(ModelFormatError, match="tf-idf"):
         write_dismec_model(tfidf, tmp_path / "x.model")
     part = OvAModel(W, np.zeros(2, np.float32), 3, 5, first_label=1)
-    with pytest.raises(ModelFormatError, match="every label"):
+    with pytest.raises(ModelFormatError, match="weights for some labels only"):
         write_dismec_model(part, tmp_path / "x.model")
     assert list(tmp_path.iterdir()) == []
+    # unless as a partial model: labels 1-2 of 5, in the label space's numbering
+    write_dismec_model(part, tmp_path / "x.model", allow_gaps=True)
+    meta = json.loads((tmp_path / "x.model").read_text())
+    assert meta["num-labels"] == 5 and [(f["first"], f["count"]) for f in meta["files"]] == [(1, 2)]
 
 
 def fail_second_weight_file(monkeypatch, scale: float = 1.0) -> None:
@@ -342,6 +346,17 @@ def test_partial_model_imports_with_allow_gaps(tmp_path, capsys):
     rows = [[int(t.split(":")[0]) for t in line.split()] for line in (tmp_path / "p.txt").read_text().splitlines()[1:]]
     # row 0 scores label 1 at 1 + 0.5, label 4 at -2 - 1, label 2 at 0; row 1: label 4 at 3.25 - 1
     assert rows[0] == [1, 2] and rows[1][0] == 4 and not {0, 3, 5} & {j for r in rows for j in r}
+    # and back out as DiSMEC++ writes a partial model: files for the labels there are, in
+    # the label space's numbering; refused without the option
+    assert cli_main.main(["export-dismec", str(out), "-o", str(tmp_path / "again.model")]) == 2
+    assert "--allow-gaps" in capsys.readouterr().err and not (tmp_path / "again.model").exists()
+    assert cli_main.main(["export-dismec", str(out), "-o", str(tmp_path / "again.model"), "--allow-gaps"]) == 0
+    assert "wrote 3 labels in 2 weight file(s)" in capsys.readouterr().out
+    meta2 = json.loads((tmp_path / "again.model").read_text())
+    assert meta2["num-labels"] == 6 and [(f["first"], f["count"]) for f in meta2["files"]] == [(1, 2), (4, 1)]
+    again = read_dismec_model(tmp_path / "again.model", bias_feature=1.0, allow_gaps=True)
+    assert again.missing_ranges == m.missing_ranges
+    assert (again.weights != m.weights).nnz == 0 and np.array_equal(again.intercept, m.intercept)
     # a file beyond num-labels is refused, gaps or not
     write_meta(tmp_path / "big.model", 4, 2, [(1, 2, "a", "SparseTXT")])
     with pytest.raises(DataFormatError, match="cover labels up to 2, but num-labels is 2"):

@@ -20,12 +20,15 @@ _FORMATS = {"sparse-txt": "SparseTXT", "dense-txt": "DenseTXT", "dense-npy": "De
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL_DIR", help="headstart model directory (every label)")
+    p.add_argument("model", metavar="MODEL_DIR", help="headstart model directory (every label, or some with --allow-gaps)")
     p.add_argument("-o", "--output", metavar="META", required=True,
                    help="DiSMEC++ model (metadata) file to write, e.g. eurlex.model")
     p.add_argument("--format", choices=sorted(_FORMATS), default="sparse-txt",
                    help="layout of the weight files (DiSMEC++'s --save-sparse-txt / --save-dense-txt / "
                         "--save-dense-npy; default sparse-txt)")
+    p.add_argument("--allow-gaps", action="store_true",
+                   help="export a model of some labels only (a label range, or one a time budget or Ctrl-C cut "
+                        "short) as DiSMEC++ writes a partial model: weight files for the labels it has")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,11 +39,14 @@ def run(args: argparse.Namespace) -> int:
     from ..model.manifest import read_manifest
     from ..model.reader import require_complete
 
-    require_complete(args.model, read_manifest(args.model),
-                     hint=": merge the label ranges into one model first ('headstart merge')")
-    model = load_model(args.model)
-    files = write_dismec_model(model, args.output, fmt=_FORMATS[args.format])
+    if not args.allow_gaps:
+        require_complete(args.model, read_manifest(args.model),
+                         hint=": merge the label ranges into one model first ('headstart merge'), or export it "
+                              "as a partial DiSMEC++ model with --allow-gaps")
+    model = load_model(args.model, allow_gaps=args.allow_gaps)
+    files = write_dismec_model(model, args.output, fmt=_FORMATS[args.format], allow_gaps=args.allow_gaps)
     opts = " ".join(dismec_options(model))
-    common.say(args, f"wrote {model.num_labels} labels in {len(files) - 1} weight file(s) + {args.output}; "
+    kept = model.label_space - sum(b - a for a, b in model.missing_ranges)   # they cover [0, L)
+    common.say(args, f"wrote {kept} labels in {len(files) - 1} weight file(s) + {args.output}; "
                      f"DiSMEC++ predicts like headstart with: {opts or '(no options)'}")
     return 0

@@ -42,6 +42,7 @@ from ..io import _kernels as K
 from ..io.atomic import atomic_write
 from ..params import TRANSFORMS, TrainParams
 from .model import OvAModel, Preprocessing
+from .ranges import uncovered
 
 #: DiSMEC++'s names of its weight layouts (``weight_format_names`` there)
 FORMATS = ("SparseTXT", "DenseTXT", "DenseNPY")
@@ -317,7 +318,7 @@ def _bias_value(model: OvAModel) -> float:
 
 
 def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: str = "SparseTXT",
-                       labels_per_file: int = LABELS_PER_FILE) -> list[Path]:
+                       labels_per_file: int = LABELS_PER_FILE, allow_gaps: bool = False) -> list[Path]:
     """Write ``model`` as a DiSMEC++ model: the metadata file ``meta_path`` and weight files
     ``<meta_path>.weights-<first>-<last>`` next to it (all weight files under temporary
     names first, renamed into place once every one is written, the metadata file last and
@@ -326,12 +327,16 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
     last feature of value ``params.bias`` (DiSMEC++'s ``--augment-for-bias``).  Returns
     the files written.  float32 weights are written exactly (shortest round-trip
     decimals in the text layouts); an intercept goes through its bias weight (intercept
-    / bias value, in float32), so it reads back to within a float32 rounding."""
+    / bias value, in float32), so it reads back to within a float32 rounding.
+    ``allow_gaps``: a model of some labels only (a label range, or one loaded with its
+    missing ranges) is written as DiSMEC++ writes a partial model -- weight files for the
+    labels it has, in the label space's numbering (its predict and ``--continue`` take
+    those)."""
     if fmt not in FORMATS:
         raise ParameterError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if labels_per_file < 1:
         raise ParameterError(f"labels per file must be >= 1, got {labels_per_file}")
-    _check_exportable(model)
+    _check_exportable(model, allow_gaps)
     meta_path = Path(meta_path)
     W = model.weights.tocsr().astype(np.float32)
     bias = _has_bias(model)
@@ -340,15 +345,17 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
         W = sp.hstack([W, sp.csr_matrix(col.reshape(-1, 1))], format="csr", dtype=np.float32)
         W.eliminate_zeros()
     W.sort_indices()
-    L, d_all = model.num_labels, W.shape[1]
+    L, d_all = model.label_space, W.shape[1]
+    first = model.first_label
+    covered = uncovered(model.missing_ranges, first, first + model.num_labels)
     # Every weight file goes to a temporary name first and all are renamed into place only
     # when all are written (the metadata file last): an export that fails leaves an earlier
     # export to the same name as it was, and never a metadata file without its weights.
     pending: list[tuple[Path, Path]] = []
     files: list[dict[str, Any]] = []
     try:
-        for a in range(0, L, labels_per_file):
-            b = min(L, a + labels_per_file)
+        for a, b in ((a, min(stop, a + labels_per_file)) for start, stop in covered
+                     for a in range(start, stop, labels_per_file)):
             path = meta_path.with_name(f"{meta_path.name}.weights-{a}-{b - 1}")
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             pending.append((tmp, path))
@@ -357,7 +364,7 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
             except OSError as e:   # name the file asked for, not the temporary one
                 raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
             with f:
-                _write_block(f, W[a:b], fmt)
+                _write_block(f, W[a - first:b - first], fmt)
                 f.flush()
                 os.fsync(f.fileno())
             files.append({"first": a, "count": b - a, "file": path.name, "weight-format": fmt})
@@ -380,10 +387,12 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
     return [*(p for _, p in pending), meta_path]
 
 
-def _check_exportable(model: OvAModel) -> None:
-    if model.first_label != 0 or model.missing_ranges:
-        raise ModelFormatError("only a model of every label can be exported (DiSMEC++ models start at label 0 "
-                               "and have no gaps); merge the label ranges first")
+def _check_exportable(model: OvAModel, allow_gaps: bool = False) -> None:
+    if not allow_gaps and (model.first_label != 0 or model.missing_ranges
+                           or model.num_labels != model.label_space):
+        raise ModelFormatError("the model has weights for some labels only: merge the label ranges first, or "
+                               "export it as a partial DiSMEC++ model (allow_gaps; on the command line "
+                               "--allow-gaps)")
     if model.extensions:
         kinds = ", ".join(sorted(model.extensions))
         raise ModelFormatError(f"a {kinds} model has no DiSMEC++ counterpart for its predictor: "
