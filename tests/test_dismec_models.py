@@ -340,6 +340,9 @@ def test_partial_model_imports_with_allow_gaps(tmp_path, capsys):
     assert "3 label(s) without weights in 3 missing range(s), first [0, 1)" in capsys.readouterr().out
     back = load_model(out, allow_gaps=True)
     assert back.missing_ranges == [(0, 1), (3, 4), (5, 6)]
+    capsys.readouterr()     # info says the training parameters are not the model's own
+    assert cli_main.main(["info", str(out)]) == 0
+    assert "training: not recorded (imported" in capsys.readouterr().out
     (tmp_path / "x.txt").write_text("2 3 6\n0 0:1 1:1\n1 2:1\n")
     assert cli_main.main(["predict", str(out), str(tmp_path / "x.txt"), "-o", str(tmp_path / "p.txt"), "-k", "2",
                      "--allow-gaps"]) == 0

@@ -158,6 +158,11 @@ def model_info(path: str, verify: bool = False) -> dict:
             out.pop(key)
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
+    if m["n_train"] == 0:
+        # no training run made it (import-dismec, or an OvAModel built in memory and saved):
+        # its "params" are the defaults plus what its preprocessing says, not how it was trained
+        out["training"] = ("not recorded (imported, e.g. from DiSMEC++, whose files hold no training options): the "
+                           "training parameters below are headstart's defaults apart from the preprocessing")
     bad = damaged_files(path, m, verify)
     if bad:
         out["damaged_files"] = bad
