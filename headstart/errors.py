@@ -67,6 +67,12 @@ class NotFittedError(HeadstartError, ValueError, AttributeError):
     """A model is used before it was fitted (the same bases as scikit-learn's NotFittedError)."""
 
 
+class ConvergenceWarning(UserWarning):
+    """The solver stopped before its stopping rule for some labels (iteration limit, line
+    search failed): the same base as scikit-learn's ConvergenceWarning, which
+    ``OvAClassifier.fit`` raises instead when scikit-learn is loaded."""
+
+
 class MissingExtraError(HeadstartError, ImportError):
     """An optional dependency is not installed; the message names the extra to install."""
 

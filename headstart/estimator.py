@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import DataFormatError, NotFittedError, ParameterError
+from .errors import ConvergenceWarning, DataFormatError, NotFittedError, ParameterError
 from .model.model import FeatureHashing, OvAModel, Preprocessing
 from .model.ranges import contiguous_runs, uncovered
 from .params import TrainParams
@@ -301,6 +301,20 @@ class OvAClassifier:
                           f"label(s) not trained (model_.missing_ranges, and labels from "
                           f"{model.first_label + model.num_labels} on); fit again with a larger timeout, or "
                           "train into a model directory and resume", UserWarning, stacklevel=2)
+        stopped = np.flatnonzero(np.asarray(stats["status"]) != 0)
+        if stopped.size:
+            # as scikit-learn's estimators do (LinearSVC's max_iter): a warning that grid
+            # searches and test suites can catch or filter, not only the log line
+            import warnings
+
+            from .solver.newton import STATUS_NAMES
+
+            codes = np.asarray(stats["status"])[stopped].astype(np.int64)
+            what = ", ".join(f"{int((codes == c).sum())} {STATUS_NAMES[c]}" for c in np.unique(codes))
+            labels = ", ".join(str(int(x)) for x in np.asarray(stats["label"])[stopped][:10])
+            warnings.warn(f"{stopped.size} of {len(stats)} label(s) stopped before the stopping rule ({what}; "
+                          f"labels {labels}{' ...' if stopped.size > 10 else ''}): raise max_iter, or see "
+                          "stats_['status']", _convergence_warning(), stacklevel=2)
         self._set_model(model)
         self.stats_ = stats
         self.n_iter_ = np.asarray(stats["iterations"])   # Newton iterations per trained label
@@ -414,20 +428,27 @@ class OvAClassifier:
 def full_label_space(model: OvAModel) -> tuple[sp.csr_matrix, np.ndarray]:
     """(coef_, intercept_) with one row per label of the label space, as scikit-learn
     pairs row i with ``classes_[i]``: a label-range model's rows are placed at their
-    labels, the other labels get an empty row and intercept -inf -- the score
-    ``decision_function`` gives them, so ``X @ coef_.T + intercept_`` equals it.  Free
+    labels, the other labels -- and the model's missing ranges, inside its rows too --
+    get an empty row and intercept -inf, the score ``decision_function`` gives them, so
+    ``X @ coef_.T + intercept_`` equals it.  Free
     for a whole-space model (the model's own arrays); a CSR with empty rows costs only
     its row pointers."""
     W, b = model.weights, model.intercept
     a, L = model.first_label, model.label_space
-    if a == 0 and W.shape[0] == L:
+    gaps = getattr(model, "missing_ranges", None) or []
+    if a == 0 and W.shape[0] == L and not gaps:
         return W, b
-    indptr = np.zeros(L + 1, dtype=W.indptr.dtype)
-    indptr[a + 1:a + 1 + W.shape[0]] = W.indptr[1:]
-    indptr[a + 1 + W.shape[0]:] = W.indptr[-1]
-    coef = sp.csr_matrix((W.data, W.indices, indptr), shape=(L, W.shape[1]))
+    if a == 0 and W.shape[0] == L:
+        coef = W
+    else:
+        indptr = np.zeros(L + 1, dtype=W.indptr.dtype)
+        indptr[a + 1:a + 1 + W.shape[0]] = W.indptr[1:]
+        indptr[a + 1 + W.shape[0]:] = W.indptr[-1]
+        coef = sp.csr_matrix((W.data, W.indices, indptr), shape=(L, W.shape[1]))
     intercept = np.full(L, -np.inf, dtype=b.dtype)
     intercept[a:a + W.shape[0]] = b
+    for lo, hi in gaps:             # holes inside the rows too (load(allow_gaps), partial imports)
+        intercept[lo:hi] = -np.inf
     return coef, intercept
 
 
@@ -446,6 +467,22 @@ def _not_fitted(message: str) -> NotFittedError:
 
 
 _SKLEARN_NOT_FITTED: dict[Any, type] = {}
+
+
+def _convergence_warning() -> type:
+    """headstart's ConvergenceWarning; when scikit-learn is already loaded, one that is
+    also scikit-learn's (its filters catch it) -- without ever importing scikit-learn here."""
+    sk = sys.modules.get("sklearn.exceptions")
+    if sk is None:
+        return ConvergenceWarning
+    cls = _SKLEARN_CONVERGENCE.get(sk)
+    if cls is None:
+        cls = _SKLEARN_CONVERGENCE[sk] = type("ConvergenceWarning", (ConvergenceWarning, sk.ConvergenceWarning),
+                                              {"__module__": ConvergenceWarning.__module__})
+    return cls
+
+
+_SKLEARN_CONVERGENCE: dict[Any, type] = {}
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -131,7 +131,8 @@ class TrainParams:
     regularize_bias: bool = field(default=False, metadata={
         "help": "include the bias weight in the regulariser (True = LIBLINEAR's -B 1 exactly; False = its -R)"})
     prune: float = field(default=0.01, metadata={
-        "help": "after solving, set weights with |w| < prune to zero (0 disables)"})
+        "help": "after solving, set weights with |w| < prune to zero (0 disables); an absolute threshold, "
+                "DiSMEC's, for unit-norm (tf-idf) rows: on features of a large scale use --normalize or 0"})
     sparsify: float = field(default=0.0, metadata={
         "help": "instead of --prune: per label the largest threshold whose objective grows by at most "
                 "this many percent (DiSMEC++ --sparsify; 0 = off)"})

@@ -76,7 +76,8 @@ def test_arguments_are_checked():
     Y = sp.csr_matrix(np.eye(6, 2, dtype=np.float32))
     for kw, words in ((dict(Cs=[0.0]), "Cs must be positive"), (dict(folds=1), "folds must be an integer >= 2"),
                       (dict(metric="F1@1"), "metric must be P@j"), (dict(k=3, metric="P@5"), r"1 <= j <= k = 3"),
-                      (dict(metric="P@0"), "metric must be"),
+                      (dict(metric="P@0"), "metric must be"), (dict(metric="P@01"), "metric must be"),
+                      (dict(metric="P@\u00b2"), "metric must be"), (dict(k=2**40, metric="P@6"), "needs k <= 2"),
                       (dict(k=0), "k must be an integer >= 1")):
         with pytest.raises(ParameterError, match=words):
             cross_validate(X, Y, TrainParams(), **kw)

@@ -340,12 +340,24 @@ def test_partial_model_imports_with_allow_gaps(tmp_path, capsys):
     assert "3 label(s) without weights in 3 missing range(s), first [0, 1)" in capsys.readouterr().out
     back = load_model(out, allow_gaps=True)
     assert back.missing_ranges == [(0, 1), (3, 4), (5, 6)]
+    # the estimator's coef_ / intercept_: every missing label -inf, inside the rows too
+    import headstart
+
+    clf = headstart.load(out, allow_gaps=True)
+    assert np.isneginf(clf.intercept_[[0, 3, 5]]).all() and np.isfinite(clf.intercept_[[1, 2, 4]]).all()
+    Xq = sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 0.0, 1.0]], np.float32))
+    S = clf.decision_function(Xq)
+    np.testing.assert_allclose(np.asarray((Xq @ clf.coef_.T).todense()) + clf.intercept_, S, rtol=1e-6)
     capsys.readouterr()     # info says the training parameters are not the model's own
     assert cli_main.main(["info", str(out)]) == 0
     assert "training: not recorded (imported" in capsys.readouterr().out
     (tmp_path / "x.txt").write_text("2 3 6\n0 0:1 1:1\n1 2:1\n")
     assert cli_main.main(["predict", str(out), str(tmp_path / "x.txt"), "-o", str(tmp_path / "p.txt"), "-k", "2",
                      "--allow-gaps"]) == 0
+    # it has no training record: --resume says so (it said "trained on 0 instances")
+    capsys.readouterr()
+    assert cli_main.main(["train", str(tmp_path / "x.txt"), "-o", str(out), "--resume", "--bias", "1"]) == 2
+    assert "cannot resume: the model has no training record" in capsys.readouterr().err
     rows = [[int(t.split(":")[0]) for t in line.split()] for line in (tmp_path / "p.txt").read_text().splitlines()[1:]]
     # row 0 scores label 1 at 1 + 0.5, label 4 at -2 - 1, label 2 at 0; row 1: label 4 at 3.25 - 1
     assert rows[0] == [1, 2] and rows[1][0] == 4 and not {0, 3, 5} & {j for r in rows for j in r}
@@ -362,5 +374,5 @@ def test_partial_model_imports_with_allow_gaps(tmp_path, capsys):
     assert (again.weights != m.weights).nnz == 0 and np.array_equal(again.intercept, m.intercept)
     # a file beyond num-labels is refused, gaps or not
     write_meta(tmp_path / "big.model", 4, 2, [(1, 2, "a", "SparseTXT")])
-    with pytest.raises(DataFormatError, match="cover labels up to 2, but num-labels is 2"):
+    with pytest.raises(DataFormatError, match=r"a weight file reaches label 2, beyond num-labels 2 \(labels 0..1\)"):
         read_dismec_model(tmp_path / "big.model", allow_gaps=True)

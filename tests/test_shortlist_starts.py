@@ -368,6 +368,12 @@ def test_cli_per_part_starts(tmp_path, bibtex_dir, capsys):
     capsys.readouterr()
     assert main(base + ["-o", str(tmp_path / "both"), "--dense-reg-scale", "2", "--dense-reg", "3"]) == 2
     assert "give --dense-reg LAMBDA or --dense-reg-scale S" in capsys.readouterr().err
+    assert main(base + ["-o", str(tmp_path / "both"), "--dense-reg-scale", "0.5", "--dense-reg", "1"]) == 2
+    assert "not both" in capsys.readouterr().err     # also when --dense-reg is given at its default
+    no_dense = [a for a in common if a not in ("--dense", str(tmp_path / "d.npy"))]
+    with pytest.raises(SystemExit):                  # any value, the default's half too: it needs --dense
+        main(no_dense + ["-o", str(tmp_path / "nd"), "--sparse-reg-scale", "0.5"])
+    assert "need --dense X.npy" in capsys.readouterr().err and not (tmp_path / "nd").exists()
 
 
 # --------------------------------------------------------------------------- weighting, time budget

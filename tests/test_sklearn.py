@@ -369,3 +369,25 @@ def test_label_id_lists_are_refused_with_the_way_to_convert_them(bibtex):
     X = bibtex[0][:3]
     with pytest.raises(DataFormatError, match="MultiLabelBinarizer"):
         OvAClassifier(threads=1).fit(X, [[3, 7], [1], [2, 5, 6]])
+
+
+def test_labels_stopped_early_warn_as_scikit_learn_does(bibtex):
+    """A label stopped by max_iter is a ConvergenceWarning from fit (scikit-learn's own
+    class too once scikit-learn is loaded: its filters and pytest.warns catch it), as
+    LinearSVC's; the log line alone escaped grid searches (helper-43)."""
+    from sklearn.exceptions import ConvergenceWarning as SkConvergence
+
+    from headstart.errors import ConvergenceWarning
+
+    X, Y, _, _ = bibtex
+    with pytest.warns(SkConvergence, match=r"3 of 3 label\(s\) stopped before the stopping rule \(3 max_iter"):
+        clf = OvAClassifier(threads=1, max_iter=1, epsilon=1e-8).fit(X[:300], Y[:300, :3])
+    assert np.all(clf.stats_["status"] == 1)
+    with pytest.warns(ConvergenceWarning):
+        OvAClassifier(threads=1, max_iter=1, epsilon=1e-8).fit(X[:300], Y[:300, :3])
+    import warnings
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        OvAClassifier(threads=1).fit(X[:300], Y[:300, :3])    # converged: no such warning
+    assert not [w for w in seen if issubclass(w.category, ConvergenceWarning)]

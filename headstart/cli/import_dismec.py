@@ -40,8 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="drop weights with |w| <= T (default 0: keep every nonzero weight)")
     p.add_argument("--allow-gaps", action="store_true",
                    help="import a partial model (weight files for some labels only: a label range, or a run "
-                        "its --timeout ended) with the labels it has; the others are missing ranges, as in a "
-                        "headstart model cut short ('predict --allow-gaps' predicts with the labels there are)")
+                        "its --timeout ended) with the labels it has; the others are missing ranges "
+                        "('predict --allow-gaps' predicts with the labels there are; an imported model has no "
+                        "training record, so it is not resumed or merged with trained parts)")
 
 
 def _options_of_export(args: argparse.Namespace) -> None:
@@ -87,8 +88,10 @@ def run(args: argparse.Namespace) -> int:
     _options_of_export(args)
     model = read_dismec_model(args.meta, bias_feature=args.augment_for_bias, normalize=args.normalize_instances,
                               transform=args.transform, culling=args.weight_culling, allow_gaps=args.allow_gaps)
-    save_model(model, args.output)
     missing = sum(b - a for a, b in model.missing_ranges)
+    if missing and missing == model.label_space:
+        log.warning("%s lists no weight file: the model imported has no label with weights", args.meta)
+    save_model(model, args.output)
     common.say(args, f"imported {model.num_labels - missing} labels x {model.n_features} features "
                      f"({model.nnz} weights{', intercepts' if args.augment_for_bias is not None else ''}) "
                      f"-> {args.output}"

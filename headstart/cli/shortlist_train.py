@@ -27,9 +27,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shortlist", metavar="FILE", help="shortlist file (DiSMEC++ format, instances x labels)")
     g = p.add_argument_group("dense + sparse features")
     g.add_argument("--dense", metavar="X.npy", help="dense features of the training instances (.npy, n x k)")
-    g.add_argument("--sparse-reg", type=common._number(float), default=1.0, metavar="LAMBDA",
+    g.add_argument("--sparse-reg", type=common._number(float), default=None, metavar="LAMBDA",
                    help="L2 scale of the sparse weights, with --dense (default: 1)")
-    g.add_argument("--dense-reg", type=common._number(float), default=1.0, metavar="LAMBDA",
+    g.add_argument("--dense-reg", type=common._number(float), default=None, metavar="LAMBDA",
                    help="L2 scale of the dense weights, with --dense (default: 1)")
     for part in ("sparse", "dense"):
         g.add_argument(f"--{part}-reg-scale", type=common._number(float), default=None, metavar="S",
@@ -67,15 +67,18 @@ def dismec_scales(args: argparse.Namespace) -> None:
     by S * sum w^2 (src/objective/dense_and_sparse.cpp, value w^2, gradient 2w), ours by
     0.5 * lambda * ||w||^2, as LIBLINEAR and the core do; lambda = 2S."""
     for part in ("sparse", "dense"):
-        scale = getattr(args, f"{part}_reg_scale")
-        if scale is None:
-            continue
-        if getattr(args, f"{part}_reg") != 1.0:
-            raise ParameterError(f"give --{part}-reg LAMBDA or --{part}-reg-scale S (DiSMEC++'s: LAMBDA = 2S), "
-                                 "not both")
-        if not scale > 0.0:
-            raise ParameterError(f"--{part}-reg-scale must be > 0, got {scale}")
-        setattr(args, f"{part}_reg", 2.0 * scale)
+        scale, reg = getattr(args, f"{part}_reg_scale"), getattr(args, f"{part}_reg")
+        if scale is not None:
+            if reg is not None:
+                raise ParameterError(f"give --{part}-reg LAMBDA or --{part}-reg-scale S (DiSMEC++'s: LAMBDA = "
+                                     "2S), not both")
+            if not scale > 0.0:
+                # DiSMEC++ takes 0 (no regularisation of that part); the core needs some
+                raise ParameterError(f"--{part}-reg-scale must be > 0 (an unregularised part is not offered), "
+                                     f"got {scale}")
+            reg = 2.0 * scale
+        setattr(args, f"{part}_given", scale is not None or reg is not None)
+        setattr(args, f"{part}_reg", 1.0 if reg is None else reg)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -90,10 +93,11 @@ def run(args: argparse.Namespace) -> int:
     if args.stats is not None and not args.stats.endswith(STATS_SUFFIXES):
         err(f"argument --stats: {args.stats!r} must end in .csv, .jsonl or .json")
     dismec_scales(args)
-    if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_reg != 1.0
-                               or args.sparse_reg != 1.0 or args.init_sparse or args.init_dense
+    if args.dense is None and (args.normalize_dense or args.normalize_sparse or args.dense_given
+                               or args.sparse_given or args.init_sparse or args.init_dense
                                or args.init_dense_weights or args.init_dense_bias):
-        err("--sparse-reg/--dense-reg/--normalize-sparse/--normalize-dense/--init-sparse/--init-dense/"
+        err("--sparse-reg(-scale)/--dense-reg(-scale)/--normalize-sparse/--normalize-dense/--init-sparse/"
+            "--init-dense/"
             "--init-dense-weights/--init-dense-bias need --dense X.npy")
     common.check_output_dir(args.output, sharded="" if args.resume else "shortlist-train")
     if args.stats:

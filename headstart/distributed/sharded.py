@@ -69,6 +69,10 @@ def _is_model_dir(path: Path) -> bool:
 def _check_same_data(path: Path, writer: ModelWriter, data: PreparedData) -> None:
     """Resume only onto a model trained on the same data (beyond what ModelWriter checks)."""
     m = writer.manifest
+    if m["n_train"] == 0:
+        raise ModelFormatError(f"{path}: cannot resume: the model has no training record (imported, e.g. by "
+                               "import-dismec, whose files hold no training options or data): train the missing "
+                               "labels into a model of their own and predict with each, or import a complete model")
     if m["n_train"] != data.n_train:
         raise ModelFormatError(f"{path}: cannot resume: the model was trained on {m['n_train']} instances "
                                f"but the data has {data.n_train}")

@@ -170,7 +170,8 @@ def _read_metadata(meta_path: Path, allow_gaps: bool = False) \
             gaps.append((nxt, first))
         nxt = first + count
     if nxt > L:
-        raise DataFormatError(f"the weight files cover labels up to {nxt - 1}, but num-labels is {L}", meta_path)
+        raise DataFormatError(f"a weight file reaches label {nxt - 1}, beyond num-labels {L} (labels 0..{L - 1})",
+                              meta_path)
     if nxt < L:
         if not allow_gaps:
             raise DataFormatError(f"the weight files cover labels 0..{nxt - 1}, but num-labels is {L}{partial}",

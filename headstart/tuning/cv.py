@@ -46,9 +46,11 @@ def check_metric(metric: str, k: Any) -> list[int]:
     at some j <= k (also before the data is read: the command line)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
-    ks = {1, 3, 5, int(k)} & set(range(1, int(k) + 1))
+    ks = {j for j in (1, 3, 5, int(k)) if j <= k}
     name, _, at = metric.partition("@") if isinstance(metric, str) else ("", "", "")
-    if name not in CHOOSE_BY or not at.isdigit() or not 1 <= int(at) <= int(k):
+    # ASCII digits without a leading zero ('P@²' and 'P@01' are no metric names)
+    plain = at.isascii() and at.isdigit() and str(int(at)) == at
+    if name not in CHOOSE_BY or not plain or not 1 <= int(at) <= int(k):
         raise ParameterError(f"parameter metric must be {', '.join(f'{m}@j' for m in CHOOSE_BY)} with "
                              f"1 <= j <= k = {int(k)} (e.g. {CHOOSE_BY[0]}@1), got {metric!r}")
     return sorted(ks | {int(at)})
