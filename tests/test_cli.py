@@ -330,10 +330,14 @@ def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path
     body = "1:0.5 0:0.9\n4:1.5 2:0.3\n0:0.1 3:0.2\n"
     (tmp_path / "dismec.txt").write_text("3 2\n" + body)
     (tmp_path / "ours.txt").write_text("3 2 5\n" + body)
+    (tmp_path / "lml.txt").write_text(body)       # LibMultiLabel's: no header (helper-42)
     (tmp_path / "test.txt").write_text("3 3 5\n0 1:1\n4,2 1:1\n3 1:1\n")
     got = [json.loads(run(capsys, "evaluate", "--predictions", tmp_path / p, tmp_path / "test.txt", "-k", 2,
-                          "--json")[1]) for p in ("dismec.txt", "ours.txt")]
-    assert got[0] == got[1]
+                          "--json")[1]) for p in ("dismec.txt", "ours.txt", "lml.txt")]
+    assert got[0] == got[1] == got[2]
+    (tmp_path / "short.txt").write_text("1:0.5 0:0.9\n4:1.5\n")
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "short.txt", tmp_path / "test.txt")
+    assert code == 2 and "short.txt:2:1: 1 predictions on a line, expected k = 2" in err
     assert got[0]["P@1"] == pytest.approx(1.0) and got[0]["P@2"] == pytest.approx(2 / 3)
     # libsvm test data has no label count: a predicted label absent from it is a miss, no error
     (tmp_path / "test.svm").write_text("0 1:1\n4,2 1:1\n3 1:1\n")
@@ -404,7 +408,11 @@ def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):
     _, model = trained
     code, _, err = run(capsys, "export-dismec", model, "-o", tmp_path / "x.model")
     assert code == 2 and "model is incomplete, missing" in err and "'headstart merge'" in err
-    assert "--allow-gaps" not in err and not (tmp_path / "x.model").exists()
+    assert "--allow-gaps" in err and not (tmp_path / "x.model").exists()
+    # or as DiSMEC++'s partial model: its labels [3, 23) of 159
+    assert run(capsys, "export-dismec", model, "-o", tmp_path / "x.model", "--allow-gaps")[0] == 0
+    meta = json.loads((tmp_path / "x.model").read_text())
+    assert meta["num-labels"] == 159 and [(f["first"], f["count"]) for f in meta["files"]] == [(3, 20)]
 
 
 def test_unknown_options_are_reported_by_their_command_with_hints(bibtex_dir, capsys):

@@ -337,7 +337,14 @@ def test_roundtrip_predictions(tmp_path, name):
         (tmp_path / name).read_bytes()).split(b"\n", 1)[1]
     lab3, sc3 = read_predictions(tmp_path / ("d" + name))
     np.testing.assert_array_equal(lab3, labels) and np.testing.assert_array_equal(sc3, sc2)
-    with pytest.raises(ParameterError, match="header must be one of headstart, dismec"):
+    # no header (LibMultiLabel's files): the lines only, read back alike
+    write_predictions(tmp_path / ("n" + name), labels, scores, L, header="none")
+    raw = (gzip.decompress if name.endswith(".gz") else bytes)((tmp_path / ("n" + name)).read_bytes())
+    assert raw == (gzip.decompress if name.endswith(".gz") else bytes)(
+        (tmp_path / name).read_bytes()).split(b"\n", 1)[1]
+    lab4, sc4 = read_predictions(tmp_path / ("n" + name))
+    assert np.array_equal(lab4, labels) and np.array_equal(sc4, sc2)
+    with pytest.raises(ParameterError, match="header must be one of headstart, dismec, none"):
         write_predictions(tmp_path / "x.txt", labels, scores, L, header="xclib")
 
 

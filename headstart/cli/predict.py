@@ -79,9 +79,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_header_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--header", choices=("headstart", "dismec"), default="headstart",   # io.predictions.HEADERS
+    p.add_argument("--header", choices=("headstart", "dismec", "none"), default="headstart",   # io.predictions.HEADERS
                    help="first line of a top-k file: 'headstart' = 'rows k labels' (default), 'dismec' = 'rows k' "
-                        "as DiSMEC++'s predict writes it (pyxclib's read_sparse_file reads two numbers)")
+                        "as DiSMEC++'s predict writes it (pyxclib's read_sparse_file reads two numbers), 'none' = "
+                        "the lines only, as LibMultiLabel writes them; evaluate --predictions reads all three")
 
 
 def probability(args: argparse.Namespace, scorer: "ModelScorer") -> Callable:

@@ -48,8 +48,9 @@ from .atomic import atomic_write
 
 PRED_HEADER = ("num_points", "k", "num_labels")
 DISMEC_PRED_HEADER = ("num_points", "k")
-#: top-k file headers: ours, "num_points k num_labels"; DiSMEC++'s, "num_points k"
-HEADERS = ("headstart", "dismec")
+#: top-k file headers: ours, "num_points k num_labels"; DiSMEC++'s, "num_points k"; none
+#: (LibMultiLabel's files: the lines only)
+HEADERS = ("headstart", "dismec", "none")
 _HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
 __all__ = ["write_predictions", "read_predictions", "PredictionWriter", "DecisionWriter"]
@@ -65,9 +66,18 @@ def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
     :func:`prediction_label_space` is then None.
     """
     raw = read_bytes(path)
-    names = DISMEC_PRED_HEADER if header_ints(_header_line(raw), 2) is not None else PRED_HEADER
-    vals, body = parse_header(raw, path, names)
-    n, k, L = vals if len(vals) == 3 else (*vals, MAX_DIM)
+    first_line = _header_line(raw)
+    if b":" in first_line:
+        # no header (LibMultiLabel's files, '--header none'): k is the first line's token
+        # count, the rows are the lines
+        body, line1 = 0, 1
+        k = len(first_line.split())
+        n, L = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1), MAX_DIM
+    else:
+        names = DISMEC_PRED_HEADER if header_ints(first_line, 2) is not None else PRED_HEADER
+        vals, body = parse_header(raw, path, names)
+        n, k, L = vals if len(vals) == 3 else (*vals, MAX_DIM)
+        line1 = 2
     if k > L:
         raise DataFormatError(f"header k = {k} exceeds num_labels = {L}", path, 1,
                               token=str(k))
@@ -93,10 +103,10 @@ def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
         if code == K.OK:
             rows += more   # necessarily < n: reported as "file ends after ..." below
     if code != K.OK:
-        raise _pred_error(code, pos, aux, buf, body, path, k, L, n)
+        raise _pred_error(code, pos, aux, buf, body, path, k, L, n, line1)
     if rows != n:
         nl = raw.count(b"\n", body) + (1 if len(raw) > body and not raw.endswith(b"\n") else 0)
-        raise too_few_rows(path, rows, n, 2 + nl, "row")
+        raise too_few_rows(path, rows, n, line1 + nl, "row")
     return labels, scores
 
 
@@ -112,8 +122,8 @@ def _header_line(raw: bytes) -> bytes:
     return raw[:end] if end >= 0 else raw[:HEADER_LIMIT]
 
 
-def _pred_error(code, pos, aux, buf, start, path, k, L, n) -> DataFormatError:
-    line, col, _ = locate(buf, start, pos, 2)
+def _pred_error(code, pos, aux, buf, start, path, k, L, n, line1: int = 2) -> DataFormatError:
+    line, col, _ = locate(buf, start, pos, line1)
     if code == K.E_TOO_MANY_TOKENS:
         return DataFormatError(f"more than k = {k} predictions on a line", path, line, col,
                                _show(token_at(buf, pos)))
@@ -125,7 +135,7 @@ def _pred_error(code, pos, aux, buf, start, path, k, L, n) -> DataFormatError:
         tok = token_at(buf, pos)
         return DataFormatError(f"label id {_show(tok.partition(b':')[0])} out of range "
                                f"[0, {L})", path, line, col, _show(tok))
-    return sparse_error(code, pos, aux, buf, start, spec, path, 2)
+    return sparse_error(code, pos, aux, buf, start, spec, path, line1)
 
 
 def _check_block(labels, scores, k: int, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -168,8 +178,9 @@ class PredictionWriter:
     (or :meth:`abort`) the temporary file is removed and nothing appears at ``path``.
     ``n_rows``, when given, is written into the header directly and checked at close;
     otherwise the header is rewritten with the final count (padded with blanks).
-    ``header``: ``"headstart"`` (``num_points k num_labels``) or ``"dismec"``
-    (``num_points k``, DiSMEC++'s; pyxclib's reader takes exactly two numbers).
+    ``header``: ``"headstart"`` (``num_points k num_labels``), ``"dismec"``
+    (``num_points k``, DiSMEC++'s; pyxclib's reader takes exactly two numbers) or
+    ``"none"`` (the lines only, as LibMultiLabel writes them).
     """
 
     def __init__(self, path, k: int, n_labels: int, n_rows: int | None = None, names=None,
@@ -202,6 +213,8 @@ class PredictionWriter:
             self._f.write(self._header(self.n_rows, pad=self.n_rows is None))
 
     def _header(self, n: int | None, pad: bool) -> bytes:
+        if self.header == "none":
+            return b""
         text = f"{n if n is not None else 0} {self.k}"
         text = (text if self.header == "dismec" else f"{text} {self.n_labels}").encode()
         if pad:  # constant width, so that close() can rewrite it in place
