@@ -313,8 +313,9 @@ class OvAClassifier:
             what = ", ".join(f"{int((codes == c).sum())} {STATUS_NAMES[c]}" for c in np.unique(codes))
             labels = ", ".join(str(int(x)) for x in np.asarray(stats["label"])[stopped][:10])
             warnings.warn(f"{stopped.size} of {len(stats)} label(s) stopped before the stopping rule ({what}; "
-                          f"labels {labels}{' ...' if stopped.size > 10 else ''}): raise max_iter, or see "
-                          "stats_['status']", _convergence_warning(), stacklevel=2)
+                          f"labels {labels}{' ...' if stopped.size > 10 else ''}): see stats_['status'] -- "
+                          "max_iter: raise max_iter; line_search_failed: often features of a large scale or "
+                          "offset, centre or scale them", _convergence_warning(), stacklevel=2)
         self._set_model(model)
         self.stats_ = stats
         self.n_iter_ = np.asarray(stats["iterations"])   # Newton iterations per trained label

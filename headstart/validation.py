@@ -139,8 +139,8 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
             raise DataFormatError(f"{name} must be a 2-D (instances x labels) 0/1 indicator matrix; lists of label "
                                   "ids per instance (rows of different lengths) are not one: convert them with "
                                   f"sklearn.preprocessing.MultiLabelBinarizer ({e})") from None
-        if Y.dtype == object:
-            Y = _numeric(Y, name)
+        if Y.dtype == object or Y.dtype.kind in "US":
+            Y = _numeric(Y.astype(object), name)   # strings: the same check and message as object arrays
         if Y.ndim != 2:
             hint = (": a 1-D target holds one class per instance; one-vs-all multi-label training needs "
                     "one 0/1 column per label (e.g. sklearn.preprocessing.MultiLabelBinarizer, or "

@@ -237,6 +237,14 @@ def test_labels_other_than_0_1_are_refused(value, needle):
             headstart.OvAClassifier(threads=1).fit(X, given)
 
 
+def test_label_strings_that_are_no_numbers_are_refused_by_name():
+    X, Y = base_problem()
+    bad = sp.csr_matrix(Y).toarray().astype(str)
+    bad[0, 0] = "yes"                             # numpy's <U array: was scipy's "does not support dtype <U32"
+    with pytest.raises(DataFormatError, match="Y must be numeric: could not convert string to float: 'yes'"):
+        headstart.OvAClassifier(threads=1).fit(X, bad)
+
+
 def test_label_matrices_of_any_0_1_kind_train_the_same():
     X, Y = base_problem()
     Y = sp.csr_matrix(Y).toarray() != 0
@@ -244,7 +252,8 @@ def test_label_matrices_of_any_0_1_kind_train_the_same():
     C = sp.coo_matrix(Y.astype(np.float32))
     twice = sp.coo_matrix((np.r_[C.data, C.data[:3]], (np.r_[C.row, C.row[:3]], np.r_[C.col, C.col[:3]])),
                           shape=C.shape)      # three (row, label) pairs listed twice: still one positive each
-    for given in (Y, Y.astype(np.float64), sp.csr_matrix(Y), C, twice, Y.tolist()):
+    strings = Y.astype(np.int8).astype(str)       # '0' / '1' as numpy strings, as an object array of them
+    for given in (Y, Y.astype(np.float64), sp.csr_matrix(Y), C, twice, Y.tolist(), strings, strings.astype(object)):
         clf = headstart.OvAClassifier(threads=1).fit(X, given)
         assert (clf.coef_ != ref.coef_).nnz == 0 and np.array_equal(clf.intercept_, ref.intercept_)
 
