@@ -389,3 +389,31 @@ def test_default_objective_matches_liblinear_without_bias_regularisation():
         ours = ref.objective(Xa, y, ref.full_weights(Wo[k], bo[k], 1.0), 1.0, "squared-hinge", False)
         assert ours == pytest.approx(theirs, rel=1e-5), j
     assert np.all(st["status"] == 0)
+
+
+@pytest.mark.parametrize("loss", ["squared-hinge", "logistic"])
+@pytest.mark.parametrize("init", ["zero", "aop"])
+def test_features_with_a_large_offset_reach_liblinears_optimum(loss, init):
+    """Dense features offset by 100 with a regularised bias (the bias direction nearly
+    cancels the features': condition ~ n 100^2).  The CG's scalar for the weights outside
+    the support, meaningless when there are none, reached 1e5 and entered X s through the
+    split s = sigma w + delta: from the 4th iteration the steps were poor and the line
+    search failed at f 39.2 where LIBLINEAR reaches 24.18 (helper-43).  Now LIBLINEAR's
+    optimum, as from features without the offset."""
+    rng = np.random.default_rng(0)
+    X0 = rng.standard_normal((300, 20))
+    w = rng.standard_normal(20)
+    Y = np.stack([X0 @ w > 0, X0[:, 0] > 0.5, X0 @ rng.standard_normal(20) > 1], 1).astype(np.float32)
+    X = sp.csr_matrix((X0 + 100).astype(np.float32))
+    Ys = check_labels(sp.csr_matrix(Y), X.shape[0])
+    W, b, st = train_labels(X, Ys, TrainParams(loss=loss, init=init, regularize_bias=True, prune=0.0,
+                                               epsilon=1e-6, threads=1), np.arange(3))
+    s = 0 if loss == "logistic" else 2
+    Wl, bl = ref.LiblinearOvA(X, threads=1).train_all(Ys, np.arange(3), f"-s {s} -c 1 -e 1e-6 -B 1 -q")
+    Xa = ref.augmented(X, 1.0)
+    assert np.all(st["status"] == 0), st["status"]
+    for j in range(3):
+        y = ref.label_vector(Ys, j)
+        ours = ref.objective(Xa, y, ref.full_weights(W[j], b[j], 1.0), 1.0, loss, True)
+        theirs = ref.objective(Xa, y, np.append(Wl[j], bl[j]), 1.0, loss, True)
+        assert ours == pytest.approx(theirs, rel=1e-5), (j, ours, theirs)

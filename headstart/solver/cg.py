@@ -93,7 +93,13 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
         r[j] -= alpha * Hd[j]
         sr += s[j] * r[j]
         sg += s[j] * g[j]
-    sigma = cs[SIGMA] + alpha * delta
+    # With no weight outside the support (w_O = 0: a zero start, or a support of every
+    # coordinate) s_O = sigma w_O is 0 whatever sigma, and sigma would only enter through
+    # the split s = sigma w + (s - sigma w) on the support -- where its meaningless
+    # values (1e5 on a problem with features offset by 100) made X s a difference of
+    # huge terms and the 4th Newton step a poor one, until the line search failed far
+    # above the optimum LIBLINEAR reaches.  So sigma stays 0 then, and delta = s.
+    sigma = cs[SIGMA] + alpha * delta if wout2 > 0.0 else 0.0
     rho = cs[RHO] - alpha * delta
     cs[SIGMA] = sigma
     cs[RHO] = rho
