@@ -69,8 +69,8 @@ class NotFittedError(HeadstartError, ValueError, AttributeError):
 
 class ConvergenceWarning(UserWarning):
     """The solver stopped before its stopping rule for some labels (iteration limit, line
-    search failed): the same base as scikit-learn's ConvergenceWarning, which
-    ``OvAClassifier.fit`` raises instead when scikit-learn is loaded."""
+    search failed): the same base as scikit-learn's ConvergenceWarning; when scikit-learn
+    is loaded, ``OvAClassifier.fit`` warns with a subclass of both."""
 
 
 class MissingExtraError(HeadstartError, ImportError):

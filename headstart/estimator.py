@@ -454,36 +454,33 @@ def full_label_space(model: OvAModel) -> tuple[sp.csr_matrix, np.ndarray]:
 
 
 def _not_fitted(message: str) -> NotFittedError:
-    """headstart's NotFittedError; when scikit-learn is already loaded, one that is also
-    scikit-learn's (so ``except sklearn.exceptions.NotFittedError`` works) -- without
-    ever importing scikit-learn here."""
-    sk = sys.modules.get("sklearn.exceptions")
-    if sk is None:
-        return NotFittedError(message)
-    cls = _SKLEARN_NOT_FITTED.get(sk)
-    if cls is None:
-        cls = _SKLEARN_NOT_FITTED[sk] = type("NotFittedError", (NotFittedError, sk.NotFittedError),
-                                             {"__module__": NotFittedError.__module__})
-    return cls(message)
-
-
-_SKLEARN_NOT_FITTED: dict[Any, type] = {}
+    """headstart's NotFittedError, also scikit-learn's when scikit-learn is loaded (so
+    ``except sklearn.exceptions.NotFittedError`` works)."""
+    return _sklearn_twin(NotFittedError)(message)
 
 
 def _convergence_warning() -> type:
-    """headstart's ConvergenceWarning; when scikit-learn is already loaded, one that is
-    also scikit-learn's (its filters catch it) -- without ever importing scikit-learn here."""
+    """headstart's ConvergenceWarning, also scikit-learn's when scikit-learn is loaded
+    (its warning filters catch it)."""
+    return _sklearn_twin(ConvergenceWarning)
+
+
+def _sklearn_twin(ours: type) -> type:
+    """``ours``, or -- when scikit-learn is already loaded -- a subclass of it and of
+    scikit-learn's class of the same name in ``sklearn.exceptions``, made once per
+    loaded module; scikit-learn is never imported here."""
     sk = sys.modules.get("sklearn.exceptions")
     if sk is None:
-        return ConvergenceWarning
-    cls = _SKLEARN_CONVERGENCE.get(sk)
+        return ours
+    key = (sk, ours.__name__)
+    cls = _SKLEARN_TWINS.get(key)
     if cls is None:
-        cls = _SKLEARN_CONVERGENCE[sk] = type("ConvergenceWarning", (ConvergenceWarning, sk.ConvergenceWarning),
-                                              {"__module__": ConvergenceWarning.__module__})
+        cls = _SKLEARN_TWINS[key] = type(ours.__name__, (ours, getattr(sk, ours.__name__)),
+                                         {"__module__": ours.__module__})
     return cls
 
 
-_SKLEARN_CONVERGENCE: dict[Any, type] = {}
+_SKLEARN_TWINS: dict[tuple[Any, str], type] = {}
 
 
 def _same(a: Any, b: Any) -> bool:
