@@ -686,8 +686,8 @@ def test_train_on_libsvm_and_slice(tmp_path, capsys):
     (tmp_path / "t.svm").write_text("7 1:1\n0 2:1\n")
     code, out, err = run(capsys, "predict", tmp_path / "m", tmp_path / "t.svm", "-o", tmp_path / "ts.txt", "-k", 1)
     assert code == 0, err
-    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "t.svm")
-    assert code == 2 and "label id 7 out of range" in err
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "t.svm")   # label 7: a miss
+    assert code == 0 and "1 positive(s) of 1 label id(s) beyond the model's" in err, err
     # features training never saw (ids beyond the model's): ignored with a warning, as
     # LIBLINEAR's predict does -- the same predictions as without them
     (tmp_path / "u.svm").write_text("0 1:1 12:5\n1 2:1\n2 99:1\n")
@@ -991,6 +991,35 @@ def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):
                        "--train", tmp_path / "tr.txt", "--json")    # (the model knows its training counts)
     assert code == 0 and json.loads(out) == direct
     assert "P@3" in direct and "P@10" not in direct and direct["P@3"] == pytest.approx(4 / 9)
+
+
+def test_evaluate_keeps_libsvm_test_labels_the_model_never_saw_as_misses(tmp_path, capsys):
+    """A libsvm test file naming a label id beyond the training file's (a label seen only
+    in the test split) is evaluated, not refused (helper-42): the label is a positive no
+    model ranks, a miss in recall, nDCG and coverage, as the XMC metrics count it; P@k is
+    unchanged.  Hand-computed: rows {1, 5} and {2}, top 2 [2, 1] and [2, 3]."""
+    (tmp_path / "tr.svm").write_text("1,2 1:0.5 3:0.2\n2 2:0.4 3:0.1\n1 1:0.3 4:0.9\n3 2:0.7\n")
+    (tmp_path / "te.svm").write_text("1,5 1:0.5 3:0.2\n2 2:0.4\n")
+    (tmp_path / "p.txt").write_text("2 2 4\n2:0.5 1:0.4\n2:0.1 3:-0.3\n")
+    code, out, err = run(capsys, "evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "te.svm", "-k", 2,
+                         "--json")
+    assert code == 0 and "1 positive(s) of 1 label id(s) beyond the model's 4 labels" in err
+    got = json.loads(out)
+    assert got["P@1"] == pytest.approx(1 / 2) and got["P@2"] == pytest.approx(1 / 2)
+    assert got["R@2"] == pytest.approx((1 / 2 + 1) / 2)            # label 5 missed, not dropped
+    assert got["cov@2"] == pytest.approx(2 / 3)                     # labels 1, 2 of {1, 2, 5}
+    # the same through the model, with the training counts' propensities and with decisions
+    assert run(capsys, "train", tmp_path / "tr.svm", "-o", tmp_path / "m", "-q")[0] == 0
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.svm", "-k", 2, "--json",
+                         "--train", tmp_path / "tr.svm")
+    assert code == 0 and "beyond the model's 4 labels" in err
+    assert json.loads(out)["R@2"] <= 0.75
+    code, out, _ = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.svm", "--threshold", "0", "--json")
+    assert code == 0 and json.loads(out)["Micro-F1"] < 1.0
+    # xmc data declares its label count: a test header wider than the model stays an error
+    (tmp_path / "te.txt").write_text("2 5 6\n1,5 1:0.5 3:0.2\n2 2:0.4\n")
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "te.txt")
+    assert code == 2 and "the test data has 6 labels but the predictions file says num_labels = 4" in err
 
 
 def test_convert_to_libsvm_warns_when_the_declared_widths_cannot_be_kept(tmp_path, capsys):

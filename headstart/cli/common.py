@@ -298,8 +298,30 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
         # prediction: the labels are read for their syntax only, whatever their ids
         X, _ = hio.read_libsvm(path, zero_based=zero)
         return _without_labels(_model_width(X, n_features, path), n_labels)
+    if n_labels is not None and getattr(args, "labels_beyond_model", False):
+        X, Y = hio.read_libsvm(path, zero_based=zero)
+        return _model_width(X, n_features, path), _label_width(Y, int(n_labels), path)
     X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero)
     return _model_width(X, n_features, path), Y
+
+
+def _label_width(Y, n_labels: int, path: str):
+    """Y (CSR) over at least the model's ``n_labels`` labels, for evaluation.  A libsvm
+    file's label ids are whatever its rows hold, so test rows may name labels no training
+    row had (a rare label seen only in the test split): they stay, as positives no model
+    ranks, so recall and nDCG count them as misses -- the XMC convention (the metrics of
+    the XMC repository's tools are over the test matrix's labels).  LibMultiLabel drops
+    them instead, with a warning, which raises recall.  Said once, with the counts."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    width = max(Y.shape[1], n_labels)
+    if Y.shape[1] > n_labels:
+        beyond = Y.indices >= n_labels
+        log.warning("%s: %d positive(s) of %d label id(s) beyond the model's %d labels (no training row had them): "
+                    "kept as labels never predicted, so they count as misses in recall and nDCG (LibMultiLabel "
+                    "drops them)", path, int(np.count_nonzero(beyond)), np.unique(Y.indices[beyond]).size, n_labels)
+    return sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], width))
 
 
 def _model_width(X, n_features: int | None, path: str):

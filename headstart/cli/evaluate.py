@@ -128,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics import evaluate, propensities
 
     counts, n_train = None, None
+    # a libsvm test file may name labels the model never saw: kept, as misses (common._label_width)
+    args.labels_beyond_model = True
     if args.predictions:
         from ..io import read_predictions
 
@@ -158,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
                 bad = int(labels[row][labels[row] >= label_space][0])
                 raise DataFormatError(f"label id {bad} out of range [0, {label_space}) of the test data's labels",
                                       args.predictions, row + 2)
-        if Y.shape[1] != label_space:
+        if Y.shape[1] != label_space and not (Y.shape[1] > label_space and common.data_format(args.data, args)
+                                               != "xmc"):
             raise DataFormatError(f"the test data has {Y.shape[1]} labels but the predictions file says "
                                   f"num_labels = {label_space}", args.data)
         if labels.shape[0] != Y.shape[0]:
@@ -197,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
             if getattr(args, name) is None and name in trained:
                 setattr(args, name, float(trained[name]))
     if args.train:
+        args.labels_beyond_model = False    # the training file defines the model's labels
         _, Ytr = common.read_dataset(args.train, args, n_labels=label_space, labels_file=args.train_labels,
                                       labels_option="--train-labels")
         if Ytr.shape[1] != label_space:
@@ -205,6 +209,9 @@ def run(args: argparse.Namespace) -> int:
         counts = np.asarray(Ytr.sum(axis=0)).ravel()
         n_train = Ytr.shape[0]
     props = None
+    if counts is not None and counts.size < Y.shape[1]:
+        # the test file's labels beyond the model's: no training positive
+        counts = np.concatenate([counts, np.zeros(Y.shape[1] - counts.size, dtype=counts.dtype)])
     if counts is not None:
         if n_train < 3:
             log.warning("only %d training instance(s): no propensity-scored metrics", n_train)
@@ -247,6 +254,10 @@ def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) ->
     tp = np.zeros(L, dtype=np.int64)
     pp = np.zeros(L, dtype=np.int64)
     rel = np.zeros(L, dtype=np.int64)
+
+    def widen(a, width):    # test labels beyond the model's (common._label_width): never decided
+        return np.concatenate([a, np.zeros(width - a.size, dtype=a.dtype)]) if a.size < width else a
+
     if predict.on_dask(args):
         # the workers send each decision's score; only the decisions themselves count
         decided = ((sp.csr_matrix((np.ones(D.nnz, dtype=np.int8), D.indices, D.indptr), shape=D.shape), r, Y)
@@ -254,6 +265,9 @@ def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) ->
     else:
         decided = predict.scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold), progress=False)
     for D, _, Y in decided:
+        if Y.shape[1] > D.shape[1]:
+            D = sp.csr_matrix((D.data, D.indices, D.indptr), shape=(D.shape[0], Y.shape[1]))
+            tp, pp, rel = (widen(a, Y.shape[1]) for a in (tp, pp, rel))
         a, b_, _ = decision_counts(Y, D, 0.5)   # D holds 1 for every decision above the threshold
         tp += a
         pp += b_

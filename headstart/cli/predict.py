@@ -287,7 +287,8 @@ class ModelScorer:
         """Refuse a block of DATA whose label space or (unhashed) width is not the model's,
         naming the file."""
         what = None
-        if Y.shape[1] != self.label_space and not getattr(args, "labels_unused", False):
+        beyond = getattr(args, "labels_beyond_model", False) and Y.shape[1] > self.label_space  # (evaluate)
+        if Y.shape[1] != self.label_space and not getattr(args, "labels_unused", False) and not beyond:
             what = (f"the data has {Y.shape[1]} labels but the model's label space has {self.label_space}; they "
                     "must be the same label ids")
         elif self.data_features is not None and X.shape[1] > self.n_features:
