@@ -240,6 +240,13 @@ class OvAClassifier:
     ``n_features_in_``, ``stats_`` (:class:`TrainingStats`) and ``model_``
     (:class:`OvAModel`).
 
+    A 1-D ``y`` of one class per instance (numbers or strings; at least two classes)
+    trains one classifier per class, or one for the second class of two, as LIBLINEAR's
+    one-vs-rest and scikit-learn's LinearSVC do: ``classes_`` holds the sorted classes,
+    ``predict`` returns classes, ``score`` is the accuracy, ``predict_proba`` (logistic)
+    sums to 1 per row; ``predict_topk`` still gives column indices into ``classes_``.
+    Saved models keep the classes (a JSON list in the manifest).
+
     Prediction: ``predict`` returns the sparse indicator matrix of the labels whose
     binary classifier says yes (score > 0, see :meth:`predict`); ``predict_topk`` the
     ``k`` best labels; ``decision_function`` the dense scores; ``predict_proba`` exists
@@ -268,8 +275,8 @@ class OvAClassifier:
         from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
 
         return Tags(estimator_type="classifier",
-                    target_tags=TargetTags(required=True, multi_output=True, single_output=False),
-                    classifier_tags=ClassifierTags(multi_class=False, multi_label=True),
+                    target_tags=TargetTags(required=True, multi_output=True, single_output=True),
+                    classifier_tags=ClassifierTags(multi_class=True, multi_label=True),
                     input_tags=InputTags(sparse=True, two_d_array=True))
 
     def __repr__(self) -> str:
@@ -287,10 +294,17 @@ class OvAClassifier:
         """Train labels ``[first_label, first_label + num_labels)`` (default: all) of (X, y).
 
         X: sparse or dense (n x d); y: the labels, a sparse or dense 0/1 matrix (n x L)
-        (named ``y`` as in scikit-learn).  Returns ``self``.
+        (named ``y`` as in scikit-learn), or a 1-D array of one class per instance
+        (numbers or strings; see the class docstring).  Returns ``self``.
         """
+        classes, y = class_targets(y)
+        if classes is not None and (first_label != 0 or num_labels is not None):
+            raise ParameterError("first_label / num_labels select labels of a label matrix; a 1-D y of classes "
+                                 "trains every class")
         model, stats = fit_model(X, y, self.params, first_label=first_label, num_labels=num_labels,
                                  progress=progress)
+        if classes is not None:
+            model.extensions = {**(model.extensions or {}), "classes": classes_to_json(classes)}
         asked = (num_labels if num_labels is not None else model.label_space - model.first_label)
         if len(stats) < asked:
             # a time budget ran out (the command line says so too): labels not started
@@ -325,7 +339,13 @@ class OvAClassifier:
         self.model_ = model
         self.coef_, self.intercept_ = full_label_space(model)
         self.n_features_in_ = model.n_features
-        self.classes_ = np.arange(model.label_space)
+        classes = (model.extensions or {}).get("classes")
+        self.classes_ = np.arange(model.label_space) if classes is None else classes_from_json(classes)
+
+    @property
+    def _multiclass(self) -> bool:
+        """Fitted on a 1-D y of classes (the model's "classes" field)."""
+        return "classes" in (self._check_fitted().extensions or {})
 
     def _check_fitted(self) -> OvAModel:
         if not hasattr(self, "model_"):
@@ -363,10 +383,19 @@ class OvAClassifier:
         (F1, Hamming loss) apply to it.  The ranking that XMC evaluates (P@k) is
         :meth:`predict_topk`, which :meth:`score` uses.  Equals
         ``decision_function(X) > 0`` without holding the dense scores.
+
+        Fitted on a 1-D y of classes: a 1-D array of classes -- the class of the largest
+        score (LIBLINEAR's one-vs-rest prediction), or with two classes the second where
+        the one classifier's score is > ``threshold``, the first elsewhere.
         """
         from .prediction.topk import predict_above
 
         model = self._check_X(X)
+        if self._multiclass:
+            if self.classes_.size == 2:    # one classifier, for the second class
+                return self.classes_[(self.decision_function(X, **kw) > threshold).astype(np.intp)]
+            labels, _ = self.predict_topk(X, 1, **kw)
+            return self.classes_[labels[:, 0]]
         return predict_above(model, X, threshold, n_columns=model.label_space, **self._threads(kw))
 
     def predict_topk(self, X, k: int = 5, **kw) -> tuple[np.ndarray, np.ndarray]:
@@ -377,11 +406,14 @@ class OvAClassifier:
 
     def decision_function(self, X, **kw) -> np.ndarray:
         """Dense scores (n x L, float32), column j for label j (``classes_``); labels
-        outside a label-range fit score -inf.  For small label counts only."""
+        outside a label-range fit score -inf.  For small label counts only.  Fitted on
+        two classes: 1-D, the score of the second class (scikit-learn's shape)."""
         from .prediction.topk import decision_function
 
         model = self._check_X(X)
         S = decision_function(model, X, **self._threads(kw))
+        if self._multiclass and self.classes_.size == 2:
+            return S[:, 0]          # scikit-learn's binary shape: the score of the second class
         if S.shape[1] == model.label_space:
             return S
         full = np.full((S.shape[0], model.label_space), -np.inf, dtype=np.float32)
@@ -401,16 +433,31 @@ class OvAClassifier:
     def _predict_proba(self, X, **kw) -> np.ndarray:
         from scipy.special import expit
 
-        return expit(self.decision_function(X, **kw).astype(np.float64))
+        p = expit(self.decision_function(X, **kw).astype(np.float64))
+        if not self._multiclass:
+            return p
+        if p.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        # one class per instance: the one-vs-rest probabilities normalised to sum to 1
+        # per row, as LIBLINEAR's -b 1 does for its one-vs-rest logistic models
+        return p / p.sum(axis=1, keepdims=True)
 
     def score(self, X, y, sample_weight=None, *, k: int = 1) -> float:
         """P@k of the ranking (:meth:`predict_topk`) against the 0/1 label matrix y (n x L):
         the mean over rows of the share of the k best labels that are relevant (weighted
         by ``sample_weight`` if given).  k = 1 by default, XMC's headline metric; use
-        :func:`precision_at_k_scorer` for another k in a grid search."""
+        :func:`precision_at_k_scorer` for another k in a grid search.  Fitted on a 1-D y
+        of classes: the accuracy of :meth:`predict` (scikit-learn's classifier score)."""
         from .metrics import precision_at_k
 
         model = self._check_X(X)
+        if self._multiclass:
+            # scikit-learn's classifier score: the (weighted) share of correct classes
+            truth = np.asarray(y)
+            if truth.shape != (X.shape[0],):
+                raise DataFormatError(f"y must be 1-D with one class per row of X ({X.shape[0]}), got shape "
+                                      f"{truth.shape}: this OvAClassifier was fitted on classes")
+            return float(np.average(self.predict(X) == truth, weights=sample_weight))
         y = check_labels(y, X.shape[0], name="y")
         if y.shape[1] != model.label_space:
             # checked before predicting: the metric's own check would name its internal
@@ -424,6 +471,68 @@ class OvAClassifier:
         from .model.writer import save_model
 
         save_model(self._check_fitted(), path, **kw)
+
+
+def class_targets(y) -> tuple[np.ndarray | None, Any]:
+    """(classes, Y): for a 1-D y of one class per instance, its sorted classes and the
+    0/1 label matrix of one-vs-rest training (CSR; one column per class, or with two
+    classes one column, the second class); otherwise (None, y) unchanged -- a label
+    matrix, checked by training."""
+    if y is None or sp.issparse(y):
+        return None, y
+    try:
+        v = np.asarray(y)
+    except ValueError:       # ragged lists: check_labels says what a label matrix is
+        return None, y
+    if v.ndim != 1:
+        return None, y
+    if v.dtype == object:
+        kinds = {type(x) for x in v.tolist()}
+        if kinds <= {str}:
+            v = v.astype(str)
+        elif kinds <= {int, bool} or kinds <= {int, float}:
+            v = v.astype(np.int64 if kinds <= {int, bool} else np.float64)
+        else:
+            raise DataFormatError(f"y holds classes of mixed types ({', '.join(sorted(t.__name__ for t in kinds))}): "
+                                  "give one type (all numbers or all strings)")
+    if v.dtype.kind == "c":
+        raise DataFormatError(f"Complex data not supported: y has dtype {v.dtype}")
+    if v.dtype.kind not in "biufUS":
+        raise DataFormatError(f"y of dtype {v.dtype} cannot be classes: give numbers or strings")
+    if v.dtype.kind == "f" and not (np.isfinite(v).all() and (v == np.round(v)).all()):
+        # scikit-learn's words for it (type_of_target): a regression target, not classes
+        raise DataFormatError("Unknown label type: continuous (y holds non-integer or non-finite numbers; "
+                              "classes are integers or strings)")
+    if v.dtype.kind == "S":
+        v = v.astype(str)
+    classes, inverse = np.unique(v, return_inverse=True)
+    if classes.size < 2:
+        raise DataFormatError(f"y holds {classes.size} class(es) ({', '.join(map(str, classes.tolist()))}): "
+                              "one-vs-rest training needs at least 2 (for a label matrix give y 2-D)")
+    n = v.size
+    if classes.size == 2:       # one classifier, for the second class (LIBLINEAR, LinearSVC)
+        rows = np.flatnonzero(inverse == 1)
+        Y = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, np.zeros(rows.size, dtype=np.int64))),
+                          shape=(n, 1))
+    else:
+        Y = sp.csr_matrix((np.ones(n, dtype=np.float32), inverse.astype(np.int64), np.arange(n + 1)),
+                          shape=(n, classes.size))
+    return classes, Y
+
+
+def classes_to_json(classes: np.ndarray) -> dict[str, Any]:
+    """The manifest's "classes" field: the values and their numpy type."""
+    return {"values": classes.tolist(), "dtype": "str" if classes.dtype.kind == "U" else classes.dtype.str}
+
+
+def classes_from_json(field: dict[str, Any]) -> np.ndarray:
+    from .errors import ModelFormatError
+
+    try:
+        return np.asarray(field["values"], dtype=str if field["dtype"] == "str" else np.dtype(field["dtype"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelFormatError(f"the manifest's classes field is not a list of classes with their dtype ({e})") \
+            from None
 
 
 def full_label_space(model: OvAModel) -> tuple[sp.csr_matrix, np.ndarray]:

@@ -265,17 +265,11 @@ def test_pipeline_with_tfidf_vectorizer_on_text():
 #: output, and why.  Every other check must pass; each one listed must still fail (so
 #: this list stays exact).
 NOT_APPLICABLE = {
-    # single-output checks: 1-D targets (classes), predictions of shape (n,)
-    "check_classifiers_train": "fits 1-D binary targets and expects predictions of shape (n,)",
-    "check_classifiers_classes": "fits 1-D string and integer class targets",
-    "check_classifiers_regression_target": "fits a 1-D continuous target (refused as 1-D, not as continuous)",
-    "check_classifier_not_supporting_multiclass": "multi_class=False means binary-only to scikit-learn; "
-                                                  "a 1-D target is refused with a message about labels",
-    # 2-D targets of class ids: sklearn makes binary targets {1, 2} and reshapes them to
-    # (n, 1); headstart refuses values other than 0/1 (so -1/+1 or class ids are never
-    # read silently as "all positive")
-    "check_estimators_dtypes": "fits the (n, 1) target of class ids {1, 2}",
-    "check_fit2d_1feature": "fits the (n, 1) target of class ids {1, 2}",
+    # a 2-D (n, 1) target is one label of a label matrix here, not a column of classes:
+    # sklearn fits class ids {0, 1, 2} as (n, 1) and expects a DataConversionWarning;
+    # headstart refuses values other than 0/1 in a label matrix (so -1/+1 or class ids
+    # are never read silently as "all positive")
+    "check_supervised_y_2d": "fits the (n, 1) target of class ids {0, 1, 2}",
     # the TrainParams field ``sparsify`` (a number) looks like the sparsify() method of
     # scikit-learn's linear models to it; the check then fits class ids {1, 2, 3}
     "check_sparsify_coefficients": "takes the parameter sparsify for a sparsify() method",
@@ -283,19 +277,11 @@ NOT_APPLICABLE = {
     "check_classifiers_multilabel_output_format_predict": "expects a dense ndarray of the targets' dtype",
     "check_classifier_multioutput": "compares predict with dense arrays (passes with dense output, below)",
     "check_classifiers_multilabel_representation_invariance": "same (passes with dense output, below)",
-    "check_classifier_data_not_an_array": "same, and class ids {1, 2} (passes with dense output and 0/1 "
-                                          "labels, below)",
 }
-NOT_APPLICABLE_LOGISTIC = {
-    **NOT_APPLICABLE,
-    # predict_proba is (n, L) marginals (OneVsRestClassifier's convention); these expect
-    # the (n, 2) of a binary classifier or fit 1-D targets
-    "check_estimator_sparse_array": "expects predict_proba of shape (n, 2) (binary) instead of (n, L)",
-    "check_estimator_sparse_matrix": "expects predict_proba of shape (n, 2) (binary) instead of (n, L)",
-    "check_decision_proba_consistency": "fits a 1-D binary target",
-}
+NOT_APPLICABLE_LOGISTIC = NOT_APPLICABLE
 #: skipped by scikit-learn itself
 SKIPPED = {"check_array_api_input",                                  # SCIPY_ARRAY_API unset; not supported
+           "check_classifier_data_not_an_array",   # its pandas half without pandas (the rest passes first)
            "check_classifiers_multilabel_output_format_predict_proba"}  # only without predict_proba
 
 
@@ -391,3 +377,82 @@ def test_labels_stopped_early_warn_as_scikit_learn_does(bibtex):
         warnings.simplefilter("always")
         OvAClassifier(threads=1).fit(X[:300], Y[:300, :3])    # converged: no such warning
     assert not [w for w in seen if issubclass(w.category, ConvergenceWarning)]
+
+
+# --------------------------------------------------------------------------- one class per row
+@pytest.fixture(scope="module")
+def digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X = sp.csr_matrix(X / 16.0)
+    return X[:1200], y[:1200], X[1200:], y[1200:]
+
+
+def test_a_1d_y_of_classes_is_liblinears_one_vs_rest(digits):
+    """A 1-D y of classes (here strings) trains one classifier per class and predicts
+    the class of the largest score: LIBLINEAR's own multi-class model (liblinear-official,
+    the same options, its predict) gives the same classes."""
+    from liblinear.liblinearutil import predict as ll_predict
+    from liblinear.liblinearutil import problem as ll_problem
+    from liblinear.liblinearutil import train as ll_train
+
+    X, y, Xt, yt = digits
+    names = np.array([f"digit-{c}" for c in range(10)])
+    opts = "-s 2 -c 1 -e 0.0001 -B 1"
+    clf = OvAClassifier(**TrainParams.from_liblinear(opts, threads=1).to_dict()).fit(X, names[y])
+    assert clf.classes_.tolist() == sorted(names.tolist()) and clf.coef_.shape == (10, X.shape[1])
+    ours = clf.predict(Xt)
+    assert ours.shape == (Xt.shape[0],) and ours.dtype.kind == "U"
+    theirs, _, _ = ll_predict(yt.astype(float), Xt, ll_train(ll_problem(y.astype(float), X), opts + " -q"), "-q")
+    agree = np.mean(ours == names[np.asarray(theirs, dtype=int)])
+    assert agree >= 0.99, agree
+    assert clf.score(Xt, names[yt]) == pytest.approx(np.mean(ours == names[yt])) and clf.score(Xt, names[yt]) > 0.9
+    # the model is the one of the classes' label matrix, column j = classes_[j]
+    Y = sp.csr_matrix((np.ones(y.size), (np.arange(y.size), y)), shape=(y.size, 10))
+    ref = OvAClassifier(**TrainParams.from_liblinear(opts, threads=1).to_dict()).fit(X, Y)
+    assert (clf.coef_ != ref.coef_).nnz == 0 and np.array_equal(clf.intercept_, ref.intercept_)
+    np.testing.assert_array_equal(ours, names[np.argmax(ref.decision_function(Xt), axis=1)])
+
+
+def test_two_classes_train_one_classifier_and_round_trip(digits, tmp_path):
+    X, y, Xt, yt = digits
+    parity = np.where(y % 2 == 1, "odd", "even")
+    clf = OvAClassifier(threads=1, loss="logistic").fit(X, parity)
+    assert clf.classes_.tolist() == ["even", "odd"] and clf.coef_.shape[0] == 1      # one, for "odd"
+    s = clf.decision_function(Xt)
+    assert s.shape == (Xt.shape[0],)
+    np.testing.assert_array_equal(clf.predict(Xt), np.where(s > 0, "odd", "even"))
+    P = clf.predict_proba(Xt)
+    assert P.shape == (Xt.shape[0], 2)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_allclose(P[:, 1], 1 / (1 + np.exp(-s.astype(np.float64))), rtol=1e-6)
+    # ten classes: the one-vs-rest probabilities normalised per row, their argmax the prediction
+    ten = OvAClassifier(threads=1, loss="logistic").fit(X, y)
+    P = ten.predict_proba(Xt)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(ten.classes_[P.argmax(axis=1)], ten.predict(Xt))
+    # saved and loaded: the classes and their type come back (a JSON list in the manifest)
+    for model, name in ((clf, "two"), (ten, "ten")):
+        model.save(tmp_path / name)
+        back = headstart.load(tmp_path / name)
+        assert back.classes_.dtype == model.classes_.dtype and back.classes_.tolist() == model.classes_.tolist()
+        np.testing.assert_array_equal(back.predict(Xt), model.predict(Xt))
+    from headstart.cli.info import model_info
+
+    assert "2 (even, odd): the one label is the second class" in str(model_info(str(tmp_path / "two")))
+
+
+@pytest.mark.parametrize("y, message", [
+    (np.zeros(6), r"1 class\(es\)"),
+    (np.array([0.5, 1, 2, 0.5, 1, 2]), "Unknown label type: continuous"),
+    (np.array([1, 2, np.nan, 1, 2, 1]), "Unknown label type: continuous"),
+    (np.array([1, "a", 1, "a", 1, "a"], dtype=object), "mixed types"),
+    (np.array([1j, 2, 1, 2, 1, 2]), "Complex data not supported"),
+])
+def test_bad_classes_are_refused_by_name(y, message):
+    X = sp.random(6, 4, density=0.8, format="csr", random_state=0)
+    with pytest.raises(DataFormatError, match=message):
+        OvAClassifier(threads=1).fit(X, y)
+    with pytest.raises(ParameterError, match="a 1-D y of classes trains every class"):
+        OvAClassifier(threads=1).fit(X, np.array([0, 1, 2, 0, 1, 2]), first_label=1)

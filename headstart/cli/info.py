@@ -136,6 +136,13 @@ def model_info(path: str, verify: bool = False) -> dict:
         "preprocessing": m["preprocessing"],
         "params": m["params"],
     }
+    if "classes" in m:
+        # fitted on one class per row (OvAClassifier with a 1-D y): label j is class j, or
+        # with two classes the one label is the second
+        values = m["classes"].get("values", [])
+        shown = ", ".join(map(str, values[:10])) + (", ..." if len(values) > 10 else "")
+        out["classes"] = f"{len(values)} ({shown}): " + (
+            "the one label is the second class" if len(values) == 2 else "label j is class j")
     if "tree" in m:
         # a label tree (headstart.tree): its rows are the nodes' outputs, not labels; the
         # tree is in the manifest (the weights are not read)

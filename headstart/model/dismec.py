@@ -394,8 +394,8 @@ def _check_exportable(model: OvAModel, allow_gaps: bool = False) -> None:
         raise ModelFormatError("the model has weights for some labels only: merge the label ranges first, or "
                                "export it as a partial DiSMEC++ model (allow_gaps; on the command line "
                                "--allow-gaps)")
-    if model.extensions:
-        kinds = ", ".join(sorted(model.extensions))
+    kinds = ", ".join(sorted(k for k in model.extensions or {} if k != "classes"))   # (label ids: exportable)
+    if kinds:
         raise ModelFormatError(f"a {kinds} model has no DiSMEC++ counterpart for its predictor: "
                                "only plain one-vs-all models can be exported")
     prep = model.preprocessing

@@ -47,7 +47,10 @@ _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
 #: (``dense``: dense + sparse features, ``shortlist``: shortlisted training, see
 #: headstart.shortlist; ``tree``: a label tree whose outputs are the rows, see
 #: headstart.tree); absent for plain one-vs-all models
-OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree")
+# "classes": the class values of a model fitted on one class per instance
+# (OvAClassifier.fit with a 1-D y), label j being classes[j] (or, with two classes, the
+# one label being the second class)
+OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree", "classes")
 
 
 def settings_of(m: dict[str, Any], key: str) -> Any:
