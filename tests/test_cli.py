@@ -1020,6 +1020,12 @@ def test_evaluate_keeps_libsvm_test_labels_the_model_never_saw_as_misses(tmp_pat
     (tmp_path / "te.txt").write_text("2 5 6\n1,5 1:0.5 3:0.2\n2 2:0.4\n")
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "te.txt")
     assert code == 2 and "the test data has 6 labels but the predictions file says num_labels = 4" in err
+    code, _, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.txt")      # the same through the model
+    assert code == 2 and "the data has 6 labels but the model's label space has 4" in err
+    (tmp_path / "none.txt").write_text("0 5 4\n")
+    (tmp_path / "p0.txt").write_text("0 2 4\n")
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "p0.txt", tmp_path / "none.txt")
+    assert code == 2 and "none.txt" in err and "no instances" in err, err
 
 
 def test_convert_to_libsvm_warns_when_the_declared_widths_cannot_be_kept(tmp_path, capsys):

@@ -130,7 +130,9 @@ def test_direct_newton_reaches_the_minimiser(loss, bias, regb):
     st, it, f0, f1, g0, g1 = direct.newton(P, O, G, S, tol, w, np.zeros(d + 1), np.zeros(d + 1), m)
     assert st == newton.CONVERGED and g1 <= tol and 1 <= it <= 30
     f_start, _, _ = _dense_parts(X, O, P, w0, loss)
-    assert f0 == pytest.approx(f_start, rel=1e-12)
+    f_zero, _, _ = _dense_parts(X, O, P, np.zeros(d + 1), loss)
+    # a start above f(0) is replaced by w = 0 (solver/newton.py, zero_if_worse), as here
+    assert f0 == pytest.approx(min(f_start, f_zero), rel=1e-12)
 
     def fun(v):
         f, g, _ = _dense_parts(X, O, P, v, loss)
@@ -190,7 +192,11 @@ def test_shortlisted_sub_problems_meet_the_same_test_by_either_method(bibtex_dir
         assert np.all(s["gnorm_final"] <= s["tolerance"])
     np.testing.assert_array_equal(s_dir["f_final"][~small], s_cg["f_final"][~small])
     # both stop within the tolerance of the same minimum: the direct solution, an exact
-    # Newton step's, is lower or equal up to the gap the gradient test leaves
+    # Newton step's, is lower or equal up to the gap the gradient test leaves -- f - f* <=
+    # ||g||^2 / 2 with the L2 term's curvature >= 1 (a start worse than w = 0 starts from
+    # 0, where one exact step can pass the test: mean's label 59, 0.714 against 0.708,
+    # ||g|| 0.21)
     gap = s_cg["f_final"][small] - s_dir["f_final"][small]
-    assert np.all(gap >= -1e-3 * np.abs(s_cg["f_final"][small]))
+    allowed = 0.5 * s_dir["gnorm_final"][small] ** 2 + 1e-3 * np.abs(s_cg["f_final"][small])
+    assert np.all(gap >= -allowed)
     assert s_dir["iterations"][small].sum() < s_cg["iterations"][small].sum()

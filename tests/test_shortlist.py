@@ -686,3 +686,27 @@ def test_pynndescent_backend_finds_nearly_the_exact_candidates(bib):
     b, _ = ann.first_stage.candidates(Xt)
     assert recall(b, Yt) >= recall(a, Yt) - 0.02
     assert ann.train_recall >= exact.train_recall - 0.02
+
+
+def test_centroid_candidates_of_a_row_without_features_are_filled(tmp_path):
+    """The centroid search reaches fewer than K labels for a row without features: its
+    empty slots (-1) went to shortlist-predict, which aborted ("label ids must be in [0,
+    5)"; helper-45).  They are filled with the most frequent training labels, as the
+    neighbours' first stage fills its rows."""
+    train = tmp_path / "tr.txt"
+    train.write_text("6 4 5\n0,1 0:1 1:0.5\n0 2:1\n0,2 3:1 0:0.2\n1 1:1\n\n2 0:1 3:1\n")
+    X, Y = read_xmc(train)
+    fs = FirstStage.fit(X, Y, FirstStageParams(K=5, method="centroids"), threads=1)
+    labels, scores = fs.prediction_candidates(sp.csr_matrix((1, 4), dtype=np.float32), 5)
+    assert sorted(labels[0].tolist()) == [0, 1, 2, 3, 4]
+    assert labels[0, :3].tolist() == [0, 1, 2] and np.all(np.isneginf(scores[0]))   # by training frequency
+    (tmp_path / "te.txt").write_text("2 4 5\n0 0:1\n1\n")
+    for argv in (["shortlist", train, "-o", tmp_path / "sl.txt", "--save-first-stage", tmp_path / "fs",
+                  "--method", "centroids", "--threads", "1", "-q"],
+                 ["shortlist-train", train, "--shortlist", tmp_path / "sl.txt", "-o", tmp_path / "m", "--threads",
+                  "1", "-q"],
+                 ["shortlist-predict", tmp_path / "m", tmp_path / "te.txt", "--first-stage", tmp_path / "fs", "-o",
+                  tmp_path / "p.txt", "--threads", "1", "-k", "5"]):
+        assert main([str(a) for a in argv]) == 0
+    got, _ = read_predictions(tmp_path / "p.txt")
+    assert sorted(got[1].tolist()) == [0, 1, 2, 3, 4]

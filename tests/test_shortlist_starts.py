@@ -163,9 +163,11 @@ def test_a_new_initialiser_needs_no_edit_of_shortlisted_training(bib, bibtex_dir
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     # the start: every feature weight 0, bias weight -0.75, so f_init = C sum_i sqhinge(-0.75 y_i)
+    # -- or f(0) = C rows where that is lower: the solver then starts from w = 0
+    # (solver/newton.py, zero_if_worse)
     assert got["start_nnz"] == 0 and got["start_b"] == [-0.75] * 6
     for f0, rows, npos in zip(got["f_init"], got["rows"], got["n_pos"]):
-        assert f0 == pytest.approx(npos * 1.75 ** 2 + (rows - npos) * 0.25 ** 2, rel=1e-12)
+        assert f0 == pytest.approx(min(npos * 1.75 ** 2 + (rows - npos) * 0.25 ** 2, rows), rel=1e-12)
     assert got["status"] == [0] * 6 and all(f1 < f0 for f0, f1 in zip(got["f_init"], got["f_final"]))
 
 
@@ -279,7 +281,9 @@ def test_dense_start_from_the_trained_dense_weights_converges_at_once(tmp_path, 
     p = TrainParams(threads=2, prune=0.0, epsilon=1e-3)
     dp = DenseSparseParams(sparse_reg=1e10, dense_reg=2.0, normalize_dense=True)
     model, st = fit_shortlisted(X, Y, p, first.shortlist, dense=D, dense_params=dp, num_labels=60)
-    assert np.all(st["iterations"] >= 2)
+    # (aop's start of the sparse part, regularised by 1e10, is worse than w = 0 for most
+    # labels: those start from 0, some within one iteration -- solver/newton.py)
+    assert np.mean(st["iterations"]) > 2
     ns = X.shape[1]
     Wd = np.zeros((Y.shape[1], D.shape[1]), dtype=np.float32)
     Wd[:60] = model.weights[:, ns:].toarray()

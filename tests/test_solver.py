@@ -417,3 +417,67 @@ def test_features_with_a_large_offset_reach_liblinears_optimum(loss, init):
         ours = ref.objective(Xa, y, ref.full_weights(W[j], b[j], 1.0), 1.0, loss, True)
         theirs = ref.objective(Xa, y, np.append(Wl[j], bl[j]), 1.0, loss, True)
         assert ours == pytest.approx(theirs, rel=1e-5), (j, ours, theirs)
+
+
+def test_a_start_worse_than_zero_is_replaced_by_zero():
+    """One value of a feature dwarfing the rest (a single 1e6 among N(0, 1) values): aop's
+    start scores worse than w = 0, and LIBLINEAR's rule -- relative to ||grad f(0)||, huge
+    here -- held at once, so labels kept that start, "converged" after 0 iterations with
+    f above f(0) (helper-45: test P@1 4.0 against 87.5 from zero).  A start above f(0) is
+    replaced by w = 0: aop then gives the zero start's model; the statistics start at f(0)
+    and measure the distance from 0."""
+    rng = np.random.default_rng(0)
+    n, d, L = 60, 8, 5
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    Y = (rng.random((n, L)) < 0.25).astype(np.float32)
+    Y[:, 0] = X[:, 0] > 0
+    X[3, 1] = 1e6
+    X, Ys = sp.csr_matrix(X), check_labels(sp.csr_matrix(Y), n)
+    fits = {init: train_labels(X, Ys, TrainParams(init=init, prune=0.0, threads=1), np.arange(L))
+            for init in ("aop", "zero")}
+    Xa = ref.augmented(X, 1.0)
+    for init, (W, b, st) in fits.items():
+        assert np.all(st["status"] == 0) and np.all(st["iterations"] >= 1), (init, st["iterations"])
+        np.testing.assert_allclose(st["f_init"], n, rtol=1e-9)      # f(0) = n: every margin 0
+        for j in range(L):
+            w = ref.full_weights(W[j], b[j], 1.0)
+            f = ref.objective(Xa, ref.label_vector(Ys, j), w, 1.0, "squared-hinge", False)
+            assert f < 0.7 * n, (init, j, f)
+            assert st["distance"][j] == pytest.approx(np.linalg.norm(w), rel=1e-5)
+    (Wa, ba, _), (Wz, bz, _) = fits["aop"], fits["zero"]
+    np.testing.assert_allclose(Wa.toarray(), Wz.toarray(), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(ba, bz, rtol=1e-6)
+    # the shortlisted trainer's solvers (the truncated and the direct one) likewise
+    from headstart.shortlist.training import train_shortlisted
+
+    Yc = sp.csc_matrix(Ys)
+    every = sp.csc_matrix(np.ones((n, L), dtype=np.float32))
+    Ws, _, _ = train_shortlisted(X, Yc, every, TrainParams(prune=0.0, threads=1), np.arange(L))
+    np.testing.assert_allclose(Ws.toarray(), Wz.toarray(), rtol=1e-6, atol=1e-9)
+    few = sp.csc_matrix(np.repeat((np.arange(n) < 40)[:, None], L, axis=1).astype(np.float32))   # direct solver
+    got = {init: train_shortlisted(X, Yc, few, TrainParams(init=init, prune=0.0, threads=1), np.arange(L))
+           for init in ("aop", "zero")}
+    assert np.all(got["aop"][2]["status"] == 0)
+    np.testing.assert_allclose(got["aop"][0].toarray(), got["zero"][0].toarray(), rtol=1e-6, atol=1e-9)
+
+
+def test_tiny_c_from_a_far_start_does_not_fail_the_line_search():
+    """-s 0 -c 1e-8 from aop (||w0||^2 = 2.6, the optimum ~0): the f carried from one line
+    search to the next held that search's w.w, rounded otherwise than the next search's,
+    by more than a step's whole decrease (6.6e-15 against 4.5e-15), so every trial was
+    refused: line_search_failed at ||grad f|| 9.5e-8 against the rule's 1.1e-11, where
+    LIBLINEAR, started at the same vector, converges (helper-44).  The search now compares
+    the loss's and the regulariser's changes."""
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 1000, density=0.05, random_state=0, format="csr", data_rvs=rng.standard_normal)
+    X = sp.csr_matrix(X, dtype=np.float32)
+    y = (rng.random((60, 3)) < [0.3, 0.1, 0.5])[:, 2]
+    Ys = check_labels(sp.csr_matrix(y.astype(np.float32)[:, None]), 60)
+    W, b, st = train_labels(X, Ys, TrainParams.from_liblinear("-s 0 -c 1e-8 -B 1 -e 0.0001", init="aop", threads=1),
+                            np.arange(1))
+    assert st["status"][0] == 0, st["status"]
+    Xa = ref.augmented(X, 1.0)
+    w = ref.full_weights(W[0], b[0], 1.0)
+    ys = np.where(y, 1.0, -1.0)
+    g = w + Xa.T @ (1e-8 * -0.5 * (1 - np.tanh(0.5 * ys * (Xa @ w))) * ys)
+    assert np.linalg.norm(g) <= st["tolerance"][0] * 10, (np.linalg.norm(g), st["tolerance"][0])

@@ -218,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             given = {k: v for k, v in (("A", args.propensity_a), ("B", args.propensity_b)) if v is not None}
             props = propensities(counts, n_train, **given)
+    if Y.shape[0] == 0:
+        raise DataFormatError("the test data has no instances: there is nothing to evaluate", args.data)
     if Y.shape[1] == 0:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)

@@ -287,7 +287,10 @@ class ModelScorer:
         """Refuse a block of DATA whose label space or (unhashed) width is not the model's,
         naming the file."""
         what = None
-        beyond = getattr(args, "labels_beyond_model", False) and Y.shape[1] > self.label_space  # (evaluate)
+        # (evaluate: a libsvm file's label ids beyond the model's; an xmc header declares its
+        # label space, which must be the model's)
+        beyond = (getattr(args, "labels_beyond_model", False) and Y.shape[1] > self.label_space
+                  and common.data_format(args.data, args) != "xmc")
         if Y.shape[1] != self.label_space and not getattr(args, "labels_unused", False) and not beyond:
             what = (f"the data has {Y.shape[1]} labels but the model's label space has {self.label_space}; they "
                     "must be the same label ids")

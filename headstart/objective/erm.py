@@ -62,13 +62,16 @@ Problem = namedtuple("Problem", ["indptr", "indices", "data", "n_features", "bia
 # until the direction is computed).  ist (int64): NACT active instances, NF size of the
 # support (bias index included), STAMP the current mark value, NCAND the line search's
 # candidate instances listed in ``act`` for the step (-1: none, see line_search); a new
-# state's are IST_INIT.  fst (float64): WOUT2 ||w_O||^2 outside the support, COST_POS /
-# COST_NEG the costs c_+ and c_-.
+# state's are IST_INIT.  fst (float64, FST_SIZE): WOUT2 ||w_O||^2 outside the support,
+# COST_POS / COST_NEG the costs c_+ and c_-, NPOS the label's positives, ZEROED 1 when
+# the solver replaced the start by w = 0 (solver/newton.py, zero_if_worse), LOSS the loss
+# sum sum_i c_i phi(m_i) at the current w (set by value and by an accepted line search).
 State = namedtuple("State", ["y", "wx", "xs", "act", "gcoef", "hcoef", "hdiag", "F", "mark", "ist", "fst"])
 NACT, NF, STAMP, NCAND = 0, 1, 2, 3
 IST_INIT = np.array([0, 0, 0, -1], dtype=np.int64)
 IST_INIT.flags.writeable = False
-WOUT2, COST_POS, COST_NEG = 0, 1, 2
+WOUT2, COST_POS, COST_NEG, NPOS, ZEROED, LOSS = 0, 1, 2, 3, 4, 5
+FST_SIZE = 6
 
 # dtypes of the index buffers: instance and feature indices fit int32 (X is validated
 # to int32 indices), labels are +-1.  Narrow types matter: a lane's O(n) and O(d)
@@ -123,7 +126,7 @@ def make_state(n: int, n_features: int) -> State:
     nv = n_features + 1
     return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
                  np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
-                 IST_INIT.copy(), np.zeros(3))
+                 IST_INIT.copy(), np.zeros(FST_SIZE))
 
 
 @njit(cache=True, nogil=True)
@@ -152,6 +155,8 @@ def set_label(O, pos, cost_pos, cost_neg):
         O.y[i] = 1
     O.fst[COST_POS] = cost_pos
     O.fst[COST_NEG] = cost_neg
+    O.fst[NPOS] = pos.size
+    O.fst[ZEROED] = 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -226,8 +231,22 @@ def loss_sum_at(P, O, wx):
 
 @njit(cache=True, nogil=True)
 def value(P, O, w):
-    """Objective value from the cached scores wx (no pass over X)."""
-    return reg_value(P, w) + loss_sum(P, O)
+    """Objective value from the cached scores wx (no pass over X); keeps the loss part in
+    O.fst[LOSS] for the line search."""
+    loss = loss_sum(P, O)
+    O.fst[LOSS] = loss
+    return reg_value(P, w) + loss
+
+
+@njit(cache=True, nogil=True)
+def value_at_zero(P, O):
+    """f(0) without a pass: every margin is 0, so sum_i c_i phi(0) = (c_+ |P| + c_- |N|)
+    phi(0), plus R(0) (0 for every regulariser here, summed anyway)."""
+    npos = O.fst[NPOS]
+    acc = (O.fst[COST_POS] * npos + O.fst[COST_NEG] * (O.wx.size - npos)) * losses.value(P.loss, 0.0)
+    if not regularizers.is_l2(P.reg):
+        acc += regularizers.value(P.reg, 0.0) * (P.n_features + (1 if P.regularize_bias else 0))
+    return acc
 
 
 # --- gradient and step ----------------------------------------------------------------
@@ -1093,13 +1112,12 @@ def _later_trial(P, O, alpha, sigma):
 
 @njit(cache=True, nogil=True)
 def _l2_dots(P, O, w, s, sigma):
-    """(s.s, w.s, w.w) over the regularised coordinates for s = sigma * w outside the
-    support: O(|F|) instead of three passes over all features."""
+    """(s.s, w.s) over the regularised coordinates for s = sigma * w outside the
+    support: O(|F|) instead of two passes over all features."""
     d = P.n_features
     wout2 = O.fst[WOUT2]
     sTs = sigma * sigma * wout2
     wTs = sigma * wout2
-    wTw = wout2
     F = O.F
     full = support_is_all(O)   # then F[q] == q: index directly
     for q in range(O.ist[NF]):
@@ -1108,8 +1126,7 @@ def _l2_dots(P, O, w, s, sigma):
             continue
         sTs += s[j] * s[j]
         wTs += w[j] * s[j]
-        wTw += w[j] * w[j]
-    return sTs, wTs, wTw
+    return sTs, wTs
 
 
 @njit(cache=True, nogil=True)
@@ -1145,7 +1162,7 @@ def line_search(P, O, w, s, sigma, gTs, f, eta, max_steps):
     alpha = 1.0
     l2 = regularizers.is_l2(P.reg)
     mining = losses.mines(P.loss)
-    sTs, wTs, wTw = _l2_dots(P, O, w, s, sigma) if l2 else (0.0, 0.0, 0.0)
+    sTs, wTs = _l2_dots(P, O, w, s, sigma) if l2 else (0.0, 0.0)
     for t in range(max_steps):
         if not mining:
             acc = _trial_loss_sum(P, O, alpha, sigma)
@@ -1154,11 +1171,22 @@ def line_search(P, O, w, s, sigma, gTs, f, eta, max_steps):
         else:
             acc = _later_trial(P, O, alpha, sigma)
         if l2:
-            f_new = acc + 0.5 * (wTw + alpha * (2.0 * wTs + alpha * sTs))
+            # f(w + alpha s) - f(w): the regulariser's change alpha (w.s + alpha s.s / 2)
+            # formed as such, the loss's against the loss at w.  Not f_new - f with f_new =
+            # loss + (w.w + ...) / 2: w.w is summed afresh here, while the f carried from
+            # the last search holds that search's w.w and its rounding, which can exceed a
+            # step's whole decrease where w.w >> f (a tiny C from a start far from the
+            # optimum: every trial refused, line_search_failed at a point LIBLINEAR passes;
+            # LIBLINEAR avoids it by updating one w.w in place, linesearch_and_update).
+            diff = (acc - O.fst[LOSS]) + alpha * (wTs + 0.5 * alpha * sTs)
+            if diff <= eta * alpha * gTs:
+                O.fst[LOSS] = acc
+                return alpha, f + diff
         else:
             f_new = acc + _reg_along(P, w, s, alpha)
-        if f_new - f <= eta * alpha * gTs:
-            return alpha, f_new
+            if f_new - f <= eta * alpha * gTs:
+                O.fst[LOSS] = acc
+                return alpha, f_new
         alpha *= 0.5
     return 0.0, f
 

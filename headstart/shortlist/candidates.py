@@ -221,6 +221,33 @@ def labels_from_neighbours(r0, r1, nb_ids, nb_sims, y_indptr, y_indices, n_label
 
 
 @njit(cache=True, nogil=True)
+def fill_from_prior(r0, r1, labels, scores, prior, n_labels):
+    """Rows r0..r1-1 of (labels, scores): each empty slot (label -1) gets the most frequent
+    label (``prior`` order) the row does not hold yet, with score -inf (no similarity) --
+    the centroid search's rows that reach fewer than K centroids, e.g. a row without
+    features, as labels_from_neighbours fills the neighbours' rows."""
+    seen = np.zeros(n_labels, dtype=np.bool_)
+    for r in range(r0, r1):
+        for a in range(labels.shape[1]):
+            if labels[r, a] >= 0:
+                seen[labels[r, a]] = True
+        q = 0
+        for a in range(labels.shape[1]):
+            if labels[r, a] >= 0:
+                continue
+            while q < prior.size and seen[prior[q]]:
+                q += 1
+            if q >= prior.size:
+                break
+            labels[r, a] = prior[q]
+            scores[r, a] = -np.inf
+            seen[prior[q]] = True
+        for a in range(labels.shape[1]):
+            if labels[r, a] >= 0:
+                seen[labels[r, a]] = False
+
+
+@njit(cache=True, nogil=True)
 def count_hits(r0, r1, cand, y_indptr, y_indices, n_labels):
     """Number of (row, label) positives of rows r0..r1-1 found among their candidates."""
     mark = np.zeros(n_labels, dtype=np.bool_)
@@ -476,6 +503,11 @@ class FirstStage:
             if labels.shape[1] < K:
                 labels = np.pad(labels, ((0, 0), (0, K - labels.shape[1])), constant_values=-1)
                 scores = np.pad(scores, ((0, 0), (0, K - scores.shape[1])), constant_values=-np.inf)
+            if fill and (labels < 0).any():
+                labels = np.ascontiguousarray(labels, dtype=np.int64)
+                scores = np.ascontiguousarray(scores, dtype=np.float64)
+                _blocks(Q.shape[0], resolve_threads(self.threads),
+                        lambda a, b: fill_from_prior(a, b, labels, scores, self.prior, self.n_labels))
         else:
             nb_ids, nb_sims = self.index.search(Q, self.params.neighbours, exclude_self=training)
             labels = np.full((Q.shape[0], K), -1, dtype=np.int64)

@@ -129,7 +129,7 @@ def new_buffers(m, d):
                       np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
                    np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.MARK_DTYPE),
-                   np.zeros(nv, dtype=_erm.MARK_DTYPE), _erm.new_ist(), np.zeros(3))
+                   np.zeros(nv, dtype=_erm.MARK_DTYPE), _erm.new_ist(), np.zeros(_erm.FST_SIZE))
     return W, O
 
 
@@ -225,6 +225,8 @@ def solve(P, V, S, tol, w0):
     empty = np.zeros(0)
     st, it, cg, f0, f1, g_init, g_final = _nt.newton(P, O, W, S, tol, empty, empty, empty,
                                                      np.zeros(0, dtype=np.int64), empty, False)
+    if O.fst[_erm.ZEROED] != 0.0:   # the solver started from w = 0 instead (newton.zero_if_worse)
+        w0[:nv] = 0.0
     return st, it, cg, f0, f1, g_init, g_final, _distance(W.w, w0)
 
 

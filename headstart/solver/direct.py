@@ -23,8 +23,8 @@ import math
 import numpy as np
 
 from .._compile import njit
-from ..objective import rowspan
-from .newton import NUMERICAL, RUNNING, conclude, start_status
+from ..objective import erm, rowspan
+from .newton import NUMERICAL, RUNNING, conclude, start_status, zero_if_worse
 
 
 @njit(cache=True, nogil=True)
@@ -50,6 +50,7 @@ def newton(P, O, G, S, tol, w, w0, g, m):
     holds the solution and O.wx its scores.  Returns (status, iterations, f_initial,
     f_final, ||g_initial||, ||g_final||)."""
     nv = w.size
+    zero_if_worse(P, O, w, erm.value(P, O, w))   # (as the truncated method's start does)
     for j in range(nv):
         w0[j] = w[j]
     rowspan.gram(P, G, m)

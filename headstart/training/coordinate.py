@@ -44,7 +44,7 @@ from ..params import TrainParams
 from .kernel import _grow
 from .sharing import SameProblems
 
-#: LIBLINEAR's dual_solver_max_iter: -s 1 finishes by the primal Newton method after it
+#: LIBLINEAR's dual_solver_max_iter: -s 1 and -s 7 finish by the primal Newton method after it
 DUAL_CYCLES_BEFORE_NEWTON = 300
 
 
@@ -203,7 +203,7 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
     cycles is finished by the core's Newton method (problem NP over the same rows, the
     thread's buffers V, settings S, X's column sums ``colsum``) from the dual's w, on the
     primal rule at a tenth of ``epsilon`` -- LIBLINEAR 2.42+'s -s 1 ("Switching to use -s
-    2"; its dual_solver_max_iter is 300).  Its statistics then hold the Newton method's
+    2") and -s 7 ("Switching to use -s 0"); its dual_solver_max_iter is 300.  Its statistics then hold the Newton method's
     final objective, gradient norms and tolerance; iterations and steps are summed."""
     n = RP.n
     d = RP.d
@@ -300,9 +300,10 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     if method == "dual":
         P = row_problem(X, params)
         xsq = dual_solver.row_norms(P)
-        # -s 1's switch to the primal Newton method (squared hinge only, as LIBLINEAR;
-        # its -s 3 has none, and the exact hinge has no curvature for Newton)
-        switch_after = np.int64(DUAL_CYCLES_BEFORE_NEWTON if params.loss == "squared-hinge" else 0)
+        # the switch to the primal Newton method of -s 1 (to -s 2) and -s 7 (to -s 0), as
+        # LIBLINEAR's train_one; its -s 3 has none (the exact hinge has no curvature for
+        # Newton), nor has the huber-hinge here
+        switch_after = np.int64(DUAL_CYCLES_BEFORE_NEWTON if params.loss in ("squared-hinge", "logistic") else 0)
         NP = core.make_problem(P.indptr, X.indices.astype(np.int32, copy=False), P.data, np.int64(d), float(params.bias),
                                P.loss, regularizers.make(params), True)
         S = settings(replace(TrainParams(), max_iter=params.max_iter))

@@ -74,7 +74,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
               own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.tile(erm.IST_INIT, (lanes, 1)),
-              np.zeros((lanes, 3)))
+              np.zeros((lanes, erm.FST_SIZE)))
     return W, O
 
 
@@ -791,6 +791,8 @@ def _finish(P, O, W, post, plan, psum, y_indptr, y_indices, j, w0, k, status, it
     counts[k] = nnz - start
     intercept[k] = W.w[d] * P.bias
     start_vector(P, O, plan, psum, y_indices[y_indptr[j]: y_indptr[j + 1]], j, w0)
+    if O.fst[erm.ZEROED] != 0.0:   # the solver started from w = 0 instead (nt.zero_if_worse)
+        w0[:] = 0.0
     dist = 0.0
     for q in range(nv):
         diff = W.w[q] - w0[q]
