@@ -710,3 +710,7 @@ def test_centroid_candidates_of_a_row_without_features_are_filled(tmp_path):
         assert main([str(a) for a in argv]) == 0
     got, _ = read_predictions(tmp_path / "p.txt")
     assert sorted(got[1].tolist()) == [0, 1, 2, 3, 4]
+    # --evaluate on test data of another label count: the file and its header named
+    (tmp_path / "te6.txt").write_text("2 4 6\n0 0:1\n5\n")
+    assert main([str(a) for a in ("shortlist-predict", tmp_path / "m", tmp_path / "te6.txt", "--first-stage",
+                                  tmp_path / "fs", "--evaluate", "--threads", "1")]) == 2

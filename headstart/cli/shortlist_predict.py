@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import ParameterError
+from ..errors import DataFormatError, ParameterError
 from . import common, predict
 
 NAME = "shortlist-predict"
@@ -55,6 +55,10 @@ def run(args: argparse.Namespace) -> int:
     args.k = predict.k_for_model(args.k, label_space, args.model)   # as 'headstart predict' cuts it
     names = predict.label_names(args, label_space) if args.output else None
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
+    if args.evaluate and Y.shape[1] != label_space:
+        # (an xmc header declares its label count; checked before the long scoring pass)
+        raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space has {label_space}; "
+                              "--evaluate needs the same label ids", args.data, 1)
     dense = read_dense_features(args.dense) if args.dense else None
     # at least k candidates per instance, empty slots filled with frequent labels
     cand, _ = fs.prediction_candidates(X, args.k)
