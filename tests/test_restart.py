@@ -5,7 +5,9 @@ A start far worse than zero with the logistic loss and an unregularised bias: ev
 score at -20 (``init bias``, ``bias_init=-20``) saturates the loss, the Hessian along the
 bias is nearly 0, the first Newton step is so long that 20 halvings of the line search
 never decrease f, and the label was left at its start (found by a probing helper: with
-``init mean`` on scene every label, P@1 16.7 instead of 75).
+``init mean`` on scene every label, P@1 16.7 instead of 75).  Labels whose start is above
+f(0) -- here those with more than ~3.5% positives -- now start from zero at once
+(solver/newton.py, zero_if_worse); the restart catches the others that stay stuck.
 """
 from __future__ import annotations
 
@@ -44,7 +46,7 @@ def test_labels_stuck_at_their_start_are_solved_from_zero(bib):
     stuck = (st["status"] == LINE_SEARCH_FAILED) & (st["iterations"] <= 1)
     assert not stuck.any()
     same = np.flatnonzero(st["f_init"] == sz["f_init"])       # f(0): their new start
-    assert same.size == redone
+    assert same.size > redone        # the restarted ones and those started from 0 at once
     np.testing.assert_array_equal(_rows(W, same), _rows(Wz, same))
     np.testing.assert_array_equal(b[same], bz[same])
     np.testing.assert_array_equal(st["iterations"][same], sz["iterations"][same])
@@ -70,6 +72,6 @@ def test_shortlisted_training_restarts_alike(bib):
     redone = st.meta["restarted_from_zero"]
     assert redone > 0 and not ((st["status"] == LINE_SEARCH_FAILED) & (st["iterations"] <= 1)).any()
     same = np.flatnonzero(st["f_init"] == sz["f_init"])
-    assert same.size == redone
+    assert same.size > redone
     np.testing.assert_array_equal(_rows(W, same), _rows(Wz, same))
     np.testing.assert_array_equal(b[same], bz[same])
