@@ -23,8 +23,8 @@ import math
 import numpy as np
 
 from .._compile import njit
-from ..objective import erm, rowspan
-from .newton import NUMERICAL, RUNNING, conclude, start_status, zero_if_worse
+from ..objective import rowspan
+from .newton import NUMERICAL, RUNNING, conclude, start_status, worse_than_zero, zero_start
 
 
 @njit(cache=True, nogil=True)
@@ -50,12 +50,15 @@ def newton(P, O, G, S, tol, w, w0, g, m):
     holds the solution and O.wx its scores.  Returns (status, iterations, f_initial,
     f_final, ||g_initial||, ||g_final||)."""
     nv = w.size
-    zero_if_worse(P, O, w, erm.value(P, O, w))   # (as the truncated method's start does)
-    for j in range(nv):
-        w0[j] = w[j]
     rowspan.gram(P, G, m)
     rowspan.start(P, O, G, w, m)
     f = rowspan.value(P, O, G, m)
+    if worse_than_zero(P, O, f):    # as the truncated method's start (newton.zero_if_worse)
+        zero_start(O, w)
+        rowspan.start(P, O, G, w, m)
+        f = rowspan.value(P, O, G, m)
+    for j in range(nv):
+        w0[j] = w[j]
     gnorm = _gnorm(P, O, G, m, w0, w, g, tol)
     f_init = f
     g_init = gnorm

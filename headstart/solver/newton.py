@@ -99,12 +99,24 @@ def zero_if_worse(P, O, w, f):
     f(0) 400), and LIBLINEAR's rule, relative to ||grad f(0)|| -- 2e6 there --, may hold
     at once: the label would keep that start, "converged" after 0 iterations.  From
     w = 0 it gets what LIBLINEAR gets.  O(1) unless it replaces the start."""
-    if f > erm.value_at_zero(P, O) * (1.0 + START_SLACK):
-        w[:] = 0.0
-        O.wx[:] = 0.0
-        O.fst[erm.ZEROED] = 1.0
+    if worse_than_zero(P, O, f):
+        zero_start(O, w)
         return erm.value(P, O, w)
     return f
+
+
+@njit(cache=True, nogil=True)
+def worse_than_zero(P, O, f):
+    """Whether a start of value f is above f(0) (beyond the rounding slack)."""
+    return f > erm.value_at_zero(P, O) * (1.0 + START_SLACK)
+
+
+@njit(cache=True, nogil=True)
+def zero_start(O, w):
+    """w = 0 and its scores, recorded in O.fst[ZEROED]."""
+    w[:] = 0.0
+    O.wx[:] = 0.0
+    O.fst[erm.ZEROED] = 1.0
 
 
 @njit(cache=True, nogil=True)
