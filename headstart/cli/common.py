@@ -305,6 +305,14 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
     return _model_width(X, n_features, path), Y
 
 
+def labels_may_widen(args, width: int, label_space: int) -> bool:
+    """Whether DATA's labels, ``width`` ids, may reach beyond ``label_space`` (the model's or
+    a predictions file's): a libsvm file's ids are whatever its rows hold, so labels only
+    the test split has are kept as misses (:func:`_label_width`); an xmc header declares
+    its label space, which must match."""
+    return width > label_space and data_format(args.data, args) != "xmc"
+
+
 def _label_width(Y, n_labels: int, path: str):
     """Y (CSR) over at least the model's ``n_labels`` labels, for evaluation.  A libsvm
     file's label ids are whatever its rows hold, so test rows may name labels no training

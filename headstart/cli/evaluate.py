@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
         X, Y = common.read_dataset(args.data, args, n_labels=label_space)
         if label_space is None:     # DiSMEC++'s header 'n k': the test data's label space
             label_space = Y.shape[1]
-            if common.data_format(args.data, args) != "xmc" and labels.size and labels.max() >= label_space:
+            if labels.size and common.labels_may_widen(args, int(labels.max()) + 1, label_space):
                 # a libsvm file's width is its largest label id: a predicted label that is
                 # absent from the test set is no error there
                 label_space = int(labels.max()) + 1
@@ -160,8 +160,7 @@ def run(args: argparse.Namespace) -> int:
                 bad = int(labels[row][labels[row] >= label_space][0])
                 raise DataFormatError(f"label id {bad} out of range [0, {label_space}) of the test data's labels",
                                       args.predictions, row + 2)
-        if Y.shape[1] != label_space and not (Y.shape[1] > label_space and common.data_format(args.data, args)
-                                               != "xmc"):
+        if Y.shape[1] != label_space and not common.labels_may_widen(args, Y.shape[1], label_space):
             raise DataFormatError(f"the test data has {Y.shape[1]} labels but the predictions file says "
                                   f"num_labels = {label_space}", args.data)
         if labels.shape[0] != Y.shape[0]:

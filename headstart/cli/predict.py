@@ -289,8 +289,8 @@ class ModelScorer:
         what = None
         # (evaluate: a libsvm file's label ids beyond the model's; an xmc header declares its
         # label space, which must be the model's)
-        beyond = (getattr(args, "labels_beyond_model", False) and Y.shape[1] > self.label_space
-                  and common.data_format(args.data, args) != "xmc")
+        beyond = getattr(args, "labels_beyond_model", False) and common.labels_may_widen(args, Y.shape[1],
+                                                                                          self.label_space)
         if Y.shape[1] != self.label_space and not getattr(args, "labels_unused", False) and not beyond:
             what = (f"the data has {Y.shape[1]} labels but the model's label space has {self.label_space}; they "
                     "must be the same label ids")

@@ -203,21 +203,31 @@ def labels_from_neighbours(r0, r1, nb_ids, nb_sims, y_indptr, y_indices, n_label
             lab = touched[q]
             size = _push(hs, hi, size, K, acc[lab], lab)
         _drain(hs, hi, size, out_scores[r], out_labels[r])
-        # fill the empty slots with the most frequent labels not yet present
-        q = 0
-        for a in range(size, K):
-            while q < prior.size and seen[prior[q]]:
-                q += 1
-            if q >= prior.size:
-                break
-            out_labels[r, a] = prior[q]
-            out_scores[r, a] = 0.0
-            seen[prior[q]] = True
-            touched[nt] = prior[q]
-            nt += 1
+        nt = _fill_slots(out_labels[r], out_scores[r], prior, 0.0, seen, touched, nt)
         for q in range(nt):
             acc[touched[q]] = 0.0
             seen[touched[q]] = False
+
+
+@njit(cache=True, nogil=True)
+def _fill_slots(labels, scores, prior, fill, seen, touched, nt):
+    """One row's empty slots (label -1) get the most frequent labels (``prior`` order)
+    not ``seen`` yet, with score ``fill``; each is marked seen and appended to
+    ``touched[nt:]`` for the caller's reset.  Returns the new ``nt``."""
+    q = 0
+    for a in range(labels.size):
+        if labels[a] >= 0:
+            continue
+        while q < prior.size and seen[prior[q]]:
+            q += 1
+        if q >= prior.size:
+            break
+        labels[a] = prior[q]
+        scores[a] = fill
+        seen[prior[q]] = True
+        touched[nt] = prior[q]
+        nt += 1
+    return nt
 
 
 @njit(cache=True, nogil=True)
@@ -227,24 +237,17 @@ def fill_from_prior(r0, r1, labels, scores, prior, n_labels):
     the centroid search's rows that reach fewer than K centroids, e.g. a row without
     features, as labels_from_neighbours fills the neighbours' rows."""
     seen = np.zeros(n_labels, dtype=np.bool_)
+    touched = np.empty(labels.shape[1], dtype=np.int64)
     for r in range(r0, r1):
+        nt = 0
         for a in range(labels.shape[1]):
-            if labels[r, a] >= 0:
+            if labels[r, a] >= 0 and not seen[labels[r, a]]:
                 seen[labels[r, a]] = True
-        q = 0
-        for a in range(labels.shape[1]):
-            if labels[r, a] >= 0:
-                continue
-            while q < prior.size and seen[prior[q]]:
-                q += 1
-            if q >= prior.size:
-                break
-            labels[r, a] = prior[q]
-            scores[r, a] = -np.inf
-            seen[prior[q]] = True
-        for a in range(labels.shape[1]):
-            if labels[r, a] >= 0:
-                seen[labels[r, a]] = False
+                touched[nt] = labels[r, a]
+                nt += 1
+        nt = _fill_slots(labels[r], scores[r], prior, -np.inf, seen, touched, nt)
+        for q in range(nt):
+            seen[touched[q]] = False
 
 
 @njit(cache=True, nogil=True)
