@@ -444,7 +444,10 @@ def test_a_start_worse_than_zero_is_replaced_by_zero():
             f = ref.objective(Xa, ref.label_vector(Ys, j), w, 1.0, "squared-hinge", False)
             assert f < 0.7 * n, (init, j, f)
             assert st["distance"][j] == pytest.approx(np.linalg.norm(w), rel=1e-5)
-    (Wa, ba, _), (Wz, bz, _) = fits["aop"], fits["zero"]
+    (Wa, ba, sa), (Wz, bz, sz) = fits["aop"], fits["zero"]
+    # counted: every aop start here is worse than 0 (the zero start is never "replaced")
+    assert np.array_equal(sa["zero_start"], np.ones(L)) and sa.meta["zero_starts"] == L
+    assert not sz["zero_start"].any() and sz.meta["zero_starts"] == 0
     np.testing.assert_allclose(Wa.toarray(), Wz.toarray(), rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(ba, bz, rtol=1e-6)
     # the shortlisted trainer's solvers (the truncated and the direct one) likewise
@@ -458,6 +461,8 @@ def test_a_start_worse_than_zero_is_replaced_by_zero():
     got = {init: train_shortlisted(X, Yc, few, TrainParams(init=init, prune=0.0, threads=1), np.arange(L))
            for init in ("aop", "zero")}
     assert np.all(got["aop"][2]["status"] == 0)
+    assert got["aop"][2].meta["zero_starts"] == int(got["aop"][2]["zero_start"].sum()) > 0
+    assert not got["zero"][2]["zero_start"].any()
     np.testing.assert_allclose(got["aop"][0].toarray(), got["zero"][0].toarray(), rtol=1e-6, atol=1e-9)
 
 

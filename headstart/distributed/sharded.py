@@ -201,6 +201,8 @@ def load_stats_file(path: str | os.PathLike) -> TrainingStats:
     iters = {k[5:]: v for k, v in arrays.items() if k.startswith("iter_") and k != "iter_offsets"}
     if "label" not in cols or "iter_offsets" not in arrays or set(iters) != set(ITER_FIELDS):
         raise ModelFormatError(f"{path}: not a headstart statistics file")
+    # (columns added since: a file of an older version, whose run a resume continues)
+    cols.setdefault("zero_start", np.zeros(cols["label"].size))
     meta = json.loads(bytes(arrays.get("meta_json", np.zeros(0, np.uint8))).decode("utf-8") or "{}")
     return TrainingStats(cols, arrays["iter_offsets"], iters, meta)
 

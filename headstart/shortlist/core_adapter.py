@@ -62,8 +62,8 @@ from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
 from ..postproc.base import threshold as _threshold
-from ..training.trainer import (Restart, replace_rows, run_in_threads, sorted_unique,  # noqa: F401  (the
-                                 stuck_at_start)                                        # trainer's, re-exported)
+from ..training.trainer import (Restart, note_zero_starts, replace_rows, run_in_threads,  # noqa: F401  (the
+                                 sorted_unique, stuck_at_start)                 # trainer's, re-exported)
 from ..solver import direct as _direct
 from ..solver import newton as _nt
 from ..objective import rowspan as _rowspan
@@ -228,6 +228,13 @@ def solve(P, V, S, tol, w0):
     if O.fst[_erm.ZEROED] != 0.0:   # the solver started from w = 0 instead (newton.zero_if_worse)
         w0[:nv] = 0.0
     return st, it, cg, f0, f1, g_init, g_final, _distance(W.w, w0)
+
+
+@njit(cache=True, nogil=True)
+def zeroed(V):
+    """Whether the last solve on workspace V started from w = 0 instead of its start
+    (newton.zero_if_worse: the start scored above f(0))."""
+    return V[1].fst[_erm.ZEROED] != 0.0
 
 
 @njit(cache=True, nogil=True)

@@ -54,6 +54,9 @@ def stat_fields() -> tuple[str, ...]:
     return core.stat_fields() + EXTRA_FIELDS
 
 
+N_FIELDS = len(stat_fields())   # the core's columns, then EXTRA_FIELDS
+
+
 @njit(cache=True, nogil=True)
 def _grow(a, need):
     if need <= a.size:
@@ -177,7 +180,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
     out_indices = np.empty(1024, dtype=np.int32)
     out_data = np.empty(1024, dtype=np.float32)
     intercept = np.zeros(nl, dtype=np.float32)
-    stats = np.zeros((nl, 15))
+    stats = np.zeros((nl, N_FIELDS))
     nnz = 0
     done = nl
     # Labels without a row (no positive, nothing shortlisted) all pose one problem, the
@@ -188,7 +191,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
     # core trainer, which shares such labels too, training/sharing.py).
     e_have = False
     e_key = np.zeros(4)            # C+, C-, the start's bias weight, the solved bias weight
-    e_int = np.zeros(3, dtype=np.int64)
+    e_int = np.zeros(4, dtype=np.int64)
     e_flt = np.zeros(6)
     w_start = 0.0
     for k in range(nl):
@@ -246,13 +249,14 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
             core.scores(P, W.w, O.wx)    # the row is no row of X: its score is the bias alone
             w_start = W.w[0]
         st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        zeroed = False
         tau = 0.0
         if solve and empty and e_have and cp == e_key[0] and cn == e_key[1] and W.w[0] == e_key[2] \
                 and math.copysign(1.0, W.w[0]) == math.copysign(1.0, e_key[2]):   # -0.0 is not 0.0 here
             # the same one-row problem from the same start as an earlier empty label of
             # this chunk: its solve, bit for bit (see the module text)
             W.w[0] = e_key[3]
-            st, it, cg = e_int[0], e_int[1], e_int[2]
+            st, it, cg, zeroed = e_int[0], e_int[1], e_int[2], e_int[3] != 0
             f0, f1, g_init, g_final, dist, tau = e_flt[0], e_flt[1], e_flt[2], e_flt[3], e_flt[4], e_flt[5]
         elif solve:
             if not timed:
@@ -269,11 +273,12 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
                 st, it, cg, f0, f1, g_init, g_final, dist = core.solve_direct(P, (W, O), G, S, tol, w0)
             else:
                 st, it, cg, f0, f1, g_init, g_final, dist = core.solve(P, (W, O), S, tol, w0)
+            zeroed = core.zeroed((W, O))
             tau = core.threshold(post, P, (W, O), f1)
             if empty:
                 e_have = True
                 e_key[0], e_key[1], e_key[2], e_key[3] = cp, cn, w_start, W.w[0]
-                e_int[0], e_int[1], e_int[2] = st, it, cg
+                e_int[0], e_int[1], e_int[2], e_int[3] = st, it, cg, 1 if zeroed else 0
                 e_flt[0], e_flt[1], e_flt[2], e_flt[3], e_flt[4], e_flt[5] = f0, f1, g_init, g_final, dist, tau
         w = W.w
         # weights back to the global features (feats ascending), pruned in that space
@@ -302,8 +307,9 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
         row[10] = dist
         row[11] = core.now() - t0 if timed else 0.0
         row[12] = nnz - start
-        row[13] = 0 if empty else m
-        row[14] = nf
+        row[13] = 1.0 if zeroed else 0.0
+        row[14] = 0 if empty else m
+        row[15] = nf
     return out_indptr[: done + 1].copy(), out_indices[:nnz].copy(), out_data[:nnz].copy(), intercept[:done].copy(), \
         stats[:done].copy(), done
 
@@ -505,6 +511,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         restart.report(inputs.starts.name)
     stats.meta.update({"init": inputs.starts.name, "compile_seconds": compile_seconds,
                        "restarted_from_zero": restart.count if restart is not None else 0,
+                       "zero_starts": core.note_zero_starts(stats, f"init {inputs.starts.name!r}"),
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
     if solve and collect:

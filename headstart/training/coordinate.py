@@ -41,7 +41,7 @@ from ..solver import glmnet
 from ..shortlist import core_adapter as core
 from ..solver.newton import MAX_ITER, now, settings
 from ..params import TrainParams
-from .kernel import _grow
+from .kernel import N_STATS, _grow
 from .sharing import SameProblems
 
 #: LIBLINEAR's dual_solver_max_iter: -s 1 and -s 7 finish by the primal Newton method after it
@@ -61,7 +61,7 @@ def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
 def _chunk_buffers(nl):
     """A chunk's results as they grow: weights (CSR by label), intercepts, statistics."""
     return (np.zeros(nl + 1, dtype=np.int64), np.empty(1024, dtype=np.int32), np.empty(1024, dtype=np.float32),
-            np.zeros(nl, dtype=np.float32), np.zeros((nl, 13)))
+            np.zeros(nl, dtype=np.float32), np.zeros((nl, N_STATS)))
 
 
 @njit(cache=True, nogil=True)
@@ -126,7 +126,7 @@ def _seed(npos, n, j):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, kept):
+def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, kept, zeroed=False):
     st[0] = npos
     st[1] = status
     st[2] = iters
@@ -140,6 +140,7 @@ def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, ke
     st[10] = dist
     st[11] = seconds
     st[12] = kept
+    st[13] = 1.0 if zeroed else 0.0
 
 
 @njit(cache=True, nogil=True)
@@ -228,6 +229,7 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
         if abort[0] != 0:
             return _nothing(indptr, indices, data, intercept, stats)
         tol = epsilon
+        zeroed = False
         if status == MAX_ITER and cycles < max_iter:
             Wn, On = V
             for q in range(d + 1):
@@ -237,6 +239,7 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
             # LIBLINEAR: "primal_solver_tol obtained from eps for dual may be too loose", x 0.1
             tol, g0 = core.setup(NP, On, pos, cp, cn, 0.1 * epsilon, d1_zero, colsum, scratch, True)
             status, it_n, cg_n, _, f, _, g, _ = core.solve(NP, V, S, tol, scratch)
+            zeroed = core.zeroed(V)   # the dual's point scored above f(0): Newton went on from 0
             iters += it_n
             steps += cg_n
             for q in range(d + 1):
@@ -245,7 +248,7 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
         start = nnz
         indices, data, nnz, dist = _keep(W.w, d, RP.bias, prune, indices, data, nnz, intercept, k)
         indptr[k + 1] = nnz
-        _record(stats[k], npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, nnz - start)
+        _record(stats[k], npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, nnz - start, zeroed)
     return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
         stats[:started], started
 
@@ -263,7 +266,8 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
     from .trainer import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, make_records,
-                          report_problems, run_chunks, shared_label_chunks, sorted_unique, warmup_records)
+                          note_zero_starts, report_problems, run_chunks, shared_label_chunks, sorted_unique,
+                          warmup_records)
 
     from ..params import method_of
 
@@ -359,7 +363,8 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     stats.meta.update({"init": "zero", "solver": method, "init_prepare_seconds": 0.0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
-                       "threads": threads, "lanes": 1, "groups": False, "shared_solves": same.copied})
+                       "threads": threads, "lanes": 1, "groups": False, "shared_solves": same.copied,
+                       "zero_starts": note_zero_starts(stats, "dual method's point (the switch to Newton's)")})
     if collect:
         report_problems(stats)
     return weights, intercept, stats

@@ -48,8 +48,11 @@ from ..solver.newton import Workspace
 LANES = 16  # labels per sweep over X; lanes_scores is written out for exactly this many
 
 # Per-label scalar statistics, in this column order.
+# zero_start: 1 where the initialiser's start scored above f(0) and the solver started
+# from w = 0 instead (solver/newton.zero_if_worse); f_init is then f(0).
 STAT_FIELDS = ("n_pos", "status", "iterations", "cg_steps", "f_init", "f_final", "gnorm_init",
-               "gnorm_final", "gnorm_zero", "tolerance", "distance", "seconds", "nnz")
+               "gnorm_final", "gnorm_zero", "tolerance", "distance", "seconds", "nnz", "zero_start")
+N_STATS = len(STAT_FIELDS)
 
 IDLE, NEED_START, NEED_STEP = 0, 1, 2
 
@@ -494,7 +497,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     buf_indices = np.empty(1024, dtype=np.int32)
     buf_data = np.empty(1024, dtype=np.float32)
     intercept = np.zeros(nl, dtype=np.float32)
-    stats = np.zeros((nl, 13))
+    stats = np.zeros((nl, N_STATS))
     nnz = np.int64(0)   # not the literal 0: _finish would be compiled a second time for it
     next_k = 0
     started = -1   # labels handed out before the deadline; -1 while there is time
@@ -791,7 +794,8 @@ def _finish(P, O, W, post, plan, psum, y_indptr, y_indices, j, w0, k, status, it
     counts[k] = nnz - start
     intercept[k] = W.w[d] * P.bias
     start_vector(P, O, plan, psum, y_indices[y_indptr[j]: y_indptr[j + 1]], j, w0)
-    if O.fst[erm.ZEROED] != 0.0:   # the solver started from w = 0 instead (nt.zero_if_worse)
+    zeroed = O.fst[erm.ZEROED] != 0.0    # the solver started from w = 0 instead (nt.zero_if_worse)
+    if zeroed:
         w0[:] = 0.0
     dist = 0.0
     for q in range(nv):
@@ -806,4 +810,5 @@ def _finish(P, O, W, post, plan, psum, y_indptr, y_indices, j, w0, k, status, it
     st[10] = math.sqrt(dist)
     st[11] = seconds
     st[12] = nnz - start
+    st[13] = 1.0 if zeroed else 0.0
     return nnz, buf_indices, buf_data

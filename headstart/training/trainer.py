@@ -351,11 +351,22 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": lanes, "groups": groups,
                        "shared_solves": same.copied if same is not None else 0,
-                       "restarted_from_zero": restarted})
+                       "restarted_from_zero": restarted,
+                       "zero_starts": note_zero_starts(stats, f"init {init.name!r}")})
     if collect:
         # (a sink's owner reports what it saved: sharded training, the spooled writer)
         report_problems(stats)
     return weights, intercept, stats
+
+
+def note_zero_starts(stats: TrainingStats, start: str) -> int:
+    """How many labels the solver started from w = 0 because ``start`` scored above f(0)
+    there (the ``zero_start`` column; solver/newton.zero_if_worse), logged when any."""
+    n = int(np.count_nonzero(stats.columns.get("zero_start", ())))
+    if n:
+        log.info("%d of %d label(s) started from w = 0: the %s scored above f(0) there (e.g. one feature value "
+                 "dwarfing the rest); their statistics show f_init = f(0)", n, len(stats), start)
+    return n
 
 
 class Restart:
