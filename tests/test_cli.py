@@ -402,6 +402,13 @@ def test_evaluate_dismec_metrics_and_save_metrics(tmp_path, capsys):
         code, _, err = run(capsys, *argv, "--save-metrics", target)
         assert code == 2 and needle in err and "absent.txt" not in err, err
     assert (tmp_path / "p.txt").read_text().startswith("3 2")
+    # train's --stats inside the model directory it writes (its manifest: helper-46,
+    # which replaced the model's manifest) -- refused before training, sharded or not
+    for extra in ((), ("--shard-size", "2")):
+        for target in (tmp_path / "model" / "manifest.json", tmp_path / "model" / "stats" / "s.csv"):
+            code, _, err = run(capsys, "train", tmp_path / "absent.txt", "-o", tmp_path / "model", *extra,
+                               "--stats", target)
+            assert code == 2 and "the model directory this command writes" in err, err
 
 
 def test_export_of_a_label_range_says_to_merge_first(trained, tmp_path, capsys):

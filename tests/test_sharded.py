@@ -201,6 +201,18 @@ def test_a_second_writer_of_the_same_directory_is_refused(bibtex, reference, tmp
         assert not out.exists()
         with pytest.raises(ResourceError, match="another run is writing"):      # another spelling of the path
             train_sharded(X, Y, PARAMS, tmp_path / "." / "m", num_labels=4, shard_size=2)
+        (tmp_path / "alias").symlink_to(out, target_is_directory=True)   # a link to it (helper-46)
+        with pytest.raises(ResourceError, match="another run is writing"):
+            train_sharded(X, Y, PARAMS, tmp_path / "alias", num_labels=4, shard_size=2)
+        # the writers of whole models too -- a spooled (non-sharded) run, save_model,
+        # merge -- would replace the directory a sharded run is filling (helper-46)
+        from headstart.estimator import fit_to_directory
+
+        with pytest.raises(ResourceError, match="another run is writing"):
+            fit_to_directory(X, Y, PARAMS, out, num_labels=4)
+        with pytest.raises(ResourceError, match="another run is writing"):
+            save_model(fit_model(X, Y, PARAMS, num_labels=4)[0], out)
+        assert not out.exists()
     finally:
         holder.kill()
         holder.wait()

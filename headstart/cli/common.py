@@ -500,10 +500,12 @@ INPUT_OPTIONS = ("train", "test", "data", "input", "labels_file", "train_labels"
                  "predictions", "shortlist", "thresholds", "dense", "weights_pos_file", "weights_neg_file")
 
 
-def check_output_file(path: str, what: str, args: argparse.Namespace | None = None) -> None:
+def check_output_file(path: str, what: str, args: argparse.Namespace | None = None,
+                      model_dir: str | None = None) -> None:
     """Fail before any work when ``path`` cannot become the ``what`` file, or (with the
     command's ``args``) is one of the files the command reads: the atomic write would
-    replace the user's data with the output."""
+    replace the user's data with the output; or lies in ``model_dir``, the model
+    directory the command writes (its manifest, shards: the model's own files)."""
     from ..io.atomic import regular_target
 
     if path == "-":
@@ -524,6 +526,11 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
             if p.exists() and os.path.samefile(given, path):
                 raise ParameterError(f"{path}: the {what} would replace an input of this command ({given}); "
                                      "write it elsewhere")
+    if model_dir is not None:
+        out = Path(os.path.realpath(model_dir))
+        if out == Path(os.path.realpath(p)) or out in Path(os.path.realpath(p)).parents:
+            raise ParameterError(f"{path}: the {what} would be written into {model_dir}, the model directory this "
+                                 "command writes; write it elsewhere")
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         why = "is not a directory" if parent.exists() else "does not exist"

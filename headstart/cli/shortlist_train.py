@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             "--init-dense-weights/--init-dense-bias need --dense X.npy")
     common.check_output_dir(args.output, sharded="" if args.resume else "shortlist-train")
     if args.stats:
-        common.check_output_file(args.stats, "statistics file", args)
+        common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     from ..io import read_dense_features
     from ..shortlist import DenseSparseParams, read_shortlist, train_shortlisted_dir
 

@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     # a finished model is replaced by an unsharded run once the new one is complete
     common.check_output_dir(args.output, sharded="" if args.resume else sharded)
     if args.stats:
-        common.check_output_file(args.stats, "statistics file", args)
+        common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     if params.pretrained:
         from ..model.manifest import read_manifest
 

@@ -32,8 +32,10 @@ _held: set[Path] = set()   # the locks this process holds
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
-    p = Path(os.path.abspath(path))     # the parent resolved: two spellings of one directory share a lock
-    return Path(os.path.realpath(p.parent)) / f".{p.name}.lock"
+    # resolved, the directory's own name too: two spellings of one directory -- another
+    # parent path, a symbolic link to the directory -- share one lock
+    p = Path(os.path.realpath(path))
+    return p.parent / f".{p.name}.lock"
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from .manifest import (COSTS_KEY, DATA_DIGEST_KEY, OPTIONAL_MANIFEST_KEYS, RANGE
                        read_manifest, settings_of, write_manifest)
 from .ranges import fmt_range, ranges_text, uncovered
 from .shards import read_shard_checked
-from .writer import building, prepare_target
+from .writer import new_model_dir
 
 
 def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.PathLike], *,
@@ -68,10 +68,9 @@ def merge_models(out_path: str | os.PathLike, shard_dirs: Sequence[str | os.Path
     if missing and not allow_gaps:
         raise ModelFormatError(f"cannot merge: the merged model would miss {ranges_text(missing)} of "
                                f"[0, {ref['label_space']}) (allow_gaps=True, on the command line --allow-gaps, merges anyway)")
-    prepare_target(out_path)
     manifest = dict(ref, shards=[], extra_files={})
     manifest.pop(RANGE_KEY, None)     # the parts' ranges: the merged model is the label space's
-    with building(out_path) as tmp:
+    with new_model_dir(out_path) as tmp:
         write_extras(tmp, manifest, ref_pre, ref_counts)
         for _, _, i, s in entries:
             raw, _ = read_shard_checked(dirs[i], s, ref["n_features"])

@@ -36,7 +36,7 @@ from .extras import write_extras
 from .manifest import base_manifest, shard_file_name, write_manifest
 from .ranges import contiguous_runs
 from .shards import canonical_intercept, canonical_weights
-from .writer import building, prepare_target
+from .writer import new_model_dir
 
 SPOOL_NAME = "weights.spool"
 #: bytes copied from the spool per write when the shard file is assembled
@@ -51,8 +51,8 @@ def spooled_model(path: str | os.PathLike) -> Iterator["ModelSpool"]:
     directory appears when the block ends after :meth:`ModelSpool.finish`; on an
     exception, or without ``finish``, nothing is left behind."""
     path = Path(os.path.abspath(path))
-    prepare_target(path, overwrite="complete", unknown_range_unfinished=False)
-    with building(path) as tmp:
+    # the lock held for the whole training: see writer.new_model_dir
+    with new_model_dir(path, overwrite="complete", unknown_range_unfinished=False) as tmp:
         spool = ModelSpool(tmp)
         try:
             yield spool

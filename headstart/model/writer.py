@@ -43,6 +43,7 @@ from ..io.atomic import TEMP_NAME_RE, atomic_directory
 from ..params import TrainParams
 from .archive import read_verified
 from .extras import read_extras, write_extras
+from .lock import model_dir_lock
 from .manifest import (RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, base_manifest, costs_digest, is_headstart_model, is_int,
                        model_params_difference, read_manifest, shard_file_name, write_manifest)
 from .model import OvAModel, Preprocessing
@@ -93,6 +94,18 @@ def building(path: Path) -> Iterator[Path]:
         yield tmp
 
 
+@contextlib.contextmanager
+def new_model_dir(path: Path, **target: Any) -> Iterator[Path]:
+    """:func:`building` a model for ``path`` after :func:`prepare_target` (``target``: its
+    options) allowed replacing what is there, holding the directory's writer lock from
+    the check to the rename: a sharded run resuming into ``path`` meanwhile is refused,
+    not overwritten, and this one is refused while another writes there."""
+    with model_dir_lock(path):
+        prepare_target(path, **target)
+        with building(path) as tmp:
+            yield tmp
+
+
 def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | None = None) -> None:
     """Write ``model`` to the directory ``path`` atomically.
 
@@ -114,10 +127,9 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
     # labels listed in ``missing_ranges`` (a model loaded with allow_gaps) are not written
     covered = uncovered(getattr(model, "missing_ranges", None) or [], first, first + w.shape[0])
     # (as the command line does: an interrupted run's work is not silently replaced)
-    prepare_target(path, overwrite="complete", unknown_range_unfinished=False)
     manifest = base_manifest(model.n_features, label_space, model.n_train, model.params, model.preprocessing,
                              getattr(model, "extensions", None), label_range=(first, first + w.shape[0]))
-    with building(path) as tmp:
+    with new_model_dir(path, overwrite="complete", unknown_range_unfinished=False) as tmp:
         write_extras(tmp, manifest, model.preprocessing, model.label_counts)
         for a, z in covered:
             step = shard_size or (z - a)
@@ -169,10 +181,9 @@ class ModelWriter:
         if not isinstance(params, TrainParams):
             raise ModelFormatError(f"params must be a TrainParams, got {type(params).__name__}")
         preprocessing = preprocessing or Preprocessing()
-        prepare_target(path, overwrite=overwrite)
         manifest = base_manifest(n_features, label_space, n_train, params, preprocessing, extensions, data_sha256,
                                  label_range)
-        with building(path) as tmp:
+        with new_model_dir(path, overwrite=overwrite) as tmp:
             write_extras(tmp, manifest, preprocessing, label_counts)
             write_manifest(tmp, manifest)
         return cls(path, manifest)
