@@ -284,6 +284,18 @@ def test_cli_import_export_round_trip_and_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "m.model.weights-2-2:1:" in err and "3:oops" in err
     assert not bad_out.exists()
+    # the export's record edited by hand: a value of another type is named, with the file
+    # (helper-46: "false" was taken as true, "yes" an internal error)
+    again = json.loads((tmp_path / "again.model").read_text())
+    for key, value, needle in (("normalize-instances", "false", "must be true or false, got 'false'"),
+                               ("augment-for-bias", "yes", "must be null or a number > 0, got 'yes'"),
+                               ("transform", "log", "'transform' must be one of")):
+        edited = dict(again, **{"headstart-export": dict(again["headstart-export"], **{key: value})})
+        (tmp_path / "again.model").write_text(json.dumps(edited))
+        assert cli_main.main(["import-dismec", str(tmp_path / "again.model"), "-o", str(bad_out)]) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path / 'again.model'}: headstart-export: " in err and needle in err, err
+        assert not bad_out.exists()
 
 
 def test_failed_reexport_keeps_the_earlier_export(tmp_path, monkeypatch):
@@ -299,6 +311,45 @@ def test_failed_reexport_keeps_the_earlier_export(tmp_path, monkeypatch):
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     np.testing.assert_array_equal(read_dismec_model(tmp_path / "x.model", bias_feature=1.0).weights.toarray(),
                                   W.toarray())
+
+
+def test_export_killed_before_its_metadata_leaves_the_earlier_export(tmp_path, monkeypatch):
+    """A kill after the weight files are in place but before the metadata file is (helper-46:
+    the old metadata -- its bias value -- then described the new weights, a wrong model
+    imported with exit 0): new weight files never take the names the old metadata lists,
+    and the old ones go once the new metadata is there."""
+    import headstart.model.dismec as dm
+
+    rng = np.random.default_rng(0)
+    old = OvAModel(sp.csr_matrix(rng.normal(size=(5, 3)).astype(np.float32)), np.full(5, 0.5, np.float32), 3, 5,
+                   params=TrainParams(bias=1.0))
+    new = OvAModel(sp.csr_matrix(rng.normal(size=(5, 3)).astype(np.float32)), np.full(5, -0.25, np.float32), 3,
+                   5, params=TrainParams(bias=2.0))
+    meta = tmp_path / "x.model"
+    write_dismec_model(old, meta, labels_per_file=2)
+    before = read_dismec_model(meta)
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt     # as a SIGKILL right before the metadata's write
+
+    with monkeypatch.context() as mp:
+        mp.setattr(dm, "atomic_write", killed)
+        with pytest.raises(KeyboardInterrupt):
+            write_dismec_model(new, meta, labels_per_file=2)
+    again = read_dismec_model(meta)
+    assert json.loads(meta.read_text())["headstart-export"]["augment-for-bias"] == 1.0
+    np.testing.assert_array_equal(again.weights.toarray(), before.weights.toarray())
+    np.testing.assert_array_equal(again.intercept, before.intercept)
+    # completed: the new model, and only its weight files beside the metadata
+    files = write_dismec_model(new, meta, labels_per_file=2)
+    assert json.loads(meta.read_text())["headstart-export"]["augment-for-bias"] == 2.0
+    got = read_dismec_model(meta, bias_feature=2.0)
+    np.testing.assert_allclose(got.weights.toarray(), new.weights.toarray(), rtol=1e-6)
+    np.testing.assert_allclose(got.intercept, new.intercept, rtol=1e-6)
+    listed = {f["file"] for f in json.loads(meta.read_text())["files"]}
+    assert listed == {p.name for p in files[:-1]}
+    assert all((tmp_path / n).is_file() for n in listed)
+    assert not any((tmp_path / f"x.model.weights-{a}-{b}").exists() for a, b in ((0, 1), (2, 3), (4, 4)))
 
 
 @pytest.mark.parametrize("fmt, content, expect", [

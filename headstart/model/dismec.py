@@ -292,6 +292,19 @@ def exported_options(meta_path: str | os.PathLike) -> dict[str, Any] | None:
     got = meta.get(EXPORT_KEY) if isinstance(meta, dict) else None
     if not (isinstance(got, dict) and set(got) == {"augment-for-bias", "normalize-instances", "transform"}):
         return None
+    # written by export-dismec; edited by hand, a value of another type is named, not
+    # taken for what it might mean ("false" is a true string)
+    bias, normalize, transform = got["augment-for-bias"], got["normalize-instances"], got["transform"]
+    bad = None
+    if bias is not None and not (isinstance(bias, (int, float)) and not isinstance(bias, bool)
+                                 and math.isfinite(bias) and bias > 0):
+        bad = f"'augment-for-bias' must be null or a number > 0, got {bias!r}"
+    elif not isinstance(normalize, bool):
+        bad = f"'normalize-instances' must be true or false, got {normalize!r}"
+    elif transform not in TRANSFORMS:
+        bad = f"'transform' must be one of {', '.join(TRANSFORMS)}, got {transform!r}"
+    if bad is not None:
+        raise ModelFormatError(f"{meta_path}: {EXPORT_KEY}: {bad}")
     return got
 
 
@@ -350,14 +363,23 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
     first = model.first_label
     covered = uncovered(model.missing_ranges, first, first + model.num_labels)
     # Every weight file goes to a temporary name first and all are renamed into place only
-    # when all are written (the metadata file last): an export that fails leaves an earlier
+    # when all are written, the metadata file last: an export that fails leaves an earlier
     # export to the same name as it was, and never a metadata file without its weights.
+    # The new weight files never take the names the earlier metadata lists (a kill between
+    # the renames and the metadata's would pair the old metadata -- its bias value, its
+    # label ranges -- with the new weights, helper-46); those files go once the new
+    # metadata is in place.
+    blocks = [(a, min(stop, a + labels_per_file)) for start, stop in covered
+              for a in range(start, stop, labels_per_file)]
+    earlier = _listed_weight_files(meta_path)
+    tag = ""
+    while not earlier.isdisjoint(f"{meta_path.name}.weights-{a}-{b - 1}{tag}" for a, b in blocks):
+        tag = f".{os.urandom(3).hex()}"
     pending: list[tuple[Path, Path]] = []
     files: list[dict[str, Any]] = []
     try:
-        for a, b in ((a, min(stop, a + labels_per_file)) for start, stop in covered
-                     for a in range(start, stop, labels_per_file)):
-            path = meta_path.with_name(f"{meta_path.name}.weights-{a}-{b - 1}")
+        for a, b in blocks:
+            path = meta_path.with_name(f"{meta_path.name}.weights-{a}-{b - 1}{tag}")
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             pending.append((tmp, path))
             try:
@@ -385,7 +407,21 @@ def write_dismec_model(model: OvAModel, meta_path: str | os.PathLike, *, fmt: st
                          "transform": str(model.preprocessing.transform)}}
     with atomic_write(meta_path, "w") as f:
         f.write(json.dumps(meta, indent=4) + "\n")
+    for name in earlier - {p.name for _, p in pending}:
+        meta_path.with_name(name).unlink(missing_ok=True)
     return [*(p for _, p in pending), meta_path]
+
+
+def _listed_weight_files(meta_path: Path) -> set[str]:
+    """The weight files an existing metadata file at ``meta_path`` lists that are an export's
+    of that name (``<name>.weights-...`` beside it); none if there is no readable one."""
+    try:
+        listed = json.loads(meta_path.read_text(encoding="utf-8")).get("files", [])
+        names = {e["file"] for e in listed if isinstance(e, dict) and isinstance(e.get("file"), str)}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return set()
+    return {n for n in names if n.startswith(f"{meta_path.name}.weights-") and os.sep not in n
+            and (os.altsep is None or os.altsep not in n)}
 
 
 def _check_exportable(model: OvAModel, allow_gaps: bool = False) -> None:
