@@ -314,3 +314,24 @@ def test_cdn_sets_a_weight_that_is_zero_but_for_rounding_to_zero():
     ours = l1_objective(Xa, y, W[0].toarray().ravel().astype(np.float64), 1.0, "squared-hinge", True)
     theirs = l1_objective(Xa, y, Wl[0][:X.shape[1]], 1.0, "squared-hinge", True)
     assert ours <= theirs * (1 + 1e-4), (ours, theirs)
+
+
+def test_glmnet_sets_a_weight_that_is_zero_but_for_rounding_to_zero():
+    """The same for newGLMNET (helper-47): on one row (features 0:1 3:2, labels 0 and 1)
+    with a regularised bias, the optimum has every weight 0 but feature 3's (|w_3| = 3/8,
+    f = 3/8 + (1/4)^2 = 0.4375), yet the solver left -1.9e-13 and 6.3e-14 in w, whose violations kept the rule from
+    holding: status no_progress with ||g|| 0.5 against a tolerance of 0.05, and 3 weights
+    kept at --prune 0.  Both labels now converge there with exact zeros."""
+    X = check_features(sp.csr_matrix(np.array([[1.0, 0.0, 0.0, 2.0]], dtype=np.float32)))
+    Y = check_labels(sp.csr_matrix(np.array([[1.0, 0.0]], dtype=np.float32)), 1)
+    W, b, st = train_labels(X, Y, TrainParams(regularizer="l1-exact", regularize_bias=True, prune=0.0, threads=1,
+                                              init="zero"), np.arange(2))
+    assert list(st.status_names()) == ["converged", "converged"], st.status_names()
+    np.testing.assert_allclose(st["f_final"], 0.4375, rtol=1e-12)
+    np.testing.assert_allclose(W.toarray(), [[0, 0, 0, 0.375], [0, 0, 0, -0.375]], rtol=1e-6)
+    assert W.nnz == 2 and np.all(b == 0)
+    Xa, Ys = sp.csr_matrix(X, dtype=np.float64), Y
+    for j in range(2):
+        w = np.append(W[j].toarray().ravel(), b[j]).astype(np.float64)
+        assert l1_objective(sp.hstack([Xa, np.ones((1, 1))]).tocsr(), ref.label_vector(Ys, j), w, 1.0,
+                            "squared-hinge", True) == pytest.approx(0.4375, rel=1e-6)

@@ -269,6 +269,17 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
                     z = -wpd[j]
                 s += 1
                 if abs(z) < 1e-12:
+                    if z == -wpd[j] and wpd[j] != 0.0:
+                        # a weight zero but for rounding (-1.9e-13 on a one-row problem,
+                        # helper-47): its step to zero is too small to take as a step, yet
+                        # its violation |g -+ lam| keeps the rule from ever holding (the
+                        # solver stopped with no_progress at the optimum); set it to zero,
+                        # as cdn.py does
+                        if j < d:
+                            columns.add_column(indptr, indices, data, j, z, xd)
+                        else:
+                            columns.bias_add(bias, z, xd)
+                        wpd[j] = 0.0
                     continue
                 z = min(max(z, -MAX_STEP), MAX_STEP)
                 no_change = 0
