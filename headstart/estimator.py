@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from .errors import ConvergenceWarning, DataFormatError, NotFittedError, ParameterError
 from .model.model import FeatureHashing, OvAModel, Preprocessing
 from .model.ranges import contiguous_runs, uncovered
-from .params import TrainParams
+from .params import UNUSED_IS_AN_ERROR, TrainParams, implied_choices, unused_message, unused_parameters
 from .training.stats import TrainingStats
 from .training.trainer import ChunkResult, train_labels
 from .validation import check_features, check_k, check_labels, shares_arrays
@@ -285,8 +285,29 @@ class OvAClassifier:
 
     @property
     def params(self) -> TrainParams:
-        """The parameters as a validated :class:`TrainParams`."""
-        return TrainParams(**self.get_params())
+        """The parameters as a validated :class:`TrainParams`, with the choices that other
+        parameters imply where the choice is at its default, as on the command line
+        (``params.implied_choices``): ``pretrained`` -> ``init="pretrained"``, cost files ->
+        ``weighting="file"``, ``weight_pos`` / ``weight_neg`` -> ``weighting="constant"``."""
+        return TrainParams(**implied_choices(self.get_params(), self._given()))
+
+    def _given(self) -> set[str]:
+        """The parameters set to other values than their defaults."""
+        return {k for k, v in self.get_params().items() if not _same(v, getattr(_D, k))}
+
+    def _checked_params(self) -> TrainParams:
+        """:attr:`params`, refusing a cost file or a pretrained model that nothing reads and
+        warning (UserWarning) about other parameters the choices leave unread -- the
+        command line's checks (helper-47: they were ignored silently here)."""
+        import warnings
+
+        p = self.params
+        for name, by, choices, decided in unused_parameters(p, sorted(self._given())):
+            what = unused_message(p, name, by, choices, decided)
+            if name in UNUSED_IS_AN_ERROR:
+                raise ParameterError(what)
+            warnings.warn(f"{what}: ignored", UserWarning, stacklevel=3)
+        return p
 
     # --------------------------------------------------------------- training
     def fit(self, X, y, *, first_label: int = 0, num_labels: int | None = None,
@@ -301,7 +322,7 @@ class OvAClassifier:
         if classes is not None and (first_label != 0 or num_labels is not None):
             raise ParameterError("first_label / num_labels select labels of a label matrix; a 1-D y of classes "
                                  "trains every class")
-        model, stats = fit_model(X, y, self.params, first_label=first_label, num_labels=num_labels,
+        model, stats = fit_model(X, y, self._checked_params(), first_label=first_label, num_labels=num_labels,
                                  progress=progress)
         if classes is not None:
             model.extensions = {**(model.extensions or {}), "classes": classes_to_json(classes)}

@@ -15,7 +15,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable, Collection
 
 from ._threads import usable_cores
 from .errors import ParameterError
@@ -253,7 +253,9 @@ def validate(p: TrainParams) -> None:
           "a finite number > 0 (or null for the preset)", p.reg_epsilon)
     _need(_finite(p.reg_l2_share) and 0 <= p.reg_l2_share <= 1, "reg_l2_share", "a number in [0, 1]",
           p.reg_l2_share)
-    _need(_finite(p.propensity_a), "propensity_a", "a finite number", p.propensity_a)
+    # (metrics.propensities: p = 1 / (1 + (log N - 1)(B + 1)^A e^(-A log(n_l + B))) needs
+    # A >= 0 for p to grow with the label's count)
+    _need(_finite(p.propensity_a) and p.propensity_a >= 0, "propensity_a", "a finite number >= 0", p.propensity_a)
     _need(_finite(p.propensity_b) and p.propensity_b > -1, "propensity_b", "a finite number > -1", p.propensity_b)
     for name in ("weights_pos_file", "weights_neg_file", "pretrained"):
         v = getattr(p, name)
@@ -361,6 +363,13 @@ def _in(field: str, *names: str):
 
 
 _NEWTON = "other than l1-exact, and l2_solver newton"
+
+
+def _method_decider(p: TrainParams) -> str:
+    """What leaves the Newton-CG method unused: l2_solver dual, else the regulariser."""
+    return "l2_solver" if p.regularizer == "l2" and p.l2_solver == "dual" else "regularizer"
+
+
 def _aop_decider(p: TrainParams) -> str:
     """What leaves aop's s and t unread: another start, else a method without starts."""
     if p.init not in ("aop", "multi-pos"):
@@ -376,7 +385,7 @@ READ_ONLY_WITH: dict[str, tuple] = {
                     "elastic-*)"),
     # exact L1 and the dual start every label from zero (training/coordinate.py)
     "init": ("regularizer", lambda p: method_of(p) == "newton" or p.init == "zero",
-             "other than l1-exact, and l2_solver newton (l1-exact and the dual start from zero)"),
+             "other than l1-exact, and l2_solver newton (l1-exact and the dual start from zero)", _method_decider),
     "reg_l2_share": _in("regularizer", "elastic-net"),
     "l1_solver": ("regularizer", lambda p: _solver_of(p) == "coordinate", "l1-exact"),
     "l2_solver": _in("regularizer", "l2"),
@@ -389,10 +398,10 @@ READ_ONLY_WITH: dict[str, tuple] = {
     "aop_t": ("init", lambda p: p.init in ("aop", "multi-pos") and method_of(p) == "newton",
               "aop or multi-pos (and the Newton-CG method: not l1-exact, not l2_solver dual)", _aop_decider),
     # the Newton-CG method's settings; exact L1's newGLMNET keeps LIBLINEAR's (solver/glmnet.py)
-    "cg_epsilon": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
-    "pcg_alpha": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
-    "ls_eta": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
-    "ls_max_steps": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON),
+    "cg_epsilon": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON, _method_decider),
+    "pcg_alpha": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON, _method_decider),
+    "ls_eta": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON, _method_decider),
+    "ls_max_steps": ("regularizer", lambda p: method_of(p) == "newton", _NEWTON, _method_decider),
     "max_num_pos": _in("init", "multi-pos"),
     "bias_init": _in("init", "bias"),
     "ovap_epsilon": _in("init", "ovap", "ovap-strict"),
@@ -402,6 +411,31 @@ READ_ONLY_WITH: dict[str, tuple] = {
     "hash_seed": ("hash_buckets", lambda p: p.hash_buckets > 0, "> 0"),
 }
 UNUSED_IS_AN_ERROR = ("weights_pos_file", "weights_neg_file", "pretrained")
+
+
+def implied_choices(values: dict[str, Any], given: Collection[str]) -> dict[str, Any]:
+    """``values`` with the choices that other given parameters imply where the choice
+    itself is not ``given``: a pretrained model -> ``init`` "pretrained"; cost files ->
+    ``weighting`` "file" (also from a parameters file that names no weighting); constant
+    costs -> ``weighting`` "constant".  The command line's options and the estimator's
+    parameters (given = those not at their defaults) alike."""
+    out = dict(values)
+    given = set(given)
+    if out.get("pretrained") and "init" not in given and ("pretrained" in given or "init" not in out):
+        out["init"] = "pretrained"
+    files = {"weights_pos_file", "weights_neg_file"}
+    if "weighting" not in given:
+        if files & given or ("weighting" not in out and any(out.get(f) for f in files)):
+            out["weighting"] = "file"
+        elif {"weight_pos", "weight_neg"} & given:
+            out["weighting"] = "constant"
+    return out
+
+
+def unused_message(p: TrainParams, name: str, by: str, choices: str, decided: str,
+                   spell: Callable[[str], str] = str) -> str:
+    """'NAME is read only with BY CHOICES; DECIDED is VALUE' (names through ``spell``)."""
+    return f"{spell(name)} is read only with {spell(by)} {choices}; {spell(decided)} is {getattr(p, decided)!r}"
 
 
 def unused_parameters(p: TrainParams, given) -> list[tuple[str, str, str, str]]:

@@ -446,13 +446,20 @@ def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys
     assert code == 2 and "--pretrained is read only with --init pretrained; --init is 'zero'" in err
     code, out, err = run(capsys, "train", "--print-params", "--weights-pos-file", costs)
     assert code == 0 and json.loads(out)["weighting"] == "file" and "WARNING" not in err
+    # checked with the parameters, before any data is read (helper-47: after reading it)
+    code, out, err = run(capsys, "train", "--print-params", "--weighting", "2pm1", "--propensity-a", "-1")
+    assert code == 2 and "propensity_a (--propensity-a) must be a finite number >= 0, got -1" in err, err
     for argv, needle in ((["--init", "zero", "--s", "0.5"], "--aop-s is read only with --init aop or multi-pos"),
                          (["--huber-epsilon", "0.3"], "--huber-epsilon is read only with --loss huber-hinge"),
                          (["--prune", "0.1", "--sparsify", "5"], "--prune is read only with --sparsify 0"),
                          (["--hash-seed", "3"], "--hash-seed is read only with --hash-buckets > 0"),
                          # the reason is what leaves it unread, not --init (helper-36)
                          (["--regularizer", "l1-exact", "--s", "0.5"], "l2_solver dual); --regularizer is 'l1-exact'"),
-                         (["--l2-solver", "dual", "--regularize-bias", "--t", "-1"], "--l2-solver is 'dual'")):
+                         (["--l2-solver", "dual", "--regularize-bias", "--t", "-1"], "--l2-solver is 'dual'"),
+                         # the Newton method's settings: the dual leaves them unread (helper-47)
+                         (["--l2-solver", "dual", "--regularize-bias", "--cg-epsilon", "0.3"],
+                          "--cg-epsilon is read only with --regularizer other than l1-exact, and l2_solver newton; "
+                          "--l2-solver is 'dual'")):
         code, out, err = run(capsys, "train", "--print-params", *argv)
         assert code == 0 and "WARNING" in err and needle in err, (argv, err)
     # commands that run other initialisers than --init: their options are read

@@ -73,6 +73,33 @@ def test_get_set_params_and_clone():
         bad.fit(np.eye(3), np.eye(3))
 
 
+def test_parameters_imply_and_check_choices_as_the_command_line_does(bibtex, tmp_path):
+    """weight_pos, cost files and pretrained without weighting / init were ignored
+    silently by fit (helper-47); now they imply the choice (params.implied_choices) as
+    their options do, and parameters the choices leave unread are refused (a file, a
+    model) or warned about (UserWarning)."""
+    X, Y, _, _ = bibtex
+    X, Y = X[:300], Y[:300, :6]
+    assert OvAClassifier(weight_pos=10.0).params.weighting == "constant"
+    a = OvAClassifier(threads=1, weight_pos=10.0).fit(X, Y)
+    b = OvAClassifier(threads=1, weight_pos=10.0, weighting="constant").fit(X, Y)
+    plain = OvAClassifier(threads=1).fit(X, Y)
+    assert (a.coef_ != b.coef_).nnz == 0 and (a.coef_ != plain.coef_).nnz > 0
+    costs = tmp_path / "costs.txt"
+    costs.write_text("3.0\n" * 6)
+    assert OvAClassifier(weights_pos_file=str(costs)).params.weighting == "file"
+    c = OvAClassifier(threads=1, weights_pos_file=str(costs)).fit(X, Y)
+    assert (c.coef_ != plain.coef_).nnz > 0
+    plain.save(tmp_path / "m0")
+    assert OvAClassifier(pretrained=str(tmp_path / "m0")).params.init == "pretrained"
+    with pytest.raises(ParameterError, match="weights_pos_file is read only with weighting file; weighting is '2pm1'"):
+        OvAClassifier(threads=1, weighting="2pm1", weights_pos_file=str(costs)).fit(X, Y)
+    with pytest.raises(ParameterError, match="pretrained is read only with init pretrained; init is 'zero'"):
+        OvAClassifier(threads=1, init="zero", pretrained=str(tmp_path / "m0")).fit(X, Y)
+    with pytest.warns(UserWarning, match=r"aop_s is read only with init aop or multi-pos .*; init is 'zero': ignored"):
+        OvAClassifier(threads=1, init="zero", aop_s=0.5).fit(X, Y)
+
+
 def test_clone_of_a_fitted_estimator_is_unfitted(fitted):
     twin = clone(fitted)
     assert twin.get_params() == fitted.get_params() and not hasattr(twin, "model_")

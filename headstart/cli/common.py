@@ -152,13 +152,7 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     # a pretrained model directory implies the pretrained initialisation, a cost file
     # the weighting by files -- unless the command line says otherwise (a --params file
     # written by --print-params names every parameter, the defaults too)
-    if values.get("pretrained") and "init" not in cli and ("pretrained" in cli or "init" not in values):
-        values["init"] = "pretrained"
-    if (({"weights_pos_file", "weights_neg_file"} & set(cli)) or ("weighting" not in values and (
-            values.get("weights_pos_file") or values.get("weights_neg_file")))) and "weighting" not in cli:
-        values["weighting"] = "file"
-    elif {"weight_pos", "weight_neg"} & set(cli) and "weighting" not in cli:
-        values["weighting"] = "constant"
+    values = _params.implied_choices(values, cli)
     try:
         params = TrainParams.from_dict(values)
     except ParameterError as e:
@@ -169,8 +163,7 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     for name, by, choices, decided in _params.unused_parameters(params, cli):
         if decided == "init" and other_inits:
             continue
-        what = (f"{option_strings(name)[0]} is read only with {option_strings(by)[0]} {choices}; "
-                f"{option_strings(decided)[0]} is {getattr(params, decided)!r}")
+        what = _params.unused_message(params, name, by, choices, decided, lambda n: option_strings(n)[0])
         if name in _params.UNUSED_IS_AN_ERROR:
             raise ParameterError(what)
         log.warning("%s: ignored", what)
