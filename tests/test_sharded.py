@@ -96,6 +96,34 @@ def test_stats_file_round_trip(reference, tmp_path):
     np.testing.assert_array_equal(back.iter_offsets, st.iter_offsets)
 
 
+def test_a_damaged_statistics_file_does_not_stop_a_resume(bibtex, reference, tmp_path, caplog):
+    """A truncated statistics file (helper-46: an internal BadZipFile after the missing
+    labels were trained; an empty one refused the resume) is a warning naming it; its
+    labels' statistics are left out, the model is resumed as before.  Files written
+    before the zero_start column read with it as 0."""
+    import zipfile
+
+    X, Y = bibtex
+    out = tmp_path / "m"
+    train_sharded(X, Y, PARAMS, out, num_labels=NUM, shard_size=4)
+    m = read_manifest(out)
+    m["shards"] = m["shards"][:-1]                        # the last shard's labels to train again
+    (out / MANIFEST).write_text(json.dumps(m))
+    damaged = out / stats_file_name(0, 4)
+    damaged.write_bytes(damaged.read_bytes()[:300])
+    with pytest.raises(Exception, match="unreadable statistics file") as e:
+        load_stats_file(damaged)
+    assert not isinstance(e.value, zipfile.BadZipFile)
+    r = train_sharded(X, Y, PARAMS, out, num_labels=NUM, shard_size=4, resume=True)
+    assert r.complete and r.stats_without == [(0, 4)]
+    assert "unreadable statistics file" in caplog.text and str(damaged) in caplog.text
+    assert_same_weights(out, reference[0], allow_gaps=True)
+    # an older version's file, without the zero_start column
+    st = reference[1].take(np.arange(5, 12))
+    del st.columns["zero_start"]
+    np.testing.assert_array_equal(load_stats_file(write_stats_file(tmp_path, st))["zero_start"], np.zeros(7))
+
+
 def test_statistics_written_as_csv_json_lines_or_json(reference, tmp_path):
     """--stats F.json is one JSON document (a list), F.jsonl a line per label, F.csv a
     table: each with a row per label (helper-18: .json held JSON lines)."""

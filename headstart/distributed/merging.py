@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from ..io.atomic import atomic_write
 from ..model.manifest import read_manifest
 from ..model.merge import merge_models
 from ..model.ranges import missing_ranges_of
@@ -58,7 +59,9 @@ def merge(out_dir: str | os.PathLike, model_dirs: Sequence[str | os.PathLike], *
             src = d / name
             if src.is_file():
                 (out / STATS_DIR).mkdir(exist_ok=True)
-                shutil.copyfile(src, out / name)
+                # atomically, as every file of a model: a cut copy is no statistics file
+                with open(src, "rb") as fin, atomic_write(out / name, "wb") as fout:
+                    shutil.copyfileobj(fin, fout)
                 copied += 1
     labels = sum(s["num_labels"] for s in manifest["shards"])
     return MergeResult(out, dirs, len(manifest["shards"]), labels, manifest["label_space"],

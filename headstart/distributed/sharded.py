@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -195,7 +196,7 @@ def load_stats_file(path: str | os.PathLike) -> TrainingStats:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as e:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
         raise ModelFormatError(f"{path}: unreadable statistics file: {e}") from None
     cols = {k[4:]: v for k, v in arrays.items() if k.startswith("col_")}
     iters = {k[5:]: v for k, v in arrays.items() if k.startswith("iter_") and k != "iter_offsets"}
@@ -226,7 +227,9 @@ def read_stats(model_dir: str | os.PathLike, first_label: int = 0, num_labels: i
     """Statistics of the finished labels in ``[first_label, first_label + num_labels)``.
 
     Returns ``(stats, without)``: ``without`` lists the finished label ranges that have no
-    statistics file (shards written by ``save_model`` or copied without their stats).
+    statistics file (shards written by ``save_model`` or copied without their stats), or
+    a damaged one -- said in a warning: the statistics are a record of the training, not
+    the model, so a truncated file must not stop a resume of a sound model.
     """
     model_dir = Path(model_dir)
     m = read_manifest(model_dir)
@@ -240,10 +243,15 @@ def read_stats(model_dir: str | os.PathLike, first_label: int = 0, num_labels: i
         if not f.is_file():
             without.append((max(a, first_label), min(b, stop)))
             continue
-        st = load_stats_file(f)
-        lab = st["label"]
-        if lab.size != b - a or lab[0] != a or lab[-1] != b - 1:
-            raise ModelFormatError(f"{f}: statistics do not match the shard of labels [{a}, {b})")
+        try:
+            st = load_stats_file(f)
+            lab = st["label"]
+            if lab.size != b - a or lab[0] != a or lab[-1] != b - 1:
+                raise ModelFormatError(f"{f}: statistics do not match the shard of labels [{a}, {b})")
+        except ModelFormatError as e:
+            log.warning("%s: the statistics of these labels are left out (the model's shard is not affected)", e)
+            without.append((max(a, first_label), min(b, stop)))
+            continue
         if a < first_label or b > stop:
             st = st.take(np.flatnonzero((lab >= first_label) & (lab < stop)))
         parts.append(st)
