@@ -194,7 +194,42 @@ def test_a_failing_task_stops_the_run_with_its_error(client, data, tmp_path):
     with pytest.raises(HeadstartError, match="no-such-model"):
         train_dask(X, Y, params, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1,
                    retries=0)
-    assert read_manifest(tmp_path / "m")["shards"] == []
+    # nothing was trained: the new model of 0 labels is gone again, so the corrected
+    # command needs no --resume (helper-46); an empty target directory stays, empty
+    assert not (tmp_path / "m").exists()
+    (tmp_path / "e").mkdir()
+    with pytest.raises(HeadstartError, match="no-such-model"):
+        train_dask(X, Y, params, tmp_path / "e", client=client, num_labels=16, shard_size=8, task_threads=1,
+                   retries=0)
+    assert (tmp_path / "e").is_dir() and not any((tmp_path / "e").iterdir())
+
+
+def test_the_time_budget_is_the_runs_not_each_tasks(client, data, tmp_path):
+    """--timeout over Dask ends the run, as a local run's: each round's tasks get what is
+    left of it and no round starts after it; the labels not reached are missing (resume),
+    not an error after max_rounds of resubmissions (helper-46)."""
+    (X, Y), _ = data
+    r = train_dask(X, Y, PARAMS.replace(timeout=1e-3), tmp_path / "m", client=client, num_labels=NUM, shard_size=4,
+                   task_threads=1)
+    assert r.missing and r.info["rounds"] <= 1
+    assert sum(b - a for a, b in r.missing) + r.trained_labels == NUM
+
+
+def test_scheduler_files_are_read_strictly(tmp_path):
+    """A scheduler file that is missing (Dask waited for it without end), not JSON, or
+    without an address (internal errors) is refused naming it (helper-46)."""
+    from headstart.distributed.dask_backend import scheduler_address
+    from headstart.errors import DataFormatError, ParameterError
+
+    assert scheduler_address("tcp://127.0.0.1:8786") == "tcp://127.0.0.1:8786"
+    with pytest.raises(ParameterError, match="no.json: scheduler file not found"):
+        scheduler_address(str(tmp_path / "no.json"))
+    for body in ('{"address":', "[1, 2]", '{"address": 3}'):
+        (tmp_path / "s.json").write_text(body)
+        with pytest.raises(DataFormatError, match="s.json: not a Dask scheduler file"):
+            scheduler_address(str(tmp_path / "s.json"))
+    (tmp_path / "s.json").write_text('{"address": "tcp://10.0.0.1:8786", "type": "Scheduler"}')
+    assert scheduler_address(str(tmp_path / "s.json")) == "tcp://10.0.0.1:8786"
 
 
 def test_lost_worker_only_costs_its_task(client, data, reference, tmp_path):

@@ -96,6 +96,24 @@ def test_stats_file_round_trip(reference, tmp_path):
     np.testing.assert_array_equal(back.iter_offsets, st.iter_offsets)
 
 
+def test_an_input_refused_before_any_shard_leaves_no_model(bibtex, tmp_path):
+    """A cost file or pretrained model refused once training starts left a model of 0
+    labels, which the corrected command (without --resume) then refused to replace
+    (helper-46); the empty model is removed again -- an existing model never is."""
+    from headstart.errors import HeadstartError
+
+    X, Y = bibtex
+    (tmp_path / "costs.txt").write_text("1.0\nabc\n")
+    bad = PARAMS.replace(weighting="file", weights_pos_file=str(tmp_path / "costs.txt"))
+    with pytest.raises(HeadstartError, match="costs.txt"):
+        train_sharded(X, Y, bad, tmp_path / "m", num_labels=8, shard_size=4)
+    assert not (tmp_path / "m").exists()
+    train_sharded(X, Y, PARAMS, tmp_path / "m", num_labels=8, shard_size=4)
+    with pytest.raises(HeadstartError, match="costs.txt"):
+        train_sharded(X, Y, bad, tmp_path / "m", num_labels=8, shard_size=4, overwrite=True)
+    assert (tmp_path / "m").is_dir()       # it existed before: not removed
+
+
 def test_a_damaged_statistics_file_does_not_stop_a_resume(bibtex, reference, tmp_path, caplog):
     """A truncated statistics file (helper-46: an internal BadZipFile after the missing
     labels were trained; an empty one refused the resume) is a warning naming it; its

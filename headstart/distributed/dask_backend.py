@@ -30,6 +30,7 @@ either.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -39,14 +40,14 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from .._threads import usable_cores
-from ..errors import HeadstartError, MissingExtraError, ModelFormatError, ParameterError
+from ..errors import DataFormatError, HeadstartError, MissingExtraError, ModelFormatError, ParameterError
 from ..model.lock import writes_model_dir
 from ..model.writer import TRAINING_MANIFEST_LAG
 from ..params import TrainParams
 from ..training.kernel import LANES
 from ..validation import check_k
 from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished,
-                      finish_result, open_model_dir, plan_shards, prepare_data)
+                      finish_result, open_model_dir, plan_shards, prepare_data, undone_if_nothing_trained)
 
 log = logging.getLogger(__name__)
 
@@ -93,8 +94,7 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
         return
     distributed = _distributed()
     if scheduler:
-        kw = {"scheduler_file": scheduler} if str(scheduler).endswith(".json") else {"address": scheduler}
-        c = distributed.Client(**kw, timeout="60s")
+        c = distributed.Client(address=scheduler_address(scheduler), timeout="60s")
         try:
             yield c
         finally:
@@ -114,6 +114,27 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
             c.close()
     finally:
         cluster.close()
+
+
+def scheduler_address(scheduler: str) -> str:
+    """The address of ``scheduler``: itself, or read from a scheduler file (a path ending in
+    ``.json``, as ``dask scheduler --scheduler-file`` writes).  Read here, not by Dask,
+    which waits without end for a missing file and fails with internal errors on a bad
+    one (helper-46)."""
+    if not str(scheduler).endswith(".json"):
+        return str(scheduler)
+    try:
+        with open(scheduler, encoding="utf-8") as fh:
+            info = json.load(fh)
+    except FileNotFoundError:
+        raise ParameterError(f"{scheduler}: scheduler file not found (start the scheduler with "
+                             "--scheduler-file first, or give its address tcp://host:port)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataFormatError(f"{scheduler}: not a Dask scheduler file: {e}") from None
+    address = info.get("address") if isinstance(info, dict) else None
+    if not isinstance(address, str) or not address:
+        raise DataFormatError(f"{scheduler}: not a Dask scheduler file: no \"address\" of the scheduler in it")
+    return address
 
 
 def _cluster_size(client: Any, wait: float = 60.0) -> tuple[int, int]:
@@ -252,10 +273,21 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     fields), ``payload`` (what is scattered to the workers, default
     ``TrainingArrays(X, Y)``) and ``task_fn`` (same signature as :func:`train_range_task`).
     """
-    distributed = _distributed()
     t_start = time.perf_counter()
     if data is None:
         data = prepare_data(X, Y, params, first_label, num_labels)
+    if scheduler:
+        scheduler = scheduler_address(scheduler)      # a bad scheduler file refused before the model exists
+    with undone_if_nothing_trained(model_dir):
+        return _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_size, resume, overwrite,
+                           task_threads, progress, on_shard, keep_stats, retries, max_rounds, processes,
+                           worker_wait, extensions, task_fn, payload, t_start)
+
+
+def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_size, resume, overwrite, task_threads,
+                progress, on_shard, keep_stats, retries, max_rounds, processes, worker_wait, extensions, task_fn,
+                payload, t_start) -> ShardedResult:
+    distributed = _distributed()
     writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite, extensions=extensions)
     task_fn = task_fn or train_range_task
     first, count = data.first_label, data.num_labels
@@ -280,9 +312,13 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                      "task_threads": task_threads or "auto"})
         run = uuid.uuid4().hex[:8]
         last_error: BaseException | None = None
+        # --timeout is the run's budget, as for local training (helper-46: each task got
+        # all of it, and tasks the budget cut were resubmitted as lost): each round's
+        # tasks get what is left, and no round starts after it
+        deadline = t_start + params.timeout if params.timeout > 0 else None
         for rnd in range(max_rounds):
             missing = writer.missing_ranges(first, count)
-            if not missing:
+            if not missing or (deadline is not None and time.perf_counter() >= deadline):
                 break
             info["rounds"] = rnd + 1
             plan = plan_shards(missing, size, origin=first)
@@ -294,7 +330,9 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
             arrays = c.scatter(payload if payload is not None else TrainingArrays(data.X, data.Y), broadcast=True,
                                hash=False)
             info.setdefault("scatter_seconds", time.perf_counter() - t0)
-            futures = [c.submit(task_fn, arrays, params, a, b, task_threads,
+            left = params if deadline is None else params.replace(
+                timeout=max(deadline - time.perf_counter(), 1e-3))
+            futures = [c.submit(task_fn, arrays, left, a, b, task_threads,
                                 key=f"headstart-train-{a}-{b}-{run}-{rnd}", pure=False, retries=retries,
                                 priority=-i)
                        for i, (a, b) in enumerate(plan)]
@@ -328,6 +366,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
                     f"{writer.path}: a training task failed: {type(fatal).__name__}: {fatal}; the "
                     "finished shards are kept (resume to continue)") from fatal
     result = finish_result(writer, data, recorder, before, t_start, "dask", info)
+    if result.missing and params.timeout > 0 and time.perf_counter() - t_start >= params.timeout:
+        return result       # the time budget's end: the caller says so (resume to continue)
     if result.missing:
         a, b = result.missing[0]
         raise DistributedTrainingError(

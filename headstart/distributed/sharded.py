@@ -26,15 +26,17 @@ label range is trained differs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
+import shutil
 import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -123,6 +125,29 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
                                     data.label_counts, data.n_train, overwrite=True, extensions=extensions,
                                     data_sha256=data.digest(), label_range=(data.first_label, data.stop))
     return writer
+
+
+@contextlib.contextmanager
+def undone_if_nothing_trained(path: str | os.PathLike) -> Iterator[None]:
+    """Around the creation and training of a sharded model at ``path``: when the block
+    fails before any shard is listed and there was no model at ``path`` before, the
+    empty model it created is removed again (an empty directory given as the target is
+    left empty) -- an input refused late (a cost file, a pretrained model, an unreachable
+    scheduler: helper-46) must not leave a model of 0 labels that a corrected run
+    without --resume then refuses to replace."""
+    path = Path(os.path.abspath(path))
+    fresh = not _is_model_dir(path)
+    was_dir = path.is_dir()
+    try:
+        yield
+    except BaseException:
+        if fresh and _is_model_dir(path):
+            with contextlib.suppress(OSError, ValueError, ModelFormatError):
+                if not read_manifest(path)["shards"]:
+                    shutil.rmtree(path)
+                    if was_dir:
+                        path.mkdir()
+        raise
 
 
 def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str, Any] | None) -> None:
@@ -376,11 +401,18 @@ def train_sharded(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathL
     :func:`~headstart.training.trainer.train_labels`, same signature) let another training
     mode (headstart.shortlist) use the same shards, resume and statistics.
     """
-    from ..training.trainer import train_labels
-
     t_start = time.perf_counter()
     if data is None:
         data = prepare_data(X, Y, params, first_label, num_labels)
+    with undone_if_nothing_trained(model_dir):
+        return _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard_size, progress,
+                              on_shard, keep_stats, train_fn, own_data, t_start)
+
+
+def _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard_size, progress, on_shard,
+                   keep_stats, train_fn, own_data, t_start) -> "ShardedResult":
+    from ..training.trainer import train_labels
+
     writer = open_model_dir(model_dir, params, data, resume=resume, overwrite=overwrite, extensions=extensions)
     before = count_finished(writer, data.first_label, data.num_labels)
     if progress is not None and before:
