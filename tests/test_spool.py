@@ -114,6 +114,32 @@ def test_failure_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_full_disk_is_reported_with_the_file(tmp_path, monkeypatch):
+    """"No space left on device" said which file (helper-46: the spool's and the atomic
+    writes' errors had no file name); nothing is left behind."""
+    import errno
+    import os
+
+    from headstart.io.atomic import atomic_write
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    target = tmp_path / "m"
+    with monkeypatch.context() as mp:
+        mp.setattr(spool_mod.os, "pwrite", full)
+        with pytest.raises(OSError, match="No space left on device") as e:
+            with spooled_model(target) as spool:
+                spool.add(_chunks(0, [4])[0])
+    assert e.value.errno == errno.ENOSPC and "/.m.tmp-" in e.value.filename   # the spool beside m
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError) as e:
+        with atomic_write(tmp_path / "f.npz") as fh:
+            full(fh)
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "f.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_chunks_are_refused(tmp_path):
     with pytest.raises(ModelFormatError, match="NaN or infinite"):
         with spooled_model(tmp_path / "m") as spool:

@@ -102,7 +102,9 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
 
     ``mode`` is ``"wb"`` (binary) or ``"w"`` (text, ``encoding``, ``\\n`` line endings).
     The temporary name is ``.<name>.<random>.tmp`` in the same directory.  Exceptions from
-    the ``with`` block propagate unchanged after the temporary file has been removed.
+    the ``with`` block propagate after the temporary file has been removed, unchanged but
+    for an OSError without a file name (a full disk: "No space left on device"), which
+    gets ``path``'s, so that the message says which file could not be written.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', not {mode!r}")
@@ -128,9 +130,11 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
             if fsync:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None and e.errno is not None:
+            raise type(e)(e.errno, e.strerror, os.fspath(path)) from e
         raise
     if fsync:
         fsync_dir(directory)

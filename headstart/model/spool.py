@@ -100,8 +100,8 @@ class ModelSpool:
             elif d != self._n_features:
                 raise ModelFormatError(f"{what}: {d} features, earlier chunks had {self._n_features}")
             off = self._end
-            _pwrite_all(self._fd, W.indices.astype(np.int32, copy=False), off)
-            _pwrite_all(self._fd, W.data.astype(np.float32, copy=False), off + 4 * nnz)
+            _pwrite_all(self._fd, W.indices.astype(np.int32, copy=False), off, self._path)
+            _pwrite_all(self._fd, W.data.astype(np.float32, copy=False), off + 4 * nnz, self._path)
             self._end = off + 8 * nnz
             self._chunks.append((labels.copy(), lengths, b.copy(), off, nnz))
 
@@ -173,10 +173,13 @@ class ModelSpool:
                 self._path.unlink()
 
 
-def _pwrite_all(fd: int, a: np.ndarray, offset: int) -> None:
+def _pwrite_all(fd: int, a: np.ndarray, offset: int, path: Path) -> None:
     view = memoryview(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
     while view.nbytes:
-        n = os.pwrite(fd, view, offset)
+        try:
+            n = os.pwrite(fd, view, offset)
+        except OSError as e:   # a full disk: say which file (the spool of the model being trained)
+            raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
         view = view[n:]
         offset += n
 
