@@ -326,6 +326,9 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                      rnd + 1, sum(b - a for a, b in plan), len(plan), size, workers)
             t0 = time.perf_counter()
             if rnd:  # after losing every worker: give the cluster time to bring some back
+                if not c.scheduler_info().get("workers"):
+                    log.warning("no Dask worker left: waiting up to %g s for one to join the scheduler",
+                                worker_wait)
                 c.wait_for_workers(1, timeout=worker_wait)
             arrays = c.scatter(payload if payload is not None else TrainingArrays(data.X, data.Y), broadcast=True,
                                hash=False)
