@@ -12,6 +12,7 @@ import scipy.sparse as sp
 import headstart
 from headstart.training import pages
 from headstart.training.packed import PackedRows
+from headstart.training.kernel import STAT_FIELDS
 from headstart.training.stats import ITER_FIELDS, TrainingStats
 from headstart.training.trainer import ChunkResult, stack_rows
 
@@ -80,7 +81,7 @@ def test_pages_arrays_are_zero_and_writable():
 
 def _stats(labels, lengths, seed=0):
     rng = np.random.default_rng(seed)
-    table = rng.random((len(labels), 13))
+    table = rng.random((len(labels), len(STAT_FIELDS)))
     flat = {f: rng.random(int(np.sum(lengths))) for f in ITER_FIELDS}
     return TrainingStats.from_table(np.asarray(labels), table, np.asarray(lengths), flat)
 
