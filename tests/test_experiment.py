@@ -352,3 +352,17 @@ def test_feature_options_reach_every_run(bibtex_dir, capsys, tmp_path):
     code, _, err = run(capsys, "experiment", bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz", "-o",
                        tmp_path / "r2", "--transform", "cube")
     assert code == 2 and "invalid choice: 'cube'" in err
+
+
+def test_aop_grid_figure_of_few_labels_is_drawn(bibtex_dir, tmp_path):
+    """A few labels leave no bin of positives with enough labels to draw: the grid figure
+    failed there (log axes without data, helper-48: an internal error after all the
+    training); its panels now say so, as the per-initialisation figures' do."""
+    import headstart
+    from headstart.training.trainer import train_labels
+
+    X, Y = headstart.read_xmc(bibtex_dir / "train.txt.gz")
+    _, _, st = train_labels(X, Y, TrainParams(threads=1), np.arange(4))
+    _, fn, _ = GRID_FIGURE
+    out = fn([("s=1 t=-1", st), ("aop", st)], tmp_path / "grid.png")
+    assert (tmp_path / "grid.png").stat().st_size > 1000, out

@@ -247,24 +247,29 @@ def small_multiples(runs, series, path, *, title: str, xlabel: str, ylabel: str,
         ax.plot(x, m, color=col[n], lw=1.8, label=f"{n} (mean)")
         ax.set_title(n, fontsize=10, color=col[n])
         ax.legend(fontsize=7, framealpha=0.8)
-    # a run of few labels may have no bin of positives with enough labels to draw: its
-    # panels say so, and stay linear (a log axis without data cannot be drawn)
     drawn = any(len(data[n][0]) for n in names)
     for ax in axes:
-        if not drawn:
-            ax.text(0.5, 0.5, "no bin of positives holds\nenough labels to draw", ha="center", va="center",
-                    transform=ax.transAxes, fontsize=9, color="0.4")
-        if logx and drawn:
-            ax.set_xscale("log")
-        if logy and drawn:
-            ax.set_yscale("log", nonpositive="clip")
-        ax.grid(True, alpha=0.3)
+        _axes_scales(ax, drawn, logx, logy)
         if ylim is not None:
             ax.set_ylim(*ylim)
     fig.suptitle(title, fontsize=12)
     fig.supxlabel(xlabel, fontsize=10)
     fig.supylabel(ylabel, fontsize=10)
     return _save(fig, path)
+
+
+def _axes_scales(ax, drawn: bool, logx: bool, logy: bool) -> None:
+    """Log scales where asked -- but a run of few labels may have no bin of positives with
+    enough labels to draw: its panel says so and stays linear (a log axis without data
+    cannot be drawn; helper-48: the aop grid's figure failed there, after all training)."""
+    if not drawn:
+        ax.text(0.5, 0.5, "no bin of positives holds\nenough labels to draw", ha="center", va="center",
+                transform=ax.transAxes, fontsize=9, color="0.4")
+    if logx and drawn:
+        ax.set_xscale("log")
+    if logy and drawn:
+        ax.set_yscale("log", nonpositive="clip")
+    ax.grid(True, alpha=0.3)
 
 
 def _positives_note(runs) -> str:
@@ -373,15 +378,13 @@ def aop_grid_figure(points, path):
               (raw_objective_series, "Newton iteration k", "objective, labels still running", False, True),
               (positives_series("distance", edges), "training positives", "||w_final - w0||", True, True))
     for ax, (series, xl, yl, logx, logy) in zip(axs, panels):
+        drawn = False
         for name, st in points:
             x, m, _, _ = series(st)
             ax.plot(x, m, color=col[name], lw=1.6, label=name, marker="." if x.size <= 12 else None)
+            drawn = drawn or bool(np.size(x))
         ax.set(xlabel=xl, ylabel=yl)
-        if logx:
-            ax.set_xscale("log")
-        if logy:
-            ax.set_yscale("log")
-        ax.grid(True, alpha=0.3)
+        _axes_scales(ax, drawn, logx, logy)
     axs[0].legend(fontsize=8, ncol=2)
     fig.suptitle("aop hyperparameters s, t (means over labels)" + _positives_note(points), fontsize=12)
     return _save(fig, path)
