@@ -588,6 +588,30 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
     assert "the data has no labels" in capsys.readouterr().err and not (tmp_path / "nm").exists()
     assert main(["evaluate", "--predictions", pred, str(nolab)]) == 2
     assert "nolab.txt" in capsys.readouterr().err
+    # refused before anything is written, naming the file (helper-48): no instances; a
+    # test file of more features; --save-first-stage naming a file; an empty test set or
+    # dense rows of another count for shortlist-predict --evaluate
+    empty, wide, dense = tmp_path / "empty.txt", tmp_path / "wide.txt", tmp_path / "d.npy"
+    empty.write_text("0 3 3\n")
+    wide.write_text("2 7 3\n0 0:1 6:1\n1 2:1\n")
+    np.save(dense, np.ones((3, 2), dtype=np.float32))
+    (tmp_path / "afile").write_text("")
+    for argv, needle in ((["shortlist", empty, "-K", "2"], "empty.txt: the file has no instances"),
+                         (["shortlist", tiny, "-K", "2", "--test", wide], "wide.txt: the data has 7 features but "
+                                                                          "the training data 3"),
+                         (["shortlist", tiny, "-K", "2", "--save-first-stage", tmp_path / "afile"],
+                          "afile: --save-first-stage names a directory")):
+        out = tmp_path / "s_out.txt"
+        assert main([str(a) for a in argv] + ["-o", str(out)]) == 2, argv
+        assert needle in capsys.readouterr().err and not out.exists(), argv
+    for argv, needle in ((["--evaluate"], "empty.txt: the test data has no instances"),
+                         (["--dense", dense], "d.npy: 3 rows of dense features for the 0 instances")):
+        assert main(["shortlist-predict", m, str(empty), "--first-stage", fs, "-o", str(tmp_path / "q.txt"),
+                     *map(str, argv)]) == 2, argv
+        assert needle in capsys.readouterr().err and not (tmp_path / "q.txt").exists(), argv
+    # the scores asked for are printed under -q too
+    assert main(["shortlist-predict", m, str(tiny), "--first-stage", fs, "--evaluate", "-q"]) == 0
+    assert "P@1 " in capsys.readouterr().out
 
 
 def test_cli_ctrl_c_says_the_shards_are_kept_and_how_to_resume(tmp_path, capsys, monkeypatch):

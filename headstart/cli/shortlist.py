@@ -4,6 +4,7 @@ candidate labels (the first stage), written as DiSMEC++'s shortlist file."""
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from ..errors import DataFormatError
@@ -60,9 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.test_labels and not args.test:
         raise ParameterError("--test-labels is the label file of --test: give --test too")
     common.check_output_file(args.output, "shortlist file", args)
+    if args.save_first_stage and os.path.exists(args.save_first_stage) and not os.path.isdir(args.save_first_stage):
+        # checked before the work (helper-48: a file there failed after the shortlist was written)
+        raise ParameterError(f"{args.save_first_stage}: --save-first-stage names a directory; a file is there")
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
                            fill=args.fill, keep=args.keep)
     X, Y = common.read_dataset(args.train, args)
+    if X.shape[0] == 0:
+        raise DataFormatError("the file has no instances: there is nothing to shortlist", args.train)
     if Y.shape[1] == 0:
         raise DataFormatError("the data has no labels: there is nothing to shortlist", args.train)
     Xt = Yt = None
@@ -72,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
                                      labels_option="--test-labels")
         if Yt.shape[1] != Y.shape[1]:
             raise ParameterError(f"{args.test}: {Yt.shape[1]} labels, the training data has {Y.shape[1]}")
+        Xt = common.same_feature_space(Xt, X.shape[1], args.test)
     t0 = time.perf_counter()
     r = build_shortlist(X, Y, fsp, threads=args.threads or None)
     write_shortlist(args.output, r.shortlist)
