@@ -378,6 +378,11 @@ def test_cli_per_part_starts(tmp_path, bibtex_dir, capsys):
     with pytest.raises(SystemExit):                  # any value, the default's half too: it needs --dense
         main(no_dense + ["-o", str(tmp_path / "nd"), "--sparse-reg-scale", "0.5"])
     assert "need --dense X.npy" in capsys.readouterr().err and not (tmp_path / "nd").exists()
+    # --init / --pretrained beside the parts' starts: never used, but recorded (helper-48)
+    for extra in (["--init", "zero"], ["--pretrained", str(tmp_path / "m")]):
+        assert main(base + ["-o", str(tmp_path / "ip")] + extra) == 2
+        assert "the per-part starts (--init-sparse / --init-dense) replace --init" in capsys.readouterr().err
+        assert not (tmp_path / "ip").exists()
 
 
 # --------------------------------------------------------------------------- weighting, time budget

@@ -99,6 +99,12 @@ def run(args: argparse.Namespace) -> int:
         err("--sparse-reg(-scale)/--dense-reg(-scale)/--normalize-sparse/--normalize-dense/--init-sparse/"
             "--init-dense/"
             "--init-dense-weights/--init-dense-bias need --dense X.npy")
+    given = [o for o, name in (("--init", "init"), ("--pretrained", "pretrained")) if hasattr(args, name)]
+    if given and (args.init_sparse or args.init_dense or args.init_dense_weights):
+        # the parts' starts replace --init (shortlist/starts.py): an --init given beside
+        # them was recorded in the model but never used (helper-48)
+        raise ParameterError(f"{' and '.join(given)}: the per-part starts (--init-sparse / --init-dense) replace "
+                             "--init; give one or the other")
     common.check_output_dir(args.output, sharded="" if args.resume else "shortlist-train")
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)

@@ -110,6 +110,9 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
         Xc, fscale = combine(data.X, dense, dp)
         n_dense = Xc.shape[1] - n_sparse
         if dp.per_part:
+            if params.init == "pretrained":
+                raise ParameterError("init='pretrained' is replaced by the per-part starts (sparse_init / "
+                                     "dense_init), so the pretrained model would not be used: give one or the other")
             start_kw = dict(n_sparse=n_sparse, sparse_init=dp.sparse_init, dense_init=dp.dense_init)
             if dp.dense_init == FILE:
                 start_kw["dense_weights"] = read_dense_start(dp.dense_init_file, data.label_space, n_dense)
