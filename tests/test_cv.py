@@ -94,4 +94,4 @@ def test_cli_prints_writes_and_chooses(tmp_path, bibtex_dir):
     assert got["best_C"] == max(got["results"], key=lambda x: x["nDCG@3"])["C"]
     bad = subprocess.run([sys.executable, "-m", "headstart", "cv", str(bibtex_dir / "train.txt.gz"), "--Cs", "1,-2"],
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and "--Cs: every value must be > 0" in bad.stderr
+    assert bad.returncode == 2 and "--Cs: every value must be a finite number > 0" in bad.stderr

@@ -202,6 +202,9 @@ def test_usage_errors(bibtex_dir, capsys, tmp_path):
     assert code == 2 and "TRAIN TEST" in err
     code, _, err = run(capsys, "experiment", "--replot", "-o", tmp_path)
     assert code == 2 and "table.json" in err
+    (tmp_path / "empty.txt").write_text("0 1836 159\n")
+    code, _, err = run(capsys, "experiment", tr, tmp_path / "empty.txt", "-o", tmp_path / "r", "--inits", "aop")
+    assert code == 2 and "empty.txt: the file has no instances" in err and not (tmp_path / "r").exists()
 
 
 # --------------------------------------------------------------------------- parsing

@@ -57,7 +57,7 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
     except ValueError:
         args._parser.error(f"argument {option}: expected comma-separated numbers, got {text!r}")
     if v.size == 0 or not np.all(np.isfinite(v)) or not np.all(ok(v)):
-        args._parser.error(f"argument {option}: every value must be {rule}, got {text!r}")
+        args._parser.error(f"argument {option}: every value must be a finite number {rule}, got {text!r}")
     return v
 
 
