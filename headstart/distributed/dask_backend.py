@@ -102,8 +102,11 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
         return
     if not n_workers or n_workers < 1:
         raise ParameterError(f"parameter n_workers must be an integer >= 1 (or give a scheduler), got {n_workers!r}")
+    # the scheduler's HTTP server (health, and the dashboard where bokeh is installed) on a
+    # free loopback port: with dashboard_address=None distributed still tries 8787 and
+    # warns "Port 8787 is already in use" when another cluster holds it (helper-46)
     kw = dict(n_workers=int(n_workers), threads_per_worker=threads_per_worker, processes=processes,
-              host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
+              host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     kw.update(cluster_kw)
     cluster = distributed.LocalCluster(**kw)
     try:
