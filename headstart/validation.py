@@ -186,3 +186,18 @@ def check_k(k) -> int:
     if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     return int(k)
+
+
+def same_feature_space(X: sp.csr_matrix, n_features: int, path) -> sp.csr_matrix:
+    """X (CSR) of another file -- test data, data to shortlist -- at the training data's
+    ``n_features`` columns: fewer (an xmc header's count) are widened, ids below them mean
+    the same features; more are refused, naming ``path``, before any work (helper-48:
+    the shortlist's first stage refused them, unnamed, after its output was written).
+    (A libsvm file read for a model is already cut to its width, as LIBLINEAR's predict
+    ignores features no training row had.)"""
+    if X.shape[1] > n_features:
+        raise DataFormatError(f"the data has {X.shape[1]} features but the training data {n_features}; they must "
+                              "be the same feature ids", path)
+    if X.shape[1] < n_features:
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return X

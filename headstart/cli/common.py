@@ -325,22 +325,6 @@ def _label_width(Y, n_labels: int, path: str):
     return sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], width))
 
 
-def same_feature_space(X, n_features: int, path: str):
-    """X (CSR) of another file at the training data's ``n_features`` columns: an xmc header
-    declaring fewer is widened (ids below them mean the same features); more is refused,
-    naming ``path``, before any work (helper-48: the first stage refused it, unnamed,
-    after the shortlist was written).  (A libsvm file is already cut to the width when
-    read, as prediction does: features no training row had carry no weight.)"""
-    import scipy.sparse as sp
-
-    if X.shape[1] > n_features:
-        raise DataFormatError(f"the data has {X.shape[1]} features but the training data {n_features}; they must "
-                              "be the same feature ids", path)
-    if X.shape[1] < n_features:
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
-    return X
-
-
 def _model_width(X, n_features: int | None, path: str):
     """X (CSR) at the model's width: feature ids beyond it -- features no training
     instance had, so no weight -- are dropped with a warning, as LIBLINEAR's predict

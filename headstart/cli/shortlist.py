@@ -8,6 +8,7 @@ import os
 import time
 
 from ..errors import DataFormatError
+from ..validation import same_feature_space
 from . import common
 
 NAME = "shortlist"
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
                                      labels_option="--test-labels")
         if Yt.shape[1] != Y.shape[1]:
             raise ParameterError(f"{args.test}: {Yt.shape[1]} labels, the training data has {Y.shape[1]}")
-        Xt = common.same_feature_space(Xt, X.shape[1], args.test)
+        Xt = same_feature_space(Xt, X.shape[1], args.test)
     t0 = time.perf_counter()
     r = build_shortlist(X, Y, fsp, threads=args.threads or None)
     write_shortlist(args.output, r.shortlist)

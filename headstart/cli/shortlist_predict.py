@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..errors import DataFormatError, ParameterError
+from ..validation import same_feature_space
 from . import common, predict
 
 NAME = "shortlist-predict"
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                               "--evaluate needs the same label ids", args.data, 1)
     if args.evaluate and X.shape[0] == 0:
         raise DataFormatError("the test data has no instances: there is nothing to evaluate", args.data)
-    X = common.same_feature_space(X, fs.n_features, args.data)
+    X = same_feature_space(X, fs.n_features, args.data)
     dense = read_dense_features(args.dense) if args.dense else None
     if dense is not None and dense.shape[0] != X.shape[0]:
         raise DataFormatError(f"{dense.shape[0]} rows of dense features for the {X.shape[0]} instances of "

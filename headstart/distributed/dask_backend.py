@@ -305,6 +305,10 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
         task_threads = params.threads
     if task_threads is None and client is None and not scheduler and n_workers:
         task_threads = max(1, usable_cores() // int(n_workers))
+    # --timeout is the run's budget, as for local training (helper-46: each task got all
+    # of it, and tasks the budget cut were resubmitted as lost): each round's tasks get
+    # what is left, no round starts after it, and the labels not reached stay missing
+    deadline = t_start + params.timeout if params.timeout > 0 else None
     # the manifest is rewritten at most every TRAINING_MANIFEST_LAG write-durations (its
     # cost grows with the shards listed: model/writer.py); leaving the block writes it
     writer.manifest_lag = TRAINING_MANIFEST_LAG
@@ -315,10 +319,6 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                      "task_threads": task_threads or "auto"})
         run = uuid.uuid4().hex[:8]
         last_error: BaseException | None = None
-        # --timeout is the run's budget, as for local training (helper-46: each task got
-        # all of it, and tasks the budget cut were resubmitted as lost): each round's
-        # tasks get what is left, and no round starts after it
-        deadline = t_start + params.timeout if params.timeout > 0 else None
         for rnd in range(max_rounds):
             missing = writer.missing_ranges(first, count)
             if not missing or (deadline is not None and time.perf_counter() >= deadline):
@@ -372,7 +372,7 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                     f"{writer.path}: a training task failed: {type(fatal).__name__}: {fatal}; the "
                     "finished shards are kept (resume to continue)") from fatal
     result = finish_result(writer, data, recorder, before, t_start, "dask", info)
-    if result.missing and params.timeout > 0 and time.perf_counter() - t_start >= params.timeout:
+    if result.missing and deadline is not None and time.perf_counter() >= deadline:
         return result       # the time budget's end: the caller says so (resume to continue)
     if result.missing:
         a, b = result.missing[0]

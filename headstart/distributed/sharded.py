@@ -142,7 +142,7 @@ def undone_if_nothing_trained(path: str | os.PathLike) -> Iterator[None]:
         yield
     except BaseException:
         if fresh and _is_model_dir(path):
-            with contextlib.suppress(OSError, ValueError, ModelFormatError):
+            with contextlib.suppress(OSError, ValueError):   # (ModelFormatError is a ValueError)
                 if not read_manifest(path)["shards"]:
                     shutil.rmtree(path)
                     if was_dir:

@@ -37,6 +37,7 @@ from ..errors import DataFormatError, ParameterError
 from ..params import TrainParams
 from ..training.stats import ITER_FIELDS, TrainingStats
 from .spec import GRID_GROUP, INIT_GROUP, RunSpec
+from ..validation import same_feature_space
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +79,7 @@ def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
     for path, X in ((train, Xtr), (test, Xte)):
         if X.shape[0] == 0:     # refused before the first run (helper-48: after it, unnamed)
             raise DataFormatError(f"{path}: the file has no instances: nothing to train on or evaluate")
-    if Xte.shape[1] > Xtr.shape[1]:
-        raise DataFormatError(f"{test}: the test data has {Xte.shape[1]} features, the training data only "
-                              f"{Xtr.shape[1]}")
-    if Xte.shape[1] < Xtr.shape[1]:
-        Xte = sp.csr_matrix((Xte.data, Xte.indices, Xte.indptr), shape=(Xte.shape[0], Xtr.shape[1]))
+    Xte = same_feature_space(Xte, Xtr.shape[1], test)
     if Yte.shape[1] != Ytr.shape[1]:
         Yte = _resize_columns(Yte, Ytr.shape[1])
     info = {
