@@ -386,7 +386,9 @@ def propensities(train_label_counts, n_train: int, A: float = 0.55, B: float = 1
     with ``C = (ln N - 1) * (B + 1)^A``, where ``N_l`` is the number of *training*
     instances label ``l`` is relevant for and ``N = n_train`` the number of training
     instances (all of them, also those without labels: pyxclib uses the row count of
-    the training label matrix).  Logarithms are natural.  The usual constants are
+    the training label matrix; a model trained with ``remove_no_label_data`` was
+    trained on the rows with a label, and its propensity weighting, its manifest's
+    ``n_train`` and ``headstart evaluate`` count those).  Logarithms are natural.  The usual constants are
     ``A = 0.55, B = 1.5``; the repository uses ``A = 0.5, B = 0.4`` for
     Wikipedia-derived and ``A = 0.6, B = 2.6`` for Amazon-derived data sets.
 

@@ -207,6 +207,10 @@ def run(args: argparse.Namespace) -> int:
                                   args.train)
         counts = np.asarray(Ytr.sum(axis=0)).ravel()
         n_train = Ytr.shape[0]
+        if args.model is not None and scorer.manifest["params"].get("remove_no_label_data") is True:
+            # N of the propensities is the rows the model was trained on, as in its
+            # manifest and its propensity weighting: the file's rows with a label
+            n_train = int(np.count_nonzero(np.diff(Ytr.indptr)))
     props = None
     if counts is not None and counts.size < Y.shape[1]:
         # the test file's labels beyond the model's: no training positive
