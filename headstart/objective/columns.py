@@ -141,3 +141,12 @@ def bias_add(bias, z, xd):
     zb = z * bias
     for i in range(xd.size):
         xd[i] += zb
+
+
+@njit(cache=True, nogil=True, inline="always")
+def coordinate_add(indptr, indices, data, bias, d, j, z, xd):
+    """xd += z * the column of coordinate j: feature j (j < d) or the bias column."""
+    if j < d:
+        add_column(indptr, indices, data, j, z, xd)
+    else:
+        bias_add(bias, z, xd)

@@ -275,10 +275,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
                         # its violation |g -+ lam| keeps the rule from ever holding (the
                         # solver stopped with no_progress at the optimum); set it to zero,
                         # as cdn.py does
-                        if j < d:
-                            columns.add_column(indptr, indices, data, j, z, xd)
-                        else:
-                            columns.bias_add(bias, z, xd)
+                        columns.coordinate_add(indptr, indices, data, bias, d, j, z, xd)
                         wpd[j] = 0.0
                     continue
                 z = min(max(z, -MAX_STEP), MAX_STEP)
@@ -286,10 +283,7 @@ def solve(CP, W, y, cp, cn, tol, max_iter, seed, rec_f, rec_act, rec_step, rec_c
                 qp_gmax = max(qp_gmax, v)
                 qp_gnorm += v
                 wpd[j] += z
-                if j < d:
-                    columns.add_column(indptr, indices, data, j, z, xd)
-                else:
-                    columns.bias_add(bias, z, xd)
+                columns.coordinate_add(indptr, indices, data, bias, d, j, z, xd)
             cycles += 1
             if qp_gnorm <= inner_eps * gnorm_init:
                 if qp_active == active:
