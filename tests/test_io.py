@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from headstart.errors import DataFormatError, ParameterError
 from headstart.io import (PredictionWriter, atomic_write, detect_format, iter_xmc_chunks,
-                          read_data, read_label_file, read_libsvm, read_predictions,
+                          read_data, read_dense_features, read_label_file, read_libsvm, read_predictions,
                           read_slice, read_xmc, read_xmc_header, write_predictions,
                           write_libsvm, write_slice, write_xmc)
 
@@ -1073,3 +1073,38 @@ def test_named_decisions_of_a_very_long_name_and_k_zero(tmp_path):
     write_predictions(tmp_path / "k0.txt", np.zeros((3, 0), dtype=np.int64), np.zeros((3, 0)), 5)
     labels, scores = read_predictions(tmp_path / "k0.txt")
     assert labels.shape == (3, 0) and scores.shape == (3, 0)
+
+
+def test_dense_text_features(tmp_path):
+    """DiSMEC++'s dense text matrix (io/slice.cpp): header 'rows cols', rows of numbers;
+    read as the slice format's features, strictly, with the line and column of a fault."""
+    text = "3 5\n1.0  2.5  -1.0  3.5  4.4\n-1.0 0.0   0.5  2.5  1.5\r\n0.0   5.4\t 3.4   2.5 1.6"
+    want = np.array([[1, 2.5, -1, 3.5, 4.4], [-1, 0, 0.5, 2.5, 1.5], [0, 5.4, 3.4, 2.5, 1.6]], dtype=np.float32)
+    labels = put(tmp_path, "3 3\n1\n0\n0,2\n", "y.txt")
+    for name, content in (("x.txt", text), ("x.txt.gz", gzip.compress(text.encode() + b"\n\n"))):
+        p = put(tmp_path, content, name)
+        np.testing.assert_array_equal(read_dense_features(p), want)
+        assert detect_format(p) == "slice"
+        X, Y = read_data(p, labels_path=labels)
+        np.testing.assert_array_equal(X, want)
+        np.testing.assert_array_equal(dense(Y), [[0, 1, 0], [1, 0, 0], [1, 0, 1]])
+    assert read_dense_features(put(tmp_path, "0 4\n", "e.txt")).shape == (0, 4)
+    cases = [
+        ("2 3\n1 2 3\n4 x 6\n", 3, 3, "not a number"),
+        ("2 3\n1 2 3\n4 5\n", 3, 1, "2 value\\(s\\) on a line, expected 3"),
+        ("2 3\n1 2 3\n4 5 6 7\n", 3, 7, "more than 3 values"),
+        ("2 3\n1 2 3\n", 3, None, "ends after 1 points"),
+        ("1 3\n1 2 3\n4 5 6\n", 3, 1, "more lines than the 1 points"),
+        ("1 2\n1 nan\n", 2, 3, "NaN, infinite or beyond float32"),
+        ("1 2\n1 1e39\n", 2, 3, "NaN, infinite or beyond float32"),
+        ("1 2 3\n1 2\n", 1, 1, "header must be 2 non-negative integers"),
+        # a header claiming 10^14 values allocates nothing: the short line is the error
+        ("1000000000 100000\n1 2\n", 2, 1, "2 value\\(s\\) on a line, expected 100000"),
+    ]
+    for content, line, col, words in cases:
+        with pytest.raises(DataFormatError, match=words) as e:
+            read_dense_features(put(tmp_path, content, "bad.txt"))
+        assert (e.value.line, e.value.column if col else None) == (line, col), content
+    np.savez(tmp_path / "z.npz", a=np.zeros((2, 2)))
+    with pytest.raises(DataFormatError, match="neither a .npy file"):
+        read_dense_features(tmp_path / "z.npz")

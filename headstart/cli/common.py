@@ -269,7 +269,7 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
     if fmt == "slice":
         if not labels_file:
             if not getattr(args, "labels_unused", False):
-                raise ParameterError(f"{path}: dense .npy features (slice format) need their label "
+                raise ParameterError(f"{path}: dense features (slice format) need their label "
                                      f"file: add {labels_option} FILE")
             return _without_labels(hio.read_dense_features(path), n_labels)
         return hio.read_slice(path, labels_file)

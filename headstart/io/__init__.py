@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from ..errors import DataFormatError, ParameterError
-from ._common import NPY_MAGIC
+from ._common import NPY_MAGIC, first_line, header_ints
 from .atomic import atomic_write
 from .predictions import DecisionWriter, PredictionWriter, read_label_names, read_predictions, write_predictions
 from .slice import read_dense_features, read_label_file, read_slice, write_slice
@@ -37,8 +37,10 @@ FORMATS = ("auto", "xmc", "libsvm", "slice")
 
 
 def detect_format(path) -> str:
-    """``"slice"`` for a ``.npy`` file (by magic bytes or name), ``"xmc"`` when the first
-    line is three non-negative integers, else ``"libsvm"``."""
+    """``"slice"`` for a ``.npy`` file (by magic bytes or name) or a first line of two
+    non-negative integers (DiSMEC++'s dense text matrix; no libsvm line is two bare
+    integers), ``"xmc"`` when the first line is three non-negative integers, else
+    ``"libsvm"``."""
     try:
         with open(path, "rb") as f:
             magic = f.read(len(NPY_MAGIC))
@@ -46,7 +48,10 @@ def detect_format(path) -> str:
         raise DataFormatError(f"cannot read file: {e.strerror or e}", path) from e
     if magic == NPY_MAGIC or os.fspath(path).endswith(".npy"):
         return "slice"
-    return "xmc" if is_xmc_header(path) else "libsvm"
+    line = first_line(path)
+    if header_ints(line, 2) is not None:
+        return "slice"
+    return "xmc" if header_ints(line, 3) is not None else "libsvm"
 
 
 def read_data(path, fmt: str = "auto", **kw):

@@ -391,6 +391,27 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
 
 # --- predictions -------------------------------------------------------------------------------
 @njit(nogil=True, cache=True)
+def _skip_blanks(buf, p, end):
+    while p < end and _is_ws(buf[p]):
+        p += 1
+    return p
+
+
+@njit(nogil=True, cache=True)
+def _float32_token(buf, p, end):
+    """A number ending at a blank or the end of the line, as float32: (value, new
+    position, OK / E_FEAT_SYNTAX (not a number) / E_NONFINITE (NaN, infinity, or beyond
+    float32's range))."""
+    val, p, st = _parse_float(buf, p, end)
+    if st == 1 or (st == 0 and not (_at_eol(buf, p, end, False) or _is_ws(buf[p]))):
+        return np.float32(0.0), p, E_FEAT_SYNTAX
+    x = np.float32(val)
+    if st == 2 or x - x != 0:
+        return np.float32(0.0), p, E_NONFINITE
+    return x, p, OK
+
+
+@njit(nogil=True, cache=True)
 def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_scores,
                       validate_only, tmp):
     """Parse lines of exactly ``k`` tokens ``label:score`` into ``(rows, k)`` arrays.
@@ -419,8 +440,7 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
             return E_CAPACITY, line_start, 0, rows
         c = 0
         while True:
-            while p < end and _is_ws(buf[p]):
-                p += 1
+            p = _skip_blanks(buf, p, end)
             if _at_eol(buf, p, end, False):
                 break
             t = p
@@ -430,16 +450,13 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
             if nd == 0 or p >= end or buf[p] != 58:
                 return E_FEAT_SYNTAX, t, 0, rows
             p += 1
-            val, p, st = _parse_float(buf, p, end)
-            if st == 2:
-                return E_NONFINITE, t, 0, rows
-            if st != 0 or not (_at_eol(buf, p, end, False) or _is_ws(buf[p])):
-                return E_FEAT_SYNTAX, t, 0, rows
+            s, p, code = _float32_token(buf, p, end)
+            if code == E_FEAT_SYNTAX:
+                return code, t, 0, rows
             if lab >= n_labels:
                 return E_LABEL_RANGE, t, lab, rows
-            s = np.float32(val)
-            if s - s != 0:
-                return E_NONFINITE, t, 0, rows
+            if code != OK:
+                return code, t, 0, rows
             if c >= width:
                 return E_CAPACITY, t, 0, rows
             out_labels[ri, c] = lab
@@ -453,6 +470,44 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
             for r in range(1, k):
                 if tmp[r] == tmp[r - 1]:
                     return E_LABEL_DUP, line_start, tmp[r], rows
+        rows += 1
+        p = _next_line(buf, p, end)
+    return OK, end, 0, rows
+
+
+@njit(nogil=True, cache=True)
+def parse_dense(buf, start, end, n_rows, out):
+    """Parse lines of exactly ``out.shape[1]`` blank-separated numbers into ``out``
+    (float32, at most ``n_rows`` rows): DiSMEC++'s dense text matrix body.  Blank lines after
+    ``n_rows`` rows are ignored; any other line there is an error.
+    Returns (code, pos, aux, rows): aux the count of numbers on a short line."""
+    d = out.shape[1]
+    rows = 0
+    p = start
+    while p < end:
+        line_start = p
+        if rows >= n_rows:
+            p = _skip_blanks(buf, p, end)
+            if _at_eol(buf, p, end, False):
+                p = _next_line(buf, p, end)
+                continue
+            return E_TOO_MANY_ROWS, line_start, 0, rows
+        c = 0
+        while True:
+            p = _skip_blanks(buf, p, end)
+            if _at_eol(buf, p, end, False):
+                break
+            t = p
+            if c >= d:
+                return E_TOO_MANY_TOKENS, t, c, rows
+            x, p, code = _float32_token(buf, p, end)
+            if code != OK:
+                return code, t, 0, rows
+            if rows < out.shape[0]:   # else a line the file's size says cannot be complete
+                out[rows, c] = x
+            c += 1
+        if c < d:
+            return E_TOO_FEW_TOKENS, line_start, c, rows
         rows += 1
         p = _next_line(buf, p, end)
     return OK, end, 0, rows

@@ -27,25 +27,28 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, label_matrix, parse_header, parse_sparse,
-                      read_bytes, too_few_rows)
+from . import _kernels as K
+from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, _show, label_matrix, locate, parse_header, parse_sparse,
+                      read_bytes, token_at, too_few_rows)
 from .atomic import atomic_write
 from .xmc import _open_out, _write_sparse_body, to_label_csr
 
 LABEL_HEADER = ("num_points", "num_labels")
 
-__all__ = ["read_slice", "read_label_file", "read_dense_features", "write_slice"]
+__all__ = ["read_slice", "read_label_file", "read_dense_features", "read_dense_text", "write_slice"]
 
 
 def read_dense_features(path) -> np.ndarray:
-    """Load a 2-D numeric ``.npy`` array as C-contiguous float32, all values finite."""
+    """Load dense features as a C-contiguous float32 array, all values finite: a 2-D
+    numeric ``.npy`` array, or else DiSMEC++'s dense text matrix (see
+    :func:`read_dense_text`)."""
     try:
         with open(path, "rb") as f:
             magic = f.read(len(NPY_MAGIC))
     except OSError as e:
         raise DataFormatError(f"cannot read file: {e.strerror or e}", path) from e
     if magic != NPY_MAGIC:
-        raise DataFormatError("not a .npy file (missing the NumPy magic bytes)", path)
+        return read_dense_text(path)
     try:
         # mmap first: shape and dtype are validated against the file size without
         # allocating anything the header merely claims
@@ -87,6 +90,54 @@ def read_dense_features(path) -> np.ndarray:
     return X
 
 
+DENSE_HEADER = ("num_points", "num_features")
+
+
+def read_dense_text(path) -> np.ndarray:
+    """DiSMEC++'s dense text matrix (``io/slice.cpp``, the features of its slice data
+    sets when they are not ``.npy``): a header ``num_points num_features``, then one line
+    per point holding exactly ``num_features`` numbers separated by blanks (plain or
+    gzip).  Parsed strictly by a compiled kernel: a token that is not a number, NaN or
+    infinity, a value beyond float32's range, a line with too few or too many numbers,
+    or a row count other than the header's is refused with its line and column."""
+    raw = read_bytes(path)
+    if b"\0" in raw[:4096]:
+        raise DataFormatError("neither a .npy file (it lacks the NumPy magic bytes) nor a dense text matrix "
+                              "(it holds binary data)", path)
+    (n, d), body = parse_header(raw, path, DENSE_HEADER)
+    # rows of d numbers take at least 2d bytes each (a digit and a separator per number,
+    # the last row's newline optional): no more rows than that are allocated, whatever
+    # the header claims, and a file shorter than its header is reported where it ends
+    cap = n if d == 0 else min(n, (len(raw) - body + 1) // (2 * d))
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    X = np.empty((cap, d), dtype=np.float32)
+    code, pos, aux, rows = K.parse_dense(buf, body, len(buf), n, X)
+    if code != K.OK:
+        line, col, _ = locate(buf, body, pos, 2)
+        tok = _show(token_at(buf, pos))
+        if code == K.E_TOO_MANY_TOKENS:
+            raise DataFormatError(f"more than {d} values on a line (the header's num_features)", path, line, col,
+                                  tok)
+        if code == K.E_TOO_FEW_TOKENS:
+            raise DataFormatError(f"{aux} value(s) on a line, expected {d} (the header's num_features)", path,
+                                  line, 1)
+        if code == K.E_TOO_MANY_ROWS:
+            raise DataFormatError(f"more lines than the {n} points the header (line 1) announces", path, line, 1)
+        if code == K.E_NONFINITE:
+            raise DataFormatError("feature value is NaN, infinite or beyond float32's range", path, line, col, tok)
+        raise DataFormatError("feature value is not a number", path, line, col, tok)
+    if rows != n:
+        raise _ends_early(raw, body, path, rows, n)
+    assert cap == n, "rows of d numbers take 2d bytes"
+    return X
+
+
+def _ends_early(raw: bytes, body: int, path, rows: int, n: int) -> DataFormatError:
+    """The error of a body that ends after ``rows`` of the header's ``n`` rows."""
+    nl = raw.count(b"\n", body) + (1 if len(raw) > body and not raw.endswith(b"\n") else 0)
+    return too_few_rows(path, rows, n, 2 + nl)
+
+
 def read_label_file(path) -> sp.csr_matrix:
     """Read a label file (see the module docstring) into a float32 0/1 CSR matrix."""
     raw = read_bytes(path)
@@ -101,8 +152,7 @@ def read_label_file(path) -> sp.csr_matrix:
                           max_rows=n, header_rows=n)
     r = parse_sparse(buf, body, len(buf), spec, path, 2)
     if r.rows != n:
-        nl = raw.count(b"\n", body) + (1 if len(raw) > body and not raw.endswith(b"\n") else 0)
-        raise too_few_rows(path, r.rows, n, 2 + nl)
+        raise _ends_early(raw, body, path, r.rows, n)
     if pairs:
         return label_matrix(r.indptr, r.indices, (n, L))
     return label_matrix(r.lptr, r.labels, (n, L))
