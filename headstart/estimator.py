@@ -302,6 +302,13 @@ class OvAClassifier:
         import warnings
 
         p = self.params
+        for choice, by in (("init", "pretrained"), ("weighting", "a cost parameter")):
+            # an explicit default cannot be told from an unset one (scikit-learn's clone
+            # passes every parameter): say when an implication overrides it (helper-50)
+            if getattr(p, choice) != getattr(self, choice):
+                warnings.warn(f"{choice}={getattr(p, choice)!r} is used, implied by {by} given while {choice} is "
+                              f"at its default {getattr(self, choice)!r} (as on the command line); pass "
+                              f"{choice}={getattr(p, choice)!r} to say so", UserWarning, stacklevel=3)
         for name, by, choices, decided in unused_parameters(p, sorted(self._given())):
             what = unused_message(p, name, by, choices, decided)
             if name in UNUSED_IS_AN_ERROR:
@@ -380,6 +387,8 @@ class OvAClassifier:
         than the file reader's ("load the data with n_features=...")."""
         model = self._check_fitted()
         shape = getattr(X, "shape", None)
+        if shape is None and isinstance(X, (list, tuple)):
+            shape = np.shape(X)
         hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
         if not hashed and shape is not None and len(shape) == 2 and (
                 shape[1] > model.n_features if fewer else shape[1] != model.n_features):
@@ -471,6 +480,8 @@ class OvAClassifier:
         of classes: the accuracy of :meth:`predict` (scikit-learn's classifier score)."""
         from .metrics import precision_at_k
 
+        if not sp.issparse(X):      # lists, as fit and predict take them (X.shape below)
+            X = np.asarray(X)
         model = self._check_X(X)
         if self._multiclass:
             # scikit-learn's classifier score: the (weighted) share of correct classes

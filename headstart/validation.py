@@ -17,6 +17,29 @@ def _numeric(A: np.ndarray, name: str) -> np.ndarray:
         raise DataFormatError(f"{name} must be numeric: {e}") from None
 
 
+def real_matrix(X, name: str = "X"):
+    """X as a scipy sparse matrix or a 2-D numpy array of real (or boolean) values, as
+    given otherwise: what training and prediction both accept.  Complex values (a cast
+    would drop the imaginary parts), strings that are not numbers and other shapes are
+    refused; an object array of numbers becomes float64 (None: NaN, refused later)."""
+    if sp.issparse(X):
+        if X.dtype != np.bool_ and (not np.issubdtype(X.dtype, np.number)
+                                    or np.issubdtype(X.dtype, np.complexfloating)):
+            raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
+        return X
+    X = np.asarray(X)
+    if np.iscomplexobj(X):
+        raise DataFormatError(f"Complex data not supported: {name} has dtype {X.dtype}")
+    if X.dtype == object:
+        X = _numeric(X, name)
+    if X.ndim != 2:
+        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
+                              f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
+    if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
+        raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
+    return X
+
+
 def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
     """Return X as canonical CSR float32 (sorted indices, no duplicates, no explicit zeros).
 
@@ -24,29 +47,12 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     written once, over CSR; a dense row costs d stored values either way.
     """
     given = X
-    if sp.issparse(X):
-        X = sp.csr_matrix(X)
-    else:
-        X = np.asarray(X)
-        if np.iscomplexobj(X):   # converting would silently drop the imaginary parts
-            raise DataFormatError(f"Complex data not supported: {name} has dtype {X.dtype}")
-        if X.dtype == object:
-            X = _numeric(X, name)
-        if X.ndim != 2:
-            raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
-                                  f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
-        # binary features (as scikit-learn takes them) become 1.0 / 0.0 in dense_to_csr,
-        # a block of rows at a time
-        if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
-            raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
-        X = dense_to_csr(X)
+    X = real_matrix(X, name)
+    # binary features (as scikit-learn takes them) become 1.0 / 0.0 in dense_to_csr, a
+    # block of rows at a time
+    X = sp.csr_matrix(X) if sp.issparse(X) else dense_to_csr(X)
     if X.dtype != np.float32:
-        if X.dtype == np.bool_:
-            X = X.astype(np.float32)
-        elif not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
-            raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
-        else:
-            X = X.astype(np.float32)
+        X = X.astype(np.float32)
     canonical = X.has_canonical_format
     if (not canonical or not X.data.all()) and shares_arrays(X, given):
         # sorting, summing and dropping zeros work in place: on the caller's own arrays

@@ -81,17 +81,24 @@ def test_parameters_imply_and_check_choices_as_the_command_line_does(bibtex, tmp
     X, Y, _, _ = bibtex
     X, Y = X[:300], Y[:300, :6]
     assert OvAClassifier(weight_pos=10.0).params.weighting == "constant"
-    a = OvAClassifier(threads=1, weight_pos=10.0).fit(X, Y)
+    # said, since an explicit weighting="none" looks the same (helper-50)
+    with pytest.warns(UserWarning, match="weighting='constant' is used, implied by a cost parameter given while "
+                                         "weighting is at its default 'none'"):
+        a = OvAClassifier(threads=1, weight_pos=10.0).fit(X, Y)
     b = OvAClassifier(threads=1, weight_pos=10.0, weighting="constant").fit(X, Y)
     plain = OvAClassifier(threads=1).fit(X, Y)
     assert (a.coef_ != b.coef_).nnz == 0 and (a.coef_ != plain.coef_).nnz > 0
     costs = tmp_path / "costs.txt"
     costs.write_text("3.0\n" * 6)
     assert OvAClassifier(weights_pos_file=str(costs)).params.weighting == "file"
-    c = OvAClassifier(threads=1, weights_pos_file=str(costs)).fit(X, Y)
+    with pytest.warns(UserWarning, match="weighting='file' is used"):
+        c = OvAClassifier(threads=1, weights_pos_file=str(costs)).fit(X, Y)
     assert (c.coef_ != plain.coef_).nnz > 0
     plain.save(tmp_path / "m0")
     assert OvAClassifier(pretrained=str(tmp_path / "m0")).params.init == "pretrained"
+    with pytest.warns(UserWarning, match="init='pretrained' is used, implied by pretrained given while init is at "
+                                         "its default 'aop'"):
+        OvAClassifier(threads=1, pretrained=str(tmp_path / "m0")).fit(X, Y)
     with pytest.raises(ParameterError, match="weights_pos_file is read only with weighting file; weighting is '2pm1'"):
         OvAClassifier(threads=1, weighting="2pm1", weights_pos_file=str(costs)).fit(X, Y)
     with pytest.raises(ParameterError, match="pretrained is read only with init pretrained; init is 'zero'"):
@@ -159,6 +166,30 @@ def test_score_is_precision_at_k_of_the_ranking(fitted, bibtex):
         fitted.predict_topk(sp.hstack([Xt, sp.csr_matrix((Xt.shape[0], 10))]).tocsr())
     assert np.array_equal(fitted.predict_topk(Xt[:, :1000])[0], fitted.predict_topk(
         sp.hstack([Xt[:, :1000], sp.csr_matrix((Xt.shape[0], 836))]).tocsr())[0])
+
+
+def test_prediction_refuses_what_fit_refuses(fitted, bibtex):
+    """helper-50: complex values were cast to their real parts, None read as 0 and
+    strings gave numpy's ValueError at prediction, where fit refuses all three; score
+    took no list although fit and predict do."""
+    _, _, Xt, Yt = bibtex
+    Xc = Xt[:3].astype(complex)
+    Xc.data = Xc.data + 5j
+    Xo = Xt[:3].toarray().astype(object)
+    Xo[0, 5] = None
+    Xs = Xt[:3].toarray().astype(str)
+    Xs[0, 0] = "abc"
+    for bad, what in ((Xc, "real values"), (Xc.toarray(), "Complex data not supported"),
+                      (Xo, "NaN or infinite value \\(row 0, column 5"), (Xs, "must be numeric")):
+        for method in (fitted.predict, fitted.decision_function, fitted.predict_topk):
+            with pytest.raises(DataFormatError, match=what):
+                method(bad)
+        with pytest.raises(DataFormatError, match=what):
+            OvAClassifier(threads=1).fit(bad, Yt[:3])
+    rows = Xt[:20].toarray()
+    assert fitted.score(rows.tolist(), Yt[:20]) == fitted.score(Xt[:20], Yt[:20])
+    with pytest.raises(DataFormatError, match="X has 100 features, but OvAClassifier is expecting 1836"):
+        fitted.predict(rows[:, :100].tolist())
 
 
 def test_predict_proba_only_for_the_logistic_loss(bibtex, bibtex_dir, tmp_path):

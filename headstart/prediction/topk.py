@@ -70,7 +70,7 @@ from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing, scoring_preprocessing
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
-from ..validation import check_finite_csr, check_k
+from ..validation import check_finite_csr, check_k, real_matrix
 from .preprocess import apply_preprocessing
 
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
@@ -382,13 +382,14 @@ def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None, all_feat
     """``X`` as CSR or a 2-d array; wider than the model only when ``pre`` hashes it
     (hashing takes raw features of any width to the model's); exactly as wide with
     ``all_features`` (a dense + sparse model)."""
-    if sp.issparse(X):
-        X = X.tocsr() if X.format != "csr" else X
-    else:
+    if not sp.issparse(X):
         X = np.asarray(X)
         if X.ndim != 2:
             raise DataFormatError(f"X must be a 2-d matrix (rows x features), got {X.ndim} dimension(s). "
                                   "Reshape your data, e.g. X.reshape(1, -1) for a single instance")
+    X = real_matrix(X)      # what fit refuses, prediction refuses too (helper-50)
+    if sp.issparse(X) and X.format != "csr":
+        X = X.tocsr()
     if X.shape[1] > n_features and (pre is None or pre.hashing is None):
         raise ModelFormatError(f"X has {X.shape[1]} features but the model was trained on {n_features} "
                                f"features; load the data with n_features={n_features}")
