@@ -359,6 +359,11 @@ class OvAClassifier:
                           "max_iter: raise max_iter; line_search_failed: often features of a large scale or "
                           "offset, centre or scale them", _convergence_warning(), stacklevel=2)
         self._set_model(model)
+        shape = getattr(X, "shape", None)
+        if model.preprocessing.hashing is not None and shape is not None and len(shape) == 2:
+            # scikit-learn's meaning: the width of the X fitted on, not the hashed width
+            # of the weights (helper-50); a hashed model takes X of any width
+            self.n_features_in_ = int(shape[1])
         self.stats_ = stats
         self.n_iter_ = np.asarray(stats["iterations"])   # Newton iterations per trained label
         return self

@@ -134,8 +134,8 @@ class TrainParams:
         "help": "after solving, set weights with |w| < prune to zero (0 disables); an absolute threshold, "
                 "DiSMEC's, for unit-norm (tf-idf) rows: on features of a large scale use --normalize or 0"})
     sparsify: float = field(default=0.0, metadata={
-        "help": "instead of --prune: per label the largest threshold whose objective grows by at most "
-                "this many percent (DiSMEC++ --sparsify; 0 = off)"})
+        "help": "instead of --prune: per label a pruning threshold, found by bisection over its weights' "
+                "magnitudes, whose objective grows by at most this many percent (DiSMEC++ --sparsify; 0 = off)"})
     timeout: float = field(default=0.0, metadata={
         "help": "time budget in seconds (on the command line also 30m, 2h, 1d): no label starts after it; finished work "
                 "is saved (0 = none)"})

@@ -192,6 +192,10 @@ def test_predict_refuses_incomplete_model_unless_allowed(trained, bibtex_dir, tm
                          "--model-memory", 0)
     assert code == 2 and "--allow-gaps" in err
     assert not (tmp_path / "p.txt").exists()
+    # the label tree's beam options on a flat model: said (helper-50: silently ignored)
+    code, out, err = run(capsys, "predict", model_dir, bibtex_dir / "test.txt.gz", "-o", tmp_path / "p.txt",
+                         "--allow-gaps", "--beam-width", 3, "--sigmoid-a", 2)
+    assert code == 0 and "--beam-width/--sigmoid-a: for label-tree models;" in err and "ignored" in err
 
 
 # --------------------------------------------------------------------------- parameters
@@ -335,6 +339,14 @@ def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path
     got = [json.loads(run(capsys, "evaluate", "--predictions", tmp_path / p, tmp_path / "test.txt", "-k", 2,
                           "--json")[1]) for p in ("dismec.txt", "ours.txt", "lml.txt")]
     assert got[0] == got[1] == got[2]
+    # trailing blank lines of a header-less file are no rows (helper-49)
+    (tmp_path / "lml2.txt").write_text(body + "\n\n")
+    assert json.loads(run(capsys, "evaluate", "--predictions", tmp_path / "lml2.txt", tmp_path / "test.txt",
+                          "-k", 2, "--json")[1]) == got[0]
+    # propensity options without training counts: said, not ignored silently (helper-49)
+    code, out, err = run(capsys, "evaluate", "--predictions", tmp_path / "ours.txt", tmp_path / "test.txt",
+                         "--propensity-a", "0.6")
+    assert code == 0 and "no propensity-scored metrics (give --train FILE)" in err and "PSP" not in out
     (tmp_path / "short.txt").write_text("1:0.5 0:0.9\n4:1.5\n")
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "short.txt", tmp_path / "test.txt")
     assert code == 2 and "short.txt:2:1: 1 predictions on a line, expected k = 2" in err
@@ -364,6 +376,9 @@ def test_predict_header_dismec_is_two_numbers_as_dismec_and_pyxclib_read_it(trai
     (ours, body), (theirs, body2) = outs["headstart"], outs["dismec"]
     assert body == body2 and ours.split()[:2] == theirs.split()
     rows, k = map(int, theirs.strip().split(" "))   # pyxclib: f.readline().strip().split(' ')
+    # XMC test data announces its rows: the header is written final, not padded with
+    # blanks for a rewrite (helper-49: a reader splitting on ' ' without strip failed)
+    assert theirs == f"{rows} 3" and ours == f"{rows} 3 159"
     assert (rows, k) == (body.count("\n"), 3) and all(len(line.split()) == 3 for line in body.splitlines())
     got = [json.loads(run(capsys, "evaluate", "--predictions", tmp_path / f"{h}.txt", test, "-k", 3, "--json")[1])
            for h in ("headstart", "dismec")]
@@ -654,6 +669,15 @@ def test_convert_between_formats(tmp_path, capsys):
     assert json.loads(out)["format"] == "slice"
     code, _, err = run(capsys, "info", tmp_path / "X.npy")
     _check_error(code, err, ["--labels FILE"])
+    # OUT's .npy name means the slice layout (helper-49: XMC text was written into it)
+    code, _, err = run(capsys, "convert", lib, tmp_path / "X2.npy", "--out-labels", tmp_path / "Y2.txt")
+    assert code == 0, err
+    np.testing.assert_array_equal(read_slice(tmp_path / "X2.npy", tmp_path / "Y2.txt")[0], X.toarray())
+    for extra, words in (([], ["--to slice writes two files", "--out-labels FILE"]),
+                         (["--to", "xmc"], ["ends in .npy", "--to xmc writes text"])):
+        code, _, err = run(capsys, "convert", lib, tmp_path / "X3.npy", *extra)
+        _check_error(code, err, words)
+        assert not (tmp_path / "X3.npy").exists()
 
 
 def test_train_on_libsvm_and_slice(tmp_path, capsys):

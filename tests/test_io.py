@@ -344,6 +344,10 @@ def test_roundtrip_predictions(tmp_path, name):
         (tmp_path / name).read_bytes()).split(b"\n", 1)[1]
     lab4, sc4 = read_predictions(tmp_path / ("n" + name))
     assert np.array_equal(lab4, labels) and np.array_equal(sc4, sc2)
+    # blank lines at the end are no rows, with or without a header (helper-49)
+    plain = (gzip.decompress if name.endswith(".gz") else bytes)((tmp_path / ("n" + name)).read_bytes())
+    lab5, _ = read_predictions(put(tmp_path, plain + b"\n \r\n\n", "trail.txt"))
+    assert np.array_equal(lab5, labels)
     with pytest.raises(ParameterError, match="header must be one of headstart, dismec, none"):
         write_predictions(tmp_path / "x.txt", labels, scores, L, header="xclib")
 

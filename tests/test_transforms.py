@@ -384,6 +384,12 @@ def test_hashed_model_equals_a_model_trained_on_prehashed_data(counts):
     lb, sb = predict_topk(plain, numpy_transform(numpy_hash(Xt, 300, 3, 11), "log-one-plus"), 5)
     np.testing.assert_array_equal(la, lb)
     np.testing.assert_array_equal(sa, sb)
+    # the estimator's n_features_in_ is the width of the X fitted on (scikit-learn's
+    # meaning), not the hashed width of coef_ (helper-50)
+    from headstart import OvAClassifier
+
+    clf = OvAClassifier(threads=1, **hp).fit(X[:100], Y[:100, :2])
+    assert clf.n_features_in_ == X.shape[1] and clf.coef_.shape[1] == 900
 
 
 def test_hashed_model_round_trips_and_predicts_identically(counts, tmp_path):

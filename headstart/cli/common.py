@@ -645,6 +645,14 @@ class RowLocator:
                                   row=None if self.lines else r) from None
 
 
+def announced_rows(path: str, args: argparse.Namespace) -> int | None:
+    """The rows an XMC file's header announces (its reader checks them), else None:
+    a predictions file can then be written with its final header at once."""
+    from .. import io as hio
+
+    return hio.read_xmc_header(path)[0] if data_format(path, args) == "xmc" else None
+
+
 def iter_batches(path: str, args: argparse.Namespace, chunk_rows: int, n_features: int | None = None,
                  n_labels: int | None = None):
     """``(X, Y)`` blocks of at most ``chunk_rows`` rows.  XMC text is streamed (only one

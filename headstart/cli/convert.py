@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", metavar="IN", help="data file to read")
     p.add_argument("output", metavar="OUT", help="file to write")
     g = p.add_argument_group("output")
-    g.add_argument("--to", choices=TARGETS, default="xmc", help="output format (default: xmc)")
+    g.add_argument("--to", choices=TARGETS, default=None,
+                   help="output format (default: slice for an OUT ending in .npy, else xmc)")
     g.add_argument("--out-one-based", action="store_true",
                    help="xmc output: write feature indices starting at 1 (default: 0-based)")
     g.add_argument("--out-labels", metavar="FILE", help="slice output: the label file to write")
@@ -125,6 +126,13 @@ def _write(hio, args, X, Y) -> None:
 def run(args: argparse.Namespace) -> int:
     from .. import io as hio
 
+    npy = str(args.output).endswith(".npy")
+    if args.to is None:
+        args.to = "slice" if npy else "xmc"
+    elif npy and args.to != "slice":
+        # every reader takes a .npy name for dense features (helper-49: text was written there)
+        raise ParameterError(f"OUT {args.output} ends in .npy, the slice layout's features, but --to {args.to} "
+                             "writes text: name it otherwise, or use --to slice --out-labels FILE")
     if args.to == "slice" and not args.out_labels:
         raise ParameterError("--to slice writes two files: give the label file with --out-labels FILE")
     if args.to != "slice" and args.out_labels:

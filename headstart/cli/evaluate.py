@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     from ..metrics import evaluate, propensities
 
     counts, n_train = None, None
+    asked_propensity = args.propensity_a is not None or args.propensity_b is not None
     # a libsvm test file may name labels the model never saw: kept, as misses (common._label_width)
     args.labels_beyond_model = True
     if args.predictions:
@@ -212,6 +213,11 @@ def run(args: argparse.Namespace) -> int:
             # manifest and its propensity weighting: the file's rows with a label
             n_train = int(np.count_nonzero(np.diff(Ytr.indptr)))
     props = None
+    if counts is None and asked_propensity:
+        # helper-49: the options were ignored without a word
+        log.warning("--propensity-a/-b given, but there are no training label counts to compute propensities "
+                    "from: no propensity-scored metrics (give --train FILE%s)",
+                    "" if args.model is None else ", or a model trained by headstart")
     if counts is not None and counts.size < Y.shape[1]:
         # the test file's labels beyond the model's: no training positive
         counts = np.concatenate([counts, np.zeros(Y.shape[1] - counts.size, dtype=counts.dtype)])

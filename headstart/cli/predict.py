@@ -199,6 +199,11 @@ class ModelScorer:
         if "tree" in m:
             self._init_tree(model_dir, args)
             return
+        tree_only = (("--beam-width", "beam_width", 10), ("--beam-score", "beam_score", "sigmoid"),
+                     ("--sigmoid-a", "sigmoid_a", 3.0))
+        beam = [o for o, name, default in tree_only if getattr(args, name, default) != default]
+        if beam:   # helper-50: ignored without a word
+            log.warning("%s: for label-tree models; %s is a flat one-vs-all model: ignored", "/".join(beam), model_dir)
         if "dense" in m:   # before any block is read: its features are only the sparse part
             raise ModelFormatError(f"{model_dir}: a dense + sparse model needs the dense features of the data as "
                                    "well: predict with 'headstart shortlist-predict MODEL DATA --first-stage DIR "
@@ -448,8 +453,9 @@ def run(args: argparse.Namespace) -> int:
     k = k_for_model(args.k, scorer.num_trained, args.model)
     written = probability(args, scorer)
     n = 0
-    with PredictionWriter(args.output, k, scorer.label_space, names=label_names(args, scorer.label_space),
-                          header=args.header) as writer:
+    # the row count known at the start: the header is final, not padded for a rewrite (helper-49)
+    with PredictionWriter(args.output, k, scorer.label_space, n_rows=common.announced_rows(args.data, args),
+                          names=label_names(args, scorer.label_space), header=args.header) as writer:
         for labels, scores, _ in (dask_predictions if on_dask(args) else iter_predictions)(scorer, args, k):
             writer.write(labels, written(scores))
             n += labels.shape[0]

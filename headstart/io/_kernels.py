@@ -429,7 +429,7 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
     p = start
     while p < end:
         line_start = p
-        blank = _at_eol(buf, p, end, False)
+        blank = _at_eol(buf, _skip_blanks(buf, p, end), end, False)   # blanks only, too
         if max_rows >= 0 and rows >= max_rows:
             if blank:
                 p = _next_line(buf, p, end)

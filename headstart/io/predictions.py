@@ -72,7 +72,9 @@ def read_predictions(path) -> tuple[np.ndarray, np.ndarray]:
         # count, the rows are the lines
         body, line1 = 0, 1
         k = len(first_line.split())
-        n, L = raw.count(b"\n") + (0 if raw.endswith(b"\n") else 1), MAX_DIM
+        # (blank lines at the end are no rows, as after a header's count: helper-49)
+        text = raw.rstrip(b" \t\r\n")
+        n, L = text.count(b"\n") + 1, MAX_DIM
     else:
         names = DISMEC_PRED_HEADER if header_ints(first_line, 2) is not None else PRED_HEADER
         vals, body = parse_header(raw, path, names)

@@ -1,4 +1,4 @@
-"""Feedback-driven sparsification (DiSMEC++ ``--sparsify``): per label, the largest
+"""Feedback-driven sparsification (DiSMEC++ ``--sparsify``): per label, a large
 pruning threshold tau whose pruned vector w_tau (|w_j| < tau set to 0, the bias kept)
 has an objective at most (1 + tol) times the solution's, tol the given percentage / 100.
 
