@@ -206,8 +206,9 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("data format")
     g.add_argument("--format", dest="data_format", choices=DATA_FORMATS, default="auto",
                    help="xmc: XMC repository text (header 'n d L'); libsvm: multi-label svmlight "
-                        "(no header); slice: dense features .npy + --labels FILE; auto: .npy is "
-                        "slice, a first line of three integers is xmc, else libsvm (default: auto)")
+                        "(no header); slice: dense features (.npy, or DiSMEC++'s text matrix 'n d' + rows) + "
+                        "--labels FILE; auto: .npy or a first line of two integers is slice, of three integers "
+                        "xmc, else libsvm (default: auto)")
     g.add_argument("--one-based", action="store_true",
                    help="xmc: feature indices start at 1 (default: 0-based, as in the XMC repository)")
     g.add_argument("--one-based-labels", action="store_true",
@@ -216,7 +217,7 @@ def add_data_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--zero-based", action="store_true",
                    help="libsvm: feature indices start at 0 (default: 1-based, the svmlight convention)")
     g.add_argument("--labels", metavar="FILE", dest="labels_file",
-                   help="slice: the label file that goes with the dense features .npy")
+                   help="slice: the label file that goes with the dense features")
 
 
 def check_labelled_rows(path: str, Y, args: argparse.Namespace) -> None:
@@ -274,7 +275,7 @@ def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = N
             return _without_labels(hio.read_dense_features(path), n_labels)
         return hio.read_slice(path, labels_file)
     if labels_file:
-        raise ParameterError(f"--labels is only for the slice format (.npy features), not {fmt}")
+        raise ParameterError(f"--labels is only for the slice format (dense features), not {fmt}")
     if fmt == "xmc":
         if getattr(args, "zero_based", False):
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
