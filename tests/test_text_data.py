@@ -22,9 +22,9 @@ FILLER = ("the a of and to in is it that on for with as was at by an be this fro
           + [f"w{i}" for i in range(200)])
 
 
-def corpus(n, rng, names):
+def corpus(n, rng, names, ids=False):
     """Instances whose labels are 1-3 of ``names``, each label saying its own two signal
-    words among filler words; some ids as a first column."""
+    words among filler words; with ``ids``, an id as the first column."""
     lines, truth = [], []
     for i in range(n):
         labels = sorted(rng.choice(len(names), size=rng.integers(1, 4), replace=False).tolist())
@@ -34,7 +34,7 @@ def corpus(n, rng, names):
         rng.shuffle(words)
         text = " ".join(words)
         row = " ".join(names[j] for j in labels)
-        lines.append(f"{i}\t{row}\t{text}" if i % 2 else f"{row}\t{text}")
+        lines.append(f"{i}\t{row}\t{text}" if ids else f"{row}\t{text}")
         truth.append(labels)
     return "\n".join(lines) + "\n", truth
 
@@ -49,7 +49,7 @@ def test_features_and_labels_are_scikit_learns_and_sorted_names(tmp_path):
     rng = np.random.default_rng(0)
     names = ["zeta", "alpha", "Mid", "beta-2"]
     train, _ = corpus(60, rng, names)
-    test, _ = corpus(20, rng, names)
+    test, _ = corpus(20, rng, names, ids=True)
     test += "7\tunseen alpha\tsig1a and a new word\n"
     (tmp_path / "tr.txt").write_text(train)
     (tmp_path / "te.txt").write_text(test)
@@ -91,6 +91,9 @@ def test_text_corpus_end_to_end_through_the_command_line(tmp_path):
 @pytest.mark.parametrize("content,line,words", [
     ("a\tsome text\nonly one field\n", 2, "1 tab-separated fields"),
     ("a\tb\tc\td\n", 1, "4 tab-separated fields"),
+    # a tab inside a text (helper-51: the labels became an id, the first words labels)
+    ("a b\thello world\nb c\tgood morning\tworld\n", 2, "3 tab-separated fields where line 1 has 2"),
+    ("1\ta\tone\nb\ttwo\n", 2, "2 tab-separated fields where line 1 has 3"),
     ("", None, "no instances"),
 ])
 def test_malformed_text_is_refused_with_its_line(tmp_path, content, line, words):
@@ -107,6 +110,9 @@ def test_empty_lines_are_skipped(tmp_path):
     p.write_text("a\tone\n\nb c\ttwo\n\n")
     d = read_text(p)
     assert d.labels == [["a"], ["b", "c"]] and d.texts == ["one", "two"]
+    # a byte-order mark is no part of the first label (helper-51: label '\ufeffa')
+    p.write_bytes("\ufeffa b\tone\nb\ttwo\n".encode("utf-8"))
+    assert read_text(p).labels == [["a", "b"], ["b"]]
 
 
 def test_bad_input_leaves_no_output(tmp_path):
@@ -123,6 +129,11 @@ def test_bad_input_leaves_no_output(tmp_path):
     # a fitting option with --vectorizer is refused, not ignored
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec", "--ngram-max", "2")
     assert out.returncode == 2 and "--ngram-max is for --fit-vectorizer" in out.stderr
+    assert not (tmp_path / "o.xmc").exists()
+    # and on numeric data (helper-51: ignored)
+    (tmp_path / "num.txt").write_text("1 2 2\n0 0:1 1:2\n")
+    out = cli("convert", tmp_path / "num.txt", tmp_path / "o.xmc", "--sublinear-tf")
+    assert out.returncode == 2 and "--sublinear-tf is for LibMultiLabel text" in out.stderr
     assert not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--fit-vectorizer", tmp_path / "v2", "--one-based")
     assert out.returncode == 2 and "--one-based is for numeric data" in out.stderr and not (tmp_path / "v2").exists()

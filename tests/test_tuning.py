@@ -227,6 +227,8 @@ def test_cli_threshold_files_are_read_strictly(bibtex_dir, tmp_path, capsys):
     assert code == 2 and "--folds" in err and not (tmp_path / "t.txt").exists()
     code, _, err = run(capsys, "thresholds", train, "-o", tmp_path / "t.txt", "--fbr", "0.2,1")
     assert code == 2 and "--fbr" in err
+    code, _, err = run(capsys, "thresholds", train, "-o", tmp_path / "t.txt", "--fbr", "0.1")
+    assert code == 2 and "--fbr is for --method scutfbr" in err     # helper-51: was ignored
     for bad in (["--seed=-1"], ["--timeout", "5"]):     # refused before the data is read
         code, _, err = run(capsys, "thresholds", train, "-o", tmp_path / "t.txt", *bad)
         assert code == 2 and bad[0].split("=")[0] in err and not (tmp_path / "t.txt").exists()
@@ -254,11 +256,11 @@ def test_thresholds_with_a_hashing_model_and_npy_files(bibtex_dir, tmp_path, cap
     """Per-label thresholds on a model that hashes its features (raw data of any width),
     in memory and from the API; thresholds written and read as .npy."""
     train, test = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
-    opts = ["--hash-buckets", "64", "--hash-functions", "4", "--threads", "2", "--fbr", "0.1"]
+    opts = ["--hash-buckets", "64", "--hash-functions", "4", "--threads", "2"]
     assert run(capsys, "thresholds", train, "-o", tmp_path / "t.npy", *opts)[0] == 0
     t = np.load(tmp_path / "t.npy", allow_pickle=False)
     assert t.shape == (159,) and t.dtype == np.float64
-    assert run(capsys, "train", train, "-o", tmp_path / "m", "-q", *opts[:-2])[0] == 0
+    assert run(capsys, "train", train, "-o", tmp_path / "m", "-q", *opts)[0] == 0
     code, out, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "p.txt", "--thresholds",
                          tmp_path / "t.npy")
     assert code == 0, err

@@ -52,6 +52,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_data_options(p)
 
 
+def _fitting_option(args) -> str | None:
+    """The first text-fitting option given (they shape --fit-vectorizer's features)."""
+    for option, given in (("--ngram-max", args.ngram_max != 1), ("--min-df", args.min_df != 1),
+                          ("--max-features", args.max_features is not None), ("--sublinear-tf", args.sublinear_tf)):
+        if given:
+            return option
+    return None
+
+
 def _text_dataset(args):
     """(X, Y) of a LibMultiLabel text file, fitting and saving the vectorizer or applying one."""
     from ..io.text import TextVectorizer, read_text
@@ -66,12 +75,10 @@ def _text_dataset(args):
     if args.vectorizer:
         # the fitting options shape the feature space, which --vectorizer takes from DIR
         # as it was fitted; silently ignoring one would give other features than asked
-        for option, given in (("--ngram-max", args.ngram_max != 1), ("--min-df", args.min_df != 1),
-                              ("--max-features", args.max_features is not None),
-                              ("--sublinear-tf", args.sublinear_tf)):
-            if given:
-                raise ParameterError(f"{option} is for --fit-vectorizer; --vectorizer {args.vectorizer} applies "
-                                     "the features fitted there")
+        option = _fitting_option(args)
+        if option:
+            raise ParameterError(f"{option} is for --fit-vectorizer; --vectorizer {args.vectorizer} applies "
+                                 "the features fitted there")
     if args.fit_vectorizer and os.path.exists(args.fit_vectorizer):
         raise ParameterError(f"{args.fit_vectorizer}: exists; --fit-vectorizer writes a new directory "
                              "(--vectorizer applies an existing one)")
@@ -143,6 +150,9 @@ def run(args: argparse.Namespace) -> int:
     if args.fit_vectorizer or args.vectorizer:
         X, Y, vec = _text_dataset(args)
     else:
+        if _fitting_option(args):     # helper-51: ignored without a word on numeric data
+            raise ParameterError(f"{_fitting_option(args)} is for LibMultiLabel text read with --fit-vectorizer "
+                                 "DIR; IN is read as numeric data here")
         X, Y = common.read_dataset(args.input, args)
     if args.out_one_based and args.to != "xmc":
         raise ParameterError("--out-one-based is only for --to xmc (libsvm is 1-based)")

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from ..errors import DataFormatError
+from ..errors import DataFormatError, ParameterError
 from . import common
 
 NAME = "thresholds"
@@ -106,9 +106,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..io.labelvec import write_label_values
-    from ..tuning import micromacro, scutfbr, trainings_needed
+    from ..tuning import FBR_VALUES, micromacro, scutfbr, trainings_needed
 
     fbr = number_list(args, "--fbr", args.fbr, lambda v: (v >= 0) & (v < 1), "a number in [0, 1)")
+    if args.method != "scutfbr" and args.fbr != ",".join(f"{v:g}" for v in FBR_VALUES):
+        # helper-51: ignored without a word under the default method
+        raise ParameterError(f"--fbr is for --method scutfbr; --method {args.method} chooses no fbr")
     if args.method == "scutfbr":
         trainings, min_rows, how = trainings_needed(args.folds), args.folds * args.folds, "nested "
 

@@ -53,16 +53,25 @@ class TextData:
 
 def read_text(path) -> TextData:
     """Read a LibMultiLabel text file (gzip detected by its magic bytes).  Errors name
-    the file and line: a line with other than 2 or 3 tab-separated fields, text that is
-    not UTF-8."""
+    the file and line: a line with other than 2 or 3 tab-separated fields, or with
+    another count than the first line's, text that is not UTF-8.
+
+    The first line fixes the layout for the file, as in LibMultiLabel's reader (pandas
+    takes the columns from it): a line with another count is almost always a tab inside
+    a text, which would make its labels an id and its first words labels -- pandas skips
+    such a line with a warning, we refuse it (helper-51: it was read that way silently).
+    A UTF-8 byte-order mark is no part of the first label."""
     labels: list[list[str]] = []
     texts: list[str] = []
+    layout = None       # (field count, line) of the first line
     with open_stream(path) as s:
         for number, raw in enumerate(iter(s.readline, b""), start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise DataFormatError(f"not UTF-8 text (byte {e.start + 1} of the line)", path, number) from None
+            if number == 1:
+                line = line.removeprefix("\ufeff")
             line = line.rstrip("\r\n")
             if not line:
                 continue        # (LibMultiLabel's reader, pandas, skips empty lines too)
@@ -70,6 +79,12 @@ def read_text(path) -> TextData:
             if len(fields_) not in (2, 3):
                 raise DataFormatError(f"{len(fields_)} tab-separated fields, expected 2 (labels, text) or 3 "
                                       "(id, labels, text)", path, number)
+            if layout is None:
+                layout = (len(fields_), number)
+            elif len(fields_) != layout[0]:
+                raise DataFormatError(f"{len(fields_)} tab-separated fields where line {layout[1]} has {layout[0]} "
+                                      "(every line of a file has an id, or none): a tab inside the text? "
+                                      "(LibMultiLabel's reader skips such a line)", path, number)
             labels.append(fields_[-2].split())
             texts.append(fields_[-1])
     if not texts:
