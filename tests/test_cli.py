@@ -232,6 +232,22 @@ def test_print_params_and_params_file_round_trip(tmp_path, capsys):
         assert json.loads(run(capsys, "train", "--print-params", "--timeout", text)[1])["timeout"] == seconds
 
 
+def test_a_budget_spent_compiling_says_so(capsys):
+    """--timeout is wall-clock time, compiling included (a cluster job's limit is); a first
+    run whose kernels took the budget says so and how to avoid it (helper-52)."""
+    import argparse
+
+    from headstart.cli.train import _say_timeout
+
+    args = argparse.Namespace(quiet=False, output="m")
+    _say_timeout(args, TrainParams(timeout=30.0), 159, 52.5)
+    out = capsys.readouterr().out
+    assert "time budget of 30 s reached -- this run spent 52.5 s of it compiling kernels" in out
+    assert "'headstart compile' does it ahead" in out and "159 label(s) not started" in out
+    _say_timeout(args, TrainParams(timeout=30.0), 159, 0.2)
+    assert "compiling" not in capsys.readouterr().out
+
+
 def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir, tmp_path, capsys):
     """headstart train without --shard-size (one spooled shard): a rerun replaces a
     finished model, label ranges included, but refuses one that a --timeout left

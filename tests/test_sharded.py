@@ -155,6 +155,14 @@ def test_statistics_written_as_csv_json_lines_or_json(reference, tmp_path):
     rows = list(csv.DictReader((tmp_path / "s.csv").open()))
     assert len(doc) == len(lines) == len(rows) == 6 and doc == lines
     assert [r["label"] for r in doc] == [int(r["label"]) for r in rows] == list(st["label"])
+    # a per-label column keeps its meaning in every format; the per-iteration
+    # trajectories sit apart (helper-52: "cg_steps" and "seconds" were replaced by them)
+    for r, c in zip(doc, rows):
+        assert r["cg_steps"] == int(c["cg_steps"]) and r["seconds"] == float(c["seconds"])
+        if "trajectory" in r:
+            assert sum(r["trajectory"]["cg_steps"]) == r["cg_steps"]
+    st.take(np.arange(0)).write(tmp_path / "e.csv")      # no rows: still the header
+    assert (tmp_path / "e.csv").read_text().split("\r\n")[0].startswith("label,")
 
 
 def test_resume_trains_only_missing_labels(bibtex, reference, tmp_path):
@@ -176,6 +184,10 @@ def test_resume_trains_only_missing_labels(bibtex, reference, tmp_path):
     # nothing left to do: resuming again trains nothing
     r3 = train_sharded(X, Y, PARAMS, out, num_labels=NUM, resume=True)
     assert r3.trained == [] and r3.already_finished == NUM
+    # the nonzero weights of a range that cuts shards: its own rows only (helper-52:
+    # whole shards were counted)
+    r4 = train_sharded(X, Y, PARAMS, out, first_label=4, num_labels=10, resume=True)
+    assert r4.nnz == reference[0].weights[4:14].nnz and r2.nnz == reference[0].weights.nnz
 
 
 def test_resume_checks_parameters_and_data(bibtex, tmp_path):

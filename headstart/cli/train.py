@@ -97,9 +97,11 @@ def run(args: argparse.Namespace) -> int:
         from . import precompile
 
         helper = precompile.start(params)
-        if helper is not None:
-            ahead = precompile.compile_in_command(params, helper)
     try:
+        if helper is not None:
+            # inside the try: an interrupt while compiling stops the helper too (helper-52:
+            # it went on compiling, orphaned, after the command had exited)
+            ahead = precompile.compile_in_command(params, helper)
         return _train(args, params, ahead)
     finally:
         if helper is not None:
@@ -149,7 +151,7 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
         f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
         f"{_work(params, s)}, {nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
-    _say_timeout(args, params, count - int(s["labels"]))
+    _say_timeout(args, params, count - int(s["labels"]), _compile_seconds(stats, compiled_ahead))
     return 0
 
 
@@ -178,16 +180,26 @@ def _keeps_trajectories(args: argparse.Namespace) -> bool:
     return bool(args.stats) and not args.stats.endswith(".csv")
 
 
+def _compile_seconds(stats, ahead: float = 0.0) -> float:
+    """Seconds this run compiled numba's kernels (the trainer's compile and what was
+    compiled ahead of reading; not the readers')."""
+    return ahead + (float(stats.meta.get("compile_seconds", 0.0)) if stats is not None else 0.0)
+
+
 def _compiled(stats, ahead: float = 0.0) -> str:
-    """' (+ N s compiling kernels, first run only)' when this run compiled numba's kernels
-    (the trainer's compile and what was compiled ahead of reading; not the readers')."""
-    c = ahead + (float(stats.meta.get("compile_seconds", 0.0)) if stats is not None else 0.0)
+    """' (+ N s compiling kernels, first run only)' when this run compiled kernels."""
+    c = _compile_seconds(stats, ahead)
     return f" (+ {c:.1f} s compiling kernels, first run only)" if c > 1.0 else ""
 
 
-def _say_timeout(args, params, missing: int) -> None:
+def _say_timeout(args, params, missing: int, compiled: float = 0.0) -> None:
+    """The budget is wall-clock time from the start of training, compiling included (a
+    cluster job's limit is); on a first run the kernels' compiling may take most of it,
+    which is said with the way around it (helper-52)."""
     if params.timeout > 0 and missing > 0:
-        common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "
+        first_run = (f" -- this run spent {compiled:.1f} s of it compiling kernels (first run only; "
+                     "'headstart compile' does it ahead)" if compiled > 1.0 else "")
+        common.say(args, f"time budget of {params.timeout:g} s reached{first_run}: {missing} label(s) not started; "
                          f"continue with: headstart train ... -o {args.output} --resume")
 
 

@@ -47,6 +47,7 @@ from ..model.extras import read_extras
 from ..model.lock import writes_model_dir
 from ..model.manifest import DATA_DIGEST_KEY, MANIFEST, read_manifest
 from ..model.ranges import contiguous_runs, finished_ranges_of
+from ..model.shards import read_shard
 from ..model.writer import TRAINING_MANIFEST_LAG, ModelWriter, prepare_target
 from ..params import TrainParams
 from ..training.kernel import LANES
@@ -355,9 +356,18 @@ class ShardedResult:
     @property
     def nnz(self) -> int:
         m = read_manifest(self.path)
-        return int(sum(s["nnz"] for s in m["shards"]
-                       if s["first_label"] < self.first_label + self.num_labels
-                       and s["first_label"] + s["num_labels"] > self.first_label))
+        lo, hi = self.first_label, self.first_label + self.num_labels
+        total = 0
+        for s in m["shards"]:
+            a, b = s["first_label"], s["first_label"] + s["num_labels"]
+            if b <= lo or a >= hi:
+                continue
+            if lo <= a and b <= hi:
+                total += int(s["nnz"])
+            else:   # a shard reaching beyond the range: its rows inside it (helper-52)
+                _, w, _ = read_shard(Path(self.path), s, int(m["n_features"]))
+                total += int(w.indptr[min(b, hi) - a] - w.indptr[max(a, lo) - a])
+        return total
 
 
 def finish_result(writer: ModelWriter, data: PreparedData, recorder: ShardRecorder, before: int,

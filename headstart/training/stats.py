@@ -187,9 +187,9 @@ class TrainingStats:
         if fmt == "csv":
             # column by column (what csv.DictWriter wrote row by row: str() of Python ints
             # and floats, '\r\n' line ends): 2M labels in ~3 s instead of ~25 s
+            buf.write(",".join(self.columns) + "\r\n")     # also without rows: a header (helper-52)
             if len(self):
                 names = self.status_names()
-                buf.write(",".join(self.columns) + "\r\n")
                 for a in range(0, len(self), _CSV_BLOCK):      # bounded memory: strings per block
                     b = a + _CSV_BLOCK
                     cols = [names[a:b].tolist() if k == "status" else [str(x) for x in (
@@ -202,8 +202,9 @@ class TrainingStats:
                 buf.write("[")
             for i, row in self._rows():
                 if iterations:
-                    for f in ITER_FIELDS:
-                        row[f] = [float(x) for x in self.trajectory(i, f)]
+                    # under a key of their own: "cg_steps" and "seconds" are per-label
+                    # columns too, which same-named trajectories replaced (helper-52)
+                    row["trajectory"] = {f: [float(x) for x in self.trajectory(i, f)] for f in ITER_FIELDS}
                 buf.write(("" if fmt == "jsonl" or i == 0 else ",\n") + json.dumps(row) + ("\n" if fmt == "jsonl" else ""))
             if fmt == "json":
                 buf.write("]\n")
