@@ -97,6 +97,27 @@ def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), own: Path = Path("/pro
     return None
 
 
+class _Interrupts:
+    """Ctrl-C as the command line saw it, remembered.  Python raises KeyboardInterrupt
+    wherever the main thread is; inside numba's compiler that is a ctypes callback of
+    llvmlite, which swallows it ("Exception ignored on calling ctypes callback"), and the
+    run went on to write its model and exit 0 (helper-52, 2 of 12 tries).  The command
+    line's SIGINT handler sets this before raising; :func:`check_interrupt` raises it
+    again where a run commits work (a model directory's or a file's rename) or has just
+    compiled.  Never set in library use (the handler is the command line's)."""
+
+    seen = False
+
+
+INTERRUPTS = _Interrupts()
+
+
+def check_interrupt() -> None:
+    """Raise KeyboardInterrupt if the command line saw a Ctrl-C that was swallowed."""
+    if INTERRUPTS.seen:
+        raise KeyboardInterrupt
+
+
 class Abort:
     """A stop request shared by the threads of one run and by its compiled kernels: the
     one-byte array ``flag`` is what the kernels read (between passes over X, or between

@@ -1030,6 +1030,32 @@ def test_ctrl_c_inside_a_kernel_is_reported_as_an_interruption(bibtex_dir, tmp_p
     assert not out.exists()
 
 
+def test_a_ctrl_c_swallowed_while_compiling_still_stops_the_run(bibtex_dir, tmp_path, capsys, monkeypatch):
+    """llvmlite swallows a KeyboardInterrupt raised inside its callbacks while numba
+    compiles: the run went on, replaced the model at -o and exited 0 (helper-52).  The
+    command line's SIGINT handler remembers the signal; the run stops at its next commit
+    (here: the new model's rename), says 'interrupted' (exit 130) and leaves the old model."""
+    from headstart._threads import INTERRUPTS
+    from headstart.training import trainer
+
+    data, out = str(bibtex_dir / "train.txt.gz"), tmp_path / "m"
+    assert run(capsys, "train", data, "-o", str(out), "--threads", "1", "--num-labels", 3, "-q")[0] == 0
+    before = (out / "manifest.json").read_text()
+    compile_kernels = trainer.compile_kernels
+
+    def swallowed(*a, **kw):     # what the handler leaves when llvmlite ate its exception
+        seconds = compile_kernels(*a, **kw)
+        INTERRUPTS.seen = True
+        return seconds
+
+    monkeypatch.setattr(trainer, "compile_kernels", swallowed)
+    rc, _, err = run(capsys, "train", data, "-o", str(out), "--threads", "1", "--num-labels", 4)
+    assert rc == 130 and "interrupted" in err
+    assert (out / "manifest.json").read_text() == before
+    monkeypatch.setattr(trainer, "compile_kernels", compile_kernels)
+    assert run(capsys, "train", data, "-o", str(out), "--threads", "1", "--num-labels", 4, "-q")[0] == 0   # reset
+
+
 def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):
     """-k above the labels a model ranks is cut to them, with a warning, when evaluate
     scores the model itself as when it reads predict's file (which predict cut): the

@@ -20,6 +20,8 @@ import sys
 import traceback
 import warnings
 
+from .._threads import INTERRUPTS, check_interrupt
+
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ["train", "predict", "evaluate", "cv", "thresholds", "costs", "tree", "info", "convert", "merge", "experiment", "shortlist", "shortlist_train",
             "shortlist_predict", "import_dismec", "export_dismec", "compile_ahead"]
@@ -187,13 +189,22 @@ def _stopped(args: argparse.Namespace | None, e: BaseException) -> int:
     return 143 if term else 130
 
 
+def _on_sigint(signum, frame):
+    # remembered before raising: numba's compiler may swallow the exception (_threads)
+    INTERRUPTS.seen = True
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
 
-    previous = None
+    previous = previous_int = None
+    INTERRUPTS.seen = False
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            previous_int = signal.signal(signal.SIGINT, _on_sigint)
     try:
         return _main(argv)
     except KeyboardInterrupt as e:   # before the command started: the imports of a slow start
@@ -201,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if previous_int is not None:
+            signal.signal(signal.SIGINT, previous_int)
 
 
 def _main(argv: list[str] | None) -> int:
@@ -216,6 +229,7 @@ def _main(argv: list[str] | None) -> int:
 
     try:
         code = int(args._run(args) or 0)
+        check_interrupt()   # a Ctrl-C swallowed on the way: not a success (helper-52)
         sys.stdout.flush()
         return code
     except BrokenPipeError:  # e.g. `headstart evaluate ... | head -2`: not an error worth a message

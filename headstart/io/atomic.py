@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .._threads import check_interrupt
 from ..errors import ParameterError
 
 __all__ = ["atomic_write", "atomic_directory", "fsync_dir", "TEMP_NAME_RE"]
@@ -129,6 +130,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
             f.flush()
             if fsync:
                 os.fsync(f.fileno())
+        check_interrupt()
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -159,6 +161,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
     try:
         yield tmp
+        check_interrupt()     # a Ctrl-C that numba's compiler swallowed replaces nothing
         _install_directory(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import Abort, join_pool, wait_all
+from .._threads import Abort, check_interrupt, join_pool, wait_all
 from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, regularizers, weighting
@@ -590,6 +590,7 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
                 np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0,
                 Abort().flag, rf, ra, rs, rc, rt, timing)
     note.cancel()
+    check_interrupt()    # a Ctrl-C while compiling (see _threads.INTERRUPTS)
     seconds = time.perf_counter() - t0
     if seconds > 1.0:
         compile_log.debug("compiled headstart's training kernels in %.1f s (first run only: numba caches them)",
