@@ -103,8 +103,8 @@ class _Interrupts:
     llvmlite, which swallows it ("Exception ignored on calling ctypes callback"), and the
     run went on to write its model and exit 0 (helper-52, 2 of 12 tries).  The command
     line's SIGINT handler sets this before raising; :func:`check_interrupt` raises it
-    again where a run commits work (a model directory's or a file's rename) or has just
-    compiled.  Never set in library use (the handler is the command line's)."""
+    again where a run would replace a whole model (a model directory's rename), has just
+    compiled, or returns.  Never set in library use (the handler is the command line's)."""
 
     seen = False
 
@@ -113,8 +113,12 @@ INTERRUPTS = _Interrupts()
 
 
 def check_interrupt() -> None:
-    """Raise KeyboardInterrupt if the command line saw a Ctrl-C that was swallowed."""
-    if INTERRUPTS.seen:
+    """Raise KeyboardInterrupt if the command line saw a Ctrl-C that was swallowed.  Not
+    while an exception is being handled (cleanup after the interrupt itself, which the
+    handler marked too: e.g. listing the finished shards must still work)."""
+    import sys
+
+    if INTERRUPTS.seen and sys.exc_info()[0] is None:
         raise KeyboardInterrupt
 
 

@@ -130,7 +130,6 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
             f.flush()
             if fsync:
                 os.fsync(f.fileno())
-        check_interrupt()
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
@@ -161,7 +160,9 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
     try:
         yield tmp
-        check_interrupt()     # a Ctrl-C that numba's compiler swallowed replaces nothing
+        # a Ctrl-C that numba's compiler swallowed replaces nothing (a file's rename is
+        # not checked: it may list finished work, as a sharded model's manifest does)
+        check_interrupt()
         _install_directory(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
