@@ -337,6 +337,7 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
     assert code == 0 and "instances: 2" in out, err
     # evaluate --predictions given a decisions file, or the test data (arguments swapped)
     assert run(capsys, "predict", model, test, "-o", tmp_path / "dec.txt", "--threshold", "0", "--allow-gaps")[0] == 0
+    assert (tmp_path / "dec.txt").read_text().split("\n", 1)[0] == "2515 159"    # final, not padded (helper-51)
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "dec.txt", test)
     assert code == 2 and "decisions file of 'headstart predict --threshold'" in err
     code, _, err = run(capsys, "evaluate", "--predictions", test, tmp_path / "p.txt")

@@ -126,6 +126,8 @@ def test_bad_input_leaves_no_output(tmp_path):
     assert out.returncode == 2 and "exists" in out.stderr and not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec")
     assert out.returncode != 0 and "vectorizer.json is missing" in out.stderr and not (tmp_path / "o.xmc").exists()
+    out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "nothere")
+    assert out.returncode == 2 and "no such text vectorizer directory" in out.stderr     # helper-51
     # a fitting option with --vectorizer is refused, not ignored
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec", "--ngram-max", "2")
     assert out.returncode == 2 and "--ngram-max is for --fit-vectorizer" in out.stderr

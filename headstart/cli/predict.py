@@ -492,7 +492,8 @@ def run_threshold(args: argparse.Namespace) -> int:
         decided = ((D, X.shape[0], Y) for D, X, Y in
                    scored_blocks(scorer, args, 1, lambda X: scorer.above(X, threshold, return_scores=True)))
     n = nnz = 0
-    with DecisionWriter(args.output, scorer.label_space, names=names) as writer:
+    with DecisionWriter(args.output, scorer.label_space, n_rows=common.announced_rows(args.data, args),
+                        names=names) as writer:
         for D, rows, _ in decided:
             D.data = written(D.data)
             writer.write(D)

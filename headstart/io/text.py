@@ -177,6 +177,9 @@ class TextVectorizer:
     @classmethod
     def load(cls, directory) -> "TextVectorizer":
         d = Path(directory)
+        if not d.is_dir():
+            raise DataFormatError("no such text vectorizer directory (made by 'headstart convert "
+                                  "--fit-vectorizer')", directory)
         meta_path = d / "vectorizer.json"
         part = meta_path
         try:
