@@ -1121,3 +1121,19 @@ def test_convert_to_libsvm_warns_when_the_declared_widths_cannot_be_kept(tmp_pat
     (tmp_path / "f.txt").write_text("2 4 3\n0 3:1\n1,2 0:1\n")
     code, out, err = run(capsys, "convert", tmp_path / "f.txt", tmp_path / "f.svm", "--to", "libsvm")
     assert code == 0 and "keeps no header" not in err
+
+
+def test_out_of_memory_advice_fits_the_command(tmp_path, capsys, monkeypatch):
+    """The MemoryError message advises what the command can do (helper-52: train was told
+    to predict with a smaller --chunk-rows)."""
+    from headstart.cli import predict as predict_cmd
+    from headstart.cli import train as train_cmd
+
+    def oom(args):
+        raise MemoryError
+
+    for mod, argv, advice in ((train_cmd, ["train", "x.txt", "-o", str(tmp_path / "m")], "--first-label"),
+                              (predict_cmd, ["predict", "m", "x.txt", "-o", str(tmp_path / "p")], "--chunk-rows")):
+        monkeypatch.setattr(mod, "run", oom)
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and "out of memory" in err and advice in err, err

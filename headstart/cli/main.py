@@ -254,8 +254,10 @@ def _main(argv: list[str] | None) -> int:
     except MemoryError:
         if verbose:
             traceback.print_exc()
-        _error(args, "out of memory (train a label range with --first-label/--num-labels, "
-                     "or predict with a smaller --chunk-rows)")
+        predicting = getattr(args, "command", None) in ("predict", "evaluate", "shortlist-predict")
+        _error(args, "out of memory (" + ("predict with a smaller --chunk-rows or --max-memory" if predicting else
+                                          "train a label range with --first-label/--num-labels, or fewer --threads")
+               + ")")
         return EXIT_FAILURE
     except OSError as e:
         if verbose:
