@@ -1137,3 +1137,19 @@ def test_out_of_memory_advice_fits_the_command(tmp_path, capsys, monkeypatch):
         monkeypatch.setattr(mod, "run", oom)
         code, _, err = run(capsys, *argv)
         assert code == 1 and "out of memory" in err and advice in err, err
+
+
+def test_foreign_habits_get_pointers(tmp_path, capsys):
+    """helper-51: raw LibMultiLabel text given to train, LIBLINEAR's -v N and DiSMEC++'s
+    predict --topk / --save-dense-txt each name what headstart does instead."""
+    raw = tmp_path / "raw.txt"
+    raw.write_text("TAG_a TAG_b\tsome words here\nTAG_b\tmore words\n")
+    code, _, err = run(capsys, "train", raw, "-o", tmp_path / "m")
+    assert code == 2 and "raw.txt:1" in err and "LibMultiLabel's raw text" in err and "--fit-vectorizer" in err
+    assert not (tmp_path / "m").exists()
+    code, _, err = run(capsys, "train", raw, "-o", tmp_path / "m", "-v", "5")
+    assert code == 2 and "headstart cv --folds N" in err
+    for argv, words in ((["predict", "m", "t.txt", "-o", "p", "--topk", "5"], "--topk is DiSMEC++'s: here -k K"),
+                        (["train", "t.txt", "-o", "m", "--save-dense-txt"], "--format dense-txt")):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and words in err, err

@@ -253,6 +253,32 @@ _MAIN = object()   # read_dataset's labels_file: the command's --labels
 
 def read_dataset(path: str, args: argparse.Namespace, n_features: int | None = None,
                  n_labels: int | None = None, labels_file: Any = _MAIN, labels_option: str = "--labels"):
+    """:func:`_read_dataset`, its errors on a LibMultiLabel raw-text file pointing to the
+    command that makes features of it (helper-51: only the reader's token error)."""
+    try:
+        return _read_dataset(path, args, n_features, n_labels, labels_file, labels_option)
+    except DataFormatError as e:
+        if e.path != str(path) or not _looks_like_raw_text(path):
+            raise
+        token = f" (token {e.token!r})" if e.token is not None else ""
+        raise DataFormatError(f"{e.message}{token}; this looks like LibMultiLabel's raw text ('labels<TAB>text'): "
+                              "make tf-idf features with 'headstart convert IN OUT --fit-vectorizer DIR' first",
+                              e.path, e.line, e.column) from None
+
+
+def _looks_like_raw_text(path: str) -> bool:
+    """The first line is '[id<TAB>]labels<TAB>text' with labels holding no ':'."""
+    from ..io._common import first_line
+
+    try:
+        fields = first_line(path).decode("utf-8", "replace").rstrip("\r").split("\t")
+    except (OSError, DataFormatError, EOFError):
+        return False
+    return len(fields) in (2, 3) and ":" not in fields[-2] and bool(fields[-1].strip())
+
+
+def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = None,
+                  n_labels: int | None = None, labels_file: Any = _MAIN, labels_option: str = "--labels"):
     """(X, Y) of a data file through headstart.io, as the data options say.
 
     ``n_features``/``n_labels`` fix the widths of libsvm data (which has no header).

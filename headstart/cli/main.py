@@ -67,6 +67,11 @@ DISMEC_OPTIONS = {
     "--augment-for-bias": "--bias VALUE", "--normalize-instances": "--normalize",
     "--hash-features": "--hash-buckets B", "--hash-repeat": "--hash-functions", "--continue": "--resume",
     "--batch-size": "--shard-size", "--reorder-features": "(always on)", "--save-sparse-txt": "(always sparse)",
+    "--record-stats": "--stats FILE", "--stats-file": "--stats FILE",
+    "--save-dense-txt": "'headstart export-dismec MODEL -o META --format dense-txt'",
+    "--save-dense-npy": "'headstart export-dismec MODEL -o META --format dense-npy'",
+    "--save-precision": "(models are npz shards; export-dismec writes DiSMEC++'s text)",
+    "--topk": "-k K (predict; -k L scores every label)",
 }
 
 
@@ -90,6 +95,10 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     for x in extras:
         opt = x.split("=", 1)[0]
         if not opt.startswith("-"):
+            if x.isdigit() and "-v" in known and not any("the number after -v" in h for h in hints):
+                # helper-51: LIBLINEAR's '-v 5' left '5' over
+                hints.append(f"{x}: the number after -v? -v is --verbose here; LIBLINEAR's -v N (cross-validation) "
+                             "is 'headstart cv --folds N'")
             continue
         if opt in DISMEC_OPTIONS:
             hints.append(f"{opt} is DiSMEC++'s: here {DISMEC_OPTIONS[opt]}")
