@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
@@ -116,8 +117,6 @@ def check_interrupt() -> None:
     """Raise KeyboardInterrupt if the command line saw a Ctrl-C that was swallowed.  Not
     while an exception is being handled (cleanup after the interrupt itself, which the
     handler marked too: e.g. listing the finished shards must still work)."""
-    import sys
-
     if INTERRUPTS.seen and sys.exc_info()[0] is None:
         raise KeyboardInterrupt
 

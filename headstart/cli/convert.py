@@ -150,9 +150,10 @@ def run(args: argparse.Namespace) -> int:
     if args.fit_vectorizer or args.vectorizer:
         X, Y, vec = _text_dataset(args)
     else:
-        if _fitting_option(args):     # helper-51: ignored without a word on numeric data
-            raise ParameterError(f"{_fitting_option(args)} is for LibMultiLabel text read with --fit-vectorizer "
-                                 "DIR; IN is read as numeric data here")
+        option = _fitting_option(args)
+        if option:     # helper-51: ignored without a word on numeric data
+            raise ParameterError(f"{option} is for LibMultiLabel text read with --fit-vectorizer DIR; IN is read "
+                                 "as numeric data here")
         X, Y = common.read_dataset(args.input, args)
     if args.out_one_based and args.to != "xmc":
         raise ParameterError("--out-one-based is only for --to xmc (libsvm is 1-based)")

@@ -27,7 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--first-stage", metavar="DIR", required=True, help="first stage saved by 'headstart shortlist'")
     p.add_argument("-o", "--output", metavar="PREDICTIONS", help="predictions file to write")
     p.add_argument("-k", type=common._number(int), default=5, help="labels per instance (default: 5)")
-    p.add_argument("--dense", metavar="X.npy", help="dense features of DATA (.npy or DiSMEC++'s dense text; dense + sparse models)")
+    p.add_argument("--dense", metavar="X.npy",
+                   help="dense features of DATA (.npy or DiSMEC++'s dense text; dense + sparse models)")
     p.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
     p.add_argument("--evaluate", action="store_true", help="print P@1..k and the candidates' recall")
     p.add_argument("--label-names", metavar="FILE",

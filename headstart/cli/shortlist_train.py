@@ -26,7 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", metavar="MODEL_DIR", help="model directory to write")
     p.add_argument("--shortlist", metavar="FILE", help="shortlist file (DiSMEC++ format, instances x labels)")
     g = p.add_argument_group("dense + sparse features")
-    g.add_argument("--dense", metavar="X.npy", help="dense features of the training instances (.npy or DiSMEC++'s dense text, n x k)")
+    g.add_argument("--dense", metavar="X.npy",
+                   help="dense features of the training instances (.npy or DiSMEC++'s dense text, n x k)")
     g.add_argument("--sparse-reg", type=common._number(float), default=None, metavar="LAMBDA",
                    help="L2 scale of the sparse weights, with --dense (default: 1)")
     g.add_argument("--dense-reg", type=common._number(float), default=None, metavar="LAMBDA",
