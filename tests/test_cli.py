@@ -132,6 +132,7 @@ def test_info_on_data_and_model(trained, bibtex_dir, capsys):
     code, out, err = run(capsys, "info", model_dir, "--json")
     info = json.loads(out)
     assert info["missing_ranges"] == [[0, 3], [23, 159]]
+    assert info["asked_range"] == [[3, 23]] and info["unfinished_ranges"] == []
     assert info["params"] == TrainParams(normalize=True, threads=2).to_dict()
 
 
@@ -259,6 +260,9 @@ def test_a_model_cut_by_a_time_budget_is_not_replaced_without_resume(bibtex_dir,
         assert code == 0, err
     code, _, err = run(capsys, "train", data, "-o", out, "--timeout", "1e-9", "--threads", 1, "-q")
     assert code == 0, err
+    # info says which labels the run was asked for and which of them it left (helper-52)
+    code, text, err = run(capsys, "info", out)
+    assert code == 0 and "asked range: [0, 159)" in text and "unfinished ranges: [" in text, (text, err)
     code, _, err = run(capsys, "train", data, "-o", out, "--threads", 1, "-q")
     assert code == 2 and "an unfinished model is there" in err and "--resume" in err
     # commands that write a new model whole refuse it too (helper-20: import-dismec replaced it)
@@ -831,7 +835,7 @@ def test_evaluate_ranks_a_predictions_file_by_its_scores(trained, bibtex_dir, tm
 def test_predict_writes_label_names(trained, bibtex_dir, tmp_path, capsys):
     """--label-names: each label id written as line id + 1 of the names file (with blanks,
     colons, non-ASCII, CRLF line ends, gzip or a vectorizer directory), tokens separated by
-    tabs, scores as in the id file; a wrong line count or a tab refused before any output."""
+    tabs (blanks if no name holds one), scores as in the id file; a wrong line count or a tab refused before any output."""
     _, model_dir = trained
     test = bibtex_dir / "test.txt.gz"
     names = [f"tag {i}: é{i}" for i in range(159)]
@@ -861,6 +865,19 @@ def test_predict_writes_label_names(trained, bibtex_dir, tmp_path, capsys):
     assert [[tuple(t.rsplit(":", 1)) for t in b.split("\t")] if b else [] for b in named[1:]] == \
         [[(names[int(t.split(":")[0])], t.split(":")[1]) for t in a.split()] for a in ids[1:]]
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "n.txt", test)
+    assert code == 2 and "holds label names" in err
+    # names without blanks: blank-separated, with --header none LibMultiLabel's layout
+    # (helper-51: tabs), which evaluate still tells from ids
+    (tmp_path / "plain.txt").write_text("".join(f"C{i}\n" for i in range(159)))
+    for header, out in (("headstart", "p.txt"), ("none", "lml.txt")):
+        code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / out, "--allow-gaps",
+                           "--label-names", tmp_path / "plain.txt", "--header", header)
+        assert code == 0, err
+    lml = (tmp_path / "lml.txt").read_text().splitlines()
+    assert len(lml) == len(ids) - 1 and "\t" not in "".join(lml)
+    assert [line.split(" ") for line in lml] == [[f"C{t.split(':')[0]}:{t.split(':')[1]}" for t in a.split()]
+                                                 for a in (tmp_path / "ids.txt").read_text().splitlines()[1:]]
+    code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "p.txt", test)
     assert code == 2 and "holds label names" in err
     code, _, err = run(capsys, "predict", model_dir, test, "-o", tmp_path / "vec" / "labels.txt", "--allow-gaps",
                        "--label-names", tmp_path / "vec")

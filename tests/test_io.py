@@ -1072,7 +1072,7 @@ def test_named_decisions_of_a_very_long_name_and_k_zero(tmp_path):
         tracemalloc.stop()
     assert peak < 20 << 20
     lines = (tmp_path / "d.txt").read_text().splitlines()
-    assert len(lines) == 2001 and sum(line.count("\t") + 1 for line in lines[1:] if line) == D.nnz
+    assert len(lines) == 2001 and sum(line.count(" ") + 1 for line in lines[1:] if line) == D.nnz
     assert sum(line.count("x" * 20_000) for line in lines) == D[:, 0].nnz > 50
     write_predictions(tmp_path / "k0.txt", np.zeros((3, 0), dtype=np.int64), np.zeros((3, 0)), 5)
     labels, scores = read_predictions(tmp_path / "k0.txt")

@@ -181,6 +181,12 @@ def test_resume_trains_only_missing_labels(bibtex, reference, tmp_path):
     assert all(after[f] == h for f, h in before.items())  # finished shards untouched
     assert_same_weights(out, reference[0], allow_gaps=True)
     assert len(r2.stats) == NUM and not r2.stats_without
+    # the run's summary counts the work of this run only (helper-52: the earlier labels' too)
+    lab, its = r2.stats.columns["label"], r2.stats.columns["iterations"]
+    mine = (lab < 8) | (lab >= 24)
+    s2 = r2.run_summary()
+    assert s2["labels"] == NUM - 16 and s2["newton_iterations"] == int(its[mine].sum()) < int(its.sum())
+    assert r1.run_summary() == r1.stats.summary()
     # nothing left to do: resuming again trains nothing
     r3 = train_sharded(X, Y, PARAMS, out, num_labels=NUM, resume=True)
     assert r3.trained == [] and r3.already_finished == NUM

@@ -542,7 +542,7 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     ids = open(pred).read().splitlines()[1:]
     named = open(tmp_path / "named.txt").read().splitlines()[1:]
     assert len(named) == len(ids) == 2515
-    assert [line.split("\t") for line in named] == [
+    assert [line.split(" ") for line in named] == [    # blank-free names: blank-separated
         [f"{names[int(t.split(':')[0])]}:{t.split(':')[1]}" for t in line.split()] for line in ids]
     # a first stage of another K than the training shortlist's: said (helper-18)
     fs2 = str(tmp_path / "fs2")

@@ -384,7 +384,7 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
     """What headstart file ``path`` looks like, for messages about a file given where
     another kind was expected: "first-stage" (a directory), "model-part" (a file inside a
     model directory), "npz" (a numpy archive), "dismec-model", "json" (another JSON
-    object), "named" (predictions or decisions with label names, tab-separated),
+    object), "named" (predictions or decisions with label names),
     "decisions" (header 'n L': also a shortlist), "thresholds" (one number per line),
     "data" (header of 3, lines starting with labels), "predictions" (header of 3,
     'label:score' tokens only), or None.  ``gz``: also look into gzip files."""
@@ -419,7 +419,9 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
             and any(not ln.strip().lstrip("+-").isdigit() for ln in lines):
         return "thresholds"
     first = lines[0].split() if lines else []
-    if len(first) in (2, 3) and all(t.isdigit() for t in first) and any("\t" in ln for ln in lines[1:4]):
+    named = any("\t" in ln for ln in lines[1:4]) or any(
+        ":" in t and not t.rsplit(":", 1)[0].isdigit() for ln in lines[1:4] for t in ln.split())
+    if len(first) in (2, 3) and all(t.isdigit() for t in first) and named:
         return "named"
     if len(first) == 2 and all(t.isdigit() for t in first):
         return "decisions"

@@ -115,8 +115,8 @@ def damaged_files(path: str, manifest: dict, verify: bool = False) -> list[str]:
 
 def model_info(path: str, verify: bool = False) -> dict:
     from ..model.extras import read_extras
-    from ..model.manifest import read_manifest
-    from ..model.ranges import finished_ranges_of, missing_ranges_of
+    from ..model.manifest import RANGE_KEY, read_manifest
+    from ..model.ranges import finished_ranges_of, missing_ranges_of, unfinished_ranges_of
     from ..tree.ensemble import is_ensemble
 
     if is_ensemble(path):
@@ -130,6 +130,10 @@ def model_info(path: str, verify: bool = False) -> dict:
         "labels_trained": sum(s["num_labels"] for s in m["shards"]),
         "covered_ranges": [list(r) for r in finished_ranges_of(m)],
         "missing_ranges": [list(r) for r in missing_ranges_of(m)],
+        # the labels the run that wrote the model was asked for, and what of them a time
+        # budget or a kill left (--resume finishes those); absent in merged and older models
+        **({"asked_range": [list(m[RANGE_KEY])], "unfinished_ranges": [list(r) for r in unfinished_ranges_of(m)]}
+           if m.get(RANGE_KEY) is not None else {}),
         "shards": len(m["shards"]),
         "nonzero_weights": sum(s["nnz"] for s in m["shards"]),
         "disk_bytes": size,
@@ -161,8 +165,8 @@ def model_info(path: str, verify: bool = False) -> dict:
         if out["missing_ranges"]:
             out["label_tree"]["outputs missing"] = out["missing_ranges"]
         out["label_space"] = num_labels
-        for key in ("covered_ranges", "missing_ranges"):
-            out.pop(key)
+        for key in ("covered_ranges", "missing_ranges", "asked_range", "unfinished_ranges"):
+            out.pop(key, None)
     if counts is not None:
         out["training_label_frequency"] = label_frequency(counts)
     if m["n_train"] == 0:

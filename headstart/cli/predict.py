@@ -72,7 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "logistic-loss models only; the ranking, and --threshold T on the score, unchanged")
     p.add_argument("--label-names", metavar="FILE",
                    help="write each label as its name, line id + 1 of FILE (the XMC repository's label map, or "
-                        "'convert --fit-vectorizer's directory): tokens 'name:score' separated by tabs")
+                        "'convert --fit-vectorizer's directory): tokens 'name:score' separated by blanks (LibMultiLabel's "
+                        "layout with --header none), by tabs if a name holds a blank")
     add_header_option(p)
     add_dask_options(p)
     common.add_data_options(p)

@@ -134,13 +134,14 @@ def run(args: argparse.Namespace) -> int:
         r.stats.write(args.stats)
     if common.said_nothing_left(args, r, first, count):
         return 0
-    s = r.stats.summary()
+    s = r.run_summary()
     compiled = float(r.info.get("compile_seconds", 0.0))
     common.say(args, f"trained {r.trained_labels} labels of [{first}, {first + count}) on their shortlists "
                      f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s"
                      + (f" (+ {compiled:.1f} s compiling kernels, first run only)" if compiled > 1.0 else "")
                      + (f", {r.already_finished} were finished before" if r.already_finished else "")
-                     + f": {s['newton_iterations']} Newton iterations, {r.nnz} nonzero weights -> {args.output}")
+                     + f": {s['newton_iterations']} Newton iterations, {r.nnz} nonzero weights"
+                     + (" in the range" if r.already_finished else "") + f" -> {args.output}")
     missing = int(sum(b - a for a, b in r.missing))
     if params.timeout > 0 and missing > 0:
         common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "

@@ -219,13 +219,14 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
                         ", ".join(f"[{a}, {b})" for a, b in r.stats_without[:5]))
     if common.said_nothing_left(args, r, first, count):
         return 0
-    s = r.stats.summary()
+    s = r.run_summary()
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
         f"trained {r.trained_labels} labels of [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} "
         f"({r.backend}) in {r.wall_seconds:.2f} s"
         + (f", {r.already_finished} were finished before" if r.already_finished else "")
         + f": {_work(params, s)}, {r.nnz} nonzero weights"
+        + (" in the range" if r.already_finished else "")
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
     _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
     return 0

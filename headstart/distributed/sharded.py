@@ -353,6 +353,19 @@ class ShardedResult:
     def complete(self) -> bool:
         return not self.missing
 
+    def run_summary(self) -> dict:
+        """``stats.summary()`` of the labels this run trained: a resumed run's ``stats``
+        hold the earlier runs' labels too, whose iterations this run did not do (helper-52)."""
+        st = self.stats
+        if not self.already_finished or st is None or not len(st):
+            return st.summary() if st is not None else {}
+        starts = np.array(sorted(a for a, _ in self.trained), dtype=np.int64)
+        ends = np.array(sorted(b for _, b in self.trained), dtype=np.int64)  # ranges do not overlap
+        lab = st.columns["label"]
+        at = np.searchsorted(starts, lab, side="right") - 1
+        mine = (at >= 0) & (lab < ends[np.maximum(at, 0)]) if starts.size else np.zeros(lab.size, bool)
+        return st.without_trajectories().take(np.flatnonzero(mine)).summary()
+
     @property
     def nnz(self) -> int:
         m = read_manifest(self.path)

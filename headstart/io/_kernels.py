@@ -673,18 +673,17 @@ def format_sparse(r0, r1, indptr, indices, data, lptr, labels, feat_offset, with
 
 
 @njit(nogil=True, cache=True)
-def format_decisions(indptr, labels, scores, name_ptr, names, out):
-    """Format rows of variable length, ``label:score`` with 6 significant digits: row r is
-    entries [indptr[r], indptr[r + 1]) of ``labels`` / ``scores``.  Without names
-    (``name_ptr`` empty) a label is its id and the entries are separated by a blank; with
-    names, label ``l`` is the bytes ``names[name_ptr[l]:name_ptr[l + 1]]`` and the
-    separator is a tab (a name may hold blanks, never a tab)."""
+def format_decisions(indptr, labels, scores, name_ptr, names, sep, out):
+    """Format rows of variable length, ``label:score`` with 6 significant digits, entries
+    separated by the byte ``sep``: row r is entries [indptr[r], indptr[r + 1]) of
+    ``labels`` / ``scores``.  Without names (``name_ptr`` empty) a label is its id; with
+    names, label ``l`` is the bytes ``names[name_ptr[l]:name_ptr[l + 1]]``."""
     named = name_ptr.shape[0] > 0
     p = 0
     for r in range(indptr.shape[0] - 1):
         for e in range(indptr[r], indptr[r + 1]):
             if e > indptr[r]:
-                out[p] = 9 if named else 32
+                out[p] = sep
                 p += 1
             if named:
                 for b in range(name_ptr[labels[e]], name_ptr[labels[e] + 1]):

@@ -19,9 +19,10 @@ with no label count of its own (the ids are then checked against the test data's
 field's evaluation scripts), which takes exactly two numbers from the first line.
 
 With label names (``names=`` :func:`read_label_names`, ``headstart predict --label-names``)
-a token is ``name:score`` and the tokens of a line are separated by a tab, since names
-may hold blanks (the score is what follows the last colon); such a file is for people
-and other tools -- :func:`read_predictions` reads ids.
+a token is ``name:score`` (the score is what follows the last colon) and the tokens of a
+line are separated by a blank -- with ``header="none"`` the file is then laid out as
+LibMultiLabel's ``--predict_out_path`` -- or by a tab when a name holds whitespace.  Such
+a file is for people and other tools: :func:`read_predictions` reads ids.
 
 Scores are written with 6 significant digits.  Label ids are 0-based, in
 ``[0, num_labels)``, distinct within a line, and ``k <= num_labels``.  A file written by
@@ -51,6 +52,7 @@ DISMEC_PRED_HEADER = ("num_points", "k")
 #: top-k file headers: ours, "num_points k num_labels"; DiSMEC++'s, "num_points k"; none
 #: (LibMultiLabel's files: the lines only)
 HEADERS = ("headstart", "dismec", "none")
+_BLANKS = np.array([32, 11, 12], dtype=np.uint8)   # whitespace a label name may hold (not tab, CR, LF)
 _HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
 __all__ = ["write_predictions", "read_predictions", "PredictionWriter", "DecisionWriter"]
@@ -203,6 +205,9 @@ class PredictionWriter:
             raise DataFormatError(f"{names[0].size - 1} label names for {n_labels} labels")
         self.names = names
         self._name_bytes = None if names is None else np.diff(names[0])
+        # entries separated by a blank, as LibMultiLabel's and DiSMEC++'s files are, unless a
+        # name holds whitespace: then by a tab (names never hold one, read_label_names)
+        self.separator = 32 if names is None or not np.isin(names[1], _BLANKS).any() else 9
         self._gz = self.path.lower().endswith(".gz")
         self._closed = False
         if self._gz:
@@ -245,7 +250,7 @@ class PredictionWriter:
         label_bytes = 10 * labels.size if self.names is None else int(self._name_bytes[labels].sum())
         out = np.empty(label_bytes + labels.size * (2 + K.FLOAT_MAX_CHARS) + indptr.size, dtype=np.uint8)
         name_ptr, names = self.names if self.names is not None else (_NO_NAMES, _NO_NAMES.view(np.uint8))
-        used = K.format_decisions(indptr, labels, scores, name_ptr, names, out)
+        used = K.format_decisions(indptr, labels, scores, name_ptr, names, np.uint8(self.separator), out)
         self._f.write(out[:used].tobytes())
 
     def close(self) -> None:
