@@ -31,6 +31,14 @@ def data_roots() -> list[Path]:
     return roots
 
 
+#: how the harness defines P@k over a label range (printed with every result)
+PK_DEFINITION = (
+    "P@k for a label range [A, B): every method ranks only the labels it trained (A..B-1); the top k of "
+    "each test row are compared with that row's test labels restricted to [A, B); the hits are divided by "
+    "k and averaged over ALL test rows (rows without a label in the range count as 0, as pyxclib does). "
+    "Over all labels this is the usual P@k. Computed by headstart.metrics.evaluate for every method.")
+
+
 def resolve_dataset(name_or_dir: str) -> Path:
     """A directory holding ``train.txt.gz`` and ``test.txt.gz`` (XMC format)."""
     p = Path(name_or_dir)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (HERE, REPO, LoadProbe, dataset_for, machine_info, parse_label_range,  # noqa: E402
+from common import (HERE, PK_DEFINITION, REPO, LoadProbe, dataset_for, machine_info, parse_label_range,  # noqa: E402
                     quiet_check, read_header, sample_labels)
 from methods import METHODS, apply_overrides, expand_methods  # noqa: E402
 
@@ -40,12 +40,6 @@ RESULTS_DIR = HERE / "results"
 DOCS_PATH = REPO / "docs" / "benchmarks.md"
 REFERENCE = "liblinear"
 HARNESS_VERSION = 1
-
-PK_DEFINITION = (
-    "P@k for a label range [A, B): every method ranks only the labels it trained (A..B-1); the top k of "
-    "each test row are compared with that row's test labels restricted to [A, B); the hits are divided by "
-    "k and averaged over ALL test rows (rows without a label in the range count as 0, as pyxclib does). "
-    "Over all labels this is the usual P@k. Computed by headstart.metrics.evaluate for every method.")
 
 MEDIAN_FIELDS = ("wall_s", "cpu_s", "peak_rss_mb", "train_peak_rss_mb", "rss_before_train_mb", "warmup_s",
                  "predict_s", "load_train_s")

@@ -254,10 +254,10 @@ def machine_section(res: dict) -> list[str]:
 def shortlist_section(results_dir: Path) -> list[str]:
     """Shortlisted training and dense + sparse features (issue 14): benchmarks/shortlist.py."""
     try:
-        from shortlist import targets_lines
+        from shortlist import shortlist_section as section
     except ImportError:  # pragma: no cover - run from another directory
         return []
-    return ["", "### Shortlisted training and dense + sparse features", ""] + targets_lines(results_dir)
+    return section(results_dir)
 
 
 def render(results_dir: Path, max_foreign: float) -> str:
@@ -647,7 +647,7 @@ def prediction_section(results_dir: Path) -> list[str]:
         full = d.get("full_label_space")
         if full:
             o, n, ex = full["old"], full["new"], full["extrapolated_to_test_rows"]
-            L += [f"Measured at the full label space"
+            L += ["Measured at the full label space"
                   + (f" ({full['created']}, `{full['command']}`, old and new interleaved, medians of "
                      f"{len(o.get('runs', [0]))})" if full.get("command") else "")
                   + f": a model of all {o['labels']} labels ({o['nnz']} weights, "
@@ -681,7 +681,7 @@ def prediction_section(results_dir: Path) -> list[str]:
 
 
 def _pk() -> str:
-    from compare import PK_DEFINITION
+    from common import PK_DEFINITION
 
     return PK_DEFINITION
 

@@ -37,7 +37,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -213,14 +212,20 @@ def _replace_block(path: Path, name: str, text: str) -> None:
     path.write_text(doc)
 
 
+SECTION_TITLE = "### Shortlisted training and dense + sparse features"
+
+
+def shortlist_section(results_dir: Path) -> list[str]:
+    """The issue-14 section of docs/benchmarks.md (benchmarks/docs.py renders it after the targets)."""
+    return ["", SECTION_TITLE, ""] + targets_lines(results_dir)
+
+
 def _insert_targets(path: Path) -> None:
     """Put the issue-14 section into docs/benchmarks.md where benchmarks/docs.py renders it
     (after the targets), without regenerating the rest (the peers' results there were
     measured with packages this environment may not have)."""
-    from docs import shortlist_section
-
     doc = path.read_text()
-    title = "\n### Shortlisted training and dense + sparse features\n"
+    title = f"\n{SECTION_TITLE}\n"
     if title in doc:
         a = doc.index(title)
         doc = doc[:a] + doc[doc.index("\n## ", a + 1):]

@@ -210,7 +210,7 @@ def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, n
             # a time budget left gaps, which --resume trains (headstart.distributed): the
             # shards' statistics go where it reads them, so that its statistics cover
             # every label of the model, not only those it trained
-            from .distributed.sharded import write_stats_file
+            from .training.stats import write_stats_file
 
             labels = stats["label"]
             for e in shards:

@@ -336,6 +336,14 @@ def _default_epsilon(p: TrainParams):
     return regularizers.get(p.regularizer).default_epsilon
 
 
+def _huber_regularizers() -> str:
+    """The regularisers with a Huber part, from the registry (a new one is listed too)."""
+    from .objective import regularizers
+
+    return "with a Huber part (" + ", ".join(n for n, info in regularizers.REGISTRY.items()
+                                              if info.default_epsilon is not None) + ")"
+
+
 def method_of(p: TrainParams) -> str:
     """The method that trains with these parameters: "newton" (Newton-CG, the core),
     exact L1's coordinate descent, "newglmnet" or "cdn" (``l1_solver``), or L2's dual
@@ -377,12 +385,12 @@ def _aop_decider(p: TrainParams) -> str:
     return "regularizer" if p.regularizer == "l1-exact" else "l2_solver"
 
 
-# name -> (the parameter whose choices read it, whether it is read, those choices[, a
-# function naming the parameter that leaves it unread, when that is not always the first])
+# name -> (the parameter whose choices read it, whether it is read, those choices (or a
+# function giving them)[, a function naming the parameter that leaves it unread, when that
+# is not always the first])
 READ_ONLY_WITH: dict[str, tuple] = {
     "huber_epsilon": _in("loss", "huber-hinge"),
-    "reg_epsilon": ("regularizer", lambda p: _default_epsilon(p) is not None, "with a Huber part (l1, l1-relaxed, huber, "
-                    "elastic-*)"),
+    "reg_epsilon": ("regularizer", lambda p: _default_epsilon(p) is not None, _huber_regularizers),
     # exact L1 and the dual start every label from zero (training/coordinate.py)
     "init": ("regularizer", lambda p: method_of(p) == "newton" or p.init == "zero",
              "other than l1-exact, and l2_solver newton (l1-exact and the dual start from zero)", _method_decider),
@@ -446,7 +454,8 @@ def unused_parameters(p: TrainParams, given) -> list[tuple[str, str, str, str]]:
     for name in given:
         rule = READ_ONLY_WITH.get(name)
         if rule is not None and not rule[1](p):
-            out.append((name, rule[0], rule[2], rule[3](p) if len(rule) > 3 else rule[0]))
+            choices = rule[2]() if callable(rule[2]) else rule[2]    # (a callable: read from a registry)
+            out.append((name, rule[0], choices, rule[3](p) if len(rule) > 3 else rule[0]))
     return out
 
 

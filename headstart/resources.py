@@ -290,11 +290,13 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         # no lanes, no copy of X (the uint32 view of its indices); per thread
         # solver.dual.Work (w per weight; a, Q_ii and the order per instance -- the logistic dual:
         # a_i, c_i - a_i and the order) and the int8
-        # labels, ||x_i||^2 once; with the squared hinge the Newton method's buffers for
-        # the switch after 300 cycles (core_adapter.new_buffers: ~11 vectors per weight, 6
+        # labels, ||x_i||^2 once; with the squared hinge and the logistic loss the Newton method's buffers for
+        # the switch after 300 cycles (training.one_problem.new_buffers: ~11 vectors per weight, 6
         # per instance) and X's column sums; records: one per label (training/coordinate.py)
+        from .training.coordinate import DUAL_NEWTON_SWITCH
+
         lanes = 1
-        switch = loss == "squared-hinge"
+        switch = loss in DUAL_NEWTON_SWITCH   # (helper-55: the logistic dual's switch was not counted)
         parts["init"] = nv * _F64 if switch else 0
         parts["workspaces"] = (used * (nv * _F64 + 3 * n * _F64 + n + ((11 * nv + 6 * n) * _F64 if switch else 0))
                                + n * _F64)
@@ -426,8 +428,31 @@ def _cgroup_available() -> int | None:
     return None
 
 
-def _rlimit_available() -> int | None:
-    """Address-space limit (``ulimit -v``) minus what the process has mapped already."""
+#: address space a worker thread maps beyond the buffers the estimates count, which
+#: only an address-space limit (``ulimit -v``) sees: glibc's malloc gives each thread an
+#: arena of its own, reserving 64 MiB (HEAP_MAX_SIZE on 64-bit), and the thread's stack
+#: (RLIMIT_STACK's soft limit, 8 MiB by default) -- reserved, mostly never resident
+#: (helper-52: a tight ``ulimit -v`` passed the check, then threads failed to start)
+THREAD_ARENA_BYTES = 64 << 20
+
+
+def thread_address_space() -> int:
+    """Address space one more thread reserves: its malloc arena and its stack."""
+    stack = 8 << 20
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            stack = int(soft)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        pass
+    return THREAD_ARENA_BYTES + stack
+
+
+def _rlimit_available(threads: int = 0) -> int | None:
+    """Address-space limit (``ulimit -v``) minus what the process has mapped already
+    and what ``threads`` more threads will reserve (:func:`thread_address_space`)."""
     try:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
@@ -443,15 +468,16 @@ def _rlimit_available() -> int | None:
             vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except (OSError, ValueError, IndexError):
         vsize = 0
-    return max(0, soft - vsize)
+    return max(0, soft - vsize - threads * thread_address_space())
 
 
-def available_memory() -> int | None:
+def available_memory(threads: int = 0) -> int | None:
     """Bytes this process can still allocate, or None when it cannot be told.
 
     The smallest of: ``MemAvailable`` of ``/proc/meminfo`` (else free physical pages
     from ``os.sysconf``), the cgroup's limit minus its usage, and the address-space
-    limit (``ulimit -v``) minus the process's current size.
+    limit (``ulimit -v``) minus the process's current size and the address space that
+    ``threads`` worker threads about to start will reserve.
     """
     candidates = []
     mem = _meminfo_available()
@@ -460,18 +486,19 @@ def available_memory() -> int | None:
             mem = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
             mem = None
-    for v in (mem, _cgroup_available(), _rlimit_available()):
+    for v in (mem, _cgroup_available(), _rlimit_available(threads)):
         if v is not None:
             candidates.append(int(v))
     return min(candidates) if candidates else None
 
 
 def check_memory(need: int, what: str, *, available: int | None = None, breakdown: str = "",
-                 option: str = "--no-memory-check", advice: str = "") -> None:
+                 option: str = "--no-memory-check", advice: str = "", threads: int = 0) -> None:
     """Raise :class:`ResourceError` when ``need`` bytes exceed ``available`` (default:
-    :func:`available_memory`; nothing is checked when that is unknown)."""
+    :func:`available_memory` for a run of ``threads`` worker threads; nothing is checked
+    when that is unknown)."""
     if available is None:
-        available = available_memory()
+        available = available_memory(threads)
     if available is None or need <= available:
         return
     text = (f"{what} needs an estimated {format_bytes(need)} of memory but only "

@@ -168,6 +168,19 @@ def test_info_names_the_damaged_files_of_a_model(trained, tmp_path, capsys):
         assert out.split(f"shards/{shards[0].name}: ")[1].startswith(why), out
 
 
+def test_info_reads_a_dense_text_matrix_with_its_labels(tmp_path, capsys):
+    """A first line of two numbers and a label file: DiSMEC++'s dense text features, as
+    train reads them (helper-53: info took them for a decisions file)."""
+    (tmp_path / "x.txt").write_text("2 3\n0.1 0.2 0.3\n0.4 0.5 0.6\n")
+    (tmp_path / "y.txt").write_text("2 2\n0\n1\n")
+    code, out, err = run(capsys, "info", tmp_path / "x.txt", "--labels", tmp_path / "y.txt", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert (info["format"], info["instances"], info["features"], info["labels"]) == ("slice", 2, 3, 2)
+    code, _, err = run(capsys, "info", tmp_path / "x.txt")     # alone: what else it may be
+    assert code == 2 and "header is two numbers" in err
+
+
 def test_info_label_frequency_without_a_count_per_label(tmp_path, capsys):
     """A header declaring 2e9 labels: the summary from the labels that occur (no 16 GB
     array), the median and mean over all of them as numpy's over the full counts."""
@@ -1019,7 +1032,17 @@ def test_readme_options_table_is_the_generated_one():
     from headstart.cli.docs import options_table
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert options_table() in readme, "regenerate the README options table: python -m headstart.cli.docs"
+    assert options_table() in readme, \
+        "regenerate the README options table: python -m headstart.cli.docs --write README.md"
+
+
+def test_docs_writer_replaces_only_the_table(tmp_path):
+    from headstart.cli.docs import options_table, write_table
+
+    doc = tmp_path / "R.md"
+    doc.write_text("# T\n\n| option | default | meaning |\n|---|---|---|\n| `--old` | `1` | gone |\n\nafter\n")
+    assert write_table(str(doc)) and not write_table(str(doc))
+    assert doc.read_text() == "# T\n\n" + options_table() + "\n\nafter\n"
 
 
 def test_ci_runs_the_readme_test_command():
@@ -1166,6 +1189,9 @@ def test_foreign_habits_get_pointers(tmp_path, capsys):
     assert not (tmp_path / "m").exists()
     code, _, err = run(capsys, "train", raw, "-o", tmp_path / "m", "-v", "5")
     assert code == 2 and "headstart cv --folds N" in err
+    # a number after another unknown option is its value, not -v's (helper-53)
+    code, _, err = run(capsys, "train", "-s", "2", "-c", "4", raw, "-o", tmp_path / "m")
+    assert code == 2 and "--liblinear" in err and "-v" not in err, err
     for argv, words in ((["predict", "m", "t.txt", "-o", "p", "--topk", "5"], "--topk is DiSMEC++'s: here -k K"),
                         (["train", "t.txt", "-o", "m", "--save-dense-txt"], "--format dense-txt")):
         code, _, err = run(capsys, *argv)

@@ -182,7 +182,7 @@ def test_refusals_and_warnings(bibtex, tmp_path, capsys):
     newton_only = ["cg_epsilon", "pcg_alpha", "ls_eta", "ls_max_steps", "aop_s", "aop_t"]
     assert [u[0] for u in unused_parameters(TrainParams(regularizer="l1-exact"), newton_only)] == newton_only
     assert unused_parameters(TrainParams(regularizer="l1"), newton_only) == []
-    from headstart.shortlist.core_adapter import objective_parts
+    from headstart.training.one_problem import objective_parts
 
     with pytest.raises(ParameterError, match="coordinate descent"):
         objective_parts(TrainParams(regularizer="l1-exact"))

@@ -52,6 +52,16 @@ def test_every_registered_loss_is_tested():
     assert set(LOSS_CASES) == set(losses.NAMES)
 
 
+def test_every_registered_regularizer_is_tested():
+    """Every regulariser the Newton method minimises has a class among REG_CASES (the
+    other names are presets of those classes; l1-exact has solvers of its own,
+    tests/test_l1_exact.py); the reference refuses a name it has no formula for."""
+    newton = {info.cls for info in regularizers.REGISTRY.values() if info.solver == "newton"}
+    assert newton <= {regularizers.get(name).cls for name in REG_CASES}
+    with pytest.raises(KeyError, match="no reference formula for regulariser 'pseudo-huber'"):
+        ref._r(("pseudo-huber", 0.1, 0.2), np.zeros(3))
+
+
 # ----------------------------------------------------------------------------- helpers
 def make_X(kind: str, n: int = 40, d: int = 9, seed: int = 0):
     """A small feature matrix as the library sees it (canonical float32 CSR).

@@ -413,10 +413,13 @@ def test_available_memory_reads_meminfo_and_honours_ulimit():
     code = ("import resource, os; from headstart import resources as r;"
             "vm = int(open('/proc/self/statm').read().split()[0]) * os.sysconf('SC_PAGE_SIZE');"
             "resource.setrlimit(resource.RLIMIT_AS, (vm + (300 << 20), resource.RLIM_INFINITY));"
-            "print(r.available_memory())")
+            "print(r.available_memory(), r.available_memory(threads=2), r.thread_address_space())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout) <= 300 << 20
+    plain, two, per_thread = (int(v) for v in out.stdout.split())
+    assert plain <= 300 << 20 and per_thread >= 64 << 20
+    # the threads a run starts reserve address space that the limit counts (helper-52)
+    assert two <= max(0, plain - 2 * per_thread) + (1 << 20)
 
 
 def test_check_memory_message_names_both_numbers_and_the_option():

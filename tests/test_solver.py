@@ -419,7 +419,7 @@ def test_features_with_a_large_offset_reach_liblinears_optimum(loss, init):
         assert ours == pytest.approx(theirs, rel=1e-5), (j, ours, theirs)
 
 
-def test_a_start_worse_than_zero_is_replaced_by_zero():
+def test_a_start_worse_than_zero_is_replaced_by_zero(caplog):
     """One value of a feature dwarfing the rest (a single 1e6 among N(0, 1) values): aop's
     start scores worse than w = 0, and LIBLINEAR's rule -- relative to ||grad f(0)||, huge
     here -- held at once, so labels kept that start, "converged" after 0 iterations with
@@ -433,8 +433,13 @@ def test_a_start_worse_than_zero_is_replaced_by_zero():
     Y[:, 0] = X[:, 0] > 0
     X[3, 1] = 1e6
     X, Ys = sp.csr_matrix(X), check_labels(sp.csr_matrix(Y), n)
-    fits = {init: train_labels(X, Ys, TrainParams(init=init, prune=0.0, threads=1), np.arange(L))
-            for init in ("aop", "zero")}
+    with caplog.at_level("WARNING", logger="headstart"):
+        fits = {init: train_labels(X, Ys, TrainParams(init=init, prune=0.0, threads=1), np.arange(L))
+                for init in ("aop", "zero")}
+    # every label: the run is in effect a zero start, and says so (helper-55)
+    assert [r.getMessage() for r in caplog.records if "mostly a zero start" in r.getMessage()] == [
+        f"{L} of {L} label(s) started from w = 0: the init 'aop' scored above f(0) there, so this run is mostly a "
+        "zero start (their statistics show f_init = f(0)); that start does not suit this data and loss"]
     Xa = ref.augmented(X, 1.0)
     for init, (W, b, st) in fits.items():
         assert np.all(st["status"] == 0) and np.all(st["iterations"] >= 1), (init, st["iterations"])

@@ -365,3 +365,58 @@ def test_inplace_renumbering_restores_the_callers_matrix(bibtex_small):
     for a, b in zip(before, (X.indptr, X.indices, X.data)):
         np.testing.assert_array_equal(a, b)
     assert (Wc != Wi).nnz == 0 and np.array_equal(bc, bi)
+
+
+def test_a_strategy_with_a_wrong_signature_or_no_return_is_refused_where_it_is_written():
+    """helper-55: a loss function taking (m) instead of (L, m) failed only inside a kernel,
+    as 77 lines of numba typing error pointing at the caller; an initialiser whose start
+    function forgot its ``return`` returned None, read as False ("X w is set"), so its
+    labels ran from a stale X w without an error.  Both are refused when attached."""
+    from typing import NamedTuple
+
+    from headstart.init.base import initial_weights
+    from headstart.objective import losses
+    from headstart.objective._typed import implement
+
+    class Probe(NamedTuple):
+        scale: float = 1.0
+
+    with pytest.raises(TypeError, match=r"test_strategies\.py:\d+: the d1 of Probe takes 1 argument\(s\) \(m\) "
+                                        r"but d1 is called with 2"):
+        implement(losses.d1, Probe, lambda m: -2.0 * m)
+
+    def start(plan, P, O, w, psum, pos, label):
+        w[:] = -0.5 * plan.scale
+
+    with pytest.raises(TypeError, match=r"test_strategies\.py:\d+: the initial_weights of Probe returns no value"):
+        implement(initial_weights, Probe, start)
+
+    def nested_return_only(plan, P, O, w, psum, pos, label):
+        def helper():
+            return True
+        w[:] = 0.0
+
+    with pytest.raises(TypeError, match="returns no value"):
+        implement(initial_weights, Probe, nested_return_only)
+
+
+def test_a_strategy_registered_outside_the_package_is_a_choice(tmp_path):
+    """The registries' NAMES are read at each use: an initialiser registered by the
+    user's own module after ``import headstart`` is accepted by TrainParams and the
+    command line (helper-55: NAMES was fixed at import, so it had to be patched)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "my_start.py").write_text(
+        "from headstart.init.base import register\n"
+        "from headstart.init.zero import ZeroInit\n"
+        "register('my-zero', lambda p: ZeroInit(), 'w0 = 0 again')\n")
+    code = ("import headstart, my_start\n"
+            "from headstart.params import TrainParams\n"
+            "from headstart.cli.main import build_parser\n"
+            "assert TrainParams(init='my-zero').init == 'my-zero'\n"
+            "args = build_parser().parse_args(['train', 'x.txt', '-o', 'm', '--init', 'my-zero'])\n"
+            "print(args.init)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                       env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 0 and r.stdout.strip() == "my-zero", r.stderr[-2000:]

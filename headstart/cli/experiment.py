@@ -98,8 +98,6 @@ class _Reporter:
 def run(args: argparse.Namespace) -> int:
     from ..experiment import (load_dataset, load_experiment, parse_grid, parse_inits, parse_label_range,
                               plan_runs, run_experiment, write_report)
-    from ..params import TrainParams
-
     from ..experiment.figures import require_matplotlib
 
     err = args._parser.error

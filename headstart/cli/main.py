@@ -92,10 +92,13 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     known = [o for a in parser._actions for o in a.option_strings]
     hints = []
     liblinear: list[str] = []
-    for x in extras:
+    for i, x in enumerate(extras):
         opt = x.split("=", 1)[0]
         if not opt.startswith("-"):
-            if x.isdigit() and "-v" in known and not any("the number after -v" in h for h in hints):
+            # (a number after another unknown option is that option's value: '-c 4')
+            after_option = i > 0 and extras[i - 1].startswith("-") and "=" not in extras[i - 1]
+            if x.isdigit() and "-v" in known and not after_option \
+                    and not any("the number after -v" in h for h in hints):
                 # helper-51: LIBLINEAR's '-v 5' left '5' over
                 hints.append(f"{x}: the number after -v? -v is --verbose here; LIBLINEAR's -v N (cross-validation) "
                              "is 'headstart cv --folds N'")

@@ -33,8 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="train labels A, A+1, ... only (default: 0)")
     g.add_argument("--num-labels", type=common._number(int), default=None, metavar="N",
                    help="number of labels to train from --first-label (default: all the rest)")
-    g.add_argument("--stats", metavar="FILE", help="write per-label training statistics: "
-                   "CSV if FILE ends in .csv, else JSON lines with per-iteration trajectories")
+    g.add_argument("--stats", metavar="FILE", help="write per-label training statistics: FILE.csv one row per "
+                   "label, FILE.jsonl one JSON object per label with its per-iteration trajectory, FILE.json "
+                   "a list of those objects")
     g.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
                    help="labels per shard file of the model, each written as soon as it is trained "
                         "(default: one shard, written at the end)")
@@ -237,6 +238,7 @@ def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
     if args.scheduler or args.dask_workers:
         return  # the memory that matters is the workers'
     from .. import resources
+    from .._threads import resolve_threads
 
     sharded = bool(args.resume or args.shard_size)
     # the weights are never collected: written shard by shard, or spooled (model.spool)
@@ -249,5 +251,6 @@ def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
         return
     resources.check_memory(need, f"training {count} labels", breakdown=est.describe(skip=("data",)) + "; "
                            + "; ".join(est.notes), option="--no-memory-check",
-                           advice="use fewer --threads, train a label range (--first-label/--num-labels)"
-                           + ("" if sharded else ", or --shard-size N to write weights as they finish"))
+                           # (not --shard-size: every run writes its weights as they finish, model.spool)
+                           advice="use fewer --threads, or train a label range (--first-label/--num-labels)",
+                           threads=resolve_threads(params.threads))

@@ -18,7 +18,7 @@ from ..io.atomic import atomic_write
 from ..model.manifest import read_manifest
 from ..model.merge import merge_models
 from ..model.ranges import missing_ranges_of
-from .sharded import STATS_DIR, stats_file_name
+from ..training.stats import STATS_DIR, stats_file_name
 
 Range = tuple[int, int]
 

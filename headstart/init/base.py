@@ -38,7 +38,7 @@ initial_weights = generic("initial_weights", """(plan, P, O, w, psum, pos, label
 Write label ``label``'s start into w (n_features + 1, bias weight last), given its
 positives ``pos`` (instance ids, ascending) and their sum ``psum`` (bias coordinate
 included).  Either set O.wx = X w and return False, or return True: the caller then
-computes X w (possibly for several labels in one sweep over X).""")
+computes X w (possibly for several labels in one sweep over X).""", arity=7, returns=True)
 
 
 @dataclass
@@ -128,7 +128,7 @@ local_plan = generic("local_plan", """(plan, R) -> plan.
 
 The plan an initialiser prepared on the whole data, restricted to the sub-problem R
 (:class:`SubProblem`): in R's local feature and row numbering, computed from R's rows
-where the initialiser computes from the data (the mean instance).""")
+where the initialiser computes from the data (the mean instance).""", arity=2, returns=True)
 
 _RESTRICTED: set[type] = set()
 

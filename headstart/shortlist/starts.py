@@ -2,7 +2,7 @@
 (:mod:`headstart.init`), on the whole vector or on each part of [sparse | dense].
 
 * **Whole vector** (default): the initialiser ``params.init`` (any registered one whose
-  plan :func:`.core_adapter.local_plan` can restrict: aop, zero, bias, mean, multi-pos,
+  plan :func:`headstart.training.one_problem.local_plan` can restrict: aop, zero, bias, mean, multi-pos,
   ovap, ovap-strict, pretrained) runs on the sub-problem, over all its columns.
 * **Per part** (dense + sparse features, DiSMEC++'s cascade): the sparse columns and the
   dense columns each get their own start -- any registered initialiser run on the
@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from .._compile import njit
 from ..errors import DataFormatError, ParameterError
-from . import core_adapter as core
+from ..training import one_problem as core
 
 #: the start of the dense part read from a file (DiSMEC++'s --init-dense-weights)
 FILE = "file"
@@ -228,7 +228,7 @@ def start_vector(T, P, O, w, colsum, psum, pos, label, feats, rows, scales):
     """Write the start of ``label``'s sub-problem P into w and its scores into O.wx.
 
     ``colsum`` / ``psum``: the column sums of the sub-problem and of its positives (bias
-    coordinate last, from :func:`.core_adapter.setup`); ``pos``: local rows of the
+    coordinate last, from :func:`headstart.training.one_problem.setup`); ``pos``: local rows of the
     positives; ``feats`` / ``rows``: global ids of the local columns / rows; ``scales``:
     per local column, original weight = training weight * scale."""
     m = P.indptr.size - 1

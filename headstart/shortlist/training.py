@@ -4,7 +4,7 @@ Label l's problem is the rows S_l = positives(l) U shortlist(l) of X, and only t
 columns those rows use.  :func:`train_chunk` builds that sub-matrix (rows gathered,
 columns renumbered to 0..d_l-1 in ascending global order, so a sub-problem costs
 O(nnz of its rows), never O(n) or O(d)), hands it to the core's one-problem Newton
-solver through :mod:`.core_adapter`, and maps the weights back to global feature ids.
+solver through :mod:`headstart.training.one_problem`, and maps the weights back to global feature ids.
 A whole chunk of labels is one compiled call without the GIL; Python threads take
 chunks from a shared counter (as :mod:`headstart.training.trainer` does), so Python
 only orchestrates.
@@ -41,7 +41,7 @@ from .._compile import njit
 from .._prefetch import prefetch_ahead
 from .._threads import Abort
 from ..params import TrainParams
-from . import core_adapter as core
+from ..training import one_problem as core
 from .starts import Starts, prepare_starts, start_vector
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def extract(X_indptr, X_indices, X_data, rows, m, colmap, feats, sub_indptr, sub
     must be -1 everywhere on entry and is left so; ``feats`` receives the global id of
     every local column.  Output buffers must hold m + 1 / nnz entries.  The renumbering
     pass also sums the columns into ``colsum`` (float64, in the order of the rows, as
-    :func:`.core_adapter.setup` would: the same bits, one pass over the rows fewer).
+    :func:`headstart.training.one_problem.setup` would: the same bits, one pass over the rows fewer).
     Returns the number of local columns."""
     d = colmap.size
     nf = 0

@@ -38,7 +38,7 @@ from ..solver import cdn as cdn_solver
 from ..solver import dual as dual_solver
 from ..solver import dual_lr
 from ..solver import glmnet
-from ..shortlist import core_adapter as core
+from . import one_problem as core
 from ..solver.newton import MAX_ITER, now, settings
 from ..params import TrainParams
 from .kernel import N_STATS, _grow
@@ -46,6 +46,10 @@ from .sharing import SameProblems
 
 #: LIBLINEAR's dual_solver_max_iter: -s 1 and -s 7 finish by the primal Newton method after it
 DUAL_CYCLES_BEFORE_NEWTON = 300
+#: the losses whose dual run switches to the primal Newton method then (-s 1 to -s 2, -s 7
+#: to -s 0, as LIBLINEAR's train_one); the exact hinge (-s 3) and the huber-hinge do not
+#: (no curvature for Newton); resources.estimate_training_memory counts their buffers
+DUAL_NEWTON_SWITCH = ("squared-hinge", "logistic")
 
 
 def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
@@ -304,10 +308,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     if method == "dual":
         P = row_problem(X, params)
         xsq = dual_solver.row_norms(P)
-        # the switch to the primal Newton method of -s 1 (to -s 2) and -s 7 (to -s 0), as
-        # LIBLINEAR's train_one; its -s 3 has none (the exact hinge has no curvature for
-        # Newton), nor has the huber-hinge here
-        switch_after = np.int64(DUAL_CYCLES_BEFORE_NEWTON if params.loss in ("squared-hinge", "logistic") else 0)
+        switch_after = np.int64(DUAL_CYCLES_BEFORE_NEWTON if params.loss in DUAL_NEWTON_SWITCH else 0)
         NP = core.make_problem(P.indptr, X.indices.astype(np.int32, copy=False), P.data, np.int64(d), float(params.bias),
                                P.loss, regularizers.make(params), True)
         S = settings(replace(TrainParams(), max_iter=params.max_iter))
@@ -316,7 +317,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
 
         # the logistic loss has a dual method of its own (LIBLINEAR -s 7), the others the
         # box dual of -s 1 / -s 3
-        logistic = params.loss == "logistic"
+        logistic = losses.get(params.loss).own_dual
         DM = dual_lr.LogisticDual() if logistic else dual_solver.BoxDual()
 
         def new_work(rows, cols):

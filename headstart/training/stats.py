@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
+import zipfile
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from ..errors import ModelFormatError
+from ..io.atomic import atomic_write
+from ..model.manifest import read_manifest
 from ..solver.newton import STATUS_NAMES
 from .kernel import STAT_FIELDS
+
+log = logging.getLogger(__name__)
 
 _CSV_BLOCK = 65536   # labels formatted at a time by TrainingStats.write
 
@@ -212,3 +221,99 @@ class TrainingStats:
             raise ValueError(f"unknown statistics format {fmt!r}; use csv or jsonl")
         with atomic_write(path, "w") as fh:
             fh.write(buf.getvalue())
+
+
+# --------------------------------------------------------------------------- statistics files
+# A model directory keeps the statistics of each shard beside it (stats/labels-A-B.npz,
+# no pickles), so that a resumed or merged run still has the statistics of every label.
+STATS_DIR = "stats"
+
+
+def stats_file_name(first_label: int, num_labels: int) -> str:
+    return f"{STATS_DIR}/labels-{first_label:07d}-{first_label + num_labels - 1:07d}.npz"
+
+
+def write_stats_file(model_dir: str | os.PathLike, stats: TrainingStats) -> Path | None:
+    """Save the statistics of one contiguous run of labels (atomically)."""
+    if len(stats) == 0:
+        return None
+    labels = stats["label"]
+    first = int(labels[0])
+    path = Path(model_dir) / stats_file_name(first, len(stats))
+    path.parent.mkdir(exist_ok=True)
+    arrays = {f"col_{k}": np.ascontiguousarray(v) for k, v in stats.columns.items()}
+    arrays["iter_offsets"] = stats.iter_offsets.astype(np.int64)
+    arrays.update({f"iter_{k}": np.asarray(v, dtype=np.float64) for k, v in stats.iterations.items()})
+    meta = {k: v for k, v in stats.meta.items() if isinstance(v, (int, float, str, bool))}
+    arrays["meta_json"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    with atomic_write(path, "wb") as fh:
+        np.savez(fh, **arrays)
+    return path
+
+
+def load_stats_file(path: str | os.PathLike) -> TrainingStats:
+    """Read a statistics file written by :func:`write_stats_file` (no pickles)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
+        raise ModelFormatError(f"{path}: unreadable statistics file: {e}") from None
+    cols = {k[4:]: v for k, v in arrays.items() if k.startswith("col_")}
+    iters = {k[5:]: v for k, v in arrays.items() if k.startswith("iter_") and k != "iter_offsets"}
+    if "label" not in cols or "iter_offsets" not in arrays or set(iters) != set(ITER_FIELDS):
+        raise ModelFormatError(f"{path}: not a headstart statistics file")
+    # (columns added since: a file of an older version, whose run a resume continues)
+    cols.setdefault("zero_start", np.zeros(cols["label"].size))
+    meta = json.loads(bytes(arrays.get("meta_json", np.zeros(0, np.uint8))).decode("utf-8") or "{}")
+    return TrainingStats(cols, arrays["iter_offsets"], iters, meta)
+
+
+def clean_stats(model_dir: str | os.PathLike, manifest: dict[str, Any]) -> list[Path]:
+    """Delete statistics files (and temporaries) whose shard is not listed in the manifest."""
+    d = Path(model_dir) / STATS_DIR
+    if not d.is_dir():
+        return []
+    listed = {Path(stats_file_name(s["first_label"], s["num_labels"])).name for s in manifest["shards"]}
+    removed = []
+    for f in d.iterdir():
+        if f.is_file() and f.name not in listed:
+            f.unlink()
+            removed.append(f)
+    return removed
+
+
+def read_stats(model_dir: str | os.PathLike, first_label: int = 0, num_labels: int | None = None
+               ) -> tuple[TrainingStats, list[tuple[int, int]]]:
+    """Statistics of the finished labels in ``[first_label, first_label + num_labels)``.
+
+    Returns ``(stats, without)``: ``without`` lists the finished label ranges that have no
+    statistics file (shards written by ``save_model`` or copied without their stats), or
+    a damaged one -- said in a warning: the statistics are a record of the training, not
+    the model, so a truncated file must not stop a resume of a sound model.
+    """
+    model_dir = Path(model_dir)
+    m = read_manifest(model_dir)
+    stop = m["label_space"] if num_labels is None else first_label + num_labels
+    parts, without = [], []
+    for s in sorted(m["shards"], key=lambda e: e["first_label"]):
+        a, b = s["first_label"], s["first_label"] + s["num_labels"]
+        if b <= first_label or a >= stop:
+            continue
+        f = model_dir / stats_file_name(a, b - a)
+        if not f.is_file():
+            without.append((max(a, first_label), min(b, stop)))
+            continue
+        try:
+            st = load_stats_file(f)
+            lab = st["label"]
+            if lab.size != b - a or lab[0] != a or lab[-1] != b - 1:
+                raise ModelFormatError(f"{f}: statistics do not match the shard of labels [{a}, {b})")
+        except ModelFormatError as e:
+            log.warning("%s: the statistics of these labels are left out (the model's shard is not affected)", e)
+            without.append((max(a, first_label), min(b, stop)))
+            continue
+        if a < first_label or b > stop:
+            st = st.take(np.flatnonzero((lab >= first_label) & (lab < stop)))
+        parts.append(st)
+    return TrainingStats.concat(parts), without

@@ -363,7 +363,13 @@ def note_zero_starts(stats: TrainingStats, start: str) -> int:
     """How many labels the solver started from w = 0 because ``start`` scored above f(0)
     there (the ``zero_start`` column; solver/newton.zero_if_worse), logged when any."""
     n = int(np.count_nonzero(stats.columns.get("zero_start", ())))
-    if n:
+    if n and 2 * n > len(stats):
+        # most labels: the run is in effect a zero start, which its summary would not say
+        # (helper-55: a new initialiser worse than f(0) everywhere looked like it worked)
+        log.warning("%d of %d label(s) started from w = 0: the %s scored above f(0) there, so this run is "
+                    "mostly a zero start (their statistics show f_init = f(0)); that start does not suit this "
+                    "data and loss", n, len(stats), start)
+    elif n:
         log.info("%d of %d label(s) started from w = 0: the %s scored above f(0) there (e.g. one feature value "
                  "dwarfing the rest); their statistics show f_init = f(0)", n, len(stats), start)
     return n

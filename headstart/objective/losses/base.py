@@ -20,28 +20,28 @@ import numpy as np
 
 from .._typed import generic, implement_once
 
-value = generic("value", "phi(m)")
-d1 = generic("d1", "phi'(m)")
+value = generic("value", "phi(m)", 2)
+d1 = generic("d1", "phi'(m)", 2)
 d2 = generic("d2", "the curvature the Newton method uses for phi at m: phi''(m) where it "
-                   "exists, otherwise the authors' generalised second derivative")
+                   "exists, otherwise the authors' generalised second derivative", 2)
 derivatives = generic("derivatives", "(phi'(m), the curvature at m) in one call: the objective needs "
                                      "both for every active instance, and a loss whose two share work "
-                                     "(the logistic loss: one exp) can say so; by default d1 and d2")
+                                     "(the logistic loss: one exp) can say so; by default d1 and d2", 2)
 value_and_derivatives = generic("value_and_derivatives",
                                 "(phi(m), phi'(m), the curvature at m) in one call: coordinate descent's "
                                 "line search (objective/columns.py) evaluates the loss at a trial point "
                                 "that, accepted, is the next point, whose derivatives it then needs; by "
-                                "default value and derivatives")
+                                "default value and derivatives", 2)
 curvature_bound = generic("curvature_bound",
                           "an upper bound of phi'' over all margins (inf when the loss has none): "
                           "one-variable coordinate descent (solver/cdn.py) accepts a step whose "
-                          "decrease this bound already guarantees without evaluating the loss")
+                          "decrease this bound already guarantees without evaluating the loss", 1)
 dual_box = generic("dual_box", "(u, e): the loss's dual for coordinate descent in the dual (solver/dual.py; "
                              "Hsieh et al. 2008): an instance of cost c has 0 <= alpha <= u c and the "
                              "dual's diagonal gains e / c (u = inf for an unbounded dual); only losses "
-                             "that register ``dual`` have it")
+                             "that register ``dual`` have it", 1)
 mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
-                         "instances with margin >= 1 can be skipped (implicit negative mining)")
+                         "instances with margin >= 1 can be skipped (implicit negative mining)", 1)
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class LossInfo:
     make: Callable[[Any], Any]     # TrainParams -> an instance of cls
     mines: bool = True             # implicit negative mining (see ``mines`` above)
     has_dual: bool = False         # --l2-solver dual can train it (a box dual, or own_dual)
+    own_dual: bool = False         # its dual method is its own (solver/dual_lr.py), not the box dual
 
     def d1_at_zero(self, params) -> float:
         """phi'(0) for these parameters: grad f(0) = phi'(0) sum_i c_i y_i x_i (stopping rule)."""
@@ -96,6 +97,6 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
                          globals()["curvature_bound"]: curvature_bound,
                          globals()["value_and_derivatives"]: value_and_derivatives,
                          globals()["mines"]: lambda L: flag})
-    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag, has_dual)
+    info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag, has_dual, bool(own_dual))
     REGISTRY[name] = info
     return info

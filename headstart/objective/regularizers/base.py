@@ -21,10 +21,10 @@ from typing import Any, Callable
 
 from .._typed import generic, implement_once
 
-value = generic("value", "r(w_j)")
-d1 = generic("d1", "r'(w_j)")
-d2 = generic("d2", "curvature of r at w_j used by the Newton method (r'' or a majorising one)")
-is_l2 = generic("is_l2", "True for r = w^2/2 (the solver's split form applies)")
+value = generic("value", "r(w_j)", 2)
+d1 = generic("d1", "r'(w_j)", 2)
+d2 = generic("d2", "curvature of r at w_j used by the Newton method (r'' or a majorising one)", 2)
+is_l2 = generic("is_l2", "True for r = w^2/2 (the solver's split form applies)", 1)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""Every call from shortlisted training into the core, in one place.
+"""One binary problem given as a CSR matrix, solved by the core: the interface that
+shortlisted training (:mod:`headstart.shortlist`) and the coordinate solvers' Newton
+fallback (:mod:`.coordinate`) use.
 
-The core (objective, solver, initialisers) is being rewritten; its signatures may
-change.  Shortlisted training uses it as a black box that solves *one* binary problem
-given as a CSR matrix, and everything it needs from the core goes through the few
-functions below, so that adapting to a new core means editing this file only:
+Both use the core (objective, solver, initialisers) as a black box that solves *one*
+binary problem, and everything they need from it goes through the few functions below,
+so that a change of the core's signatures means editing this file only:
 
 * :func:`solver_settings`, :func:`objective_parts`, :func:`label_costs`: the solver
   settings, the loss and regulariser tuples, the cost scale, phi'(0), the
@@ -299,7 +300,7 @@ def prepare_plan(name: str, params, X, Y, threads: int = 1):
     if not plan_supported(plan):
         raise ParameterError(f"initialiser {name!r} cannot start shortlisted training: its plan "
                              f"{type(plan).__name__} holds arrays and has no sub-problem restriction "
-                             f"(headstart.shortlist.core_adapter.local_plan)")
+                             f"(headstart.training.one_problem.local_plan)")
     return plan
 # --- the core's bookkeeping types, re-exported (one place to adapt) ---------------------
 def _bookkeeping():
