@@ -210,7 +210,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              lanes: int | None = None, max_iter: int = 1000, init: str = "aop",
                              loss: str = "squared-hinge",
                              preprocess: bool = False, collect: bool = True, trajectories: bool = True,
-                             dense_input: bool = False,
+                             dense_input: bool = False, tfidf: bool = False,
                              locality: bool = True, memory: int | None = None,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS,
@@ -227,6 +227,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     default to what the trainer picks; ``collect=False`` for sharded training (weights
     go to disk as they finish); ``preprocess`` when tf-idf or normalisation copies X;
     ``dense_input`` when X is a dense float32 array (``nnz = n * d``), converted to CSR;
+    ``tfidf`` when the run learns tf-idf weights (a float32 per feature of the space, kept
+    with the model, and the temporaries of counting the documents per feature);
     ``locality`` when the trainer works on a copy of X with features renumbered by
     frequency (its default, :mod:`headstart.training.locality`); ``memory``: the bytes the
     training process may use on the machine in question (default: this machine's), which
@@ -257,6 +259,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
               + L * _F64)                                # label counts
     if preprocess:
         copies += nnz * _NNZ + (n + 1) * _F64
+    if tfidf:   # prediction/preprocess.fit_idf: the idf vector; the ids of positive values, sorted, counted
+        copies += 4 * d + (nnz * 9 + fu * 12 if not dense_input else 8 * d)
     if dense_input:                                      # the CSR the kernels work on
         copies += nnz * _NNZ + (n + 1) * _F64
     if locality:                                         # X with features renumbered by frequency
@@ -364,7 +368,7 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
         init=params.init, loss=params.loss, preprocess=preprocess, collect=collect, trajectories=trajectories,
-        dense_input=dense_input, weight_density=weight_density,
+        dense_input=dense_input, weight_density=weight_density, tfidf=bool(params.tfidf),
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
         locality=not (preprocess or own_data), solver=method_of(params))
 

@@ -181,6 +181,25 @@ def test_info_reads_a_dense_text_matrix_with_its_labels(tmp_path, capsys):
     assert code == 2 and "header is two numbers" in err
 
 
+def test_predict_on_slice_features_writes_the_final_header(tmp_path, capsys):
+    """Slice features announce their rows (a .npy shape, a dense text header), as XMC
+    files do: the header is written final, not padded for a rewrite (helper-54)."""
+    rng = np.random.default_rng(3)
+    X = rng.random((12, 4)).astype(np.float32)
+    np.save(tmp_path / "X.npy", X)
+    (tmp_path / "X.txt").write_text("12 4\n" + "".join(" ".join(f"{v:.6g}" for v in row) + "\n" for row in X))
+    (tmp_path / "Y.txt").write_text("12 3\n" + "".join(f"{i % 3}\n" for i in range(12)))
+    code, _, err = run(capsys, "train", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "-o", tmp_path / "m",
+                       "--threads", 1, "-q")
+    assert code == 0, err
+    for features in ("X.npy", "X.txt"):
+        out = tmp_path / f"p-{features}.txt"
+        code, _, err = run(capsys, "predict", tmp_path / "m", tmp_path / features, "--labels", tmp_path / "Y.txt",
+                           "-o", out, "-k", 2)
+        assert code == 0, err
+        assert out.read_text().split("\n", 1)[0] == "12 2 3", features
+
+
 def test_info_label_frequency_without_a_count_per_label(tmp_path, capsys):
     """A header declaring 2e9 labels: the summary from the labels that occur (no 16 GB
     array), the median and mean over all of them as numpy's over the full counts."""

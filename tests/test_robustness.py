@@ -141,7 +141,8 @@ def check_fit(clf, n_labels: int, records) -> None:
         assert set(bad[:10].tolist()) <= set(named), (bad, msg)
         assert msg[0].startswith(f"{bad.size} label(s)")
     if not (status != 0).any():
-        assert not warnings, warnings
+        # (a start worse than w = 0 for most labels is said, and is expected on such data)
+        assert not [m for m in warnings if "mostly a zero start" not in m], warnings
 
 
 @pytest.mark.parametrize("init", ["aop", "ovap"])
@@ -459,7 +460,7 @@ def test_train_refuses_what_cannot_fit(tmp_path):
 def test_no_memory_check_goes_on(tmp_path, capsys, monkeypatch):
     X, Y = base_problem()
     write_xmc(tmp_path / "d.txt", X, Y)
-    monkeypatch.setattr(resources, "available_memory", lambda: 1 << 14)    # 16 KiB "available"
+    monkeypatch.setattr(resources, "available_memory", lambda threads=0: 1 << 14)    # 16 KiB "available"
     code, _, err = run_cli(capsys, "train", tmp_path / "d.txt", "-o", tmp_path / "m", "--threads", "1", "-q")
     assert code == 2 and "is available" in err and not (tmp_path / "m").exists()
     code, _, err = run_cli(capsys, "train", tmp_path / "d.txt", "-o", tmp_path / "m", "--threads", "1", "-q",

@@ -712,7 +712,7 @@ def test_pynndescent_backend_finds_nearly_the_exact_candidates(bib):
     assert ann.train_recall >= exact.train_recall - 0.02
 
 
-def test_centroid_candidates_of_a_row_without_features_are_filled(tmp_path):
+def test_centroid_candidates_of_a_row_without_features_are_filled(tmp_path, capsys):
     """The centroid search reaches fewer than K labels for a row without features: its
     empty slots (-1) went to shortlist-predict, which aborted ("label ids must be in [0,
     5)"; helper-45).  They are filled with the most frequent training labels, as the
@@ -732,6 +732,12 @@ def test_centroid_candidates_of_a_row_without_features_are_filled(tmp_path):
                  ["shortlist-predict", tmp_path / "m", tmp_path / "te.txt", "--first-stage", tmp_path / "fs", "-o",
                   tmp_path / "p.txt", "--threads", "1", "-k", "5"]):
         assert main([str(a) for a in argv]) == 0
+    # a centroid holds its own label's instances: the training recall is in-sample
+    # (helper-54: it was called leave-one-out)
+    assert main([str(a) for a in ["shortlist", train, "-o", tmp_path / "sl2.txt", "--method", "centroids",
+                                  "--threads", "1"]]) == 0
+    out = capsys.readouterr().out
+    assert "(in-sample, an optimistic bound)" in out and "leave-one-out" not in out
     got, _ = read_predictions(tmp_path / "p.txt")
     assert sorted(got[1].tolist()) == [0, 1, 2, 3, 4]
     # --evaluate on test data of another label count: the file and its header named

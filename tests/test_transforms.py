@@ -509,3 +509,20 @@ def test_cli_refuses_bad_hash_options(tmp_path):
     r = _cli("train", "x.txt", "-o", tmp_path / "m", "--hash-buckets", "8", "--hash-functions", "x")
     assert r.returncode == 2 and "--hash-functions" in r.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_hashing_with_an_absolute_prune_threshold_warns(counts, caplog):
+    """R hash functions repeat every value R times and each copy's weight is about 1/R of
+    the feature's: the default absolute --prune 0.01 then removed most of them, silently
+    (helper-54: bibtex P@1 35.3 against 53.6 unpruned).  Said, with the scaled value."""
+    (X, Y), _ = counts
+    for params, warned in ((PARAMS.replace(hash_buckets=16, hash_functions=4), True),
+                           (PARAMS.replace(hash_buckets=16, hash_functions=4, prune=0.0), False),
+                           (PARAMS.replace(hash_buckets=16, hash_functions=1), False)):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="headstart"):
+            fit_model(X[:100], Y[:100], params, num_labels=2)
+        said = [r.getMessage() for r in caplog.records if "hash functions" in r.getMessage()]
+        assert said == (["feature hashing with 4 hash functions makes every weight about 1/4 as large: pruning "
+                         "below 0.01 then removes much more than without hashing; consider prune=0.0025 "
+                         "(--prune) or sparsify"] if warned else []), params

@@ -675,11 +675,17 @@ class RowLocator:
 
 
 def announced_rows(path: str, args: argparse.Namespace) -> int | None:
-    """The rows an XMC file's header announces (its reader checks them), else None:
-    a predictions file can then be written with its final header at once."""
+    """The rows an XMC file's header or slice features announce (their readers check
+    them), else None: a predictions file can then be written with its final header at
+    once (libsvm files announce nothing: their header is padded and rewritten)."""
     from .. import io as hio
+    from ..io import slice as hslice
 
-    return hio.read_xmc_header(path)[0] if data_format(path, args) == "xmc" else None
+    fmt = data_format(path, args)
+    if fmt == "xmc":
+        return hio.read_xmc_header(path)[0]
+    slice_ = fmt == "slice" or (fmt == "auto" and getattr(args, "labels_file", None))   # (--labels: slice)
+    return hslice.announced_rows(path) if slice_ else None
 
 
 def iter_batches(path: str, args: argparse.Namespace, chunk_rows: int, n_features: int | None = None,

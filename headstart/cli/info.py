@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
     # (tab-separated label names are not told apart from an XMC file with tabs between
     # its tokens, which is legal: such a file is read, and fails there if it is not data)
     kind = common.sniff_kind(args.path) if args.data_format == "auto" else None
-    if kind == "decisions" and getattr(args, "labels", None):
+    if kind == "decisions" and getattr(args, "labels_file", None):
         kind = None   # 'rows cols' with a label file: DiSMEC++'s dense text matrix (slice), as train reads it
     if kind == "model-part":
         from ..errors import DataFormatError

@@ -89,7 +89,10 @@ def run(args: argparse.Namespace) -> int:
         r.first_stage.save(args.save_first_stage, train_shortlist_sha256=shortlist_fingerprint(r.shortlist))
     common.say(args, f"shortlist of {args.K} candidates for {X.shape[0]} instances ({fsp.method}, {fsp.backend}) in "
                      f"{r.seconds:.2f} s: recall {100 * r.train_recall:.2f}% of the training positives "
-                     f"(leave-one-out) -> {args.output}")
+                     # (neighbours leave each instance out of its own search; a centroid holds
+                     # its label's instances, so its recall is in-sample: helper-54)
+                     f"({'leave-one-out' if fsp.method == 'neighbours' else 'in-sample, an optimistic bound'}) "
+                     f"-> {args.output}")
     if Xt is not None:
         lab, _ = r.first_stage.candidates(Xt)
         common.say(args, f"recall on {args.test}: {100 * recall(lab, Yt):.2f}% of the test positives among "

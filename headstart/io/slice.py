@@ -158,6 +158,27 @@ def read_label_file(path) -> sp.csr_matrix:
     return label_matrix(r.lptr, r.labels, (n, L))
 
 
+def announced_rows(path) -> int | None:
+    """The rows a features file declares without reading its values -- a ``.npy``
+    array's shape, a dense text matrix's header -- or None (unreadable, or not of that
+    kind: the reader then says what is wrong).  The reader checks that the file holds
+    exactly these rows."""
+    import gzip
+
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+        if magic == NPY_MAGIC:
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            return int(arr.shape[0]) if isinstance(arr, np.ndarray) and arr.ndim == 2 else None
+        opener = gzip.open if magic[:2] == b"\x1f\x8b" else open
+        with opener(path, "rb") as f:
+            first = f.readline(256).split()
+    except Exception:  # noqa: BLE001 - any failure: not announced; reading reports it
+        return None
+    return int(first[0]) if len(first) == 2 and all(t.isdigit() for t in first) else None
+
+
 def read_slice(features_npy, labels_path) -> tuple[np.ndarray, sp.csr_matrix]:
     """Read the slice layout: ``(X dense float32 (n, d), Y CSR float32 (n, L))``.
 

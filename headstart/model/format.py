@@ -3,7 +3,9 @@
 Layout of a model directory::
 
     manifest.json                  what is in the directory; the single source of truth
-    preprocessing.npz              ``normalize`` (bool) and, for tf-idf, ``idf`` (float32)
+    preprocessing.npz              ``normalize`` (bool) and, for tf-idf, ``idf`` (float32), or
+                                   where most features have idf 0 its nonzeros: ``idf_ids``
+                                   (int64, increasing) and ``idf_values`` (float32)
     label_counts.npz               ``label_counts`` (int64, label_space) when known
     shards/labels-AAAAAAA-BBBBBBB.npz   weights of labels AAAAAAA..BBBBBBB (inclusive)
 

@@ -125,17 +125,22 @@ def _normalize(X: sp.csr_matrix | np.ndarray) -> None:
 
 
 def fit_idf(X: sp.csr_matrix | np.ndarray) -> np.ndarray:
-    """``idf[j] = log(n / df_j)`` (0 where ``df_j = 0``) as float32, from the raw counts ``X``."""
+    """``idf[j] = log(n / df_j)`` (0 where ``df_j = 0``) as float32, from the raw counts ``X``.
+
+    Beyond the float32 result, memory goes with the features that occur, not the feature
+    space: a file of 2,000 feature ids below 2^31 took 17.9 GB in per-feature int64 and
+    float64 temporaries (helper-54)."""
     n = X.shape[0]
+    idf = np.zeros(X.shape[1], dtype=np.float32)
     if sp.issparse(X):
         X = sp.csr_matrix(X)
-        df = np.bincount(X.indices[X.data > 0], minlength=X.shape[1])
+        ids, df = np.unique(X.indices[X.data > 0], return_counts=True)
+        idf[ids] = np.log(n / df)
     else:
         df = np.count_nonzero(np.asarray(X) > 0, axis=0)
-    idf = np.zeros(X.shape[1], dtype=np.float64)
-    seen = df > 0
-    idf[seen] = np.log(n / df[seen])
-    return idf.astype(np.float32)
+        seen = df > 0
+        idf[seen] = np.log(n / df[seen])
+    return idf
 
 
 def fit_preprocessing(X: Any, normalize: bool, tfidf: bool, transform: str = "identity",
