@@ -105,3 +105,16 @@ def implement_once(cls, impls: dict) -> None:
         if key not in _DONE:
             implement(fn, cls, impl)
             _DONE.add(key)
+
+
+def names_attribute(module: str, registry: dict, default: str):
+    """A module ``__getattr__`` whose ``NAMES`` are the registry's names, ``default``
+    first, read at each use: a strategy registered after the import (from outside the
+    package) is a choice of TrainParams and the command line too."""
+
+    def __getattr__(name: str):
+        if name == "NAMES":
+            return tuple(sorted(registry, key=lambda k: (k != default, k)))
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
+from .._typed import names_attribute
 from .base import (REGISTRY, LossInfo, curvature_bound, d1, d2, derivatives, dual_box, mines, value,
                    value_and_derivatives)
 
@@ -14,13 +15,7 @@ for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     if _m != "base":
         importlib.import_module(f"{__name__}.{_m}")
 
-def __getattr__(name: str):
-    # NAMES: the loss names, the default first, read from the registry at each use, so
-    # that a strategy registered after this import (from outside the package) is a
-    # choice of TrainParams and the command line too
-    if name == "NAMES":
-        return tuple(sorted(REGISTRY, key=lambda k: (k != "squared-hinge", k)))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = names_attribute(__name__, REGISTRY, "squared-hinge")   # NAMES, read at each use
 
 
 def get(name: str) -> LossInfo:
