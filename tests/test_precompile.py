@@ -159,17 +159,27 @@ def test_command_with_helper_on_cold_cache_leaves_nothing_behind(tmp_path):
 
 
 def test_helper_stops_promptly_mid_compile_without_temporary_files(tmp_path):
-    cache = tmp_path / "cache"
+    """Stopped while it compiles the reader on its tiny scratch file: it ends within the
+    timeout and leaves neither a temporary cache file nor its scratch folder (os._exit
+    skips the folder's cleanup unless the SIGTERM handler does it; it once did not)."""
+    cache, scratch = tmp_path / "cache", tmp_path / "tmp"
+    scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "headstart.cli.precompile"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(cache))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=_env(cache, TMPDIR=str(scratch)))
     proc.stdin.write(json.dumps(TrainParams().to_dict()).encode() + b"\n" + precompile.GO.encode() + b"\n")
     proc.stdin.close()
-    time.sleep(3.0)      # imports done, compiling
+    deadline = time.perf_counter() + 120
+    while not any(scratch.iterdir()) and proc.poll() is None and time.perf_counter() < deadline:
+        time.sleep(0.05)
+    assert any(scratch.iterdir()), "the helper never made its scratch folder"
+    time.sleep(0.5)      # compiling the reader's kernels (seconds on a cold cache)
     t0 = time.perf_counter()
     precompile.Helper(proc).stop()
     assert time.perf_counter() - t0 < precompile.STOP_TIMEOUT
     assert proc.returncode is not None
     assert not _tmp_files(cache)
+    assert not list(scratch.iterdir())
 
 
 def test_started_only_on_a_cold_writable_cache(tmp_path, monkeypatch):

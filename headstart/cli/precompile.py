@@ -239,17 +239,35 @@ def compile_in_command(params, helper: Helper) -> float:
     return time.perf_counter() - t0
 
 
+#: the helper's scratch folders while they exist: a SIGTERM (``_exit_safely``) ends the
+#: helper with ``os._exit``, which runs no ``finally`` and no context manager's exit, so
+#: the handler removes these itself (a first run stopped while the helper compiled the
+#: reader left a ``headstart-precompile-*`` folder in the temporary directory)
+_SCRATCH: list[str] = []
+
+
+def _remove_scratch() -> None:
+    import shutil
+
+    while _SCRATCH:
+        shutil.rmtree(_SCRATCH.pop(), ignore_errors=True)
+
+
 def _compile_reader() -> None:
     """The readers' kernels, on a tiny XMC file (libsvm files use the same kernels)."""
     import tempfile
 
     from ..io import read_xmc
 
-    with tempfile.TemporaryDirectory(prefix="headstart-precompile-") as d:
+    d = tempfile.mkdtemp(prefix="headstart-precompile-")
+    _SCRATCH.append(d)
+    try:
         p = os.path.join(d, "tiny.txt")
         with open(p, "w") as fh:
             fh.write("2 3 2\n1,0 2:1 0:0.5\n1 1:2\n")
         read_xmc(p)
+    finally:
+        _remove_scratch()
 
 
 def _compile_packing() -> None:
@@ -287,11 +305,15 @@ def _exit_safely() -> None:
 
     state = {"saving": False, "stop": False}
 
+    def leave():
+        _remove_scratch()
+        os._exit(1)
+
     def on_term(signum, frame):
         if state["saving"]:
             state["stop"] = True
         else:
-            os._exit(1)
+            leave()
 
     save = caching.Cache.save_overload
 
@@ -302,7 +324,7 @@ def _exit_safely() -> None:
         finally:
             state["saving"] = False
             if state["stop"]:
-                os._exit(1)
+                leave()
 
     caching.Cache.save_overload = save_then_maybe_exit     # this helper process only
     signal.signal(signal.SIGTERM, on_term)
