@@ -253,7 +253,6 @@ def test_a_kernels_wrapperless_variant_refuses_calls_from_python():
     """Compiled callers get a kernel's variant without numba's Python wrapper
     (headstart._compile); called from Python it would crash the process, so it refuses."""
     import numpy as np
-    import pytest
 
     from headstart.objective import erm
 
