@@ -38,6 +38,7 @@ the label.  All functions are numba kernels over plain arrays.
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -157,6 +158,20 @@ def set_label(O, pos, cost_pos, cost_neg):
     O.fst[COST_NEG] = cost_neg
     O.fst[NPOS] = pos.size
     O.fst[ZEROED] = 0.0
+
+
+@njit(cache=True, nogil=True)
+def zero_gradient_norm(psum, colsum, nv, cost_pos, cost_neg, d1_zero):
+    """||grad f(0)|| over the first ``nv`` coordinates, from the column sums of the
+    label's positives (``psum``) and of all its rows (``colsum``): at w = 0 every margin
+    is 0, so grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) (c+ psum - c- (colsum - psum))
+    -- no pass over X.  The full trainer and the sub-problems both scale their stopping
+    tolerance by it (``newton.relative_tolerance``)."""
+    g0 = 0.0
+    for q in range(nv):
+        v = cost_pos * psum[q] - cost_neg * (colsum[q] - psum[q])
+        g0 += v * v
+    return abs(d1_zero) * math.sqrt(g0)
 
 
 @njit(cache=True, nogil=True)

@@ -65,6 +65,15 @@ def settings(params) -> Settings:
 
 
 @njit(cache=True, nogil=True)
+def relative_tolerance(epsilon, npos, n):
+    """LIBLINEAR's stopping rule ||grad f(w)|| <= tol, tol as a fraction of
+    ||grad f(0)||, for a label with ``npos`` positives among ``n`` rows (linear.cpp:
+    primal_solver_tol = eps * max(min(pos, neg), 1) / l).  Every solver path uses it
+    (full, sub-problems, the coordinate solvers)."""
+    return epsilon * max(min(npos, n - npos), 1) / max(n, 1)
+
+
+@njit(cache=True, nogil=True)
 def now():
     # numba has no clock: a brief trip to the interpreter (holds the GIL for ~1 us)
     with nb.objmode(t="f8"):

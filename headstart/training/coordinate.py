@@ -39,7 +39,7 @@ from ..solver import dual as dual_solver
 from ..solver import dual_lr
 from ..solver import glmnet
 from . import one_problem as core
-from ..solver.newton import MAX_ITER, now, settings
+from ..solver.newton import MAX_ITER, now, relative_tolerance, settings
 from ..params import TrainParams
 from .kernel import N_STATS, _grow
 from .sharing import SameProblems
@@ -172,8 +172,7 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
             break
         j = labels[k]
         npos, cp, cn = _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg)
-        # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
-        tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1)
+        tol = relative_tolerance(epsilon, npos, n)
         t0 = now() if timing else 0.0
         seed = _seed(npos, n, j)
         if cdn is not None:   # (None: newGLMNET, and CDN's branch is not compiled)

@@ -427,14 +427,8 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
     cn = cost_scale * (cost_neg[j] if cost_neg.size > 0 else 1.0)
     erm.set_label(O, pos, cp, cn)
     positives_sum(P, pos, psum)
-    # grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) (c+ psum - c- (colsum - psum))
-    g0 = 0.0
-    for q in range(nv):
-        v = cp * psum[q] - cn * (colsum[q] - psum[q])
-        g0 += v * v
-    gnorm0 = abs(d1_zero) * math.sqrt(g0)
-    # LIBLINEAR linear.cpp: primal_solver_tol = eps * max(min(pos, neg), 1) / l
-    tol = epsilon * max(min(npos, n - npos), 1) / max(n, 1) * gnorm0
+    gnorm0 = erm.zero_gradient_norm(psum, colsum, nv, cp, cn, d1_zero)
+    tol = nt.relative_tolerance(epsilon, npos, n) * gnorm0
     need = initial_weights(plan, P, O, W.w, psum, pos, j)
     if need:
         erm.round_start(W.w)   # X w0 comes from the float32 sweep buffer

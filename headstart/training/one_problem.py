@@ -202,14 +202,8 @@ def setup(P, O, pos, cost_pos, cost_neg, epsilon, d1_zero, colsum, psum, have_co
         for p in range(P.indptr[i], P.indptr[i + 1]):
             psum[P.indices[p]] += P.data[p]
     psum[nv - 1] = P.bias * npos
-    # grad f(0) = phi'(0) sum_i c_i y_i x_i = phi'(0) (c+ psum - c- (colsum - psum))
-    g0 = 0.0
-    for j in range(nv):
-        v = cost_pos * psum[j] - cost_neg * (colsum[j] - psum[j])
-        g0 += v * v
-    gnorm0 = abs(d1_zero) * math.sqrt(g0)
-    tol = epsilon * max(min(npos, m - npos), 1) / max(m, 1) * gnorm0
-    return tol, gnorm0
+    gnorm0 = _erm.zero_gradient_norm(psum, colsum, nv, cost_pos, cost_neg, d1_zero)
+    return _nt.relative_tolerance(epsilon, npos, m) * gnorm0, gnorm0
 
 
 @njit(cache=True, nogil=True)
