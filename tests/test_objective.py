@@ -41,6 +41,11 @@ LOSS_CASES = {
     "hinge": (("huber-hinge", 0.1), {}),      # DiSMEC++'s hinge: the Huber hinge, epsilon 0.1
     "huber-hinge": (("huber-hinge", EPS_HUBER_LOSS), {"huber_epsilon": EPS_HUBER_LOSS}),
 }
+#: the margins where each loss's phi' or phi'' jumps (the hinge case: the Huber hinge's
+#: corner at 1 - 0.1 and its smoothing's end at 1): random points keep away from them, and
+#: a finite-difference step must not cross one (``point``, ``fd_safe_h``)
+LOSS_KINKS = {"squared-hinge": (1.0,), "hinge": (1.0, 0.9), "huber-hinge": (1.0, 1.0 - EPS_HUBER_LOSS),
+              "logistic": ()}
 REG_CASES = {
     "l2": ("l2", {}),
     "huber": (("huber", EPS_HUBER_REG), {"reg_epsilon": EPS_HUBER_REG}),
@@ -49,7 +54,7 @@ REG_CASES = {
 
 
 def test_every_registered_loss_is_tested():
-    assert set(LOSS_CASES) == set(losses.NAMES)
+    assert set(LOSS_CASES) == set(losses.NAMES) == set(LOSS_KINKS)
 
 
 def test_every_registered_regularizer_is_tested():
@@ -178,11 +183,10 @@ def point(K: Kernels, Xa, loss: str, seed: int, scale: float = 0.6) -> np.ndarra
     """A random w with a mix of active and inactive instances and no margin near a kink
     of the loss (1, and 1 - eps for the Huber hinge) nor a weight near the regulariser's."""
     rng = np.random.default_rng(seed)
-    kinks = {"squared-hinge": [1.0], "hinge": [1.0, 0.9], "huber-hinge": [1.0, 1.0 - EPS_HUBER_LOSS], "logistic": []}
     for _ in range(2000):
         w = rng.normal(0.0, scale, K.nv)
         m = K.y * (Xa @ w)
-        if any(np.min(np.abs(m - k)) <= KINK_GAP for k in kinks[loss]):
+        if any(np.min(np.abs(m - k)) <= KINK_GAP for k in LOSS_KINKS[loss]):
             continue
         if K.spec["reg"] != "l2" and np.min(np.abs(np.abs(w) - EPS_HUBER_REG)) <= KINK_GAP:
             continue
@@ -192,13 +196,13 @@ def point(K: Kernels, Xa, loss: str, seed: int, scale: float = 0.6) -> np.ndarra
 
 
 def fd_safe_h(Xa, y, w, dirs, loss, h):
-    """No margin crosses a kink of the loss within +-h along the directions."""
-    if loss == "logistic":
-        return
+    """No margin crosses a kink of the loss (``LOSS_KINKS``) within +-h along the
+    directions."""
     m = y * (Xa @ w)
     for v in dirs:
         dm = np.abs(Xa @ v) * h
-        assert np.all(np.abs(1.0 - m) > dm), "finite-difference step crosses the kink"
+        for k in LOSS_KINKS[loss]:
+            assert np.all(np.abs(k - m) > dm), f"finite-difference step crosses the kink at margin {k}"
 
 
 CASES = [

@@ -21,6 +21,7 @@ from headstart.params import TrainParams
 from headstart.distributed import plan_shards, read_stats, train_sharded
 from headstart.distributed.merging import merge
 from headstart.distributed.sharded import load_stats_file, stats_file_name, write_stats_file
+from headstart.training.stats import TrainingStats
 from headstart.model.ranges import contiguous_runs
 
 NUM = 48          # labels [0, NUM) of bibtex: about a second of training
@@ -118,7 +119,8 @@ def test_a_damaged_statistics_file_does_not_stop_a_resume(bibtex, reference, tmp
     """A truncated statistics file (helper-46: an internal BadZipFile after the missing
     labels were trained; an empty one refused the resume) is a warning naming it; its
     labels' statistics are left out, the model is resumed as before.  Files written
-    before the zero_start column read with it as 0."""
+    before the zero_start and shared_with columns read with them as 0 and -1 (merged
+    with newer statistics too)."""
     import zipfile
 
     X, Y = bibtex
@@ -138,8 +140,12 @@ def test_a_damaged_statistics_file_does_not_stop_a_resume(bibtex, reference, tmp
     assert_same_weights(out, reference[0], allow_gaps=True)
     # an older version's file, without the zero_start column
     st = reference[1].take(np.arange(5, 12))
-    del st.columns["zero_start"]
-    np.testing.assert_array_equal(load_stats_file(write_stats_file(tmp_path, st))["zero_start"], np.zeros(7))
+    del st.columns["zero_start"], st.columns["shared_with"]
+    old = load_stats_file(write_stats_file(tmp_path, st))
+    np.testing.assert_array_equal(old["zero_start"], np.zeros(7))
+    np.testing.assert_array_equal(old["shared_with"], np.full(7, -1))
+    both = TrainingStats.concat([reference[1].take(np.arange(0, 5)), old])
+    assert both["shared_with"].dtype == np.int64 and np.array_equal(both["shared_with"], np.full(12, -1))
 
 
 def test_statistics_written_as_csv_json_lines_or_json(reference, tmp_path):

@@ -81,6 +81,9 @@ def test_results_are_spread_back_in_chunk_order():
         np.testing.assert_array_equal(stats.trajectory(k, "objective"), [j, j])
         np.testing.assert_array_equal(stats.trajectory(k, "seconds"), [j, j] if own[k] else [0, 0])
     np.testing.assert_array_equal(stats["seconds"], [4, 7, 0, 0, 12, 0])
+    # which label's solve each copy took; the totals of work count each solve once
+    np.testing.assert_array_equal(stats["shared_with"], [-1, -1, 4, 7, -1, 4])
+    assert stats.summary()["newton_iterations"] == 3
 
 
 def test_label_chunks_do_not_count_the_labels_that_take_a_result():

@@ -577,7 +577,13 @@ def test_labels_without_positives_share_one_solve(bibtex, tmp_path, init):
             assert st2["seconds"][j] > 0.0                       # trained alone there
             np.testing.assert_array_equal(st1.trajectory(j, "objective"), st2.trajectory(j, "objective"))
             assert not st1.trajectory(j, "seconds").any() and st2.trajectory(j, "seconds").all()
+            assert st1["shared_with"][j] == group[0] and st2["shared_with"][j] == -1
+        assert st1["shared_with"][group[0]] == -1
     np.testing.assert_array_equal(st1.trajectory(7, "objective"), st2.trajectory(7, "objective"))
+    # the totals count each solve once: the copies' iterations are not work done
+    copies = st1["shared_with"] >= 0
+    assert st1.summary()["newton_iterations"] == st1["iterations"][~copies].sum() \
+        == st2.summary()["newton_iterations"] - st2["iterations"][copies].sum()
     assert b1[2] < 0 < b1[5]
     base = OvAClassifier(prune=0.0, threads=1).fit(X, Y[:, :9])
     base.save(str(tmp_path / "m"))

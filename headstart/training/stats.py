@@ -31,7 +31,11 @@ _CSV_BLOCK = 65536   # labels formatted at a time by TrainingStats.write
 
 ITER_FIELDS = ("objective", "active_fraction", "step", "cg_steps", "seconds")
 
-_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz"}
+#: per label: the label whose solve it took (-1: its own), see :mod:`.sharing` -- its
+#: other columns repeat that solve's, so totals of work (``summary``) leave it out
+SHARED = "shared_with"
+
+_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz", SHARED}
 
 
 @dataclass
@@ -40,6 +44,10 @@ class TrainingStats:
     iter_offsets: np.ndarray                       # (num_labels + 1,) into the flat per-iteration arrays
     iterations: dict[str, np.ndarray] = field(default_factory=dict)   # ITER_FIELDS -> flat arrays
     meta: dict = field(default_factory=dict)       # e.g. init preparation time, wall time
+
+    def __post_init__(self):
+        if "label" in self.columns:     # (every path builds its columns through here)
+            _add_missing_columns(self.columns)
 
     # --- assembly ---------------------------------------------------------------
     @classmethod
@@ -108,11 +116,18 @@ class TrainingStats:
     def spread(self, rows, labels, own) -> "TrainingStats":
         """The statistics of ``labels``, label i with those of row ``rows[i]``: labels
         that took another's result (``own`` False, :mod:`.sharing`) get its statistics
-        and trajectory, with no seconds of their own."""
+        and trajectory, with no seconds of their own, and its label in ``shared_with``."""
+        rows = np.asarray(rows, dtype=np.int64)
         out = self.take(rows)                 # (fresh arrays: take indexes)
-        out.columns["label"] = np.asarray(labels, dtype=np.int64).copy()
-        copies = ~np.asarray(own, dtype=np.bool_)
+        labels = np.asarray(labels, dtype=np.int64)
+        out.columns["label"] = labels.copy()
+        own = np.asarray(own, dtype=np.bool_)
+        copies = ~own
         out.columns["seconds"][copies] = 0.0
+        if np.any(copies):
+            solved_by = np.full(int(rows.max()) + 1, -1, dtype=np.int64)
+            solved_by[rows[own]] = labels[own]    # a copy comes after the label it copies
+            out.columns[SHARED][copies] = solved_by[rows[copies]]
         if out.iterations.get("seconds") is not None and out.iterations["seconds"].size:
             out.iterations["seconds"][np.repeat(copies, np.diff(out.iter_offsets))] = 0.0
         return out
@@ -156,16 +171,21 @@ class TrainingStats:
         return np.asarray(STATUS_NAMES)[self.columns["status"].astype(np.int64)]
 
     def summary(self) -> dict:
+        """Counts and totals; the totals of work (iterations, CG steps) leave out the
+        labels that took another label's solve (``shared_with``): that solve is counted
+        once, where it ran (2M mostly empty labels from ``--init zero`` reported 18M
+        Newton iterations, helper-54)."""
         c = self.columns
         status = c["status"].astype(int)
+        own = c[SHARED] < 0
         return {
             "labels": len(self),
             "converged": int(np.sum(status == 0)),
             "not_converged": {STATUS_NAMES[s]: int(np.sum(status == s)) for s in range(1, len(STATUS_NAMES))
                               if np.any(status == s)},
             "labels_without_positives": int(np.sum(c["n_pos"] == 0)),
-            "newton_iterations": int(c["iterations"].sum()),
-            "cg_steps": int(c["cg_steps"].sum()),
+            "newton_iterations": int(c["iterations"][own].sum()),
+            "cg_steps": int(c["cg_steps"][own].sum()),
             "label_seconds": float(c["seconds"].sum()),
             "nnz": int(c["nnz"].sum()),
             **self.meta,
@@ -223,6 +243,14 @@ class TrainingStats:
             fh.write(buf.getvalue())
 
 
+def _add_missing_columns(cols: dict) -> None:
+    """Columns added since a version whose statistics a resume or merge may meet, with
+    the value they would have had."""
+    n = cols["label"].size
+    cols.setdefault("zero_start", np.zeros(n))
+    cols.setdefault(SHARED, np.full(n, -1, dtype=np.int64))
+
+
 # --------------------------------------------------------------------------- statistics files
 # A model directory keeps the statistics of each shard beside it (stats/labels-A-B.npz,
 # no pickles), so that a resumed or merged run still has the statistics of every label.
@@ -263,8 +291,6 @@ def load_stats_file(path: str | os.PathLike) -> TrainingStats:
     iters = {k[5:]: v for k, v in arrays.items() if k.startswith("iter_") and k != "iter_offsets"}
     if "label" not in cols or "iter_offsets" not in arrays or set(iters) != set(ITER_FIELDS):
         raise ModelFormatError(f"{path}: not a headstart statistics file")
-    # (columns added since: a file of an older version, whose run a resume continues)
-    cols.setdefault("zero_start", np.zeros(cols["label"].size))
     meta = json.loads(bytes(arrays.get("meta_json", np.zeros(0, np.uint8))).decode("utf-8") or "{}")
     return TrainingStats(cols, arrays["iter_offsets"], iters, meta)
 
