@@ -615,3 +615,23 @@ def test_a_one_label_run_and_chunks_of_one_label_load_the_runs_kernel(bibtex):
     Wc, bc, _ = train_labels(X, Y, p, np.arange(4), chunk_size=1)
     assert set(kernel.train_chunk.signatures) == before
     assert (W1 != W4[:1]).nnz == 0 and (Wc != W4).nnz == 0 and np.array_equal(bc, b4)
+
+
+def test_the_first_direction_is_booked_in_iteration_one_with_or_without_groups(bibtex):
+    """Per-iteration seconds: iteration 0 is the start, iteration 1 its first direction
+    and line search, whether or not the label's lane joined a direction group (helper-57:
+    without a group the first direction's CG was booked in iteration 0, so the figure of
+    iteration durations compared aop's iteration 0 with zero's iteration 1).  From zero
+    every row is active in the first direction: its CG costs several passes over X,
+    the start one."""
+    X, Y = bibtex
+    p = TrainParams(init="zero", threads=1)
+    for groups in (False, True):
+        _, _, st = train_labels(X, Y, p, np.arange(32), groups=groups)
+        first = [(st.trajectory(i, "seconds")[0], st.trajectory(i, "seconds")[1]) for i in range(len(st))
+                 if st["iterations"][i] >= 1]
+        it0, it1 = np.mean(first, axis=0)
+        assert it0 < it1, (groups, it0, it1)
+        # the label's time is still the sum of its iterations'
+        np.testing.assert_allclose([st.trajectory(i, "seconds").sum() for i in range(len(st))], st["seconds"],
+                                   rtol=1e-9, atol=1e-12)

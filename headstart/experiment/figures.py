@@ -403,8 +403,8 @@ FIGURES = (
      "(paper Fig. 4 left, 'sparsity of the Hessian calculation'); " + _BAND + " still running."),
     ("iteration_duration.png", iteration_duration_figure,
      "Duration of one Newton iteration (supplementary), " + _BAND + " still running. Iteration 0 is the "
-     "evaluation of the start (with X w0 for aop) and, as the trainer books it, also the first Newton direction "
-     "(CG), so iteration 1 shows only its line search."),
+     "evaluation of the start (with X w0 for aop); iteration k >= 1 holds its Newton direction (CG), its share "
+     "of the pass over X and its line search, for every initialisation."),
     ("time_vs_positives.png", time_vs_positives_figure,
      "Training time of a label against its number of training positives (paper Fig. 4 right): " + _BAND +
      " in each bin of positive counts."),

@@ -540,6 +540,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                     V[:, b] = 0.0
                 k = slot[b]
                 status, fv[b], gn[b] = nt.start(P, O, W, tol[b], rec_f[k], rec_act[k])
+                t_started = nt.now() if timing else 0.0
                 stats[k, 4] = fv[b]
                 stats[k, 6] = gn[b]
                 joined = False
@@ -556,12 +557,15 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                         exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
                 dt = (nt.now() - t0) if timing else 0.0
                 if status == nt.RUNNING:
-                    # the start's time is iteration 0's, the direction's belongs to iteration 1
-                    t_iter[b] += dt
+                    # the start's time is iteration 0's, the first direction's belongs to
+                    # iteration 1, as in a direction group (_run_group books it after this
+                    # reset): helper-57 found it in iteration 0 here, so the figure of
+                    # iteration durations compared aop's iteration 0 with zero's iteration 1
+                    t_iter[b] += t_started - t0
                     if rec_time.shape[1] > 0:
                         rec_time[k, 0] = t_iter[b]
                     t_label[b] += t_iter[b]
-                    t_iter[b] = 0.0
+                    t_iter[b] = dt - (t_started - t0)
                     phase[b] = NEED_STEP
                 else:
                     t_iter[b] += dt
