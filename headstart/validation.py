@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import scipy.sparse as sp
 
 from .errors import DataFormatError, ParameterError
+
+log = logging.getLogger(__name__)
 
 
 def _numeric(A: np.ndarray, name: str) -> np.ndarray:
@@ -207,3 +211,22 @@ def same_feature_space(X: sp.csr_matrix, n_features: int, path) -> sp.csr_matrix
     if X.shape[1] < n_features:
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
     return X
+
+
+def model_width(X, n_features: int | None, path):
+    """X (CSR) at the model's width: feature ids beyond it -- features no training
+    instance had, so no weight -- are dropped with a warning, as LIBLINEAR's predict
+    ignores them.  (For a libsvm file, which declares no width; an xmc header that
+    declares more features than the training data is refused instead, by
+    :func:`same_feature_space`.)"""
+    if n_features is None or X.shape[1] == n_features:
+        return X
+    if X.shape[1] > n_features:
+        keep = X.indices < n_features
+        kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
+        dropped = np.diff(X.indptr) - np.diff(kept[X.indptr])
+        log.warning("%s: %d value(s) in %d instance(s) of feature ids the model was not trained on (beyond its "
+                    "%d features): ignored, as LIBLINEAR does", path, int(dropped.sum()),
+                    int(np.count_nonzero(dropped)), n_features)
+        return sp.csr_matrix((X.data[keep], X.indices[keep], kept[X.indptr]), shape=(X.shape[0], n_features))
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))

@@ -727,7 +727,9 @@ def test_convert_between_formats(tmp_path, capsys):
     assert code == 0, err
     np.testing.assert_array_equal(read_slice(tmp_path / "X2.npy", tmp_path / "Y2.txt")[0], X.toarray())
     for extra, words in (([], ["--to slice writes two files", "--out-labels FILE"]),
-                         (["--to", "xmc"], ["ends in .npy", "--to xmc writes text"])):
+                         (["--to", "xmc"], ["ends in .npy", "--to xmc writes text"]),
+                         # helper-57: the labels replaced the features, reported as written
+                         (["--out-labels", str(tmp_path / "." / "X3.npy")], ["--out-labels", "is OUT"])):
         code, _, err = run(capsys, "convert", lib, tmp_path / "X3.npy", *extra)
         _check_error(code, err, words)
         assert not (tmp_path / "X3.npy").exists()

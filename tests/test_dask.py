@@ -325,3 +325,56 @@ def test_cli_train_and_predict_with_local_dask_workers(bibtex_dir, tmp_path):
         subprocess.run(run + ["predict", str(tmp_path / "l"), test, "-o", str(tmp_path / name), "--allow-gaps",
                               "--threshold=-0.5", "--chunk-rows", "1000", *extra], check=True, timeout=600)
     assert (tmp_path / "td.txt").read_bytes() == (tmp_path / "tl.txt").read_bytes()
+
+
+def test_a_task_cut_inside_its_range_registers_the_labels_it_trained(client, data, reference, tmp_path):
+    """A time budget that ends inside a task of several threads leaves gaps in its range
+    (the threads' chunks stop where they are): the client registers each row under the
+    label the task's statistics name (helper-56: rows taken as first, first + 1, ...
+    gave 262 labels other labels' weights, and --resume called the model complete)."""
+    from headstart.distributed.dask_backend import train_range_task
+
+    (X, Y), _ = data
+
+    def gapped(arrays, params, first, stop, threads):
+        a, W, b, st = train_range_task(arrays, params, first, stop, threads)
+        if stop - first < 8:
+            return a, W, b, st
+        keep = np.r_[0:2, 5:W.shape[0]]           # labels first + 2 .. first + 4 not reached
+        return a, W[keep], b[keep], st.take(keep)
+
+    r = train_dask(X, Y, PARAMS, tmp_path / "m", client=client, num_labels=16, shard_size=8, task_threads=1,
+                   task_fn=gapped)
+    assert r.complete and r.info["rounds"] == 2            # the gaps trained in the second round
+    got = load_model(tmp_path / "m", allow_gaps=True)      # (labels 0..15 of bibtex's 159)
+    ref = reference[0]
+    assert (got.weights != ref.weights[:16]).nnz == 0 and np.array_equal(got.intercept, ref.intercept[:16])
+
+
+def test_tasks_get_what_is_left_of_the_budget_when_they_start_and_the_clients_code(monkeypatch, tmp_path):
+    """run_task, on its own: the deadline is the client's wall clock, so a task that
+    waited in the queue gets only what is left (helper-56: each got the whole budget
+    again); a worker with other headstart code refuses (helper-56: 5,410 weights of
+    bibtex differed, silently); relative paths are made absolute for the workers
+    (helper-56: a worker read its own directory's cost file)."""
+    import time
+
+    from headstart.distributed import dask_backend as db
+    from headstart.errors import HeadstartError
+
+    seen = []
+    task = lambda arrays, params, first, stop, threads: seen.append(params) or first   # noqa: E731
+    digest = db.code_digest()
+    assert db.run_task(task, digest, None, None, PARAMS, 3, 5, 1) == 3 and seen[-1] == PARAMS
+    db.run_task(task, digest, time.time() - 10, None, PARAMS, 3, 5, 1)
+    assert seen[-1].timeout == pytest.approx(1e-3)
+    db.run_task(task, digest, time.time() + 100, None, PARAMS, 3, 5, 1)
+    assert 90 < seen[-1].timeout <= 100
+    with pytest.raises(HeadstartError, match="other headstart code"):
+        db.run_task(task, "0" * 64, None, None, PARAMS, 3, 5, 1)
+    monkeypatch.chdir(tmp_path)
+    p = db._task_params(PARAMS.replace(weighting="file", weights_pos_file="w.txt"))
+    assert p.weights_pos_file == str(tmp_path / "w.txt") and p.weights_neg_file is None
+    with pytest.raises(Exception, match="unknown scheme 'nonsense'"):
+        db.scheduler_address("nonsense://x")
+    assert db.scheduler_address("tcp://127.0.0.1:8786") == "tcp://127.0.0.1:8786"

@@ -205,6 +205,38 @@ def test_usage_errors(bibtex_dir, capsys, tmp_path):
     (tmp_path / "empty.txt").write_text("0 1836 159\n")
     code, _, err = run(capsys, "experiment", tr, tmp_path / "empty.txt", "-o", tmp_path / "r", "--inits", "aop")
     assert code == 2 and "empty.txt: the file has no instances" in err and not (tmp_path / "r").exists()
+    # no comparison of initialisations (helper-57): refused before reading the data
+    for extra, words in ((["--timeout", "3"], ["--timeout", "--labels A:B"]),
+                         (["--init", "aop"], ["--init", "--inits"]),
+                         (["--regularizer", "l1-exact"], ["--regularizer l1-exact", "zero run"]),
+                         (["--l2-solver", "dual", "--regularize-bias"], ["--l2-solver dual", "zero run"])):
+        code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", *extra)
+        assert code == 2 and all(w in err for w in words), (extra, err)
+        assert not (tmp_path / "r").exists()
+
+
+def test_libsvm_test_data_with_ids_training_never_saw(tmp_path, capsys):
+    """A libsvm test file may use feature and label ids beyond the training file's (it
+    declares no widths): evaluate accepts it, and so does experiment (helper-57: refused
+    with 'feature index out of range'); the metrics are those of the trained labels."""
+    rng = np.random.default_rng(3)
+
+    def write(path, n, features, labels):
+        lines = []
+        for i in range(n):
+            ls = sorted(set(rng.integers(0, labels, 2).tolist()))
+            fs = sorted(set(rng.integers(1, features + 1, 6).tolist()))
+            lines.append(",".join(map(str, ls)) + " " + " ".join(f"{f}:{rng.random():.3f}" for f in fs))
+        path.write_text("\n".join(lines) + "\n")
+
+    write(tmp_path / "tr.svm", 120, 50, 6)
+    write(tmp_path / "te.svm", 40, 60, 8)
+    code, out, err = run(capsys, "experiment", tmp_path / "tr.svm", tmp_path / "te.svm", "-o", tmp_path / "r",
+                         "--inits", "zero,aop", "--threads", "1", "--quiet")
+    assert code == 0, err
+    assert "feature ids the model was not trained on" in err and "not trained, left out of the metrics" in err
+    doc = json.loads((tmp_path / "r" / "table.json").read_text())
+    assert doc["data"]["n_features"] == 50 and doc["data"]["n_labels"] == 6
 
 
 # --------------------------------------------------------------------------- parsing
@@ -369,3 +401,13 @@ def test_aop_grid_figure_of_few_labels_is_drawn(bibtex_dir, tmp_path):
     _, fn, _ = GRID_FIGURE
     out = fn([("s=1 t=-1", st), ("aop", st)], tmp_path / "grid.png")
     assert (tmp_path / "grid.png").stat().st_size > 1000, out
+
+
+def test_table_json_is_json_when_a_metric_is_undefined():
+    """A precision no label defines (no positive decision in the range) is NaN in
+    memory, null in table.json (NaN is not JSON: helper-57) and NaN again when read."""
+    from headstart.experiment.run import _plain
+
+    doc = _plain({"precision": float("nan"), "recall": np.float64("inf"), "P@1": np.float32(0.5), "k": [np.int64(3)]})
+    assert doc == {"precision": None, "recall": None, "P@1": 0.5, "k": [3]}
+    json.dumps(doc, allow_nan=False)

@@ -640,7 +640,9 @@ def test_roundtrip_libsvm_via_xmc_text(tmp_path):
 def test_roundtrip_slice(tmp_path, labels_name):
     rng = np.random.default_rng(7)
     X = rng.standard_normal((9, 4)).astype(np.float32)
-    Y = sp.csr_matrix((rng.random((9, 6)) < 0.3).astype(np.float32))
+    Yd = (rng.random((9, 6)) < 0.3).astype(np.float32)
+    Yd[[2, 8]] = 0                                 # points without labels, one of them last
+    Y = sp.csr_matrix(Yd)
     write_slice(tmp_path / "x.npy", tmp_path / labels_name, X, Y)
     X2, Y2 = read_slice(tmp_path / "x.npy", tmp_path / labels_name)
     assert X2.dtype == np.float32 and X2.flags.c_contiguous and type(X2) is np.ndarray
@@ -648,6 +650,14 @@ def test_roundtrip_slice(tmp_path, labels_name):
     np.testing.assert_array_equal(dense(Y2), dense(Y))
     X3, Y3 = read_data(tmp_path / "x.npy", labels_path=tmp_path / labels_name)
     np.testing.assert_array_equal(X3, X)
+    if labels_name == "y.txt":
+        # DiSMEC++'s label form ('id:1' pairs; it skips empty lines, so a point without
+        # labels is a blank): helper-57, comma lists were refused there
+        lines = (tmp_path / labels_name).read_text().split("\n")
+        assert lines[0] == "9 6" and lines[-1] == "" and len(lines) == 11
+        for row, line in zip(dense(Y), lines[1:-1]):
+            assert line != "" and [int(t.split(":")[0]) for t in line.split()] == list(np.flatnonzero(row))
+            assert all(t.endswith(":1") for t in line.split())
     assert detect_format(tmp_path / "x.npy") == "slice"
     with pytest.raises(ParameterError):
         read_data(tmp_path / "x.npy")

@@ -313,16 +313,18 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
         raise ParameterError(f"--one-based-labels is for xmc files, not {fmt}")
     # libsvm has no header: read at the width its ids reach, then fit the model's
     # (``n_features``): fewer ids are the file's, more are features training never saw
+    from ..validation import model_width
+
     zero = getattr(args, "zero_based", False)
     if getattr(args, "labels_unused", False):
         # prediction: the labels are read for their syntax only, whatever their ids
         X, _ = hio.read_libsvm(path, zero_based=zero)
-        return _without_labels(_model_width(X, n_features, path), n_labels)
+        return _without_labels(model_width(X, n_features, path), n_labels)
     if n_labels is not None and getattr(args, "labels_beyond_model", False):
         X, Y = hio.read_libsvm(path, zero_based=zero)
-        return _model_width(X, n_features, path), _label_width(Y, int(n_labels), path)
+        return model_width(X, n_features, path), _label_width(Y, int(n_labels), path)
     X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero)
-    return _model_width(X, n_features, path), Y
+    return model_width(X, n_features, path), Y
 
 
 def labels_may_widen(args, width: int, label_space: int) -> bool:
@@ -350,26 +352,6 @@ def _label_width(Y, n_labels: int, path: str):
                     "kept as labels never predicted, so they count as misses in recall and nDCG (LibMultiLabel "
                     "drops them)", path, int(np.count_nonzero(beyond)), np.unique(Y.indices[beyond]).size, n_labels)
     return sp.csr_matrix((Y.data, Y.indices, Y.indptr), shape=(Y.shape[0], width))
-
-
-def _model_width(X, n_features: int | None, path: str):
-    """X (CSR) at the model's width: feature ids beyond it -- features no training
-    instance had, so no weight -- are dropped with a warning, as LIBLINEAR's predict
-    ignores them."""
-    import numpy as np
-    import scipy.sparse as sp
-
-    if n_features is None or X.shape[1] == n_features:
-        return X
-    if X.shape[1] > n_features:
-        keep = X.indices < n_features
-        kept = np.concatenate([[0], np.cumsum(keep, dtype=np.int64)])
-        dropped = np.diff(X.indptr) - np.diff(kept[X.indptr])
-        log.warning("%s: %d value(s) in %d instance(s) of feature ids the model was not trained on (beyond its "
-                    "%d features): ignored, as LIBLINEAR does", path, int(dropped.sum()),
-                    int(np.count_nonzero(dropped)), n_features)
-        return sp.csr_matrix((X.data[keep], X.indices[keep], kept[X.indptr]), shape=(X.shape[0], n_features))
-    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
 
 
 def _without_labels(X, n_labels: int | None):

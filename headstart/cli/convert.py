@@ -15,7 +15,10 @@ DESCRIPTION = """\
 Read IN in any supported format (see --format) and write OUT as XMC repository text
 (default; gzip-compressed if OUT ends in .gz), with --to libsvm as multi-label libsvm text
 (1-based features, no header), or with --to slice as dense features OUT (.npy) plus the
-label file --out-labels.  Output files are written atomically.
+label file --out-labels.  Output files are written atomically.  Feature values pass
+through float32, the precision headstart trains with (about 7 significant digits:
+3.14159265358979 is written 3.1415927, counts above 2^24 lose their last digits); the
+Python API's writers also take float64 matrices.
 
 Raw text in LibMultiLabel's format ('[id<TAB>]label label ...<TAB>text' per line): with
 --fit-vectorizer DIR, IN is read as text, tf-idf features and label ids are fitted on it
@@ -144,6 +147,10 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("--to slice writes two files: give the label file with --out-labels FILE")
     if args.to != "slice" and args.out_labels:
         raise ParameterError("--out-labels is only for --to slice")
+    if args.out_labels and os.path.realpath(args.out_labels) == os.path.realpath(args.output):
+        # helper-57: the label text replaced the features just written, and convert said "wrote"
+        raise ParameterError(f"--out-labels {args.out_labels} is OUT {args.output}: the features and the labels "
+                             "are two files; name the label file otherwise")
     for out in [args.output] + ([args.out_labels] if args.out_labels else []):
         common.check_output_file(out, "output file", args)
     vec = None

@@ -66,6 +66,28 @@ def _check_output(path: str) -> None:
                              "into it")
     if not p.exists() and not p.parent.is_dir() and str(p.parent) not in ("", "."):
         raise ParameterError(f"{path}: parent directory {p.parent} does not exist")
+    # the report is drawn in a temporary directory beside it and renamed into place at
+    # the end: a parent that takes no new entry would fail after every run had trained
+    common._check_writable(p.parent if str(p.parent) else Path("."), path, "the report")
+
+
+def _check_comparable(args, base) -> None:
+    """Refuse what would make the runs no comparison of initialisations (helper-57)."""
+    from ..errors import ParameterError
+    from ..params import method_of
+
+    if hasattr(args, "init"):     # (training options are present only when given)
+        raise ParameterError("--init: experiment trains each initialisation of --inits (e.g. --inits zero,aop); "
+                             "it takes no --init")
+    if base.timeout > 0:
+        raise ParameterError("--timeout: a run cut off by a time budget trains fewer labels than the others, so "
+                             "neither its time nor its metrics compare; bound the work with --labels A:B instead")
+    method = method_of(base)
+    if method != "newton":
+        by = "--l2-solver dual" if method == "dual" else f"--regularizer {base.regularizer}"
+        raise ParameterError(f"{by} trains with a coordinate-descent solver that starts every label from w = 0 "
+                             "whatever the initialisation: every run would be the zero run; the initialisations "
+                             "are those of the Newton-CG method (the default)")
 
 
 class _Reporter:
@@ -114,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.train or not args.test:
         err("the following arguments are required: TRAIN TEST")
     base = common.resolve_params(args)
+    _check_comparable(args, base)
     inits = parse_inits(args.inits, base)
     grid = parse_grid(args.aop_grid, base) if args.aop_grid else []
     runs, points = plan_runs(inits, grid)

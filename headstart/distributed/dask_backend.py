@@ -119,12 +119,20 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
         cluster.close()
 
 
+#: the address schemes of Dask's communication backends
+DASK_SCHEMES = ("tcp", "tls", "inproc", "ucx", "ws", "wss")
+
+
 def scheduler_address(scheduler: str) -> str:
     """The address of ``scheduler``: itself, or read from a scheduler file (a path ending in
     ``.json``, as ``dask scheduler --scheduler-file`` writes).  Read here, not by Dask,
     which waits without end for a missing file and fails with internal errors on a bad
     one (helper-46)."""
     if not str(scheduler).endswith(".json"):
+        scheme, sep, _ = str(scheduler).partition("://")
+        if sep and scheme not in DASK_SCHEMES:   # (helper-56: Dask's ValueError read as a bug of headstart)
+            raise ParameterError(f"{scheduler}: not a Dask scheduler address: unknown scheme {scheme!r} (known: "
+                                 f"{', '.join(DASK_SCHEMES)}; e.g. tcp://host:8786, or a scheduler file .json)")
         return str(scheduler)
     try:
         with open(scheduler, encoding="utf-8") as fh:
@@ -141,10 +149,18 @@ def scheduler_address(scheduler: str) -> str:
 
 
 def _cluster_size(client: Any, wait: float = 60.0) -> tuple[int, int]:
-    """(workers, Dask threads over all workers), waiting for a first worker if needed."""
+    """(workers, Dask threads over all workers), waiting up to ``wait`` seconds for a
+    first worker if needed."""
     workers = client.scheduler_info().get("workers", {})
     if not workers:
-        client.wait_for_workers(1, timeout=wait)
+        log.warning("no Dask worker has joined the scheduler yet: waiting up to %g s for one", wait)
+        try:
+            client.wait_for_workers(1, timeout=wait)
+        except Exception as e:   # noqa: BLE001 - Dask's timeout error (its text was "60.0: 1", helper-56)
+            if not type(e).__name__.endswith("TimeoutError"):
+                raise
+            raise DistributedTrainingError(f"no Dask worker joined the scheduler within {wait:g} s: start workers "
+                                           "(dask worker <scheduler address>) or wait longer (worker_wait)") from None
         workers = client.scheduler_info().get("workers", {})
     return len(workers), int(sum(w.get("nthreads", 1) for w in workers.values()))
 
@@ -232,6 +248,51 @@ def train_range_task(arrays: TrainingArrays, params: TrainParams, first: int, st
     return first, weights, intercept, stats
 
 
+def code_digest() -> str:
+    """headstart's source on this machine (the hash that also stamps numba's cache,
+    :func:`headstart._compile.package_digest`): the client's and a worker's must agree."""
+    from .._compile import _digest_once
+
+    return _digest_once().hex()
+
+
+#: path-valued training parameters, read by the tasks on the workers
+PATH_PARAMS = ("weights_pos_file", "weights_neg_file", "pretrained")
+
+
+def run_task(task_fn: Callable, digest: str, deadline: float | None, arrays: Any, params: TrainParams, first: int,
+             stop: int, threads: int | None):
+    """Dask task: ``task_fn(arrays, params, first, stop, threads)`` after two checks the
+    task function cannot make itself.
+
+    * The worker runs the client's headstart code (``digest``): other code may train
+      other weights, silently (helper-56: a worker on an older commit changed 5,410
+      weights of bibtex).  The docs ask for the same version; this enforces it.
+    * ``deadline`` (the client's ``time.time()`` at which the run's budget ends, or
+      None): the task gets what is left of it *when it starts* -- a task that waited in
+      Dask's queue got the whole budget again (helper-56: a 12 s budget trained all 4000
+      labels in 65 s).  Workers' clocks are assumed to agree with the client's (NTP).
+    """
+    mine = code_digest()
+    if mine != digest:
+        import socket
+
+        raise HeadstartError(f"the Dask worker on {socket.gethostname()} runs other headstart code than the client "
+                             f"(source digest {mine[:12]} against {digest[:12]}): install the same version on every "
+                             "worker, or its labels could differ")
+    if deadline is not None:
+        params = params.replace(timeout=max(deadline - time.time(), 1e-3))
+    return task_fn(arrays, params, first, stop, threads)
+
+
+def _task_params(params: TrainParams) -> TrainParams:
+    """``params`` with its file paths absolute: a task reads them on a worker, whose
+    working directory is its own (helper-56: a relative --weights-pos-file read the
+    worker directory's w.txt, a silently different model)."""
+    paths = {name: os.path.abspath(getattr(params, name)) for name in PATH_PARAMS if getattr(params, name)}
+    return params.replace(**paths) if paths else params
+
+
 # --------------------------------------------------------------------------- training
 def _is_infrastructure_error(e: BaseException) -> bool:
     """Lost workers or lost data (retry another round) rather than an error of the task."""
@@ -309,11 +370,15 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
     # of it, and tasks the budget cut were resubmitted as lost): each round's tasks get
     # what is left, no round starts after it, and the labels not reached stay missing
     deadline = t_start + params.timeout if params.timeout > 0 else None
+    # the same deadline on the workers' clocks (run_task)
+    wall_deadline = time.time() + (deadline - time.perf_counter()) if deadline is not None else None
+    task_params = _task_params(params)
+    digest = code_digest()
     # the manifest is rewritten at most every TRAINING_MANIFEST_LAG write-durations (its
     # cost grows with the shards listed: model/writer.py); leaving the block writes it
     writer.manifest_lag = TRAINING_MANIFEST_LAG
     with writer, dask_client(scheduler, n_workers, client=client, processes=processes) as c:
-        workers, slots = _cluster_size(c)
+        workers, slots = _cluster_size(c, worker_wait)
         size = shard_size if shard_size is not None else default_task_size(count, slots)
         info.update({"workers": workers, "dask_threads": slots, "shard_size": size,
                      "task_threads": task_threads or "auto"})
@@ -336,17 +401,16 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
             arrays = c.scatter(payload if payload is not None else TrainingArrays(data.X, data.Y), broadcast=True,
                                hash=False)
             info.setdefault("scatter_seconds", time.perf_counter() - t0)
-            left = params if deadline is None else params.replace(
-                timeout=max(deadline - time.perf_counter(), 1e-3))
-            futures = [c.submit(task_fn, arrays, left, a, b, task_threads,
+            futures = [c.submit(run_task, task_fn, digest, wall_deadline, arrays, task_params, a, b, task_threads,
                                 key=f"headstart-train-{a}-{b}-{run}-{rnd}", pure=False, retries=retries,
                                 priority=-i)
                        for i, (a, b) in enumerate(plan)]
+            spans = {f.key: ab for f, ab in zip(futures, plan)}
             fatal: BaseException | None = None
             lost = 0
             for fut in distributed.as_completed(futures):
                 try:
-                    a, w, b, st = fut.result()
+                    _, w, intercept, st = fut.result()
                 except Exception as e:  # noqa: BLE001 - classified below
                     info["task_errors"] += 1
                     last_error = e
@@ -359,7 +423,16 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                     continue
                 finally:
                     fut.release()
-                recorder.record(np.arange(a, a + w.shape[0]), w, b, st)
+                # the labels the task trained: a time budget that ends inside a task of
+                # several threads leaves gaps (helper-56: rows registered as a, a + 1,
+                # ... gave 262 labels other labels' weights)
+                labels = np.asarray(st["label"], dtype=np.int64)
+                lo, hi = spans[fut.key]
+                if labels.size != w.shape[0] or (labels.size and (labels[0] < lo or labels[-1] >= hi)):
+                    raise DistributedTrainingError(f"{writer.path}: task {fut.key} returned {w.shape[0]} weight "
+                                                   f"rows and statistics of {labels.size} label(s), not of its "
+                                                   f"range [{lo}, {hi})")
+                recorder.record(labels, w, intercept, st)
             del futures
             arrays.release()
             if lost:

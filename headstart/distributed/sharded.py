@@ -289,11 +289,14 @@ class ShardedResult:
 
 def finish_result(writer: ModelWriter, data: PreparedData, recorder: ShardRecorder, before: int,
                   t_start: float, backend: str, info: dict[str, Any] | None = None) -> ShardedResult:
-    from ..training.trainer import report_problems
+    from ..training.trainer import note_zero_starts, report_problems
 
     missing = writer.missing_ranges(data.first_label, data.num_labels)
     if recorder.stats_parts:
-        report_problems(TrainingStats.concat(recorder.stats_parts))
+        st = TrainingStats.concat(recorder.stats_parts)
+        report_problems(st)
+        if backend == "dask":    # said in the workers' logs, per task; here once, for the run (helper-56)
+            note_zero_starts(st, "start")
     stats, without = read_stats(writer.path, data.first_label, data.num_labels)
     wall = time.perf_counter() - t_start
     stats.meta.update({"wall_seconds": wall, "backend": backend})

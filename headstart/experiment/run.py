@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import platform
 import sys
@@ -58,27 +59,46 @@ class Dataset:
     info: dict
 
 
-def _read(path: str, n_features: int | None = None, n_labels: int | None = None):
+def _format(path) -> str:
     from .. import io as hio
 
-    fmt = hio.detect_format(path)
+    return hio.detect_format(str(path))
+
+
+def _read(path: str):
+    from .. import io as hio
+
+    fmt = _format(path)
     if fmt == "xmc":
         return hio.read_xmc(path)
     if fmt == "libsvm":
-        return hio.read_libsvm(path, n_features=n_features, n_labels=n_labels)
+        return hio.read_libsvm(path)
     raise ParameterError(f"{path}: dense .npy features (slice format) are not supported by the experiment "
                          "command; convert them with 'headstart convert' first")
 
 
 def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
     """Read train and test data (XMC or libsvm text, gzip or not); the test matrices get
-    the training widths (missing trailing features / labels are empty columns)."""
+    the training widths (missing trailing features / labels are empty columns).  A
+    libsvm test file, which declares no widths, may use feature and label ids that no
+    training row has, as ``evaluate`` accepts them (helper-57): the features are dropped
+    with a warning, as LIBLINEAR's predict ignores them, and so are the labels -- no run
+    trains them, and the metrics here are over the trained label range."""
+    from ..validation import model_width
+
     t0 = time.perf_counter()
     Xtr, Ytr = _read(str(train))
-    Xte, Yte = _read(str(test), n_features=Xtr.shape[1], n_labels=Ytr.shape[1])
+    Xte, Yte = _read(str(test))
     for path, X in ((train, Xtr), (test, Xte)):
         if X.shape[0] == 0:     # refused before the first run (helper-48: after it, unnamed)
             raise DataFormatError(f"{path}: the file has no instances: nothing to train on or evaluate")
+    if _format(test) == "libsvm":
+        Xte = model_width(Xte, Xtr.shape[1], test)
+        beyond = Yte.indices >= Ytr.shape[1]
+        if np.any(beyond):
+            log.warning("%s: %d positive(s) of %d label id(s) that no training row has (beyond its %d labels): "
+                        "not trained, left out of the metrics", test, int(np.count_nonzero(beyond)),
+                        np.unique(Yte.indices[beyond]).size, Ytr.shape[1])
     Xte = same_feature_space(Xte, Xtr.shape[1], test)
     if Yte.shape[1] != Ytr.shape[1]:
         Yte = _resize_columns(Yte, Ytr.shape[1])
@@ -318,8 +338,8 @@ def _plain(obj):
         return [_plain(v) for v in obj]
     if isinstance(obj, np.integer):
         return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj) if math.isfinite(obj) else None    # JSON has no NaN (load: back to NaN)
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     return obj
@@ -352,9 +372,12 @@ def load_experiment(report_dir: str | os.PathLike) -> Experiment:
         spec = RunSpec(rec["name"], rec["key"], TrainParams.from_dict(rec["params"]), rec["group"])
         stats_path = d / rec["stats_file"]
         if not stats_path.is_file():
-            raise ParameterError(f"{stats_path}: statistics of run {rec['name']!r} are missing; "
+            why = "" if (d / STATS_DIR).is_dir() else \
+                f" (the report has no {STATS_DIR}/ at all: written with --no-stats?)"
+            raise ParameterError(f"{stats_path}: statistics of run {rec['name']!r} are missing{why}; "
                                  "the report cannot be redrawn without them")
         stats = load_stats(stats_path)
-        exp.runs.append(RunResult(spec, stats, rec["metrics"], rec["timing"], rec["loadavg"],
+        metrics = {k: (math.nan if v is None else v) for k, v in rec["metrics"].items()}
+        exp.runs.append(RunResult(spec, stats, metrics, rec["timing"], rec["loadavg"],
                                   int(rec.get("model_nnz", 0))))
     return exp

@@ -242,7 +242,9 @@ def table_markdown(exp: Experiment, tables: dict | None = None) -> str:
     lines += _md_table(t["main"], MAIN_COLUMNS)
     lines += ["", "Time: wall-clock seconds of training (initialiser preparation included, data reading "
               "excluded); CPU time: process CPU seconds of training, all threads. P@k, precision and recall in percent; precision and recall are the label-averaged "
-              "binary ones of the decisions score > 0 (the paper's Prec / Rec).", ""]
+              "binary ones of the decisions score > 0 (the paper's Prec / Rec): precision averaged over the labels "
+              "predicted at least once, recall over those with a test positive (a 0/0 is left out, "
+              "metrics.binary_precision_recall; DiSMEC++ counts it as 0).", ""]
     if t["contended"]:
         lines += [contention_note(exp, t["contended"]), ""]
     lines += ["## First Newton iteration", ""]
@@ -292,5 +294,6 @@ def write_tables(exp: Experiment, out_dir: str | Path, tables: dict | None = Non
     with atomic_write(str(out / "table.md"), "w") as fh:
         fh.write(table_markdown(exp, t))
     with atomic_write(str(out / "table.json"), "w") as fh:
-        fh.write(json.dumps(table_document(exp, t), indent=1, allow_nan=True) + "\n")
+        # NaN (a precision no label defines) as null: NaN is not JSON (helper-57)
+        fh.write(json.dumps(table_document(exp, t), indent=1, allow_nan=False) + "\n")
     return t

@@ -194,7 +194,12 @@ def read_slice(features_npy, labels_path) -> tuple[np.ndarray, sp.csr_matrix]:
 
 def write_slice(features_npy, labels_path, X, Y) -> None:
     """Write the slice layout: ``X`` (dense, saved as float32 ``.npy``) and the labels of
-    ``Y`` as comma-separated ids (``.gz`` name: gzip-compressed).  Both writes are atomic."""
+    ``Y`` as ``id:1`` pairs (``.gz`` name: gzip-compressed).  Both writes are atomic.
+
+    The label file is the one DiSMEC++ reads (its ``read_binary_matrix_as_lil``: a
+    "rows columns" header, then ``index:1`` pairs per point), which skips empty lines:
+    a point without labels is a line holding one blank, which it counts as a point.
+    (Comma-separated ids, written until helper-57, it refuses; headstart reads both.)"""
     Xd = np.asarray(X.toarray() if sp.issparse(X) else X)
     if Xd.ndim != 2 or Xd.dtype.kind not in "biuf":
         raise DataFormatError(f"X must be a 2-D real array, got shape {Xd.shape}, dtype "
@@ -211,6 +216,9 @@ def write_slice(features_npy, labels_path, X, Y) -> None:
         gz = _open_out(raw, labels_path)
         f = gz if gz is not None else raw
         f.write(f"{Yc.shape[0]} {Yc.shape[1]}\n".encode())
-        _write_sparse_body(f, None, Yc, 0)
+        # the labels as the features of rows without labels: ' i:1 j:1' (strtol skips
+        # the leading blank), ' ' for a point without any
+        ones = sp.csr_matrix((np.ones(Yc.nnz, dtype=np.float32), Yc.indices, Yc.indptr), shape=Yc.shape)
+        _write_sparse_body(f, ones, sp.csr_matrix((Yc.shape[0], 0), dtype=np.float32), 0)
         if gz is not None:
             gz.close()
