@@ -245,6 +245,8 @@ def test_parse_inits_and_grid():
     specs = parse_inits("zero, bias, bias:-2, ovap-strict, aop, aop:-3, bias:-1", base)
     assert [s.name for s in specs] == ["zero", "bias -1", "bias -2", "ovap-strict", "aop", "aop t=-3"]
     assert specs[2].params.bias_init == -2.0 and specs[5].params.aop_t == -3.0
+    # plain 'bias' takes --bias-init, as plain 'aop' takes --aop-t (helper-57)
+    assert [s.name for s in parse_inits("bias,bias:-2", base.replace(bias_init=-0.5))] == ["bias -0.5", "bias -2"]
     assert len({s.key for s in specs}) == len(specs)
     for bad in ("", "zero,,aop", "ovap:1", "bias:x", "aop:5"):
         with pytest.raises(ParameterError):

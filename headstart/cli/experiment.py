@@ -17,8 +17,8 @@ on the test data and write a report directory: table.md / table.json (training t
 time relative to zero, P@1/3/5, label-averaged binary precision and recall, Newton
 iterations, CG steps), the paper's figures as PNG, and report.html showing them all.
 
-Initialisations (--inits, comma separated): zero, bias (bias weight -1), bias:V (bias
-weight V), ovap, ovap-strict, aop, aop:T (aop with t = T).
+Initialisations (--inits, comma separated): zero, bias (bias weight --bias-init,
+default -1), bias:V (bias weight V), ovap, ovap-strict, aop, aop:T (aop with t = T).
 
 examples:
   headstart experiment data/bibtex/train.txt.gz data/bibtex/test.txt.gz -o report

@@ -79,7 +79,9 @@ def aop_name(s: float, t: float) -> str:
 def make_spec(init: str, base: TrainParams, value: float | None = None) -> RunSpec:
     """The run of initialisation ``init`` (``value``: bias weight or aop t) on ``base``."""
     if init == "bias":
-        v = -1.0 if value is None else value
+        # --bias-init gives plain 'bias' its weight, as --aop-t gives plain 'aop' its t
+        # (helper-57: it was -1 whatever --bias-init said)
+        v = base.bias_init if value is None else value
         p = base.replace(init="bias", bias_init=v)
         return RunSpec(f"bias {_num(v)}", _key(f"bias {_num(v)}"), p)
     if init == "aop":
