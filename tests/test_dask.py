@@ -378,3 +378,17 @@ def test_tasks_get_what_is_left_of_the_budget_when_they_start_and_the_clients_co
     with pytest.raises(Exception, match="unknown scheme 'nonsense'"):
         db.scheduler_address("nonsense://x")
     assert db.scheduler_address("tcp://127.0.0.1:8786") == "tcp://127.0.0.1:8786"
+
+
+def test_no_worker_is_a_clear_error_after_worker_wait(data, tmp_path):
+    """A scheduler without workers: the client says it waits, honours worker_wait and
+    fails with a message that names the problem (helper-56: "60.0: 1" after a fixed
+    60 s, whatever worker_wait said); nothing is left behind."""
+    from headstart.distributed.dask_backend import DistributedTrainingError
+
+    (X, Y), _ = data
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, distributed.Client(cluster) as c:
+        with pytest.raises(DistributedTrainingError, match="no Dask worker joined the scheduler within 1 s"):
+            train_dask(X, Y, PARAMS, tmp_path / "m", client=c, num_labels=4, worker_wait=1.0)
+    assert not (tmp_path / "m").exists()

@@ -154,15 +154,21 @@ def _cluster_size(client: Any, wait: float = 60.0) -> tuple[int, int]:
     workers = client.scheduler_info().get("workers", {})
     if not workers:
         log.warning("no Dask worker has joined the scheduler yet: waiting up to %g s for one", wait)
-        try:
-            client.wait_for_workers(1, timeout=wait)
-        except Exception as e:   # noqa: BLE001 - Dask's timeout error (its text was "60.0: 1", helper-56)
-            if not type(e).__name__.endswith("TimeoutError"):
-                raise
-            raise DistributedTrainingError(f"no Dask worker joined the scheduler within {wait:g} s: start workers "
-                                           "(dask worker <scheduler address>) or wait longer (worker_wait)") from None
+        _wait_for_a_worker(client, wait)
         workers = client.scheduler_info().get("workers", {})
     return len(workers), int(sum(w.get("nthreads", 1) for w in workers.values()))
+
+
+def _wait_for_a_worker(client: Any, wait: float) -> None:
+    """Dask's wait for one worker, whose timeout error read "60.0: 1" (helper-56)."""
+    try:
+        client.wait_for_workers(1, timeout=wait)
+    except Exception as e:   # noqa: BLE001 - only Dask's timeout error is translated
+        if not type(e).__name__.endswith("TimeoutError"):
+            raise
+        raise DistributedTrainingError(f"no Dask worker joined the scheduler within {wait:g} s: start workers "
+                                       "(dask worker <scheduler address>) or wait longer (worker_wait); finished "
+                                       "shards are kept (resume to continue)") from None
 
 
 def default_task_size(num_labels: int, slots: int) -> int:
@@ -397,7 +403,7 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                 if not c.scheduler_info().get("workers"):
                     log.warning("no Dask worker left: waiting up to %g s for one to join the scheduler",
                                 worker_wait)
-                c.wait_for_workers(1, timeout=worker_wait)
+                _wait_for_a_worker(c, worker_wait)
             arrays = c.scatter(payload if payload is not None else TrainingArrays(data.X, data.Y), broadcast=True,
                                hash=False)
             info.setdefault("scatter_seconds", time.perf_counter() - t0)
