@@ -260,7 +260,9 @@ def test_debian_same_model_with_1_and_2_threads(debian_subset):
     np.testing.assert_array_equal(a.coef_.indices, b.coef_.indices)
     assert np.array_equal(a.coef_.data, b.coef_.data)
     assert np.array_equal(a.intercept_, b.intercept_)
-    for f in set(a.stats_.columns) - {"seconds"}:          # everything but the clock
+    # everything but the clock and which label's solve a label without positives took
+    # (the first of its chunk: chunks differ with the threads, the solves do not)
+    for f in set(a.stats_.columns) - {"seconds", "shared_with"}:
         assert np.array_equal(a.stats_[f], b.stats_[f]), f
     for f in ("objective", "active_fraction", "step", "cg_steps"):
         assert np.array_equal(a.stats_.iterations[f], b.stats_.iterations[f], equal_nan=True), f
