@@ -1122,3 +1122,22 @@ def test_dense_text_features(tmp_path):
     np.savez(tmp_path / "z.npz", a=np.zeros((2, 2)))
     with pytest.raises(DataFormatError, match="neither a .npy file"):
         read_dense_features(tmp_path / "z.npz")
+
+
+def test_a_commands_output_file_names_a_killed_writers_temporaries(tmp_path, capsys):
+    """A file command (here convert) killed while writing leaves its temporary file (kill
+    -9 cannot clean up): the next run writing that file says so and leaves it (helper-57:
+    a 61 MB .OUT.<hex>.tmp, and no word)."""
+    from headstart.cli.main import main
+
+    src = tmp_path / "in.txt"
+    src.write_text("2 3 2\n0 0:1\n1 2:0.5\n")
+    stale = tmp_path / f".out.txt.{'ab' * 6}.tmp"
+    stale.write_bytes(b"x" * 3000)
+    (tmp_path / f".other.txt.{'cd' * 6}.tmp").write_bytes(b"y")
+    assert main(["convert", str(src), str(tmp_path / "out.txt")]) == 0
+    err = capsys.readouterr().err
+    assert "1 temporary file next to it" in err and stale.name in err and ".other." not in err
+    assert stale.read_bytes() == b"x" * 3000 and (tmp_path / "out.txt").is_file()
+    assert main(["convert", str(src), str(tmp_path / "fresh.txt")]) == 0
+    assert "temporary" not in capsys.readouterr().err

@@ -510,7 +510,7 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
     command's ``args``) is one of the files the command reads: the atomic write would
     replace the user's data with the output; or lies in ``model_dir``, the model
     directory the command writes (its manifest, shards: the model's own files)."""
-    from ..io.atomic import regular_target
+    from ..io.atomic import regular_target, warn_file_leftovers
 
     if path == "-":
         raise ParameterError(f"-: the {what} is written atomically to a path, not to standard output: give a "
@@ -541,6 +541,7 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
         raise ParameterError(f"{path}: cannot write the {what}: {parent} {why}")
     _check_writable(parent, path, f"the {what}")
     regular_target(path)   # refuses a FIFO, a device or a socket before any work
+    warn_file_leftovers(path)
 
 
 def _check_writable(directory: Path, path: str, what: str) -> None:

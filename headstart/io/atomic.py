@@ -169,26 +169,37 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
-def _warn_leftovers(path: Path) -> None:
+def _warn_leftovers(path: Path, files: bool = False) -> None:
     """Say so when temporaries of ``path`` are lying next to it: a process killed while
     writing it (kill -9, a power cut) cannot remove its own, and they may hold a model's
     worth of weights.  Not removed here: on a shared file system the writer may be alive
-    on another machine."""
+    on another machine.  ``files``: the temporaries of :func:`atomic_write` (commands
+    call it once per output file, :func:`warn_file_leftovers`), else of
+    :func:`atomic_directory`."""
+    suffix = r"[0-9a-f]{12}\.tmp" if files else r"(tmp|old)-[0-9a-f]{32}"
     try:
         left = [p for p in path.parent.glob(f".{glob_escape(path.name)}.*")
-                if p.is_dir() and re.fullmatch(r"(tmp|old)-[0-9a-f]{32}", p.name[len(path.name) + 2:])]
+                if (p.is_file() if files else p.is_dir()) and re.fullmatch(suffix, p.name[len(path.name) + 2:])]
     except OSError:
         return
     if left:
         try:   # a live writer may remove its files meanwhile; the warning must not fail the write
-            size = f"{sum(f.stat().st_size for p in left for f in p.rglob('*') if f.is_file()) / 2**20:.1f} MB"
+            members = (f for p in left for f in ([p] if files else p.rglob("*")))
+            size = f"{sum(f.stat().st_size for f in members if f.is_file()) / 2**20:.1f} MB"
         except OSError:
             size = "size unknown"
         one = len(left) == 1
-        log.warning("%s: %d temporary director%s next to it (%s, %s), left by a run killed while writing "
-                    "it; remove %s if no other run is writing %s", path, len(left), "y" if one else "ies",
+        kind = ("file", "files") if files else ("directory", "directories")
+        log.warning("%s: %d temporary %s next to it (%s, %s), left by a run killed while writing "
+                    "it; remove %s if no other run is writing %s", path, len(left), kind[0] if one else kind[1],
                     ", ".join(sorted(p.name for p in left)[:3]) + (", ..." if len(left) > 3 else ""),
                     size, "it" if one else "them", path.name)
+
+
+def warn_file_leftovers(path: str | os.PathLike[str]) -> None:
+    """:func:`_warn_leftovers` for a file that :func:`atomic_write` will write (helper-57:
+    a SIGKILLed ``convert`` left a 61 MB ``.OUT.<hex>.tmp``, and the next one said nothing)."""
+    _warn_leftovers(Path(path), files=True)
 
 
 def glob_escape(name: str) -> str:
