@@ -59,20 +59,15 @@ class Dataset:
     info: dict
 
 
-def _format(path) -> str:
-    from .. import io as hio
-
-    return hio.detect_format(str(path))
-
-
 def _read(path: str):
+    """(X, Y, the file's format)."""
     from .. import io as hio
 
-    fmt = _format(path)
+    fmt = hio.detect_format(path)
     if fmt == "xmc":
-        return hio.read_xmc(path)
+        return (*hio.read_xmc(path), fmt)
     if fmt == "libsvm":
-        return hio.read_libsvm(path)
+        return (*hio.read_libsvm(path), fmt)
     raise ParameterError(f"{path}: dense .npy features (slice format) are not supported by the experiment "
                          "command; convert them with 'headstart convert' first")
 
@@ -87,12 +82,12 @@ def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
     from ..validation import model_width
 
     t0 = time.perf_counter()
-    Xtr, Ytr = _read(str(train))
-    Xte, Yte = _read(str(test))
+    Xtr, Ytr, _ = _read(str(train))
+    Xte, Yte, test_format = _read(str(test))
     for path, X in ((train, Xtr), (test, Xte)):
         if X.shape[0] == 0:     # refused before the first run (helper-48: after it, unnamed)
             raise DataFormatError(f"{path}: the file has no instances: nothing to train on or evaluate")
-    if _format(test) == "libsvm":
+    if test_format == "libsvm":
         Xte = model_width(Xte, Xtr.shape[1], test)
         beyond = Yte.indices >= Ytr.shape[1]
         if np.any(beyond):
