@@ -392,3 +392,44 @@ def test_no_worker_is_a_clear_error_after_worker_wait(data, tmp_path):
         with pytest.raises(DistributedTrainingError, match="no Dask worker joined the scheduler within 1 s"):
             train_dask(X, Y, PARAMS, tmp_path / "m", client=c, num_labels=4, worker_wait=1.0)
     assert not (tmp_path / "m").exists()
+
+
+def test_a_service_that_is_not_a_scheduler_is_named_within_the_wait():
+    """An address where something else listens (helper-56): a service that waits for its
+    own request held Dask's handshake ~14 minutes, and one that greets first was read as
+    a frame length ("out of memory"); both now fail within the wait, naming the address."""
+    import socket
+    import threading
+    import time
+
+    from headstart.distributed.dask_backend import DistributedTrainingError, _connect
+
+    def serve(greeting: bytes) -> tuple[socket.socket, str]:
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+
+        def loop() -> None:
+            held = []
+            while True:
+                try:
+                    conn, _ = srv.accept()
+                except OSError:
+                    return
+                held.append(conn)
+                if greeting:
+                    conn.sendall(greeting)
+
+        threading.Thread(target=loop, daemon=True).start()
+        return srv, f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+
+    for greeting, message in ((b"", "no Dask scheduler answered within 2 s"),
+                              (b"SSH-2.0-OpenSSH_9.2p1\r\n" * 4, "not a Dask scheduler: the service there")):
+        srv, address = serve(greeting)
+        try:
+            t0 = time.time()
+            with pytest.raises(DistributedTrainingError, match=message) as err:
+                _connect(distributed, address, wait=1.0)
+            assert address in str(err.value) and time.time() - t0 < 10
+        finally:
+            srv.close()

@@ -33,6 +33,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Any, Callable, Iterable, Iterator
@@ -94,7 +95,7 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
         return
     distributed = _distributed()
     if scheduler:
-        c = distributed.Client(address=scheduler_address(scheduler), timeout="60s")
+        c = _connect(distributed, scheduler_address(scheduler))
         try:
             yield c
         finally:
@@ -117,6 +118,45 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
             c.close()
     finally:
         cluster.close()
+
+
+#: seconds Dask may take to reach a scheduler (it retries while one is starting)
+CONNECT_WAIT = 60.0
+
+
+def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
+    """``distributed.Client(address)`` with an end, and a clear error where something other
+    than a Dask scheduler listens (helper-56).  Dask's handshake has no deadline of its own:
+    a service that waits for a request of its own (the dashboard's HTTP port given instead
+    of the scheduler's) held the connection ~14 minutes whatever ``timeout`` or
+    ``distributed.comm.timeouts.connect`` said; a service that answers first had its
+    greeting read as a frame length ("unable to allocate 2.82 EiB").  So the client is
+    made in a daemon thread, waited for ``wait`` plus a margin, and left behind on failure
+    (the process then exits with the error; the thread holds nothing of ours)."""
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = distributed.Client(address=address, timeout=f"{wait:g}s")
+        except BaseException as e:   # noqa: BLE001 - handed to the caller's thread below
+            box["error"] = e
+
+    thread = threading.Thread(target=connect, name="headstart-dask-connect", daemon=True)
+    thread.start()
+    limit = wait + min(wait, 15.0)
+    thread.join(limit)
+    hint = "the scheduler listens on 8786 unless told otherwise; the dashboard's port (8787) is not it"
+    if thread.is_alive():
+        raise DistributedTrainingError(f"{address}: no Dask scheduler answered within {limit:g} s: "
+                                       f"something accepts connections there but does not speak Dask's protocol "
+                                       f"({hint})")
+    error = box.get("error")
+    if isinstance(error, MemoryError):
+        raise DistributedTrainingError(f"{address}: not a Dask scheduler: the service there answered in another "
+                                       f"protocol ({hint})") from None
+    if error is not None:
+        raise error
+    return box["client"]
 
 
 #: the address schemes of Dask's communication backends
