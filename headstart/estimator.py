@@ -29,16 +29,16 @@ _PARAM_NAMES = tuple(f.name for f in fields(TrainParams))
 
 def resolve_label_range(label_space: int, first_label: int = 0, num_labels: int | None = None) -> tuple[int, int]:
     """Validate a contiguous label range [first, first + count) of a label space."""
-    # up to label_space with an explicit count (0 labels: an empty range), below it when
-    # the range runs to the end (it would be empty: a label id one too far, a typo)
-    top = label_space if num_labels is not None else max(label_space - 1, 0)
+    # at least one label: an explicit count of 0 gave an empty model directory that called
+    # itself complete (helper-56; the command line already refused --num-labels 0)
+    top = max(label_space - 1, 0)
     if not isinstance(first_label, (int, np.integer)) or first_label < 0 or first_label > top:
         raise ParameterError(f"parameter first_label (--first-label) must be an integer in [0, {top}] "
                              f"(labels 0..{label_space - 1}), got {first_label!r}")
     if num_labels is None:
         num_labels = label_space - first_label
-    if not isinstance(num_labels, (int, np.integer)) or num_labels < 0 or first_label + num_labels > label_space:
-        raise ParameterError(f"parameter num_labels (--num-labels) must be an integer in [0, "
+    elif not isinstance(num_labels, (int, np.integer)) or num_labels < 1 or first_label + num_labels > label_space:
+        raise ParameterError(f"parameter num_labels (--num-labels) must be an integer in [1, "
                              f"{label_space - first_label}] (labels {first_label}..{label_space - 1}), "
                              f"got {num_labels!r}")
     return int(first_label), int(num_labels)
@@ -106,6 +106,8 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
         if X.shape[axis] == 0:   # nothing to learn from (scikit-learn's wording)
             raise DataFormatError(f"X has 0 {what} (shape={X.shape}) while a minimum of 1 is required.")
     Yr = check_labels(Y, X.shape[0])
+    if Yr.shape[1] == 0:   # a model of no labels could never predict anything (as the command line says)
+        raise DataFormatError(f"Y has 0 label(s) (shape={Yr.shape}) while a minimum of 1 is required.")
     first, count = resolve_label_range(Yr.shape[1], first_label, num_labels)
     n_given, kept = X.shape[0], None
     if params.remove_no_label_data:

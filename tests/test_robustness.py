@@ -246,6 +246,22 @@ def test_label_strings_that_are_no_numbers_are_refused_by_name():
         headstart.OvAClassifier(threads=1).fit(X, bad)
 
 
+def test_the_library_refuses_an_empty_label_range_like_the_command_line(tmp_path):
+    """num_labels=0, or a label matrix of no columns, made an empty model directory that
+    called itself complete (helper-56); the command line already refused both."""
+    from headstart.distributed import train_sharded
+    from headstart.estimator import fit_model
+
+    X, Y = base_problem()
+    with pytest.raises(ParameterError, match=r"num_labels \(--num-labels\) must be an integer in \[1, "):
+        fit_model(X, Y, TrainParams(), num_labels=0)
+    with pytest.raises(DataFormatError, match=r"Y has 0 label\(s\)"):
+        headstart.OvAClassifier(threads=1).fit(X, sp.csr_matrix((X.shape[0], 0)))
+    with pytest.raises(ParameterError, match="num_labels"):
+        train_sharded(X, Y, TrainParams(), tmp_path / "m", num_labels=0)
+    assert not (tmp_path / "m").exists()
+
+
 def test_label_matrices_of_any_0_1_kind_train_the_same():
     X, Y = base_problem()
     Y = sp.csr_matrix(Y).toarray() != 0
