@@ -665,10 +665,15 @@ def test_roundtrip_slice(tmp_path, labels_name):
 
 def test_slice_label_file_forms(tmp_path):
     comma = "3 5\n4,0\n\n2\n"
-    pairs = "3 5\n4:1 0:1 3:0\n\n2:1.0\r\n"
+    pairs = "3 5\n4:1 0:1\n\n2:1.0\r\n"
     for content in (comma, pairs, gzip.compress(pairs.encode())):
         Y = read_label_file(put(tmp_path, content))
         np.testing.assert_array_equal(dense(Y), [[1, 0, 0, 0, 1], [0] * 5, [0, 0, 1, 0, 0]])
+    # a decisions file (predict --threshold) lists scores: 0 and negative ones are decisions
+    # too (helper-58: "3:0" was dropped, "2:-0.25" kept)
+    Y = read_label_file(put(tmp_path, "2 5\n4:0.5 3:0 0:-0\n2:-0.25\n"))
+    np.testing.assert_array_equal(dense(Y), [[1, 0, 0, 1, 1], [0, 0, 1, 0, 0]])
+    assert Y.dtype == np.float32 and np.all(Y.data == 1)
     cases = [
         ("3 5\n4,0\n", 3, "ends after 1 points"),
         ("1 5\n4,5\n", 2, "out of range"),

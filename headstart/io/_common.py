@@ -158,6 +158,7 @@ class SparseSpec:
     skip_blank: bool = False
     comments: bool = False
     binary: bool = False          # LIBLINEAR's binary labels: +1 / 1 -> label 0, -1 -> none
+    keep_zeros: bool = False      # keep index:0 tokens (label ids given as pairs); else dropped
     dtype: np.dtype = np.dtype(np.float32)
     what: str = "point"           # "point" or "row": how a line is called in messages
     label_word: str = "label id"
@@ -202,7 +203,7 @@ def parse_sparse(buf: np.ndarray, start: int, end: int, spec: SparseSpec, path,
     labels = np.empty(lab_cap, dtype=np.int32)
     code, pos, aux, rows, nnz, nlab, maxf, maxl = K.parse_sparse(
         buf, start, end, spec.has_labels, spec.allow_features, spec.feat_offset,
-        spec.n_features, spec.n_labels, spec.max_rows, spec.skip_blank, spec.comments, spec.binary,
+        spec.n_features, spec.n_labels, spec.max_rows, spec.skip_blank, spec.comments, spec.binary, spec.keep_zeros,
         indptr, indices, data, lptr, labels)
     if code != K.OK:
         raise sparse_error(code, pos, aux, buf, start, spec, path, first_line_no)

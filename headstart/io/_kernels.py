@@ -229,13 +229,15 @@ def _parse_float(buf, p, end):
 # --- the sparse body parser ------------------------------------------------------------------
 @njit(nogil=True, cache=True)
 def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_features,
-                 n_labels, max_rows, skip_blank, comments, binary,
+                 n_labels, max_rows, skip_blank, comments, binary, keep_zeros,
                  indptr, indices, data, lptr, labels):
     """Parse lines ``[l1,l2,...] f:v f:v ...`` of ``buf[start:end]`` into CSR arrays.
 
     has_labels      a line starts with a comma-separated label list; a line that starts
                     with a space or tab has no labels
     allow_features  ``index:value`` tokens may follow (else any further token is an error)
+    keep_zeros      keep ``index:0`` tokens (a label file of pairs, where every listed id is
+                    a label whatever its value); else explicit zeros are dropped
     feat_offset     subtracted from each feature index (1 for one-based files)
     n_features      exclusive upper bound of the shifted index; -1: unbounded (inferred)
     n_labels        exclusive upper bound of label ids; -1: unbounded (inferred)
@@ -374,8 +376,8 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
                     return (E_FEAT_DUP, line_start, np.int64(indices[r]) + feat_offset, rows, nnz, nl,
                             maxf, maxl)
         # drop explicit zeros
-        w = f0
-        for r in range(f0, nnz):
+        w = nnz if keep_zeros else f0
+        for r in range(w, nnz):
             if data[r] != 0:
                 if w != r:
                     data[w] = data[r]

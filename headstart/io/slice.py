@@ -12,8 +12,10 @@ integers), then one line per point in one of two forms, chosen for the whole fil
 * comma-separated label ids ``3,17,42`` (an empty line = a point without labels) --
   the form used when the body contains no ``:`` at all;
 * the repository's sparse form ``3:1 17:1 42:1`` (``label:value`` tokens separated by
-  blanks) -- used when the body contains a ``:``.  A non-zero value marks a label (any
-  finite value, the value itself is not kept); ``label:0`` is not a label.
+  blanks) -- used when the body contains a ``:``.  Every listed id is a label, whatever
+  its (finite) value, which is not kept: a decisions file of ``headstart predict
+  --threshold`` lists scores, and a score of 0 or below is still a decision (helper-58:
+  ``label:0`` used to be dropped).
 
 Ids are 0-based, < num_labels, may come unsorted, must not repeat within a line.  Line
 endings, blank trailing lines and the row-count check are as in the XMC format.
@@ -146,7 +148,8 @@ def read_label_file(path) -> sp.csr_matrix:
     buf = np.frombuffer(raw, dtype=np.uint8)
     if pairs:
         spec = SparseSpec(has_labels=False, allow_features=True, n_features=L, n_labels=L,
-                          max_rows=n, header_rows=n, feature_word="label", label_word="label")
+                          max_rows=n, header_rows=n, feature_word="label", label_word="label",
+                          keep_zeros=True)   # "5:0" lists label 5 (a decision of score 0; helper-58)
     else:
         spec = SparseSpec(has_labels=True, allow_features=False, n_features=0, n_labels=L,
                           max_rows=n, header_rows=n)
