@@ -76,6 +76,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -400,6 +401,33 @@ def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
     return None
 
 
+def _dask_worker_available() -> int | None:
+    """Inside a task of a Dask worker that has a memory limit (``dask worker
+    --memory-limit``, LocalCluster's ``memory_limit``): the bytes its nanny lets the
+    worker grow by before it kills it (``distributed.worker.memory.terminate`` of the
+    limit, 0.95 by default, minus the worker's resident size), shared by the tasks
+    running on the worker.  Without it the lanes were sized by the machine's memory and
+    a worker limited to part of it was killed and its tasks reported lost, never as
+    memory (helper-56).  None outside a worker or without a limit; Dask is not imported
+    here, only looked up where it is loaded already."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    try:
+        worker = distributed.get_worker()
+    except ValueError:          # not inside a task
+        return None
+    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
+    if not limit:
+        return None
+    import dask
+    import psutil               # a dependency of distributed
+
+    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0   # False: never killed
+    running = max(1, len(getattr(getattr(worker, "state", None), "executing", ()) or ()))
+    return max(0, int(limit * float(fraction)) - psutil.Process().memory_info().rss) // running
+
+
 def _cgroup_available() -> int | None:
     """Limit minus usage of this process's memory cgroup (v2, else v1), when it has a limit."""
     try:
@@ -481,7 +509,8 @@ def available_memory(threads: int = 0) -> int | None:
     The smallest of: ``MemAvailable`` of ``/proc/meminfo`` (else free physical pages
     from ``os.sysconf``), the cgroup's limit minus its usage, and the address-space
     limit (``ulimit -v``) minus the process's current size and the address space that
-    ``threads`` worker threads about to start will reserve.
+    ``threads`` worker threads about to start will reserve; inside a Dask worker with a
+    memory limit, also the share of that limit left to this task (``_dask_worker_available``).
     """
     candidates = []
     mem = _meminfo_available()
@@ -490,7 +519,7 @@ def available_memory(threads: int = 0) -> int | None:
             mem = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
         except (ValueError, OSError, AttributeError):
             mem = None
-    for v in (mem, _cgroup_available(), _rlimit_available(threads)):
+    for v in (mem, _cgroup_available(), _rlimit_available(threads), _dask_worker_available()):
         if v is not None:
             candidates.append(int(v))
     return min(candidates) if candidates else None

@@ -433,3 +433,25 @@ def test_a_service_that_is_not_a_scheduler_is_named_within_the_wait():
             assert address in str(err.value) and time.time() - t0 < 10
         finally:
             srv.close()
+
+
+def test_a_workers_memory_limit_bounds_the_memory_a_task_sees():
+    """A worker limited to part of the machine sized its lanes by the machine's memory
+    (helper-56: the nanny then killed it, reported as lost tasks); inside a task the
+    memory available is the limit's share that is left, and the lanes follow it."""
+    from headstart.resources import available_memory
+    from headstart.training.trainer import choose_lanes
+
+    def inside() -> tuple:
+        return available_memory(), choose_lanes(4_000_000, 4_000_000, 1)
+
+    limit = 3 * 2**30
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, memory_limit=limit,
+                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster) as c:
+        seen, lanes = c.submit(inside, pure=False).result()
+    outside = available_memory()
+    assert 0 < seen < 0.95 * limit and (outside is None or seen < outside)
+    # 16 lanes of 4M rows and 4M features take ~4 GiB, 8 lanes ~1.7 GiB: the lane budget
+    # (half of what is left, at least 2 GiB) holds 8, where the machine's would hold 16
+    assert lanes == 8 and choose_lanes(4_000_000, 4_000_000, 1, budget=16 * 2**30) == 16
