@@ -482,8 +482,12 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
             del futures
             arrays.release()
             if lost:
+                # a nanny that kills its worker over --memory-limit is seen here only as a lost
+                # worker (helper-56): say that it may be memory, and where to look
                 log.warning("%d task(s) lost with their worker(s) or data (last: %s: %s); resubmitting "
-                            "the missing labels", lost, type(last_error).__name__, last_error)
+                            "the missing labels (a worker killed by its nanny for exceeding its memory "
+                            "limit looks like this: the worker's log says so)", lost,
+                            type(last_error).__name__, last_error)
             if fatal is not None:
                 if isinstance(fatal, HeadstartError):
                     raise fatal
@@ -498,7 +502,9 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
         raise DistributedTrainingError(
             f"{writer.path}: {len(result.missing)} label range(s) still missing after {max_rounds} round(s) "
             f"(first [{a}, {b})); last error: {type(last_error).__name__ if last_error else None}: "
-            f"{last_error}; the finished shards are kept (resume to continue)")
+            f"{last_error}; the finished shards are kept (resume to continue)"
+            + ("; workers that keep dying may be over their memory limit (see their logs; fewer tasks or "
+               "threads per worker need less)" if type(last_error).__name__ == "KilledWorker" else ""))
     return result
 
 
