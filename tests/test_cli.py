@@ -733,6 +733,15 @@ def test_convert_between_formats(tmp_path, capsys):
         code, _, err = run(capsys, "convert", lib, tmp_path / "X3.npy", *extra)
         _check_error(code, err, words)
         assert not (tmp_path / "X3.npy").exists()
+    # DiSMEC++'s --xmc-one-based-index files: features and labels from 1 (helper-57: the
+    # labels stayed 0-based, so DiSMEC++ read label l as l - 1 and refused label 0)
+    code, _, err = run(capsys, "convert", lib, tmp_path / "one.txt", "--out-one-based", "--out-one-based-labels")
+    assert code == 0, err
+    assert (tmp_path / "one.txt").read_text().splitlines()[1:] == ["1,3 1:0.5 3:2", "2 2:1", " 4:1"]
+    X1, Y1 = read_xmc(tmp_path / "one.txt", one_based=True, one_based_labels=True)
+    assert (X1 != X).nnz == 0 and (Y1 != Y).nnz == 0
+    code, _, err = run(capsys, "convert", lib, tmp_path / "one.svm", "--to", "libsvm", "--out-one-based-labels")
+    _check_error(code, err, ["--out-one-based-labels is only for --to xmc"])
 
 
 def test_train_on_libsvm_and_slice(tmp_path, capsys):

@@ -39,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="output format (default: slice for an OUT ending in .npy, else xmc)")
     g.add_argument("--out-one-based", action="store_true",
                    help="xmc output: write feature indices starting at 1 (default: 0-based)")
+    g.add_argument("--out-one-based-labels", action="store_true",
+                   help="xmc output: write label ids starting at 1 (with --out-one-based: the files of "
+                        "DiSMEC++'s --xmc-one-based-index)")
     g.add_argument("--out-labels", metavar="FILE", help="slice output: the label file to write")
     t = p.add_argument_group("raw text input (LibMultiLabel's format)")
     t.add_argument("--fit-vectorizer", metavar="DIR", help="read IN as text, fit tf-idf features and label ids on "
@@ -105,7 +108,7 @@ def _text_dataset(args):
 
 def _write(hio, args, X, Y) -> None:
     if args.to == "xmc":
-        hio.write_xmc(args.output, X, Y, one_based=args.out_one_based)
+        hio.write_xmc(args.output, X, Y, one_based=args.out_one_based, one_based_labels=args.out_one_based_labels)
     elif args.to == "libsvm":
         hio.write_libsvm(args.output, X, Y)
         # libsvm has no header: a reader sees only the widths the ids reach
@@ -162,8 +165,11 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError(f"{option} is for LibMultiLabel text read with --fit-vectorizer DIR; IN is read "
                                  "as numeric data here")
         X, Y = common.read_dataset(args.input, args)
-    if args.out_one_based and args.to != "xmc":
-        raise ParameterError("--out-one-based is only for --to xmc (libsvm is 1-based)")
+    for option, given in (("--out-one-based", args.out_one_based), ("--out-one-based-labels",
+                                                                     args.out_one_based_labels)):
+        if given and args.to != "xmc":
+            raise ParameterError(f"{option} is only for --to xmc (libsvm's features are 1-based, its labels "
+                                 "0-based as headstart reads them)")
     if args.fit_vectorizer:
         # the vectorizer's directory appears after the data files, and not at all when
         # writing them fails (the data files are atomic each)

@@ -281,11 +281,11 @@ def to_label_csr(Y, name: str = "Y") -> sp.csr_matrix:
 
 
 def _write_sparse_body(f, X: sp.csr_matrix | None, Y: sp.csr_matrix, feat_offset: int,
-                       budget: int = 32 << 20) -> None:
+                       budget: int = 32 << 20, label_offset: int = 0) -> None:
     """Format rows in blocks of about ``budget`` bytes and write them to ``f``."""
     n = Y.shape[0]
     lptr = Y.indptr.astype(np.int64)
-    labels = Y.indices
+    labels = Y.indices if not label_offset else Y.indices.astype(np.int64) + label_offset
     if X is not None:
         indptr = X.indptr.astype(np.int64)
         indices = X.indices
@@ -319,7 +319,7 @@ def _open_out(f, path):
     return None
 
 
-def write_xmc(path, X, Y, one_based: bool = False) -> None:
+def write_xmc(path, X, Y, one_based: bool = False, one_based_labels: bool = False) -> None:
     """Write ``(X, Y)`` in the XMC repository format, atomically.
 
     ``X`` (n x d) and ``Y`` (n x L) may be scipy sparse or dense.  Every non-zero of ``Y``
@@ -327,9 +327,11 @@ def write_xmc(path, X, Y, one_based: bool = False) -> None:
     the shortest decimal (at most 9 digits) that reads back to the identical float32;
     float64 values with up to 17 digits (read back within about 2 ulp; other dtypes are
     cast to float32).  A name ending in ``.gz`` is gzip-compressed (level 6).
-    ``one_based`` writes feature indices starting at 1 (labels stay 0-based).
+    ``one_based`` writes feature indices starting at 1, ``one_based_labels`` label ids
+    starting at 1 (both: the files of DiSMEC++'s ``--xmc-one-based-index``, which
+    :func:`read_xmc` reads with the same two flags).
     """
-    _write_text(path, X, Y, header=True, feat_offset=1 if one_based else 0)
+    _write_text(path, X, Y, header=True, feat_offset=1 if one_based else 0, label_offset=int(one_based_labels))
 
 
 def write_libsvm(path, X, Y) -> None:
@@ -340,7 +342,7 @@ def write_libsvm(path, X, Y) -> None:
     _write_text(path, X, Y, header=False, feat_offset=1)
 
 
-def _write_text(path, X, Y, header: bool, feat_offset: int) -> None:
+def _write_text(path, X, Y, header: bool, feat_offset: int, label_offset: int = 0) -> None:
     Xc = to_feature_csr(X, "X")
     Yc = to_label_csr(Y, "Y")
     if Xc.shape[0] != Yc.shape[0]:
@@ -353,7 +355,7 @@ def _write_text(path, X, Y, header: bool, feat_offset: int) -> None:
         f = gz if gz is not None else raw
         if header:
             f.write(f"{n} {d} {Yc.shape[1]}\n".encode())
-        _write_sparse_body(f, Xc, Yc, feat_offset)
+        _write_sparse_body(f, Xc, Yc, feat_offset, label_offset=label_offset)
         if gz is not None:
             gz.close()
 
