@@ -296,7 +296,19 @@ def ref_libsvm(raw: bytes, zero_based: bool = False, binary: bool = False):
     parsed again with ref_binary_line (as read_libsvm does)."""
     start = 3 if raw.startswith(b"\xef\xbb\xbf") else 0
     if not raw[start:].strip():
-        raise Reject(1 if raw else None)   # an empty file has no line to name
+        # only blanks: empty, unless its lines are points without labels or features
+        # (" ", as write_libsvm writes them); an empty file has no line to name
+        try:
+            got = _ref_libsvm_lines(raw, start, zero_based, binary)
+        except Reject:
+            raise Reject(1 if raw else None) from None
+        if not got[0]:
+            raise Reject(1 if raw else None)
+        return got
+    return _ref_libsvm_lines(raw, start, zero_based, binary)
+
+
+def _ref_libsvm_lines(raw: bytes, start: int, zero_based: bool, binary: bool):
     rows, maxf, maxl = [], -1, -1
     off = 0 if zero_based else 1
     for k, ln in enumerate(_lines(raw[start:])):

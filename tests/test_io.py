@@ -508,8 +508,14 @@ def test_libsvm_is_read_in_pieces(tmp_path, monkeypatch):
         read_libsvm(put(tmp_path, b"\n".join(bad) + b"\n", "bad.svm"))
     assert e.value.line == 31
     with pytest.raises(DataFormatError, match="empty") as e:
-        read_libsvm(put(tmp_path, b"\n  \n\n\n\n", "e.svm"))
+        read_libsvm(put(tmp_path, b"\n\r\n\n\n", "e.svm"))
     assert e.value.line == 1
+    # a line of blanks is a point without labels or features, as write_libsvm writes one,
+    # in a file of nothing else too (helper-57: such a file read as "file is empty")
+    assert read_libsvm(put(tmp_path, b"\n  \n\n\n\n", "e.svm"))[0].shape == (1, 0)
+    write_libsvm(tmp_path / "z.svm", sp.csr_matrix((2, 4)), sp.csr_matrix((2, 3)))
+    Xz, Yz = read_libsvm(tmp_path / "z.svm", n_features=4, n_labels=3)
+    assert Xz.shape == (2, 4) and Yz.shape == (2, 3) and Xz.nnz == Yz.nnz == 0
     with pytest.raises(DataFormatError, match="XMC header"):
         read_libsvm(put(tmp_path, b"3 4 5\n0 1:1\n", "h.svm"))
     # headers that are not three non-negative integers say so, whatever the libsvm

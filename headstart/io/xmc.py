@@ -463,7 +463,9 @@ def _read_libsvm(path, spec: SparseSpec, n_features, n_labels, dt):
             if r.rows:
                 xs.append(csr(r.indptr, r.indices, r.data, (r.rows, max(r.max_feature + 1, 0))))
                 ys.append(label_matrix(r.lptr, r.labels, (r.rows, max(r.max_label + 1, 0))))
-    if not seen_text:
+    if not seen_text and not xs:
+        # (a line holding only a blank is a point without labels or features, as
+        # write_libsvm writes it: a file of only such points is not empty, helper-57)
         raise DataFormatError("file is empty", path, 1 if seen_bytes else None)
     d = max_feature + 1 if n_features is None else int(n_features)
     L = (1 if spec.binary else max_label + 1) if n_labels is None else int(n_labels)
