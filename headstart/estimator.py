@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from dataclasses import dataclass, fields
 from typing import Any, Callable
 
@@ -400,19 +401,19 @@ class OvAClassifier:
         """The model's scoring form (feature-major weights, intercept order), made once per
         fitted model and reused by every prediction call: made per call it cost O(weights
         + labels log labels), 77 ms for one row of a 500K-label model against 0.6 ms
-        (helper-58).  Kept out of pickles (``__getstate__``): it is derived."""
+        (helper-58).  Held beside the model, not in the estimator: scikit-learn's checks
+        want prediction to leave the estimator's ``__dict__`` alone, and pickles of it
+        should not carry a derived copy of the weights."""
         from .prediction.topk import prepare
 
-        cached = self.__dict__.get("_scoring_form")
-        if cached is None or cached[0] is not model:
-            cached = (model, prepare(model))
-            self.__dict__["_scoring_form"] = cached
-        return cached[1]
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state.pop("_scoring_form", None)
-        return state
+        key = id(model)
+        hit = _SCORING_FORMS.get(key)
+        if hit is not None and hit[0]() is model:
+            return hit[1]
+        form = prepare(model)
+        # the entry goes with the model (the callback runs before its id can be reused)
+        _SCORING_FORMS[key] = (weakref.ref(model, lambda _, key=key: _SCORING_FORMS.pop(key, None)), form)
+        return form
 
     def _check_X(self, X, fewer: bool = False) -> OvAModel:
         """The scikit-learn methods take exactly the features of fit; ``fewer``
@@ -690,6 +691,8 @@ def _remake_twin(name: str, args: tuple) -> BaseException:
 
 
 _SKLEARN_TWINS: dict[tuple[Any, str], type] = {}
+#: id(model) -> (weak reference to the model, its scoring form), see OvAClassifier._scoring
+_SCORING_FORMS: dict[int, tuple[Any, Any]] = {}
 
 
 def _same(a: Any, b: Any) -> bool:

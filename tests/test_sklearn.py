@@ -527,20 +527,26 @@ def test_bad_classes_are_refused_by_name(y, message):
 def test_the_scoring_form_is_made_once_and_never_pickled(bibtex):
     """Each prediction call made the model's scoring form again (O(weights + labels log
     labels): 77 ms for one row of a 500K-label model, helper-58); now once per fitted
-    model, rebuilt when the model changes, and left out of pickles."""
+    model, held beside it (not in the estimator: pickles stay as they were), dropped with it."""
+    import gc
     import pickle
+
+    from headstart.estimator import _SCORING_FORMS
 
     X, Y, Xt, _ = bibtex
     clf = OvAClassifier(threads=1, normalize=True).fit(X, Y[:, :20])
     first = clf.predict_topk(Xt[:5], 3)
-    form = clf._scoring_form
-    assert clf.predict(Xt[:5]).shape == (5, 20) and clf._scoring_form is form
+    form = _SCORING_FORMS[id(clf.model_)][1]
+    assert clf.predict(Xt[:5]).shape == (5, 20) and _SCORING_FORMS[id(clf.model_)][1] is form
     np.testing.assert_array_equal(clf.predict_topk(Xt[:5], 3)[0], first[0])
+    assert type(form).__name__.encode() not in pickle.dumps(clf)
     back = pickle.loads(pickle.dumps(clf))
-    assert "_scoring_form" not in back.__dict__ and "_scoring_form" in clf.__dict__
     np.testing.assert_array_equal(back.predict_topk(Xt[:5], 3)[0], first[0])
-    clf.fit(X, Y[:, :10])                     # a new model: a new form
-    assert clf.predict_topk(Xt[:5], 3)[0].max() < 10 and clf._scoring_form is not form
+    old = id(clf.model_)
+    clf.fit(X, Y[:, :10])                     # a new model: a new form, the old one gone
+    gc.collect()
+    assert clf.predict_topk(Xt[:5], 3)[0].max() < 10 and _SCORING_FORMS[id(clf.model_)][1] is not form
+    assert old not in _SCORING_FORMS or _SCORING_FORMS[old][0]() is not None
 
 
 def test_not_fitted_errors_survive_a_process_pool():
