@@ -669,6 +669,25 @@ def test_roundtrip_slice(tmp_path, labels_name):
         read_data(tmp_path / "x.npy")
 
 
+def test_write_slice_replaces_both_files_or_neither(tmp_path, monkeypatch):
+    """helper-57: the features were replaced before the labels were written, so a failure
+    (or kill) in between left a new X.npy beside the old label file."""
+    X, Y = np.eye(3, dtype=np.float32), sp.csr_matrix(np.eye(3, 2, dtype=np.float32))
+    write_slice(tmp_path / "x.npy", tmp_path / "y.txt", X, Y)
+    before = {p: p.read_bytes() for p in (tmp_path / "x.npy", tmp_path / "y.txt")}
+
+    def fail(*args, **kw):
+        raise OSError(28, "No space left on device")
+
+    for target in ("numpy.save", "headstart.io.slice._write_sparse_body"):
+        with monkeypatch.context() as m:
+            m.setattr(target, fail)
+            with pytest.raises(OSError, match="No space left"):
+                write_slice(tmp_path / "x.npy", tmp_path / "y.txt", 2 * X, sp.csr_matrix(np.ones((3, 2))))
+        assert {p: p.read_bytes() for p in before} == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy", "y.txt"]
+
+
 def test_slice_label_file_forms(tmp_path):
     comma = "3 5\n4,0\n\n2\n"
     pairs = "3 5\n4:1 0:1\n\n2:1.0\r\n"

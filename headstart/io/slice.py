@@ -197,7 +197,8 @@ def read_slice(features_npy, labels_path) -> tuple[np.ndarray, sp.csr_matrix]:
 
 def write_slice(features_npy, labels_path, X, Y) -> None:
     """Write the slice layout: ``X`` (dense, saved as float32 ``.npy``) and the labels of
-    ``Y`` as ``id:1`` pairs (``.gz`` name: gzip-compressed).  Both writes are atomic.
+    ``Y`` as ``id:1`` pairs (``.gz`` name: gzip-compressed).  Both writes are atomic, and
+    both files are complete before either replaces its old version.
 
     The label file is the one DiSMEC++ reads (its ``read_binary_matrix_as_lil``: a
     "rows columns" header, then ``index:1`` pairs per point), which skips empty lines:
@@ -213,8 +214,11 @@ def write_slice(features_npy, labels_path, X, Y) -> None:
     Yc = to_label_csr(Y, "Y")
     if Yc.shape[0] != Xd.shape[0]:
         raise DataFormatError(f"X has {Xd.shape[0]} rows but Y has {Yc.shape[0]}")
-    with atomic_write(features_npy, "wb") as f:
-        np.save(f, Xd, allow_pickle=False)
+    # both temporaries are written in full before either is renamed (the features' inside
+    # the labels' block): a failure or kill while writing leaves both old files, and only
+    # the instant between the two renames could pair new features with old labels
+    # (helper-57: one write after the other left a new X.npy beside an old label file
+    # for the whole time the labels took)
     with atomic_write(labels_path, "wb") as raw:
         gz = _open_out(raw, labels_path)
         f = gz if gz is not None else raw
@@ -225,3 +229,6 @@ def write_slice(features_npy, labels_path, X, Y) -> None:
         _write_sparse_body(f, ones, sp.csr_matrix((Yc.shape[0], 0), dtype=np.float32), 0)
         if gz is not None:
             gz.close()
+        raw.flush()          # (a full disk says so here, before the features replace theirs)
+        with atomic_write(features_npy, "wb") as fx:
+            np.save(fx, Xd, allow_pickle=False)
