@@ -185,13 +185,16 @@ def test_a_report_that_fails_half_way_leaves_the_old_one_whole(report, capsys, t
 
 
 # --------------------------------------------------------------------------- usage errors
-def test_usage_errors(bibtex_dir, capsys, tmp_path):
+def test_usage_errors(bibtex_dir, capsys, tmp_path, monkeypatch):
     tr, te = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
     code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--inits", "zero,warm")
     assert code == 2 and "unknown initialisation 'warm'" in err
     code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--labels", "5")
     assert code == 2 and "A:B" in err
-    code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--labels", "100:200", "--inits", "aop")
+    with monkeypatch.context() as m:     # from the XMC header, before reading (helper-57)
+        m.setattr("headstart.experiment.load_dataset", lambda *a: pytest.fail("the data was read"))
+        code, _, err = run(capsys, "experiment", tr, te, "-o", tmp_path / "r", "--labels", "100:200", "--inits",
+                           "aop")
     assert code == 2 and "159 labels" in err
     busy = tmp_path / "busy"
     busy.mkdir()

@@ -71,6 +71,13 @@ def _check_output(path: str) -> None:
     common._check_writable(p.parent if str(p.parent) else Path("."), path, "the report")
 
 
+def _check_label_range(given: str | None, first: int, stop: int, L: int) -> None:
+    if first >= L or stop > L:
+        from ..errors import ParameterError
+
+        raise ParameterError(f"--labels {given}: the data has {L} labels (0..{L - 1})")
+
+
 def _check_comparable(args, base) -> None:
     """Refuse what would make the runs no comparison of initialisations (helper-57)."""
     from ..errors import ParameterError
@@ -142,14 +149,16 @@ def run(args: argparse.Namespace) -> int:
     runs, points = plan_runs(inits, grid)
     first, stop = parse_label_range(args.labels) if args.labels else (0, -1)
     _check_output(args.output)
+    if args.labels:
+        # an XMC file says its label count in its header: a range beyond it is refused
+        # before minutes of reading (helper-57), the other formats after reading
+        from ..io.xmc import is_xmc_header, read_xmc_header
 
+        if is_xmc_header(args.train):
+            _check_label_range(args.labels, first, stop, read_xmc_header(args.train)[2])
     data = load_dataset(args.train, args.test)
     L = data.Y_train.shape[1]
-    if first >= L or stop > L:
-        raise_range = f"--labels {args.labels}: the data has {L} labels (0..{L - 1})"
-        from ..errors import ParameterError
-
-        raise ParameterError(raise_range)
+    _check_label_range(args.labels, first, stop, L)
     count = (stop if stop != -1 else L) - first
     settings = {"inits": args.inits, "aop_grid": args.aop_grid, "aop_grid_points": points,
                 "labels": args.labels, "threads": base.effective_threads(), "base_params": base.to_dict()}
