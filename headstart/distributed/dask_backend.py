@@ -426,6 +426,14 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
     with writer, dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         workers, slots = _cluster_size(c, worker_wait)
         size = shard_size if shard_size is not None else default_task_size(count, slots)
+        if size < min(MIN_TASK_LABELS, count):
+            # a task trains its labels 16 at a time per thread (the lanes of one sweep over
+            # X): a few labels per task sweep X for each of them and pay the task's set-up
+            # (renumbering its copy of X) as often (helper-56: silent, and slow)
+            log.warning("tasks of %d label(s) keep few of a task's %d lanes per thread busy and repeat the "
+                        "task's set-up every %d label(s): training is slower than with --shard-size >= %d "
+                        "(the default here: %d)", size, LANES, size, MIN_TASK_LABELS,
+                        default_task_size(count, slots))
         info.update({"workers": workers, "dask_threads": slots, "shard_size": size,
                      "task_threads": task_threads or "auto"})
         run = uuid.uuid4().hex[:8]
