@@ -76,12 +76,21 @@ def test_scattered_data_arrives_aligned(client, data):
     from headstart.distributed.dask_backend import TrainingArrays
 
     (X, Y), _ = data
+    before = X.copy()
     arrays = client.scatter(TrainingArrays(X, Y.tocsc()), broadcast=True, hash=False)
 
     def flags(a):
         return [getattr(M, k).flags.aligned for M in (a.X, a.Y) for k in ("data", "indices", "indptr")]
 
     assert client.submit(flags, arrays).result() == [True] * 6
+    # and renumbered into the kernels' order once, there, for all its tasks (helper-56:
+    # every task renumbered a copy of its own)
+    from headstart.training.locality import FeatureOrder
+
+    back = client.submit(lambda a: a, arrays).result()
+    assert back.order is not None and np.array_equal(back.order.perm, FeatureOrder.by_frequency(X).perm)
+    assert (back.X != FeatureOrder.by_frequency(X).to_internal(X)).nnz == 0
+    assert (X != before).nnz == 0 and np.array_equal(X.indices, before.indices)   # the client's X as it was
 
 
 def test_dask_run_equals_local_run(client, data, reference, tmp_path, caplog):

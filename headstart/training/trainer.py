@@ -201,7 +201,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
                  collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False,
-                 trajectories: bool = True, groups: bool | None = None):
+                 trajectories: bool = True, groups: bool | None = None, internal: FeatureOrder | None = None):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
@@ -215,7 +215,9 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     Without ``trajectories`` the statistics keep the per-label scalars only (see
     :meth:`TrainingStats.without_trajectories`).  ``lanes`` and ``groups`` (direction
     groups, 16 lanes only) default to what :func:`choose_lanes` and :func:`use_groups`
-    decide; neither changes the weights, bit for bit.
+    decide; neither changes the weights, bit for bit.  ``internal``: X is already in the
+    kernels' order, renumbered by this full-form :class:`FeatureOrder` (a Dask worker's
+    copy, renumbered once when it arrived and shared by its tasks); the same weights.
 
     Memory (issue 4: peak at most 1.5 x (data + model)): the big buffers -- the
     renumbered X, the lane workspaces, the records, every chunk's weights -- live in
@@ -224,9 +226,13 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     chunk by chunk, releasing each chunk as it is copied (see :func:`stack_rows`).
     """
     t_start = time.perf_counter()
-    order = FeatureOrder.by_frequency(X, compact=narrows(params)) if locality else None
     kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
               groups=groups, trajectories=trajectories, d_out=X.shape[1])
+    if internal is not None:
+        if internal.keys is not None:   # the compact form has no position for unseen features
+            raise ValueError("train_labels: internal must be a full-form FeatureOrder")
+        return _train(internal.narrow(X) if narrows(params) else X, Y, params, labels, internal, t_start, **kw)
+    order = FeatureOrder.by_frequency(X, compact=narrows(params)) if locality else None
     if order is None:
         return _train(X, Y, params, labels, None, t_start, **kw)
     # the kernels see only the features that occur (locality.py), unless the start may
