@@ -531,6 +531,13 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "P@1" in out and "another shortlist" not in err
     with open(pred) as fh:
         assert fh.readline().split() == ["2515", "5", "159"]
+    # scored over every label, a shortlisted model ranks labels trained on few negatives
+    # first (helper-59: debian-deps P@1 24 against 69): predict and evaluate say where to go
+    for cmd in (["predict", m, test, "-o", str(tmp_path / "all.txt")], ["evaluate", m, test]):
+        assert main(cmd) == 2
+        assert "ranks its first stage's candidates only" in capsys.readouterr().err
+        assert not (tmp_path / "all.txt").exists()
+    assert main(["predict", m, test, "-o", str(tmp_path / "all.txt"), "--score-all-labels", "-q"]) == 0
     assert main(["shortlist-predict", m, test, "--first-stage", fs, "-o", str(tmp_path / "d.txt"), "--header",
                  "dismec"]) == 0      # DiSMEC++'s header, the same lines
     assert open(tmp_path / "d.txt").read().split("\n", 1) == ["2515 5", open(pred).read().split("\n", 1)[1]]

@@ -46,6 +46,10 @@ def add_prediction_options(p: argparse.ArgumentParser) -> None:
                         "(default: no bound beyond --chunk-rows and --model-memory)")
     g.add_argument("--allow-gaps", action="store_true",
                    help="predict with an incomplete model (labels without a shard are never predicted)")
+    g.add_argument("--score-all-labels", action="store_true",
+                   help="score a shortlisted model ('headstart shortlist-train') over every label, not only its "
+                        "first stage's candidates (refused otherwise: labels trained on few negatives score "
+                        "high everywhere)")
     g.add_argument("--beam-width", type=common._number(int), default=10, metavar="B",
                    help="label-tree models ('headstart tree'): nodes kept per level of the beam search "
                         "(default: 10, LibMultiLabel's)")
@@ -209,6 +213,13 @@ class ModelScorer:
             raise ModelFormatError(f"{model_dir}: a dense + sparse model needs the dense features of the data as "
                                    "well: predict with 'headstart shortlist-predict MODEL DATA --first-stage DIR "
                                    "--dense X.npy'")
+        if "shortlist" in m and not getattr(args, "score_all_labels", False):
+            # helper-59: each label learnt to tell its positives from its shortlisted
+            # negatives only (one with none learns w = 0, bias +1: score +1 everywhere), so
+            # scored over all labels debian-deps gave P@1 24.2 against 69.5 from its candidates
+            raise ModelFormatError(f"{model_dir}: a shortlisted model ranks its first stage's candidates only: "
+                                   "predict with 'headstart shortlist-predict MODEL DATA --first-stage DIR' "
+                                   "(--score-all-labels scores every label anyway)")
         self.n_features = int(m["n_features"])
         # libsvm data (no header) is read at the model's width, except for a hashed model:
         # its raw features may be any ids, hashing maps them to the model's features
