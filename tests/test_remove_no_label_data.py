@@ -89,6 +89,12 @@ def test_shortlist_and_dense_rows_follow_the_kept_rows(data):
     alone, _ = fit_shortlisted(X[kept], Y[kept], p.replace(remove_no_label_data=False), S[kept], dense=D[kept],
                                num_labels=30)
     _same(removed, alone)
+    # the manifest names the shortlist as given, as the first stage that made it does
+    # (helper-59: the cut one's digest made shortlist-predict warn of another shortlist)
+    from headstart.shortlist.api import shortlist_fingerprint
+
+    assert removed.extensions["shortlist"]["sha256"] == shortlist_fingerprint(S)
+    assert removed.extensions["shortlist"]["nnz"] == S.nnz
     with pytest.raises(DataFormatError, match="dense features have 599 rows"):
         fit_shortlisted(X, Y, p, S, dense=D[:599], num_labels=30)
 

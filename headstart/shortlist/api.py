@@ -95,13 +95,16 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     # instance ids of the shortlist and rows of the dense part are those of the data as
     # given: checked against it, then cut to the rows that remove_no_label_data kept
     S = as_shortlist(shortlist, data.given_rows, data.label_space)
+    # the shortlist named as given (before the cut below): the first stage that made it
+    # knows it so (helper-59: with remove_no_label_data shortlist-predict warned that the
+    # model was trained on another shortlist than the one its first stage had made)
+    ext: dict[str, Any] = {SHORTLIST_KEY: {"source": str(source), "nnz": int(S.nnz),
+                                           "sha256": shortlist_fingerprint(S)}}
     if data.kept_rows is not None:
         S = sp.csc_matrix(S[data.kept_rows])
         S.sort_indices()
         if dense is not None:
             dense = check_dense(dense, data.given_rows)[data.kept_rows]
-    ext: dict[str, Any] = {SHORTLIST_KEY: {"source": str(source), "nnz": int(S.nnz),
-                                           "sha256": shortlist_fingerprint(S)}}
     fscale = None
     start_kw: dict[str, Any] = {}
     if dense is not None:
