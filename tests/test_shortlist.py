@@ -481,6 +481,13 @@ def test_sharded_resumed_run_equals_in_memory_run(tmp_path, bib, first):
     other[0, 0] = 0 if other[0, 0] else 1
     with pytest.raises(ModelFormatError, match="cannot resume: shortlist settings"):
         train_shortlisted_dir(X, Y, p, other.tocsc(), out, resume=True)
+    # a dense part's other settings are named, not taken for other data (helper-59)
+    D = np.random.default_rng(0).normal(size=(X.shape[0], 3)).astype(np.float32)
+    dout = tmp_path / "d"
+    train_shortlisted_dir(X, Y, p, first.shortlist, dout, num_labels=10, dense=D)
+    for dp in (DenseSparseParams(normalize_dense=True), DenseSparseParams(dense_reg=3.0)):
+        with pytest.raises(ModelFormatError, match="cannot resume: dense settings are"):
+            train_shortlisted_dir(X, Y, p, first.shortlist, dout, resume=True, dense=D, dense_params=dp)
 
 
 def test_prediction_from_a_model_directory_shard_by_shard_equals_the_loaded_model(tmp_path, bib, first):

@@ -108,8 +108,10 @@ def open_model_dir(path: str | os.PathLike, params: TrainParams, data: PreparedD
             raise ModelFormatError(f"{path}: cannot resume: this is a label-tree model (its rows are the tree "
                                    "nodes' outputs, not labels), trained whole by 'headstart tree'")
         writer = ModelWriter.open(path, params, n_features=data.n_features, label_space=data.label_space)
-        _check_same_data(path, writer, data)
+        # the settings first: a dense part's other scale or normalisation changes the data's
+        # digest too, which named "other data" instead of the setting (helper-59)
         _check_same_extensions(path, writer, extensions)
+        _check_same_data(path, writer, data)
         clean_stats(path, writer.manifest)
         writer.widen_range(data.first_label, data.stop)
     else:
