@@ -63,6 +63,25 @@ def test_shortlist_of_every_instance_is_the_full_one_vs_all_model(bib):
     np.testing.assert_allclose(bs, bf, atol=1e-6)
 
 
+def test_labels_trained_on_positives_only_are_said(bib, caplog):
+    """A label whose shortlist holds none of its negatives learns w = 0 and bias +1 and
+    scores +1 wherever it is a candidate; said with the labels (helper-59: silent, 120 of
+    debian-deps' labels with the default first stage)."""
+    import logging
+
+    from headstart.shortlist.api import fit_shortlisted
+
+    X, Y, _, _ = bib
+    Y = sp.csc_matrix(Y)
+    S = sp.lil_matrix(Y.shape, dtype=np.float32)
+    for j in range(6):                       # labels 0-5 get one negative each, 6-9 none
+        S[np.flatnonzero(Y[:, j].toarray().ravel() == 0)[0], j] = 1
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        model, stats = fit_shortlisted(X, Y, TrainParams(threads=1), S.tocsc(), num_labels=10)
+    assert "4 label(s) had no negative among their shortlisted rows" in caplog.text and ": 6, 7, 8, 9;" in caplog.text
+    assert np.all(model.weights[6:].toarray() == 0) and np.allclose(model.intercept[6:], 1.0)
+
+
 def test_sub_problem_is_positives_plus_shortlist(bib):
     """A label's problem has exactly its positives and its shortlisted instances as rows,
     and the model does not depend on threads or chunking."""
