@@ -597,6 +597,21 @@ def test_cli_pipeline(tmp_path, bibtex_dir, capsys):
     assert "first (train --resume)" in capsys.readouterr().err
 
 
+def test_cli_no_fill_says_how_many_candidates_there_are(tmp_path, bibtex_dir, capsys):
+    """--no-fill leaves instances fewer than K candidates: said with the average, and that
+    shortlist-predict fills the rest (helper-59: "20 candidates" said of 8.8)."""
+    from headstart.shortlist import read_shortlist
+
+    train, test = str(bibtex_dir / "train.txt.gz"), str(bibtex_dir / "test.txt.gz")
+    sl = tmp_path / "sl.txt"
+    assert main(["shortlist", train, "-o", str(sl), "-K", "20", "--no-fill", "--neighbours", "5", "--test", test,
+                 "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    S = read_shortlist(sl)
+    assert f"at most 20 candidates ({S.nnz / 4880:.2f} per instance on average, --no-fill)" in out
+    assert "shortlist-predict fills the empty slots" in out
+
+
 def test_cli_few_or_no_labels(tmp_path, capsys):
     """k beyond a 3-label model is cut with a warning (as 'headstart predict' does); data
     without labels is refused by 'shortlist' and 'evaluate' instead of giving nan."""
