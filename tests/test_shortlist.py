@@ -82,6 +82,28 @@ def test_labels_trained_on_positives_only_are_said(bib, caplog):
     assert np.all(model.weights[6:].toarray() == 0) and np.allclose(model.intercept[6:], 1.0)
 
 
+def test_what_a_dense_part_does_not_offer_is_refused_before_any_work(bib, first, tmp_path):
+    """With separate regularisation scales only L2 and prune are exact; refused by the
+    preparation, so nothing is written and no Dask worker gets the data first (helper-59);
+    with both scales 1 the combined problem is an ordinary one, and L1 trains."""
+    from headstart.errors import ParameterError
+    from headstart.shortlist.api import fit_shortlisted, prepare_shortlisted
+
+    X, Y, _, _ = bib
+    D = np.random.default_rng(0).normal(size=(X.shape[0], 3)).astype(np.float32)
+    scaled = DenseSparseParams(dense_reg=4.0)
+    for p, words in ((TrainParams(regularizer="l1"), "need regularizer 'l2'"),
+                     (TrainParams(sparsify=0.01), "need sparsify = 0")):
+        with pytest.raises(ParameterError, match=words):
+            prepare_shortlisted(X, Y, p, first.shortlist, dense=D, dense_params=scaled, num_labels=3)
+        with pytest.raises(ParameterError, match=words):
+            train_shortlisted_dir(X, Y, p, first.shortlist, tmp_path / "m", dense=D, dense_params=scaled,
+                                  num_labels=3)
+        assert not (tmp_path / "m").exists()
+    model, _ = fit_shortlisted(X, Y, TrainParams(regularizer="l1", threads=1), first.shortlist, dense=D, num_labels=3)
+    assert model.num_labels == 3
+
+
 def test_sub_problem_is_positives_plus_shortlist(bib):
     """A label's problem has exactly its positives and its shortlisted instances as rows,
     and the model does not depend on threads or chunking."""

@@ -126,6 +126,11 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
         # above) was applied to the sparse part and stays in the model: prediction
         # applies it to the sparse part before the dense one is appended (_features)
         data = dataclasses.replace(data, X=Xc)
+    # what the sub-problems' objective does not offer, refused here, before any work (helper-59:
+    # over Dask it was refused by each worker, after the data had been sent)
+    from ..training.one_problem import objective_parts
+
+    objective_parts(params, dense=fscale is not None and bool(np.any(np.asarray(fscale) != 1.0)))
     columns = compact_columns(data.X, params, dense is not None)
     train_X = data.X if columns is None else columns.compact(data.X)
     inputs = prepare_inputs(train_X, data.Y, params, **start_kw)
