@@ -679,8 +679,18 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
         assert main(["shortlist-predict", m, str(empty), "--first-stage", fs, "-o", str(tmp_path / "q.txt"),
                      *map(str, argv)]) == 2, argv
         assert needle in capsys.readouterr().err and not (tmp_path / "q.txt").exists(), argv
+    # dense features for a model without a dense part: named with the file (helper-59)
+    np.save(tmp_path / "d4.npy", np.ones((4, 2), dtype=np.float32))
+    assert main(["shortlist-predict", m, str(tiny), "--first-stage", fs, "--evaluate", "--dense",
+                 str(tmp_path / "d4.npy")]) == 2
+    assert "d4.npy: 2 columns of dense features, the model was trained on 0" in capsys.readouterr().err
     # the scores asked for are printed under -q too
     assert main(["shortlist-predict", m, str(tiny), "--first-stage", fs, "--evaluate", "-q"]) == 0
+    assert "P@1 " in capsys.readouterr().out
+    # a libsvm test file with a label id the model never saw: a miss, as evaluate counts it
+    # (helper-59: refused by shortlist-predict --evaluate only)
+    (tmp_path / "t.svm").write_text("0,5 1:1 2:2\n1 2:1\n")
+    assert main(["shortlist-predict", m, str(tmp_path / "t.svm"), "--first-stage", fs, "--evaluate", "-q"]) == 0
     assert "P@1 " in capsys.readouterr().out
 
 

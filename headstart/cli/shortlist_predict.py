@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and args.header != "headstart":
         raise ParameterError("--header is the predictions file's; give -o/--output PREDICTIONS")
     args.labels_unused = not args.evaluate   # predictions alone need no labels
+    # a libsvm test file's label ids beyond the model's are positives no model ranks: misses,
+    # as 'headstart evaluate' counts them (helper-59: refused here, counted there)
+    args.labels_beyond_model = bool(args.evaluate)
     if args.output:
         common.check_output_file(args.output, "predictions file", args)
     m = open_model_dir(args.model)   # refuse an incomplete model before any work
@@ -57,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     args.k = predict.k_for_model(args.k, label_space, args.model)   # as 'headstart predict' cuts it
     names = predict.label_names(args, label_space) if args.output else None
     X, Y = common.read_dataset(args.data, args, n_features=fs.n_features, n_labels=label_space)
-    if args.evaluate and Y.shape[1] != label_space:
+    if args.evaluate and Y.shape[1] != label_space and not common.labels_may_widen(args, Y.shape[1], label_space):
         # (an xmc header declares its label count; checked before the long scoring pass)
         raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space has {label_space}; "
                               "--evaluate needs the same label ids", args.data, 1)
@@ -68,6 +71,13 @@ def run(args: argparse.Namespace) -> int:
     if dense is not None and dense.shape[0] != X.shape[0]:
         raise DataFormatError(f"{dense.shape[0]} rows of dense features for the {X.shape[0]} instances of "
                               f"{args.data}", args.dense)
+    n_dense = int(m["dense"]["n_dense"]) if "dense" in m else 0
+    if dense is not None and dense.shape[1] != n_dense:    # named with the file (helper-59)
+        raise DataFormatError(f"{dense.shape[1]} columns of dense features, the model was trained on {n_dense}"
+                              + ("" if n_dense else " (a sparse-only model: no --dense)"), args.dense)
+    if dense is None and n_dense:
+        raise ParameterError(f"{args.model} is a dense + sparse model: give the dense features of {args.data} "
+                             "with --dense X.npy")
     # at least k candidates per instance, empty slots filled with frequent labels
     cand, _ = fs.prediction_candidates(X, args.k)
     # the model is read shard by shard: at 670K labels its weights need not fit in memory
