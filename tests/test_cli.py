@@ -742,6 +742,14 @@ def test_convert_between_formats(tmp_path, capsys):
     assert (X1 != X).nnz == 0 and (Y1 != Y).nnz == 0
     code, _, err = run(capsys, "convert", lib, tmp_path / "one.svm", "--to", "libsvm", "--out-one-based-labels")
     _check_error(code, err, ["--out-one-based-labels is only for --to xmc"])
+    # --float64 keeps what float32 would round (helper-57: no way to keep it)
+    (tmp_path / "f.txt").write_text("2 3 2\n0 0:3.14159265358979 2:16777217\n1 1:0.1\n")
+    for extra, first_line in (([], "0 0:3.1415927 2:16777216"), (["--float64"], "0 0:3.14159265358979 2:16777217")):
+        code, _, err = run(capsys, "convert", tmp_path / "f.txt", tmp_path / "f2.txt", *extra)
+        assert code == 0 and (tmp_path / "f2.txt").read_text().splitlines()[1] == first_line, err
+    code, _, err = run(capsys, "convert", tmp_path / "f.txt", tmp_path / "f.npy", "--out-labels", tmp_path / "fy.txt",
+                       "--float64")
+    _check_error(code, err, ["--float64 is for --to xmc or libsvm"])
 
 
 def test_train_on_libsvm_and_slice(tmp_path, capsys):

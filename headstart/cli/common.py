@@ -306,7 +306,8 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
         if getattr(args, "zero_based", False):
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
         return hio.read_xmc(path, one_based=getattr(args, "one_based", False),
-                            one_based_labels=getattr(args, "one_based_labels", False))
+                            one_based_labels=getattr(args, "one_based_labels", False),
+                            dtype=getattr(args, "read_dtype", "float32"))
     if getattr(args, "one_based", False):
         raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
     if getattr(args, "one_based_labels", False):
@@ -323,7 +324,7 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
     if n_labels is not None and getattr(args, "labels_beyond_model", False):
         X, Y = hio.read_libsvm(path, zero_based=zero)
         return model_width(X, n_features, path), _label_width(Y, int(n_labels), path)
-    X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero)
+    X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero, dtype=getattr(args, "read_dtype", "float32"))
     return model_width(X, n_features, path), Y
 
 

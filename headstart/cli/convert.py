@@ -17,8 +17,9 @@ Read IN in any supported format (see --format) and write OUT as XMC repository t
 (1-based features, no header), or with --to slice as dense features OUT (.npy) plus the
 label file --out-labels.  Output files are written atomically.  Feature values pass
 through float32, the precision headstart trains with (about 7 significant digits:
-3.14159265358979 is written 3.1415927, counts above 2^24 lose their last digits); the
-Python API's writers also take float64 matrices.
+3.14159265358979 is written 3.1415927, counts above 2^24 lose their last digits), unless
+--float64: XMC or libsvm text in and out then keeps 17 significant digits (the slice
+layout's .npy is float32).
 
 Raw text in LibMultiLabel's format ('[id<TAB>]label label ...<TAB>text' per line): with
 --fit-vectorizer DIR, IN is read as text, tf-idf features and label ids are fitted on it
@@ -43,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="xmc output: write label ids starting at 1 (with --out-one-based: the files of "
                         "DiSMEC++'s --xmc-one-based-index)")
     g.add_argument("--out-labels", metavar="FILE", help="slice output: the label file to write")
+    g.add_argument("--float64", action="store_true",
+                   help="read and write XMC / libsvm feature values as float64 (17 significant digits) instead "
+                        "of float32, for other tools (headstart itself trains in float32)")
     t = p.add_argument_group("raw text input (LibMultiLabel's format)")
     t.add_argument("--fit-vectorizer", metavar="DIR", help="read IN as text, fit tf-idf features and label ids on "
                    "it and save them in the new directory DIR")
@@ -154,6 +158,16 @@ def run(args: argparse.Namespace) -> int:
         # helper-57: the label text replaced the features just written, and convert said "wrote"
         raise ParameterError(f"--out-labels {args.out_labels} is OUT {args.output}: the features and the labels "
                              "are two files; name the label file otherwise")
+    if args.float64:
+        # (helper-57: values always passed through float32; the readers and writers take
+        # float64, the command did not)
+        if args.to == "slice":
+            raise ParameterError("--float64 is for --to xmc or libsvm: the slice layout's .npy is float32")
+        if args.fit_vectorizer or args.vectorizer:
+            raise ParameterError("--float64 is for numeric input; the tf-idf of raw text is float32")
+        if common.data_format(args.input, args) == "slice":
+            raise ParameterError(f"--float64: {args.input} is dense float32 features (slice layout): nothing to keep")
+        args.read_dtype = "float64"
     for out in [args.output] + ([args.out_labels] if args.out_labels else []):
         common.check_output_file(out, "output file", args)
     vec = None
