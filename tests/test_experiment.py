@@ -368,6 +368,23 @@ def test_figures_by_positives_of_a_few_labels_are_drawn(tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_empty_panel_says_why(tmp_path):
+    """A panel with nothing to draw names the reason: no label with training positives
+    (helper-57: the objective figure, which has no bins, spoke of bins of positives)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from headstart.experiment.figures import _axes_scales
+
+    for n_pos, words in (([0, 0], "no label of this range has"), ([3, 0], "no bin of positives holds")):
+        fig, ax = plt.subplots()
+        _axes_scales(ax, False, True, True, [("zero", {"n_pos": np.array(n_pos)})])
+        assert words in ax.texts[0].get_text()
+        plt.close(fig)
+
+
 def test_feature_options_reach_every_run(bibtex_dir, capsys, tmp_path):
     """--transform and the hashing options are training parameters of every run, and the
     runs' metrics are those of the library's model trained with them."""

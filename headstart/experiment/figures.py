@@ -249,7 +249,7 @@ def small_multiples(runs, series, path, *, title: str, xlabel: str, ylabel: str,
         ax.legend(fontsize=7, framealpha=0.8)
     drawn = any(len(data[n][0]) for n in names)
     for ax in axes:
-        _axes_scales(ax, drawn, logx, logy)
+        _axes_scales(ax, drawn, logx, logy, runs)
         if ylim is not None:
             ax.set_ylim(*ylim)
     fig.suptitle(title, fontsize=12)
@@ -258,13 +258,17 @@ def small_multiples(runs, series, path, *, title: str, xlabel: str, ylabel: str,
     return _save(fig, path)
 
 
-def _axes_scales(ax, drawn: bool, logx: bool, logy: bool) -> None:
+def _axes_scales(ax, drawn: bool, logx: bool, logy: bool, runs=()) -> None:
     """Log scales where asked -- but a run of few labels may have no bin of positives with
     enough labels to draw: its panel says so and stays linear (a log axis without data
-    cannot be drawn; helper-48: the aop grid's figure failed there, after all training)."""
+    cannot be drawn; helper-48: the aop grid's figure failed there, after all training).
+    Where no label of the runs has a training positive, the panel says that instead
+    (helper-57: the objective figure, which has no bins, spoke of bins)."""
     if not drawn:
-        ax.text(0.5, 0.5, "no bin of positives holds\nenough labels to draw", ha="center", va="center",
-                transform=ax.transAxes, fontsize=9, color="0.4")
+        none = bool(runs) and all(np.all(st["n_pos"] == 0) for _, st in runs if len(st))
+        text = ("no label of this range has\ntraining positives: nothing to draw" if none
+                else "no bin of positives holds\nenough labels to draw")
+        ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.4")
     if logx and drawn:
         ax.set_xscale("log")
     if logy and drawn:
@@ -384,7 +388,7 @@ def aop_grid_figure(points, path):
             ax.plot(x, m, color=col[name], lw=1.6, label=name, marker="." if x.size <= 12 else None)
             drawn = drawn or bool(np.size(x))
         ax.set(xlabel=xl, ylabel=yl)
-        _axes_scales(ax, drawn, logx, logy)
+        _axes_scales(ax, drawn, logx, logy, points)
     axs[0].legend(fontsize=8, ncol=2)
     fig.suptitle("aop hyperparameters s, t (means over labels)" + _positives_note(points), fontsize=12)
     return _save(fig, path)
