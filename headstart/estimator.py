@@ -403,16 +403,21 @@ class OvAClassifier:
         + labels log labels), 77 ms for one row of a 500K-label model against 0.6 ms
         (helper-58).  Held beside the model, not in the estimator: scikit-learn's checks
         want prediction to leave the estimator's ``__dict__`` alone, and pickles of it
-        should not carry a derived copy of the weights."""
+        should not carry a derived copy of the weights.  It costs about the weights'
+        memory again, for as long as the model lives.  Made again when the model's
+        weights, their values array or its intercept is replaced (``model_.weights =
+        ...``); values changed in place inside those arrays are not seen (helper-60):
+        assign new arrays."""
         from .prediction.topk import prepare
 
         key = id(model)
+        arrays = (id(model.weights), id(getattr(model.weights, "data", None)), id(model.intercept))
         hit = _SCORING_FORMS.get(key)
-        if hit is not None and hit[0]() is model:
+        if hit is not None and hit[0]() is model and hit[2] == arrays:
             return hit[1]
         form = prepare(model)
         # the entry goes with the model (the callback runs before its id can be reused)
-        _SCORING_FORMS[key] = (weakref.ref(model, lambda _, key=key: _SCORING_FORMS.pop(key, None)), form)
+        _SCORING_FORMS[key] = (weakref.ref(model, lambda _, key=key: _SCORING_FORMS.pop(key, None)), form, arrays)
         return form
 
     def _check_X(self, X, fewer: bool = False) -> OvAModel:
@@ -476,8 +481,11 @@ class OvAClassifier:
         if self._multiclass and self.classes_.size == 2:
             # helper-58: the one classifier's row was returned as column 0, i.e. classes_[0]
             # on top for every row, and the first class was never ranked
+            from .prediction.topk import decision_function
+
             k = check_k(k)
-            s = self.decision_function(X, **kw)
+            # (the library function: it takes fewer features, as predict_topk does; helper-60)
+            s = decision_function(self._scoring(model), X, **self._threads(kw))[:, 0]
             second = s > 0
             labels = np.full((s.shape[0], k), -1, dtype=np.int32)
             scores = np.full((s.shape[0], k), -np.inf, dtype=np.float32)
@@ -691,8 +699,9 @@ def _remake_twin(name: str, args: tuple) -> BaseException:
 
 
 _SKLEARN_TWINS: dict[tuple[Any, str], type] = {}
-#: id(model) -> (weak reference to the model, its scoring form), see OvAClassifier._scoring
-_SCORING_FORMS: dict[int, tuple[Any, Any]] = {}
+#: id(model) -> (weak reference to the model, its scoring form, the ids of the arrays it
+#: was made of), see OvAClassifier._scoring
+_SCORING_FORMS: dict[int, tuple[Any, Any, tuple]] = {}
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -489,6 +489,9 @@ def test_two_classes_train_one_classifier_and_round_trip(digits, tmp_path):
     np.testing.assert_array_equal(np.where(labels[:, 0] == 1, s, -s), scores[:, 0])
     np.testing.assert_array_equal(scores[:, 1], -scores[:, 0])
     assert np.all(labels[:, 2] == -1) and np.all(scores[:, 2] == -np.inf)
+    # fewer features, as predict_topk takes them (helper-60: the two-class branch refused)
+    narrow, _ = clf.predict_topk(Xt[:, :60], 2)
+    assert narrow.shape == (Xt.shape[0], 2)
     P = clf.predict_proba(Xt)
     assert P.shape == (Xt.shape[0], 2)
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
@@ -547,6 +550,10 @@ def test_the_scoring_form_is_made_once_and_never_pickled(bibtex):
     gc.collect()
     assert clf.predict_topk(Xt[:5], 3)[0].max() < 10 and _SCORING_FORMS[id(clf.model_)][1] is not form
     assert old not in _SCORING_FORMS or _SCORING_FORMS[old][0]() is not None
+    # replaced weights are seen (helper-60: the old form kept scoring)
+    clf.model_.weights = clf.model_.weights * 0
+    _, scores = clf.predict_topk(Xt[:5], 3)
+    assert np.all(scores[:, 0] == np.max(clf.model_.intercept))
 
 
 def test_not_fitted_errors_survive_a_process_pool():

@@ -134,19 +134,30 @@ def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
     made in a daemon thread, waited for ``wait`` plus a margin, and left behind on failure
     (the process then exits with the error; the thread holds nothing of ours)."""
     box: dict[str, Any] = {}
+    lock = threading.Lock()
 
     def connect() -> None:
         try:
-            box["client"] = distributed.Client(address=address, timeout=f"{wait:g}s")
+            client = distributed.Client(address=address, timeout=f"{wait:g}s")
         except BaseException as e:   # noqa: BLE001 - handed to the caller's thread below
-            box["error"] = e
+            with lock:
+                box["error"] = e
+            return
+        with lock:
+            if box.get("abandoned"):   # the caller gave up: no late client left open (helper-60)
+                client.close()
+            else:
+                box["client"] = client
 
     thread = threading.Thread(target=connect, name="headstart-dask-connect", daemon=True)
     thread.start()
     limit = wait + min(wait, 15.0)
     thread.join(limit)
     hint = "the scheduler listens on 8786 unless told otherwise; the dashboard's port (8787) is not it"
-    if thread.is_alive():
+    with lock:
+        done = "client" in box or "error" in box
+        box["abandoned"] = not done
+    if not done:
         raise DistributedTrainingError(f"{address}: no Dask scheduler answered within {limit:g} s: "
                                        f"something accepts connections there but does not speak Dask's protocol "
                                        f"({hint})")

@@ -229,6 +229,7 @@ def write_slice(features_npy, labels_path, X, Y) -> None:
         _write_sparse_body(f, ones, sp.csr_matrix((Yc.shape[0], 0), dtype=np.float32), 0)
         if gz is not None:
             gz.close()
-        raw.flush()          # (a full disk says so here, before the features replace theirs)
+        raw.flush()          # (a full disk or a failing device says so here, before the features
+        os.fsync(raw.fileno())   # replace theirs: helper-60, an fsync error after it left them paired wrongly)
         with atomic_write(features_npy, "wb") as fx:
             np.save(fx, Xd, allow_pickle=False)

@@ -739,7 +739,7 @@ def report_problems(stats: TrainingStats) -> None:
         shown = ", ".join(str(x) for x in empty[:10]) + (" ..." if empty.size > 10 else "")
         log.info("%d label(s) have no positive training instance (trained as all-negative): %s",
                  empty.size, shown)
-    if "rows" in stats:
+    if "rows" in stats and stats.meta.get("mode") != "tree":
         # shortlisted training: a label whose rows are all positives learns w = 0 and a bias
         # of +1 (unregularised), so it scores +1 wherever it is a candidate, above most
         # trained labels (helper-59: 120 of debian-deps' 22,908 labels with the default

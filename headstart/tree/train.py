@@ -309,7 +309,10 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         _, _, st = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
                                      columns=columns, sink=chunks.append, collect=False)
         compile_seconds += float(st.meta.get("compile_seconds", 0.0))
-        report_problems(st)      # (a sink's owner reports: train_shortlisted does not, with collect=False)
+        # (a sink's owner reports: train_shortlisted does not, with collect=False); the node
+        # problems are no shortlisted labels (helper-60: warned of "shortlisted rows")
+        st.meta["mode"] = "tree"
+        report_problems(st)
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
         chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
