@@ -74,7 +74,7 @@ def test_sharded_training_drops_the_same_rows(data, tmp_path):
     assert manifest["params"]["remove_no_label_data"] is True
 
 
-def test_shortlist_and_dense_rows_follow_the_kept_rows(data):
+def test_shortlist_and_dense_rows_follow_the_kept_rows(data, tmp_path):
     """The shortlist's instance ids and the dense part's rows are those of the data as
     given; with the option they are checked against it and cut to the kept rows."""
     from headstart.shortlist.api import fit_shortlisted
@@ -95,6 +95,18 @@ def test_shortlist_and_dense_rows_follow_the_kept_rows(data):
 
     assert removed.extensions["shortlist"]["sha256"] == shortlist_fingerprint(S)
     assert removed.extensions["shortlist"]["nnz"] == S.nnz
+    # a model named as before 5b8abd6 (the cut shortlist) still resumes (helper-60)
+    from headstart.model.format import load_model
+    from headstart.shortlist.api import train_shortlisted_dir
+
+    out = tmp_path / "old"
+    train_shortlisted_dir(X, Y, p, S, out, num_labels=10, dense=D)
+    man = json.loads((out / "manifest.json").read_text())
+    entry = man["shortlist"]
+    man["shortlist"] = {"source": entry["source"], "nnz": entry.pop("cut_nnz"), "sha256": entry.pop("cut_sha256")}
+    (out / "manifest.json").write_text(json.dumps(man))
+    train_shortlisted_dir(X, Y, p, S, out, num_labels=30, dense=D, resume=True)
+    _same(load_model(out, allow_gaps=True), removed, labels=30)
     with pytest.raises(DataFormatError, match="dense features have 599 rows"):
         fit_shortlisted(X, Y, p, S, dense=D[:599], num_labels=30)
 

@@ -159,9 +159,19 @@ def _check_same_extensions(path: Path, writer: ModelWriter, extensions: dict[str
     m = writer.manifest
     ext = json.loads(json.dumps(extensions or {}))
     for key in OPTIONAL_MANIFEST_KEYS:
-        if settings_of(m, key) != settings_of(ext, key):
+        if settings_of(m, key) != settings_of(ext, key) and not _named_before_the_cut(m.get(key), ext.get(key), key):
             raise ModelFormatError(f"{path}: cannot resume: {key} settings are {m.get(key)!r} in the model but "
                                    f"{ext.get(key)!r} now")
+
+
+def _named_before_the_cut(old: Any, new: Any, key: str) -> bool:
+    """A shortlisted model trained with remove_no_label_data before 2026-12-01 (5b8abd6)
+    named its shortlist after the cut of the rows without labels; a run now names the
+    shortlist as given and also as cut (``cut_nnz``, ``cut_sha256``): the same shortlist
+    (helper-60: such a model could no longer be resumed)."""
+    return (key == "shortlist" and isinstance(old, dict) and isinstance(new, dict) and "cut_sha256" in new
+            and "cut_sha256" not in old
+            and (old.get("nnz"), old.get("sha256")) == (new.get("cut_nnz"), new.get("cut_sha256")))
 
 
 # --------------------------------------------------------------------------- planning

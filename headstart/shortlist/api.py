@@ -103,6 +103,9 @@ def prepare_shortlisted(X: Any, Y: Any, params: TrainParams, shortlist: Any, *, 
     if data.kept_rows is not None:
         S = sp.csc_matrix(S[data.kept_rows])
         S.sort_indices()
+        # and as cut: what models written before that change named (their resume accepts it,
+        # distributed.sharded._named_before_the_cut)
+        ext[SHORTLIST_KEY].update(cut_nnz=int(S.nnz), cut_sha256=shortlist_fingerprint(S))
         if dense is not None:
             dense = check_dense(dense, data.given_rows)[data.kept_rows]
     fscale = None
