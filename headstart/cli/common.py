@@ -230,6 +230,11 @@ def check_labelled_rows(path: str, Y, args: argparse.Namespace) -> None:
                               "a label", path)
 
 
+def labels_word(n: int) -> str:
+    """"1 label", "2 labels"."""
+    return f"{n} label{'' if n == 1 else 's'}"
+
+
 def read_training_data(path: str, args: argparse.Namespace):
     """:func:`read_dataset` for a command that trains: dense (slice) features become the
     CSR matrix the kernels read right here, so the dense array is not kept beside its

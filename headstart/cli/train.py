@@ -146,8 +146,7 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
 
     s = stats.summary()
     not_conv = sum(s["not_converged"].values())
-    done = (f"{s['labels']} label{'' if count == 1 else 's'}" if s["labels"] == count
-            else f"{s['labels']} of the {count} labels")
+    done = common.labels_word(count) if s["labels"] == count else f"{s['labels']} of the {count} labels"
     common.say(args, (
         f"trained {done} [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} in "
         f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
@@ -224,7 +223,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     s = r.run_summary()
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
-        f"trained {r.trained_labels} label{'' if r.trained_labels == 1 else 's'} of [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} "
+        f"trained {common.labels_word(r.trained_labels)} of [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} "
         f"({r.backend}) in {r.wall_seconds:.2f} s"
         + (f", {r.already_finished} were finished before" if r.already_finished else "")
         + f": {_work(params, s)}, {r.nnz} nonzero weights"

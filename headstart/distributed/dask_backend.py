@@ -276,12 +276,16 @@ class TrainingArrays:
 
         self.X, self.Y, self.order = aligned(state["X"]), aligned(state["Y"]), state.get("order")
         X = self.X
-        if self.order is None and X.shape[1] <= 4 * max(X.nnz, 1):
+        if self.order is not None:
+            return
+        # the order a task would take itself; where that is the compact form, tasks keep it
+        order = FeatureOrder.by_frequency(X, compact=True)
+        if order.keys is None:
             for name in ("data", "indices"):        # (views of received frames may be read-only)
                 if not getattr(X, name).flags.writeable:
                     setattr(X, name, getattr(X, name).copy())
-            self.order = FeatureOrder.by_frequency(X)
-            self.order.renumber_inplace(X)
+            order.renumber_inplace(X)
+            self.order = order
 
 
 def _worker_threads() -> int:

@@ -726,17 +726,22 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 
+def _first_ids(ids: np.ndarray) -> str:
+    """The first ten of ``ids``, comma separated, "..." when there are more."""
+    return ", ".join(str(x) for x in ids[:10]) + (" ..." if ids.size > 10 else "")
+
+
 def report_problems(stats: TrainingStats) -> None:
     """Warn, naming the labels, when the solver stopped early or a label had no positives."""
     status = stats["status"]
     for code in range(1, len(STATUS_NAMES)):
         bad = stats["label"][status == code]
         if bad.size:
-            shown = ", ".join(str(x) for x in bad[:10]) + (" ..." if bad.size > 10 else "")
+            shown = _first_ids(bad)
             log.warning("%d label(s) stopped with status %s: %s", bad.size, STATUS_NAMES[code], shown)
     empty = stats["label"][stats["n_pos"] == 0]
     if empty.size:
-        shown = ", ".join(str(x) for x in empty[:10]) + (" ..." if empty.size > 10 else "")
+        shown = _first_ids(empty)
         log.info("%d label(s) have no positive training instance (trained as all-negative): %s",
                  empty.size, shown)
     if "rows" in stats and stats.meta.get("mode") != "tree":
@@ -746,7 +751,7 @@ def report_problems(stats: TrainingStats) -> None:
         # first stage, 220 of delicious' 983 at K = 30, never said)
         alone = stats["label"][(stats["rows"] == stats["n_pos"]) & (stats["n_pos"] > 0)]
         if alone.size:
-            shown = ", ".join(str(x) for x in alone[:10]) + (" ..." if alone.size > 10 else "")
+            shown = _first_ids(alone)
             log.warning("%d label(s) had no negative among their shortlisted rows (trained on positives only: "
                         "they score high wherever they are a candidate): %s; a larger K, or a first stage "
                         "that fills its candidates, gives them negatives", alone.size, shown)
