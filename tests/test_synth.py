@@ -18,7 +18,8 @@ if str(REPO) not in sys.path:
 from benchmarks import synth  # noqa: E402
 
 #: small scales: a few thousand rows each, well under a second to generate
-SCALES = {"amazon-670k": 0.01, "amazoncat-13k": 0.01, "wikilshtc-325k": 0.004}
+SCALES = {"amazon-670k": 0.01, "amazoncat-13k": 0.01, "wikilshtc-325k": 0.004, "eurlex-4k": 0.2,
+          "wiki10-31k": 0.2}
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +64,16 @@ def test_label_and_feature_laws(sets):
         rho = np.corrcoef(np.argsort(np.argsort(pos)), np.arange(P.n_labels))[0, 1]
         assert abs(rho) < 0.15, (name, rho)
         # words: a Zipf law (slope about -1 between ranks 10 and 200), no word in every row
+        # -- for short documents; long ones (EURLex-4K's 237 of 5,000 words a row,
+        # Wiki10-31K's 670) hold the common words in nearly every row, which flattens
+        # the head of the document frequencies, as in real text
         df = np.sort(np.bincount(D.X_train.indices, minlength=P.n_features))[::-1].astype(float)
-        r = np.arange(10, 200)
-        slope = np.polyfit(np.log(r), np.log(df[r - 1]), 1)[0]
-        assert -1.4 < slope < -0.5, (name, slope)
-        assert df[0] < 0.8 * D.X_train.shape[0]
+        assert df[0] < D.X_train.shape[0]
+        if P.nnz_per_row < 100:
+            r = np.arange(10, 200)
+            slope = np.polyfit(np.log(r), np.log(df[r - 1]), 1)[0]
+            assert -1.4 < slope < -0.5, (name, slope)
+            assert df[0] < 0.8 * D.X_train.shape[0]
 
 
 @pytest.mark.parametrize("name", ["amazon-670k", "wikilshtc-325k"])
