@@ -125,8 +125,15 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
                     "sparsify", params.hash_functions, params.hash_functions, params.prune,
                     params.prune / params.hash_functions)
     if params.tfidf or params.normalize or params.feature_transform != "identity" or hashing is not None:
-        pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf, transform=params.feature_transform,
-                                   hashing=hashing)
+        try:
+            pre, X = fit_preprocessing(X, normalize=params.normalize, tfidf=params.tfidf,
+                                       transform=params.feature_transform, hashing=hashing)
+        except DataFormatError as e:
+            if kept is None or e.row is None or e.path is not None:
+                raise
+            # the instance as given, not its place among the rows that have labels
+            # (helper-64: the command line then named the wrong line of the file)
+            raise DataFormatError(e.message, token=e.token, row=int(kept[e.row])) from None
         X = check_features(X)
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)

@@ -182,3 +182,35 @@ def test_command_line_refusal_names_the_file(data, tmp_path, capsys, command):
     err = capsys.readouterr().err
     assert f"{path}: --remove-no-label-data leaves no training row: none of the 5 rows has a label" in err
     assert not out.exists()
+
+
+def test_a_refused_value_is_named_where_it_was_given(data, tmp_path, capsys):
+    """An instance the preprocessing refuses is named as given -- its place in the caller's
+    matrix, its line in the file -- not as its place among the rows that have labels
+    (helper-64: the command line named line 68 for a value on line 102)."""
+    from headstart.cli.main import main
+    from headstart.io import write_xmc
+    from headstart.shortlist.fileformat import write_shortlist
+
+    X, Y, kept = data
+    X, Y = sp.csr_matrix(X[:120], dtype=np.float32), Y[:120]
+    bad = 100                             # row 100 has labels (100 % 3 != 0); 33 rows before it do not
+    assert bad in kept and np.searchsorted(kept, bad) != bad
+    X.data[X.indptr[bad]] = -3.0
+    params = P.replace(normalize=False, feature_transform="sqrt", remove_no_label_data=True)
+    with pytest.raises(DataFormatError) as e:
+        prepare_data(X, Y, params)
+    assert e.value.row == bad and f"instance {bad} (counting from 0)" in str(e.value)
+    path = tmp_path / "train.txt"
+    write_xmc(path, X, Y)
+    sl = tmp_path / "sl.txt"
+    write_shortlist(sl, sp.csr_matrix(np.ones((120, Y.shape[1]), dtype=np.float32)))
+    for command, extra in (("train", []), ("shortlist-train", ["--shortlist", str(sl)])):
+        out = tmp_path / command
+        capsys.readouterr()
+        assert main([command, str(path), "-o", str(out), "--transform", "sqrt", "--remove-no-label-data",
+                     "--num-labels", "3", "-q", *extra]) == 2
+        err = capsys.readouterr().err
+        # the header is line 1: instance 100 is on line 102
+        assert f"{path}:{bad + 2}: the feature transform sqrt needs values >= 0" in err, (command, err)
+        assert not out.exists()

@@ -123,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
         dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense,
                                args.init_sparse, args.init_dense, args.init_dense_weights, args.init_dense_bias)
     first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
-    with common.shards_kept_on_interrupt("shortlist-train", args.output), \
+    # an instance the preprocessing refuses is named by its place in the file
+    with common.RowLocator(args.train, args).block(X.shape[0]), \
+            common.shards_kept_on_interrupt("shortlist-train", args.output), \
             common.ProgressBar(count, "train", "labels", enabled=not args.quiet) as bar:
         r = train_shortlisted_dir(X, Y, params, S, args.output, dense=dense, dense_params=dp,
                                   first_label=first, num_labels=count, shard_size=args.shard_size,
