@@ -103,8 +103,10 @@ def translate(options: str) -> dict[str, Any]:
                 raise _error(options, f"{opt} must be a finite number >= 0, got {value!r}")
             weights[int(m.group(1))] = weights.get(int(m.group(1)), 1.0) * w
         elif opt in ("-s", "-c", "-e", "-B", "-m", "-n", "-p"):
-            # -p (the regression epsilon) and -n (the one-class nu) are read and ignored by
-            # LIBLINEAR's classification solvers; the regression and one-class solvers are refused
+            # -p (the regression epsilon) is read and ignored by LIBLINEAR's classification
+            # solvers; -n is the one-class nu (ignored there too) or, before multi-core
+            # LIBLINEAR 2.43 renamed it -m, the thread count (below); the regression and
+            # one-class solvers are refused
             given[opt] = value
         else:
             raise _error(options, f"unknown option {opt} (LIBLINEAR's options are -s, -c, -e, -B, -R, -wi, "
@@ -142,7 +144,17 @@ def translate(options: str) -> dict[str, Any]:
         if threads < 1:
             raise _error(options, f"-m must be a number of threads >= 1, got {threads}")
         out["threads"] = threads
+    elif "-n" in given and re.fullmatch(r"[1-9]\d*", given["-n"]):
+        # the thread count of multi-core LIBLINEAR before 2.43 (helper-63: "-n 1" ran on
+        # every core); a nu (a fraction) stays ignored, as LIBLINEAR's classifiers ignore it
+        out["threads"] = int(given["-n"])
     return out
+
+
+def quiet(options: str) -> bool:
+    """Whether LIBLINEAR options (already accepted by :func:`translate`) ask for -q,
+    LIBLINEAR's quiet mode: the command line then says nothing but warnings and errors."""
+    return "-q" in shlex.split(options)
 
 
 def _number(options: str, opt: str, value: str, kind):

@@ -36,6 +36,7 @@ def test_metrics_are_those_of_each_held_out_fold_ranked_by_its_own_model(bibtex)
     Yd = Y.toarray() > 0
     for c, C in enumerate([0.5, 2.0]):
         hits1 = hits3 = 0.0
+        decided = np.zeros((n, L), dtype=bool)
         for val in parts:
             rows = np.setdiff1d(np.arange(n), val)
             W, b, _ = train_labels(X[rows], sp.csr_matrix(Y[rows]), params.replace(C=C), np.arange(L))
@@ -44,11 +45,23 @@ def test_metrics_are_those_of_each_held_out_fold_ranked_by_its_own_model(bibtex)
             got = np.take_along_axis(Yd[val], top, axis=1)
             hits1 += got[:, 0].sum()
             hits3 += got.sum()
+            decided[val] = S > 0
         assert r.metrics[c]["P@1"] == pytest.approx(hits1 / n, abs=1e-12)
         assert r.metrics[c]["P@3"] == pytest.approx(hits3 / (3 * n), abs=2 / (3 * n))   # (a tie may reorder)
+        # F1 of the held-out decisions score > 0, by LibMultiLabel's definitions
+        tp, fp, fn = ((decided & Yd).sum(0), (decided & ~Yd).sum(0), (~decided & Yd).sum(0))
+        per_label = np.where(2 * tp + fp + fn > 0, 2 * tp / np.maximum(2 * tp + fp + fn, 1), 0.0)
+        assert r.metrics[c]["Micro-F1"] == pytest.approx(2 * tp.sum() / (2 * tp.sum() + fp.sum() + fn.sum()),
+                                                         abs=2e-3)
+        assert r.metrics[c]["Macro-F1"] == pytest.approx(per_label.mean(), abs=2e-3)
     assert r.best == [0.5, 2.0][int(np.argmax([m["P@1"] for m in r.metrics]))]
     assert r.trainings == 6 and list(r.metrics[0]) == ["P@1", "nDCG@1", "R@1", "RP@1", "cov@1",
-                                                       "P@3", "nDCG@3", "R@3", "RP@3", "cov@3"]
+                                                       "P@3", "nDCG@3", "R@3", "RP@3", "cov@3",
+                                                       "Micro-F1", "Macro-F1", "Another-Macro-F1"]
+    # chosen by an F1 score: the same runs, the candidate with the higher Macro-F1
+    by_f1 = cross_validate(X, Y, params, folds=3, Cs=[0.5, 2.0], k=3, seed=7, metric="Macro-F1")
+    assert by_f1.metrics == r.metrics
+    assert by_f1.best == [0.5, 2.0][int(np.argmax([m["Macro-F1"] for m in r.metrics]))]
 
 
 def test_k_beyond_the_labels_is_cut_to_them_with_a_warning(bibtex, caplog):
@@ -75,7 +88,7 @@ def test_arguments_are_checked():
     X = sp.csr_matrix(np.eye(6, dtype=np.float32))
     Y = sp.csr_matrix(np.eye(6, 2, dtype=np.float32))
     for kw, words in ((dict(Cs=[0.0]), "Cs must be positive"), (dict(folds=1), "folds must be an integer >= 2"),
-                      (dict(metric="F1@1"), "metric must be P@j"), (dict(k=3, metric="P@5"), r"1 <= j <= k = 3"),
+                      (dict(metric="F1@1"), "metric must be P@j"), (dict(metric="micro-f1"), "or Micro-F1, Macro-F1"), (dict(k=3, metric="P@5"), r"1 <= j <= k = 3"),
                       (dict(metric="P@0"), "metric must be"), (dict(metric="P@01"), "metric must be"),
                       (dict(metric="P@\u00b2"), "metric must be"), (dict(k=2**40, metric="P@6"), "needs k <= 2"),
                       (dict(k=0), "k must be an integer >= 1")):

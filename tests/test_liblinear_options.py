@@ -92,6 +92,8 @@ def test_translation_follows_liblinears_defaults():
     assert TrainParams.from_liblinear("-s 7").loss == "logistic"
     p = TrainParams.from_liblinear("-s 2 -B 1 -R -m 3 -n 0.5 -p 0.1 -q")
     assert (p.bias, p.regularize_bias, p.threads, p.weighting) == (1.0, False, 3, "none")
+    # -n N: the thread count of multi-core LIBLINEAR before 2.43 (-m wins where both are given)
+    assert [translate(o).get("threads") for o in ("-s 2 -n 4", "-s 2 -m 3 -n 4", "-s 2 -n 0.5")] == [4, 3, None]
     p = TrainParams.from_liblinear("-s 0 -B 2 -w-1 0.25", init="zero")
     assert (p.bias, p.regularize_bias, p.weighting, p.weight_pos, p.weight_neg, p.init) == (
         2.0, True, "constant", 1.0, 0.25, "zero")
@@ -139,3 +141,21 @@ def test_cli_option_its_precedence_and_the_hint_for_bare_liblinear_options(tmp_p
     assert out.returncode == 2 and "--liblinear" in out.stderr and "did you mean --s" not in out.stderr
     out = run_cli("train", "--liblinear=-s 4", "--print-params")
     assert out.returncode == 2 and "Crammer and Singer" in out.stderr
+
+
+def test_q_quiets_the_command(tmp_path):
+    """LIBLINEAR's -q is the command's --quiet: no summary line (helper-63: it printed one)."""
+    import scipy.sparse as sp
+
+    from headstart.io import write_xmc
+
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 12, density=0.4, format="csr", dtype=np.float32, random_state=1)
+    write_xmc(tmp_path / "t.txt", X, sp.csr_matrix((rng.random((40, 3)) < 0.4).astype(np.float32)))
+    said = {}
+    for opts in ("-s 2", "-s 2 -q"):
+        out = run_cli("train", str(tmp_path / "t.txt"), "-o", str(tmp_path / opts.replace(" ", "")),
+                      f"--liblinear={opts}", "--threads", "1")
+        assert out.returncode == 0, out.stderr
+        said[opts] = out.stdout
+    assert "trained 3 labels" in said["-s 2"] and said["-s 2 -q"] == ""

@@ -144,9 +144,11 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     if getattr(args, "params", None):
         values.update(_read_params_file(args.params))
     if getattr(args, "liblinear", None) is not None:
-        from ..liblinear import translate
+        from ..liblinear import quiet, translate
 
         values.update(translate(args.liblinear))
+        if quiet(args.liblinear):
+            args.quiet = True
     cli = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]   # given explicitly
     values.update({name: getattr(args, name) for name in cli})
     # a pretrained model directory implies the pretrained initialisation, a cost file

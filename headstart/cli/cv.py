@@ -14,8 +14,9 @@ HELP = "cross-validated P@k / nDCG@k of one-vs-all training, for each of several
 DESCRIPTION = """\
 Split TRAIN into --folds parts; for each C of --Cs, train on all parts but one and rank
 the labels of the held-out part, so that every instance is ranked once by a model that
-did not see it; print P@k, nDCG@k, R@k and RP@k over all instances for each C, and the
-best C by --metric.  The folds are the same for every C.  Every fold is a one-vs-all
+did not see it; print P@k, nDCG@k, R@k and RP@k over all instances for each C, with
+the Micro-, Macro- and Another-Macro-F1 of the decisions score > 0 (LibMultiLabel's), and
+the best C by --metric.  The folds are the same for every C.  Every fold is a one-vs-all
 training of all labels with the training options given here (--liblinear included).
 -o FILE (and --json) also give coverage@k, in JSON."""
 
@@ -30,7 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="candidate C values, comma-separated (default: only the training option --C)")
     g.add_argument("-k", type=common._number(int), default=5, help="metrics at k = 1, 3, 5 up to this (default: 5)")
     g.add_argument("--metric", default="P@1", help="the metric that chooses the best C: P@j, nDCG@j, R@j or RP@j "
-                                                 "for a j <= k (default: P@1)")
+                                                 "for a j <= k, or Micro-F1, Macro-F1, Another-Macro-F1 "
+                                                 "(default: P@1)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split, >= 0 (default: 0)")
     g.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -61,10 +63,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(table))
         return 0
     keys = [key for key in r.metrics[0] if not key.startswith("cov")]
-    print("C".ljust(10) + "".join(f"{key:>9}" for key in keys))
+    width = {key: max(9, len(key) + 2) for key in keys}
+    print("C".ljust(10) + "".join(f"{key:>{width[key]}}" for key in keys))
     for c, m in zip(r.candidates, r.metrics):
         mark = "  <- best" if c == r.best and len(r.candidates) > 1 else ""
-        print(f"{c:<10g}" + "".join(f"{100 * m[key]:9.2f}" for key in keys) + mark)
+        print(f"{c:<10g}" + "".join(f"{100 * m[key]:{width[key]}.2f}" for key in keys) + mark)
     common.say(args, f"{args.folds}-fold cross-validation of {len(r.candidates)} C value(s) on {L} labels, "
                      f"{r.trainings} trainings, in {seconds:.2f} s: best C = {r.best:g} by {r.metric}")
     return 0

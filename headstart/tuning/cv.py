@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: metrics a candidate may be chosen by (their @k with k up to the run's k)
 CHOOSE_BY = ("P", "nDCG", "R", "RP")
+#: and without a k: LibMultiLabel's F1 scores of the decisions score > 0 (metrics.f1_scores)
+F1_NAMES = ("Micro-F1", "Macro-F1", "Another-Macro-F1")
 
 
 @dataclass
@@ -43,27 +45,32 @@ class CrossValidation:
 def check_metric(metric: str, k: Any) -> list[int]:
     """The ks the metrics are computed at (1, 3, 5 up to ``k``, and the metric's own,
     e.g. 2 for nDCG@2), after checking ``k`` and that ``metric`` is one of P, nDCG, R, RP
-    at some j <= k (also before the data is read: the command line)."""
+    at some j <= k, or an F1 score of :data:`F1_NAMES` (also before the data is read:
+    the command line)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     ks = {j for j in (1, 3, 5, int(k)) if j <= k}
+    if isinstance(metric, str) and metric in F1_NAMES:
+        return sorted(ks)
     name, _, at = metric.partition("@") if isinstance(metric, str) else ("", "", "")
     # ASCII digits without a leading zero ('P@²' and 'P@01' are no metric names)
     plain = at.isascii() and at.isdigit() and str(int(at)) == at
     if name not in CHOOSE_BY or not plain or not 1 <= int(at) <= int(k):
         raise ParameterError(f"parameter metric must be {', '.join(f'{m}@j' for m in CHOOSE_BY)} with "
-                             f"1 <= j <= k = {int(k)} (e.g. {CHOOSE_BY[0]}@1), got {metric!r}")
+                             f"1 <= j <= k = {int(k)} (e.g. {CHOOSE_BY[0]}@1), or {', '.join(F1_NAMES)}; "
+                             f"got {metric!r}")
     return sorted(ks | {int(at)})
 
 
 def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3, Cs: Any = None,
                    k: int = 5, metric: str = "P@1", seed: int = 0,
                    progress: Callable[[int], None] | None = None) -> CrossValidation:
-    """Cross-validated P@k, nDCG@k, R@k, RP@k and coverage@k (k = 1, 3, 5 up to ``k``)
-    of one-vs-all models trained with ``params`` and each C in ``Cs`` (default: only
-    ``params.C``); the best C by ``metric``."""
-    from ..metrics import evaluate
-    from ..prediction.topk import predict_topk
+    """Cross-validated P@k, nDCG@k, R@k, RP@k and coverage@k (k = 1, 3, 5 up to ``k``),
+    and the Micro-, Macro- and Another-Macro-F1 of the decisions score > 0 (what
+    LibMultiLabel's one-vs-all search may choose by), of one-vs-all models trained with
+    ``params`` and each C in ``Cs`` (default: only ``params.C``); the best C by ``metric``."""
+    from ..metrics import decision_counts, evaluate, f1_from_counts
+    from ..prediction.topk import predict_above, predict_topk
 
     params = TrainParams() if params is None else params
     check_cv(params, folds, seed)
@@ -81,17 +88,22 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         # as evaluate / predict: k cut to the labels there are, said, and reported at it
         log.warning("k = %d is more than the data's %d label(s): metrics up to k = %d", int(k), run.L, width)
         ks = sorted({j for j in ks if j <= width} | {width})
-    if metric not in {f"{m}@{j}" for m in CHOOSE_BY for j in ks}:
+    if metric not in {f"{m}@{j}" for m in CHOOSE_BY for j in ks} | set(F1_NAMES):
         # before any training (it was found out after every fold and C)
         raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
     results = []
     for C in cand:
         p = dataclasses.replace(run.params, C=float(C))
         top = np.zeros((n, width), dtype=np.int64)
+        counts = np.zeros((3, run.L), dtype=np.int64)    # per label: TP, predicted, relevant
         for val in parts:
             W, b = run.train(np.setdiff1d(np.arange(n), val, assume_unique=True), p)
-            top[val] = predict_topk((W, b), run.X[val], width, threads=p.threads, preprocess=False)[0]
-        results.append(evaluate(run.Y, top, ks=ks))
+            Xv = run.X[val]
+            top[val] = predict_topk((W, b), Xv, width, threads=p.threads, preprocess=False)[0]
+            # the folds' counts add up to those of all instances (metrics.decision_counts)
+            decided = predict_above((W, b), Xv, 0.0, n_columns=run.L, threads=p.threads, preprocess=False)
+            counts += np.stack(decision_counts(run.Y[val], decided))
+        results.append({**evaluate(run.Y, top, ks=ks), **f1_from_counts(*counts)})
     if metric not in results[0]:
         raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
     scores = [r[metric] for r in results]
