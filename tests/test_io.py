@@ -1093,6 +1093,24 @@ def test_label_names_file_forms_and_refusals(tmp_path):
         read_label_names(tmp_path / "n.txt", 2)
 
 
+def test_repeated_label_names_are_read_and_warned_about(tmp_path, caplog):
+    """Real label maps repeat titles: read, with one warning naming the count and the
+    first repeat's lines (helper-64: 45 copies of one name were written without a word)."""
+    from headstart.io import read_label_names
+
+    (tmp_path / "n.txt").write_bytes("x\nsame\ny\nsame\nx\n\u00e9\n".encode())
+    with caplog.at_level("WARNING", logger="headstart.io.predictions"):
+        ptr, b = read_label_names(tmp_path / "n.txt", 6)
+    assert b[ptr[3]:ptr[4]].tobytes() == b"same"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path / 'n.txt'}: 2 label name(s) repeat an earlier line's (e.g. 'same' on lines 2 and 4): "
+        "predictions written with these names cannot be mapped back to one label id"]
+    caplog.clear()
+    (tmp_path / "n.txt").write_bytes(b"a\nb\nab\n")
+    read_label_names(tmp_path / "n.txt", 3)
+    assert not caplog.records
+
+
 def test_named_decisions_of_a_very_long_name_and_k_zero(tmp_path):
     """The writers size their buffer by the names they write (a 20 KB name among short
     ones costs 20 KB where it is used, not for every decision: 5,000 decisions would

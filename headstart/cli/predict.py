@@ -72,8 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "write a negative T as --threshold=-0.5")
     add_thresholds_option(p, "write every label with score > its threshold in FILE")
     p.add_argument("--probability", action="store_true",
-                   help="write P(label | x) = 1 / (1 + exp(-score)) instead of the score (LIBLINEAR's -b 1): "
-                        "logistic-loss models only; the ranking, and --threshold T on the score, unchanged")
+                   help="write P(label | x) = 1 / (1 + exp(-score)) instead of the score (LIBLINEAR's -b 1 of "
+                        "each label's own binary problem): logistic-loss models only; the ranking, and --threshold "
+                        "T on the score, unchanged.  Per label, not normalised over the labels: LIBLINEAR's -b 1 "
+                        "on multi-class data divides by the row's sum over all classes (the API's predict_proba "
+                        "of a model fitted on one class per row does)")
     p.add_argument("--label-names", metavar="FILE",
                    help="write each label as its name, line id + 1 of FILE (the XMC repository's label map, or "
                         "'convert --fit-vectorizer's directory): tokens 'name:score' separated by blanks (LibMultiLabel's "

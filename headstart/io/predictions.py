@@ -35,6 +35,7 @@ gzip by its magic bytes.
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import shutil
 import tempfile
@@ -46,6 +47,8 @@ from . import _kernels as K
 from ._common import (HEADER_LIMIT, MAX_DIM, SparseSpec, header_ints, locate, parse_header, read_bytes,
                       sparse_error, token_at, too_few_rows, _show)
 from .atomic import atomic_write
+
+log = logging.getLogger(__name__)
 
 PRED_HEADER = ("num_points", "k", "num_labels")
 DISMEC_PRED_HEADER = ("num_points", "k")
@@ -398,7 +401,29 @@ def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
         if bad.size:
             raise DataFormatError(f"a label name holds {what}", path, int(np.searchsorted(ends, bad[0])) + 1)
     lengths = ends - starts - cr
-    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep]
+    offsets, names = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep]
+    _warn_repeated_names(path, offsets, names)
+    return offsets, names
+
+
+def _warn_repeated_names(path, offsets: np.ndarray, names: np.ndarray) -> None:
+    """A name given to two labels is allowed (real label maps repeat titles), but the
+    predictions written with it cannot be mapped back to one label id: say so, once."""
+    text = names.tobytes()
+    first: dict[bytes, int] = {}
+    repeats = 0
+    example = None
+    for i in range(offsets.size - 1):     # per label, not per instance: ~0.3 s a million
+        name = text[offsets[i]:offsets[i + 1]]
+        j = first.setdefault(name, i)
+        if j != i:
+            repeats += 1
+            example = example or (name, j, i)
+    if repeats:
+        name, j, i = example
+        log.warning("%s: %d label name(s) repeat an earlier line's (e.g. %r on lines %d and %d): predictions "
+                    "written with these names cannot be mapped back to one label id", path, repeats,
+                    name.decode("utf-8", "replace"), j + 1, i + 1)
 
 
 def write_predictions(path, labels, scores, n_labels: int, names=None, header: str = "headstart") -> None:
