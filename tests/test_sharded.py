@@ -85,6 +85,31 @@ def test_sharded_run_equals_in_memory_run(bibtex, reference, tmp_path):
     np.testing.assert_array_equal(r.stats.iterations["objective"], reference[1].iterations["objective"])
 
 
+def test_shards_follow_the_grid_with_labels_without_positives_and_on_resume(bibtex, tmp_path):
+    """Labels without positives share one solve per chunk and the trainer lets such chunks
+    grow to many shard sizes; a resumed run's chunks start where the missing labels do:
+    the shards follow the grid first_label + k * shard_size all the same (helper-62:
+    --shard-size 500 wrote shards of 30,976 labels)."""
+    X, Y = bibtex
+    Y = sp.hstack([Y[:, :3], sp.csr_matrix((Y.shape[0], 600), dtype=Y.dtype), Y[:, 3:5]], format="csr")
+    p = PARAMS.replace(threads=1)
+    r = train_sharded(X, Y, p, tmp_path / "m", shard_size=50)
+    assert r.complete and r.trained_labels == Y.shape[1]
+    cells = [(s["first_label"], s["first_label"] + s["num_labels"]) for s in read_manifest(tmp_path / "m")["shards"]]
+    assert sorted(cells) == plan_shards([(0, Y.shape[1])], 50)
+    full = load_model(tmp_path / "m")
+    # a resume of a range that starts off the grid: its shards still end on the grid
+    r = train_sharded(X, Y, p, tmp_path / "r", first_label=0, num_labels=130, shard_size=50)
+    r = train_sharded(X, Y, p, tmp_path / "r", shard_size=50, resume=True)
+    assert r.already_finished == 130 and r.complete
+    cells = sorted((s["first_label"], s["first_label"] + s["num_labels"])
+                   for s in read_manifest(tmp_path / "r")["shards"])
+    assert cells == plan_shards([(0, 130)], 50) + plan_shards([(130, Y.shape[1])], 50)
+    assert [len(st) for st in [r.stats]] == [Y.shape[1]] and not r.stats_without
+    got = load_model(tmp_path / "r")
+    assert (got.weights != full.weights).nnz == 0 and np.array_equal(got.intercept, full.intercept)
+
+
 def test_stats_file_round_trip(reference, tmp_path):
     st = reference[1].take(np.arange(5, 12))
     path = write_stats_file(tmp_path, st)

@@ -212,28 +212,50 @@ class ShardRecorder:
     """
 
     def __init__(self, writer: ModelWriter, *, keep_stats: bool = True,
-                 progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None):
+                 progress: Callable[[int], None] | None = None, on_shard: ShardCallback | None = None,
+                 grid: tuple[int, int] | None = None, keep_parts: bool = True):
         self.writer = writer
         self.keep_stats = keep_stats
         self.progress = progress
         self.on_shard = on_shard
+        # (origin, size): shards never cross origin + k * size, however the trainer cut
+        # its chunks (helper-62: chunks of labels without positives grow to 64 x the
+        # shard size, and a resume's chunks start off the grid)
+        self.grid = grid
+        # the statistics of every shard, for the run's report (finish_result); not kept
+        # where the caller reports from the trainer's own (2M labels: 230 MB twice)
+        self.keep_parts = keep_parts
         self.trained: list[Range] = []
         self.stats_parts: list[TrainingStats] = []
 
+    def _runs(self, labels: np.ndarray) -> list[Range]:
+        runs = contiguous_runs(labels)
+        if self.grid is None or labels.size == 0:
+            return runs
+        origin, size = self.grid
+        cut = np.flatnonzero(np.diff((labels - origin) // size)) + 1     # a new grid cell starts
+        out = []
+        for i, j in runs:
+            inner = cut[(cut > i) & (cut < j)].tolist()
+            out.extend(zip([i, *inner], [*inner, j]))
+        return out
+
     def record(self, labels: np.ndarray, weights: sp.csr_matrix, intercept: np.ndarray,
                stats: TrainingStats) -> None:
-        """Register a finished set of labels (ascending; split at gaps into shards)."""
+        """Register a finished set of labels (ascending; split into shards at gaps and at
+        the grid's cells)."""
         labels = np.asarray(labels, dtype=np.int64)
         weights = sp.csr_matrix(weights)
         intercept = np.asarray(intercept)
-        for i, j in contiguous_runs(labels):
+        for i, j in self._runs(labels):
             first = int(labels[i])
             st = stats.take(np.arange(i, j)) if (i, j) != (0, labels.size) else stats
             if self.keep_stats:
                 write_stats_file(self.writer.path, st)
             entry = self.writer.add_shard(first, weights[i:j], intercept[i:j])
             self.trained.append((first, first + (j - i)))
-            self.stats_parts.append(st)
+            if self.keep_parts:
+                self.stats_parts.append(st)
             if self.on_shard is not None:
                 self.on_shard(entry)
         if self.progress is not None:
@@ -300,16 +322,28 @@ class ShardedResult:
 
 
 def finish_result(writer: ModelWriter, data: PreparedData, recorder: ShardRecorder, before: int,
-                  t_start: float, backend: str, info: dict[str, Any] | None = None) -> ShardedResult:
+                  t_start: float, backend: str, info: dict[str, Any] | None = None,
+                  run_stats: TrainingStats | None = None) -> ShardedResult:
+    """The run's result; ``run_stats``: the statistics of the labels this run trained (the
+    trainer's), else those the recorder kept."""
     from ..training.trainer import note_zero_starts, report_problems
 
     missing = writer.missing_ranges(data.first_label, data.num_labels)
-    if recorder.stats_parts:
+    st = run_stats
+    if st is None and recorder.stats_parts:
         st = TrainingStats.concat(recorder.stats_parts)
+        recorder.stats_parts.clear()
+    if st is not None:
         report_problems(st)
         if backend == "dask":    # said in the workers' logs, per task; here once, for the run (helper-56)
             note_zero_starts(st, "start")
-    stats, without = read_stats(writer.path, data.first_label, data.num_labels)
+    if st is not None and before == 0 and recorder.keep_stats:
+        # every finished label of the range is this run's, and its statistics files were
+        # written from these: not read back (2M labels: 580 MB more at the peak, helper-62)
+        stats, without = st, []
+    else:
+        del st
+        stats, without = read_stats(writer.path, data.first_label, data.num_labels)
     wall = time.perf_counter() - t_start
     stats.meta.update({"wall_seconds": wall, "backend": backend})
     return ShardedResult(writer.path, data.first_label, data.num_labels, sorted(recorder.trained), before,
@@ -363,7 +397,10 @@ def _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard
     threads = params.effective_threads()
     size = shard_size if shard_size is not None else default_shard_size(data.num_labels, threads)
     plan = plan_shards(missing, size, origin=data.first_label)
-    recorder = ShardRecorder(writer, keep_stats=keep_stats, progress=progress, on_shard=on_shard)
+    # the run is reported from the trainer's statistics (the recorder keeps no second copy)
+    st = None
+    recorder = ShardRecorder(writer, keep_stats=keep_stats, progress=progress, on_shard=on_shard,
+                             grid=(data.first_label, size), keep_parts=False)
     if plan:
         log.info("%s: training %d labels in %d shard(s) of <= %d labels (%d already finished)",
                  writer.path, sum(b - a for a, b in plan), len(plan), size, before)
@@ -376,12 +413,13 @@ def _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard
         writer.manifest_lag = TRAINING_MANIFEST_LAG
         with writer:
             if train_fn is not None:
-                train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False)
+                st = train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink,
+                              collect=False)[2]
             else:
-                train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink, collect=False,
-                             inplace=data.owned or own_data)
+                st = train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink,
+                                  collect=False, inplace=data.owned or own_data)[2]
     return finish_result(writer, data, recorder, before, t_start, "local",
-                         {"shard_size": size, "threads": threads})
+                         {"shard_size": size, "threads": threads}, run_stats=st)
 
 
 __all__ = ["PreparedData", "prepare_data", "open_model_dir", "plan_shards", "default_shard_size",
