@@ -419,6 +419,20 @@ def test_ensemble_scores_are_the_mean_of_its_trees_and_round_trip(bibtex, tmp_pa
         (tmp_path / "e" / "ensemble.json").write_text(json.dumps({**meta, **edit}))
         with pytest.raises(ModelFormatError, match=match):
             load_ensemble(tmp_path / "e")
+    # a tree of other labels in its place: refused by loading and by info alike (helper-62:
+    # info described it, predict refused it)
+    from headstart.cli.info import ensemble_info
+
+    (tmp_path / "e" / "ensemble.json").write_text(json.dumps(meta))
+    ensemble_info(str(tmp_path / "e"))
+    import shutil
+
+    shutil.rmtree(tmp_path / "e" / "tree-1")
+    fit_tree(X, sp.csr_matrix(Y[:, :3]), TrainParams(normalize=True, threads=2), branching=2).save(tmp_path / "e" / "tree-1")
+    for read in (load_ensemble, lambda p: ensemble_info(str(p))):
+        with pytest.raises(ModelFormatError, match="tree-1: its labels, features or preprocessing differ from .*"
+                                                   "tree-0's: not one ensemble"):
+            read(tmp_path / "e")
     with pytest.raises(ParameterError, match="trees must be an integer >= 1"):
         fit_ensemble(X, Y, trees=0)
 

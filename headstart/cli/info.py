@@ -183,10 +183,13 @@ def model_info(path: str, verify: bool = False) -> dict:
 def ensemble_info(path: str) -> dict:
     """An ensemble of label trees: the first tree's description, each tree's shape -- from
     the trees' manifests, as for one tree (the weights are not read)."""
-    from ..tree.ensemble import read_index
+    from ..tree.ensemble import check_members, read_index
 
-    names, _ = read_index(path)
+    names, num_labels = read_index(path)
     trees = [model_info(str(Path(path) / name)) for name in names]
+    # the checks loading makes, from the manifests (helper-62: predict refused what info described)
+    check_members(path, names, num_labels, [(t["label_tree"]["labels"], t["features"], t["preprocessing"])
+                                            for t in trees])
     first = trees[0]
     out = {**first, "path": path, "disk_bytes": sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()),
            "nonzero_weights": sum(t["nonzero_weights"] for t in trees)}

@@ -155,21 +155,36 @@ def read_index(path: str | os.PathLike) -> tuple[list[str], int]:
     return names, meta.get("num_labels")
 
 
+def check_members(path: str | os.PathLike, names: list[str], num_labels: Any, described: list[tuple]) -> None:
+    """The trees ``names`` of the ensemble ``path`` belong together: ``described[i]`` --
+    tree i's (labels, features, preprocessing as in its manifest) -- is the same for all,
+    and the index's ``num_labels`` is their labels (what ``info`` checks from the
+    manifests, and loading from the trees)."""
+    for name, d in zip(names, described):
+        if d != described[0]:
+            raise _not_one(path, name, names)
+    if num_labels != described[0][0]:
+        raise ModelFormatError(f"{Path(path) / FILE}: num_labels {num_labels!r} but its trees have "
+                               f"{described[0][0]} labels")
+
+
+def _not_one(path, name: str, names: list[str]) -> ModelFormatError:
+    return ModelFormatError(f"{Path(path) / name}: its labels, features or preprocessing differ from "
+                            f"{Path(path) / names[0]}'s: not one ensemble")
+
+
 def load_ensemble(path: str | os.PathLike) -> TreeEnsemble:
     """Read and check an ensemble directory: its trees must describe the same labels and
     features, with the same preprocessing."""
     names, num_labels = read_index(path)
     trees = [load_tree(Path(path) / name) for name in names]
     first = trees[0]
+    check_members(path, names, num_labels, [(t.num_labels, t.model.n_features, t.model.preprocessing.to_manifest())
+                                            for t in trees])
     for name, t in zip(names, trees):
         a, b = t.model.preprocessing, first.model.preprocessing
-        if (t.num_labels, t.model.n_features) != (first.num_labels, first.model.n_features) or \
-                a.to_manifest() != b.to_manifest() or not (a.idf is None or np.array_equal(a.idf, b.idf)):
-            raise ModelFormatError(f"{Path(path) / name}: its labels, features or preprocessing differ from "
-                                   f"{Path(path) / names[0]}'s: not one ensemble")
-    if num_labels != first.num_labels:
-        raise ModelFormatError(f"{Path(path) / FILE}: num_labels {num_labels!r} but its trees have "
-                               f"{first.num_labels} labels")
+        if not (a.idf is None or np.array_equal(a.idf, b.idf)):
+            raise _not_one(path, name, names)
     from ..model.manifest import read_manifest
 
     return TreeEnsemble(trees, read_manifest(Path(path) / names[0]), names)
