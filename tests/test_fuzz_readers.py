@@ -736,8 +736,8 @@ def _zip(members: dict[str, bytes], compression=0) -> bytes:
     return b.getvalue()
 
 
-@pytest.mark.parametrize("forgery", ["huge claim", "encrypted flag", "unknown compression", "zip version",
-                                     "not an npy member"])
+@pytest.mark.parametrize("forgery", ["huge claim", "huge claim, deflated", "encrypted flag", "unknown compression",
+                                     "zip version", "not an npy member"])
 def test_forged_archive_members_are_refused(model_dir, tmp_path, forgery):
     """Regression (found by the forgery fuzz above): a member header claiming 10**11
     values made numpy allocate 373 GiB; zipfile's NotImplementedError / RuntimeError
@@ -747,6 +747,8 @@ def test_forged_archive_members_are_refused(model_dir, tmp_path, forgery):
     normalize = npy_bytes("|b1", False, (), b"\x00")
     if forgery == "huge claim":
         raw = _zip({"normalize.npy": normalize, "idf.npy": npy_bytes("<f4", False, (10 ** 11,), b"\0" * 16)})
+    elif forgery == "huge claim, deflated":   # (deflated members may expand 1032-fold, no more)
+        raw = _zip({"normalize.npy": normalize, "idf.npy": npy_bytes("<f4", False, (10 ** 11,), b"\0" * 16)}, 8)
     elif forgery == "not an npy member":
         raw = _zip({"normalize.npy": normalize, "idf.npy": b"not an array"})
     else:
