@@ -824,3 +824,31 @@ def test_centroid_candidates_of_a_row_without_features_are_filled(tmp_path, caps
     (tmp_path / "te6.txt").write_text("2 4 6\n0 0:1\n5\n")
     assert main([str(a) for a in ("shortlist-predict", tmp_path / "m", tmp_path / "te6.txt", "--first-stage",
                                   tmp_path / "fs", "--evaluate", "--threads", "1")]) == 2
+
+
+def test_the_search_reports_progress_and_warns_of_its_work(bib, monkeypatch, caplog):
+    """build_shortlist reports the instances searched (the shortlist command's progress
+    bar; helper-65: 13 minutes without a sign); an exact search whose multiply-adds
+    (query nonzeros x postings of their columns, counted independently here) pass the
+    warning's bound says so and names the pruned back-end; the pruned one does not."""
+    import headstart.shortlist.candidates as cand
+
+    X, Y, _, _ = bib
+    seen = []
+    r = build_shortlist(X, Y, FirstStageParams(K=15, method="centroids"), threads=2, progress=seen.append)
+    assert sum(seen) == X.shape[0] and len(seen) == -(-X.shape[0] // 1024)
+    C = cand.normalize_rows(cand.label_centroids(cand.normalize_rows(sp.csr_matrix(X)), Y))
+    Xb, Cb = (sp.csr_matrix(M, dtype=bool).astype(np.float64) for M in (cand.normalize_rows(sp.csr_matrix(X)), C))
+    work = float((Xb @ Cb.T).sum())           # one multiply-add per shared (row, centroid) feature
+    monkeypatch.setattr(cand, "EXACT_WORK_WARNING", work - 1)
+    with caplog.at_level("WARNING", logger="headstart.shortlist.candidates"):
+        build_shortlist(X, Y, FirstStageParams(K=15, method="centroids"), threads=2)
+    assert [f"the exact search does about {work:.2g} multiply-adds" in m and "--backend pruned" in m
+            for m in caplog.messages] == [True]
+    caplog.clear()
+    monkeypatch.setattr(cand, "EXACT_WORK_WARNING", work + 1)
+    with caplog.at_level("WARNING", logger="headstart.shortlist.candidates"):
+        build_shortlist(X, Y, FirstStageParams(K=15, method="centroids"), threads=2)
+        build_shortlist(X, Y, FirstStageParams(K=15, method="centroids", backend="pruned"), threads=2)
+    assert not caplog.messages
+    assert r.train_recall > 0

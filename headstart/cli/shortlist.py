@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError(f"{args.test}: {Yt.shape[1]} labels, the training data has {Y.shape[1]}")
         Xt = same_feature_space(Xt, X.shape[1], args.test)
     t0 = time.perf_counter()
-    r = build_shortlist(X, Y, fsp, threads=args.threads or None)
+    with common.ProgressBar(X.shape[0], "shortlist", "instances", enabled=not args.quiet) as bar:
+        r = build_shortlist(X, Y, fsp, threads=args.threads or None, progress=bar.advance)
     write_shortlist(args.output, r.shortlist)
     if args.save_first_stage:
         from ..shortlist.api import shortlist_fingerprint

@@ -59,7 +59,10 @@ Search back-ends (an open registry, :data:`BACKENDS`):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import logging
 import math
 import os
 import time
@@ -78,6 +81,12 @@ import scipy.sparse as sp
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
 from ..errors import ModelFormatError, ParameterError
+
+log = logging.getLogger(__name__)
+
+#: multiply-adds of an exact search beyond which it is worth a warning: helper-65 measured
+#: 6.7e10 (centroids of 2M labels, 100K rows) run for more than 13 minutes on one thread
+EXACT_WORK_WARNING = 2e10
 
 METHODS = ("neighbours", "centroids")
 
@@ -269,8 +278,16 @@ def count_hits(r0, r1, cand, y_indptr, y_indices, n_labels):
 
 
 # --------------------------------------------------------------------------- helpers
-def _blocks(n: int, threads: int, fn: Callable[[int, int], None], block: int = 1024) -> None:
-    """fn(r0, r1) over blocks of rows, on ``threads`` threads (the kernels release the GIL)."""
+def _blocks(n: int, threads: int, fn: Callable[[int, int], None], block: int = 1024,
+            progress: Callable[[int], None] | None = None) -> None:
+    """fn(r0, r1) over blocks of rows, on ``threads`` threads (the kernels release the GIL);
+    ``progress(rows)`` after each block."""
+    if progress is not None:
+        work = fn
+
+        def fn(a: int, b: int) -> None:
+            work(a, b)
+            progress(b - a)
     spans = [(a, min(a + block, n)) for a in range(0, n, block)]
     if threads <= 1 or len(spans) <= 1:
         for a, b in spans:
@@ -347,15 +364,32 @@ class ExactIndex:
         self._t = (T.indptr.astype(np.int64), T.indices.astype(np.int32), T.data.astype(np.float32))
         self.threads = resolve_threads(threads)
 
-    def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False):
+    def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False,
+               progress: Callable[[int], None] | None = None):
         Q = self.columns.compact(Q)
         n = Q.shape[0]
         ids = np.full((n, k), -1, dtype=np.int64)
         sims = np.full((n, k), -np.inf)
         q = (Q.indptr.astype(np.int64), Q.indices.astype(np.int64), Q.data.astype(np.float32))
         off = 0 if exclude_self else -1
-        _blocks(n, self.threads, lambda a, b: exact_search_block(a, b, *q, *self._t, self.n, k, off, ids, sims))
+        self._warn_of_work(Q)
+        _blocks(n, self.threads, lambda a, b: exact_search_block(a, b, *q, *self._t, self.n, k, off, ids, sims),
+                progress=progress)
         return ids, sims
+
+    def _warn_of_work(self, Q: sp.csr_matrix) -> None:
+        """The exact search costs a multiply-add per (query nonzero, posting of its column):
+        with features common to most indexed rows (label centroids of millions of labels)
+        that is O(rows) per query -- said before it starts, with the way out."""
+        if self.name != "exact" or Q.nnz == 0:
+            return
+        postings = np.diff(self._t[0])
+        work = float(np.dot(np.bincount(Q.indices, minlength=postings.size)[:postings.size].astype(np.float64),
+                            postings))
+        if work > EXACT_WORK_WARNING:
+            log.warning("the exact search does about %.2g multiply-adds (%.3g per query row, against %d indexed "
+                        "rows): at this size it may take hours; backend 'pruned' (each indexed row cut to its "
+                        "largest entries: --backend pruned --keep N) bounds it", work, work / Q.shape[0], self.n)
 
 
 class PyNNDescentIndex:
@@ -378,7 +412,14 @@ class PyNNDescentIndex:
                                            compressed=False)
         self._prepared = False
 
-    def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False):
+    def search(self, Q: sp.csr_matrix, k: int, exclude_self: bool = False,
+               progress: Callable[[int], None] | None = None):
+        out = self._search(Q, k, exclude_self)
+        if progress is not None:
+            progress(Q.shape[0])
+        return out
+
+    def _search(self, Q: sp.csr_matrix, k: int, exclude_self: bool):
         if exclude_self and k + 1 <= self.index.n_neighbors:
             # the index's own k-NN graph (built anyway) holds each row's neighbours, itself first
             ids, dist = self.index.neighbor_graph
@@ -487,12 +528,16 @@ class FirstStage:
         return self._index
 
     def candidates(self, X: sp.csr_matrix, *, training: bool = False, K: int | None = None,
-                   fill: bool | None = None):
+                   fill: bool | None = None, progress: Callable[[int], None] | None = None):
         """(labels, scores), each (n, K): the candidates of every row of X, best first
         (label -1 where there are fewer).  ``training``: X is the training data the stage
         was fitted on, and (method neighbours) a row does not count itself.  ``fill``
         (default: the stage's own setting) fills empty slots with the most frequent
-        training labels."""
+        training labels.  ``progress(rows)`` as the search goes (a back-end of the
+        registry whose ``search`` takes no ``progress`` reports nothing)."""
+        search = self.index.search
+        if progress is not None and "progress" in inspect.signature(search).parameters:
+            search = functools.partial(search, progress=progress)
         K = int(K or self.params.K)
         fill = self.params.fill if fill is None else bool(fill)
         if X.shape[1] > self.n_features:
@@ -502,7 +547,7 @@ class FirstStage:
             Q = sp.csr_matrix((Q.data, Q.indices, Q.indptr), shape=(Q.shape[0], self.n_features))
         t0 = time.perf_counter()
         if self.params.method == "centroids":
-            labels, scores = self.index.search(Q, min(K, self.n_labels))
+            labels, scores = search(Q, min(K, self.n_labels))
             if labels.shape[1] < K:
                 labels = np.pad(labels, ((0, 0), (0, K - labels.shape[1])), constant_values=-1)
                 scores = np.pad(scores, ((0, 0), (0, K - scores.shape[1])), constant_values=-np.inf)
@@ -512,7 +557,7 @@ class FirstStage:
                 _blocks(Q.shape[0], resolve_threads(self.threads),
                         lambda a, b: fill_from_prior(a, b, labels, scores, self.prior, self.n_labels))
         else:
-            nb_ids, nb_sims = self.index.search(Q, self.params.neighbours, exclude_self=training)
+            nb_ids, nb_sims = search(Q, self.params.neighbours, exclude_self=training)
             labels = np.full((Q.shape[0], K), -1, dtype=np.int64)
             scores = np.full((Q.shape[0], K), -np.inf)
             yi = (self.Y.indptr.astype(np.int64), self.Y.indices.astype(np.int64))
@@ -643,12 +688,13 @@ class ShortlistResult:
 
 
 def build_shortlist(X: sp.csr_matrix, Y: sp.spmatrix, params: FirstStageParams | None = None,
-                    threads: int | None = None) -> ShortlistResult:
+                    threads: int | None = None, progress: Callable[[int], None] | None = None) -> ShortlistResult:
     """Fit the first stage on (X, Y) and make every training instance's K candidates
-    (leave-one-out for ``neighbours``), inverted into per-label instance lists."""
+    (leave-one-out for ``neighbours``), inverted into per-label instance lists;
+    ``progress(rows)`` as the instances are searched."""
     t0 = time.perf_counter()
     fs = FirstStage.fit(X, Y, params, threads)
-    labels, _ = fs.candidates(X, training=True)
+    labels, _ = fs.candidates(X, training=True, progress=progress)
     sl = candidates_to_shortlist(labels, fs.n_labels)
     rec = recall(labels, Y, threads)
     return ShortlistResult(sl, fs, labels, time.perf_counter() - t0, rec)
