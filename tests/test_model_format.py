@@ -292,6 +292,28 @@ def test_truncated_npz(saved):
             load_model(saved)
 
 
+def test_model_files_are_stored_and_statistics_deflated(saved, tmp_path):
+    """Every file of a model is a stored (uncompressed) zip: every earlier reader refuses a
+    member claiming more bytes than its file holds, as a deflated one may (helper-66);
+    the statistics beside it are deflated (numpy reads either)."""
+    import zipfile
+
+    from headstart.training.stats import TrainingStats, load_stats_file, write_stats_file
+
+    files = sorted(saved.rglob("*.npz"))
+    assert any(f.name == "label_counts.npz" for f in files) and any("shards" in f.parts for f in files)
+    for f in files:
+        with zipfile.ZipFile(f) as z:
+            assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}, f
+    st = TrainingStats.from_chunks([])
+    st = TrainingStats({"label": np.arange(5, 9), **{k: np.zeros(4) for k in st.columns if k != "label"}},
+                       np.zeros(5, dtype=np.int64), {k: np.zeros(0) for k in st.iterations})
+    path = write_stats_file(tmp_path, st)
+    with zipfile.ZipFile(path) as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
+    assert np.array_equal(load_stats_file(path)["label"], np.arange(5, 9))
+
+
 def test_object_array_refused(saved, tmp_path):
     arrs = _good_arrays(saved)
     arrs["data"] = np.array([{"evil": 1}, "x"] + [None] * (arrs["data"].shape[0] - 2), dtype=object)

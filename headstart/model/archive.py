@@ -1,15 +1,15 @@
 """Checksummed ``.npz`` archives: written atomically, read back only if the bytes match.
 
-Every model file is an ``.npz`` whose sha256 is recorded (in the manifest) when it is
-written: uncompressed (weights are read in place, and compress poorly), but for the
-per-label side files whose few distinct values compress well (``compress=True``: zlib
-level 1, e.g. the label counts, 8 bytes a label uncompressed: 16 MB in every model of a
-2M-label space, helper-65).  Reading goes the other way round: the bytes are read
+Every model file is an uncompressed ``.npz`` whose sha256 is recorded (in the
+manifest) when it is written.  (``compress=True`` deflates an archive -- zlib level 1 --
+for the training statistics beside a model, which numpy reads directly.  Model files stay
+stored: the reader below, in this and every earlier version, refuses a member that
+claims more bytes than its file holds, as a deflated one may.)  Reading goes the other way round: the bytes are read
 once, hashed, and only the bytes that were hashed are parsed, so a file changed between
 the check and the parse cannot slip through.  Nothing is ever unpickled: archives are
 opened with ``allow_pickle=False`` and an object array is reported as an error, and a
-member whose header claims more bytes than its bytes in the file can hold (deflate
-expands at most 1032-fold) is refused before numpy allocates the claim.  Every problem is a :class:`ModelFormatError` naming the file.
+member whose header claims more bytes than the whole file holds is refused before
+numpy allocates the claim.  Every problem is a :class:`ModelFormatError` naming the file.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ def write_npz(path: Path, arrays: dict[str, np.ndarray], compress: bool = False)
     return write_npz_stream(path, [(k, a.dtype, a.shape, (a,)) for k, a in arrays.items()], compress)
 
 
-#: deflate's largest expansion (a member may hold this many bytes per compressed byte)
-MAX_DEFLATE_RATIO = 1032
-
-
 def write_npz_stream(path: Path, members: Iterable[tuple[str, Any, tuple, Iterable[Any]]],
                      compress: bool = False) -> str:
     """Write an uncompressed npz atomically from members given piece by piece; return
@@ -52,7 +48,8 @@ def write_npz_stream(path: Path, members: Iterable[tuple[str, Any, tuple, Iterab
     values in C order and must add up to exactly ``shape``'s size, so a member can be
     copied from a file in blocks without ever being in memory whole (the spooled model
     writer, :mod:`.spool`).  The layout is numpy's own: a ``name.npy`` file per member
-    in a stored (uncompressed) zip with zip64 entries, as ``np.savez`` writes it."""
+    in a stored (uncompressed; with ``compress`` deflated) zip with zip64 entries, as
+    ``np.savez`` (``np.savez_compressed``) writes it."""
     path = Path(path)
     how = dict(compression=zipfile.ZIP_DEFLATED, compresslevel=1) if compress else dict(compression=zipfile.ZIP_STORED)
     with atomic_write(path, "wb") as fh, zipfile.ZipFile(fh, mode="w", allowZip64=True, **how) as zf:
@@ -94,22 +91,17 @@ def read_verified(path: Path, sha256: str) -> bytes:
     return raw
 
 
-def _claimed_nbytes(npz: Any, key: str, npz_bytes: int) -> tuple[int, int]:
-    """Bytes the .npy header of member ``key`` claims (the header only: nothing is
-    allocated), and the most its bytes in the archive can hold."""
+def _claimed_nbytes(npz: Any, key: str) -> int:
+    """Bytes the .npy header of member ``key`` claims (the header only: nothing is allocated)."""
     name = key + ".npy" if key + ".npy" in npz.zip.namelist() else key
-    info = npz.zip.getinfo(name)
-    most = min(info.compress_size, npz_bytes) * (1 if info.compress_type == zipfile.ZIP_STORED else MAX_DEFLATE_RATIO)
     with npz.zip.open(name) as fh:
         version = np.lib.format.read_magic(fh)
         read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read(fh)
-    if dtype.hasobject:
-        return 0, most       # numpy refuses it unread (allow_pickle=False): said as such below
     n = dtype.itemsize
     for s in shape:
         n *= int(s)
-    return n, most
+    return n
 
 
 def load_npz(path: Path, raw: bytes, required: set[str], optional: set[str] = frozenset()
@@ -137,10 +129,10 @@ def load_npz(path: Path, raw: bytes, required: set[str], optional: set[str] = fr
         out = {}
         for key in sorted(keys):
             try:
-                claimed, most = _claimed_nbytes(npz, key, len(raw))
-                if claimed > most:
-                    raise ModelFormatError(f"{path}: array {key!r} claims {claimed} bytes, more than its "
-                                           f"{most}-byte share of the {len(raw)}-byte file holds")
+                claimed = _claimed_nbytes(npz, key)
+                if claimed > len(raw):
+                    raise ModelFormatError(f"{path}: array {key!r} claims {claimed} bytes, more than the whole "
+                                           f"{len(raw)}-byte file holds")
                 out[key] = npz[key]
             except ModelFormatError:
                 raise

@@ -105,5 +105,4 @@ def write_extras(directory: Path, manifest: dict[str, Any], preprocessing: Prepr
     """Write both extra files into ``directory`` and record their checksums in ``manifest``."""
     pre, counts = _extras_arrays(preprocessing, label_counts, manifest["n_features"], manifest["label_space"])
     manifest["extra_files"] = {PREPROCESSING_FILE: write_npz(directory / PREPROCESSING_FILE, pre),
-                               # (few distinct values: 16 MB -> 34 KB for 2M labels, helper-65)
-                               LABEL_COUNTS_FILE: write_npz(directory / LABEL_COUNTS_FILE, counts, compress=True)}
+                               LABEL_COUNTS_FILE: write_npz(directory / LABEL_COUNTS_FILE, counts)}

@@ -536,7 +536,7 @@ class FirstStage:
         training labels.  ``progress(rows)`` as the search goes (a back-end of the
         registry whose ``search`` takes no ``progress`` reports nothing)."""
         search = self.index.search
-        if progress is not None and "progress" in inspect.signature(search).parameters:
+        if progress is not None and _takes(search, "progress"):
             search = functools.partial(search, progress=progress)
         K = int(K or self.params.K)
         fill = self.params.fill if fill is None else bool(fill)
@@ -685,6 +685,15 @@ class ShortlistResult:
     train_candidates: np.ndarray   # (n, K) labels
     seconds: float
     train_recall: float
+
+
+def _takes(fn: Callable, name: str) -> bool:
+    """Whether ``fn`` takes a keyword ``name`` (False where its signature is unknown: a
+    builtin or extension callable of a registered back-end)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def build_shortlist(X: sp.csr_matrix, Y: sp.spmatrix, params: FirstStageParams | None = None,
