@@ -749,6 +749,10 @@ def binary_precision_recall(Y_true, Y_pred, threshold: float = 0.0, zero_divisio
     return {"precision": prec, "recall": rec, "n_labels_precision": n_prec, "n_labels_recall": n_rec}
 
 
+#: the keys of :func:`f1_scores`, in its order
+F1_NAMES = ("Micro-F1", "Macro-F1", "Another-Macro-F1")
+
+
 def f1_scores(Y_true, Y_pred, threshold: float = 0.0) -> dict:
     """LibMultiLabel's thresholded one-vs-all scores: ``"Micro-F1"``, ``"Macro-F1"`` and
     ``"Another-Macro-F1"`` of the decisions ``Y_pred > threshold`` (definitions in the
@@ -800,4 +804,4 @@ def f1_from_counts(tp: np.ndarray, pp: np.ndarray, relevant: np.ndarray) -> dict
     mp = float(ratio(tp.astype(np.float64), tp + fp).sum()) / L if L else 0.0
     mr = float(ratio(tp.astype(np.float64), tp + fn).sum()) / L if L else 0.0
     another = 2 * mp * mr / (mp + mr) if mp + mr > 0 else 0.0
-    return {"Micro-F1": micro, "Macro-F1": macro, "Another-Macro-F1": another}
+    return dict(zip(F1_NAMES, (micro, macro, another)))

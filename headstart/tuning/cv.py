@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ParameterError
+from ..metrics import F1_NAMES
 from ..params import TrainParams
 from .folds import FoldRunner, check_cv, split
 
@@ -26,8 +27,7 @@ log = logging.getLogger(__name__)
 
 #: metrics a candidate may be chosen by (their @k with k up to the run's k)
 CHOOSE_BY = ("P", "nDCG", "R", "RP")
-#: and without a k: LibMultiLabel's F1 scores of the decisions score > 0 (metrics.f1_scores)
-F1_NAMES = ("Micro-F1", "Macro-F1", "Another-Macro-F1")
+# and without a k: F1_NAMES, LibMultiLabel's F1 scores of the decisions score > 0 (metrics.f1_scores)
 
 
 @dataclass
