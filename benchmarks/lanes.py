@@ -6,7 +6,7 @@ threads' lane buffers fit the lane budget (half the memory the process may use),
 saves in memory: per lane count the median wall time over the rounds (the order rotating
 so that no count always runs first), its ratio to 16 lanes, whether the weights equal the
 16-lane weights bit for bit, and the lane buffers of one thread by
-``resources.thread_workspace_bytes`` -- for this data set and for the published shapes.
+``training.budget.thread_workspace_bytes`` -- for this data set and for the published shapes.
 
     python benchmarks/lanes.py debian-deps --labels 0:2000 --threads 2 --rounds 3
     python benchmarks/lanes.py /work/data/amazon-670k --labels 0:160 --lanes 16,8 --json out.json
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.before_after import dataset_files  # noqa: E402
 from headstart.io.xmc import read_xmc  # noqa: E402
 from headstart.params import TrainParams  # noqa: E402
-from headstart.resources import thread_workspace_bytes  # noqa: E402
+from headstart.training.budget import thread_workspace_bytes  # noqa: E402
 from headstart.training.trainer import train_labels  # noqa: E402
 
 # (name, rows, features) of the published sets the docs quote

@@ -155,6 +155,7 @@ def main() -> int:
 
     from headstart import OvAClassifier
     from headstart.training import stats as st_mod
+    from headstart.training import chunks as ch
     from headstart.training import trainer as tr
     from headstart import estimator as est
 
@@ -171,8 +172,8 @@ def main() -> int:
 
     tl = Timeline()
     for obj, attr in [(est, "prepare_data"), (tr, "prepare_problem"), (tr, "make_initializer"),
-                      (tr, "make_workspace"), (tr, "make_records"), (tr, "train_chunk"), (tr, "stack_rows"),
-                      (tr, "chunk_stats"), (tr, "chunk_weights"),
+                      (tr, "make_workspace"), (tr, "make_records"), (tr, "train_chunk"), (ch, "stack_rows"),
+                      (ch, "chunk_stats"), (ch, "chunk_weights"),
                       (tr, "report_problems"), (tr.FeatureOrder, "by_frequency"),
                       (tr.FeatureOrder, "to_internal"), (tr.FeatureOrder, "to_original")]:
         wrap(tl, obj, attr)
@@ -188,7 +189,7 @@ def main() -> int:
             kept["rec " + name] = a[11:16]
             return tc(*a)
         tr.train_chunk = train_chunk
-        sr = tr.stack_rows
+        sr = ch.stack_rows
 
         def stack_rows(results, d):
             report = {}
@@ -211,7 +212,7 @@ def main() -> int:
             report["RSS - base"] = (rss() - base) / MB
             kept["report"] = report
             return sr(results, d)
-        tr.stack_rows = stack_rows
+        ch.stack_rows = stack_rows
     # the initialiser's prepare: wrap the instance method of whatever make_initializer returns
     mk = tr.make_initializer
 

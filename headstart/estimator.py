@@ -20,7 +20,8 @@ from .model.model import FeatureHashing, OvAModel, Preprocessing
 from .model.ranges import contiguous_runs, uncovered
 from .params import UNUSED_IS_AN_ERROR, TrainParams, implied_choices, unused_message, unused_parameters
 from .training.stats import TrainingStats
-from .training.trainer import ChunkResult, train_labels
+from .training.chunks import ChunkResult
+from .training.trainer import train_labels
 from .validation import check_features, check_k, check_labels, shares_arrays
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ def fit_to_directory(X, Y, params: TrainParams, path, *, first_label: int = 0, n
     :mod:`headstart.model.spool`).  Returns the statistics (without the per-iteration
     trajectories unless ``trajectories``) and the number of weights."""
     from .model.spool import spooled_model
-    from .training.trainer import report_problems
+    from .training.chunks import report_problems
 
     data = prepare_data(X, Y, params, first_label, num_labels)
     digest = data.digest()      # before training renumbers X in place

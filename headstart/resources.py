@@ -8,7 +8,7 @@ goes on anyway.  ``headstart predict --max-memory MB`` sizes its blocks of insta
 with :func:`prediction_chunk_rows`.
 
 The estimates follow the buffers the code actually allocates (see
-:mod:`headstart.training.trainer` and :mod:`headstart.training.kernel`):
+:mod:`headstart.training.chunks`, :mod:`headstart.training.budget` and :mod:`headstart.training.kernel`):
 
 data
     ``X`` as CSR: float32 values + int32 column indices per non-zero, an int64 row
@@ -22,7 +22,7 @@ init
     solution and a workspace of its own).
 workspaces
     per training thread, ``lanes`` (:data:`headstart.training.kernel.LANES`, 16; 8 when 16
-    would take more than :func:`headstart.training.trainer.lane_budget`, 1 when 8 would too) lane workspaces as
+    would take more than :func:`headstart.training.budget.lane_budget`, 1 when 8 would too) lane workspaces as
     :func:`headstart.training.kernel.make_lane_workspace` lays them out (read from it:
     per lane w, s (float64) and the support and its marks (uint32) of ``n_features + 1``,
     the scores wx, xs (float64) and the labels (int8) of ``n``; shared by a thread's
@@ -76,16 +76,16 @@ from __future__ import annotations
 import gzip
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._memory import available_memory, thread_address_space
 from ._threads import usable_cores
 from .errors import ResourceError
 
 __all__ = ["MemoryEstimate", "estimate_training_memory", "training_memory_for", "available_memory",
-           "check_memory", "estimate_prediction_memory", "prediction_chunk_rows", "text_bytes_per_row",
-           "format_bytes", "DEFAULT_WEIGHT_DENSITY"]
+           "thread_address_space", "check_memory", "estimate_prediction_memory", "prediction_chunk_rows",
+           "text_bytes_per_row", "format_bytes", "DEFAULT_WEIGHT_DENSITY"]
 
 #: assumed fraction of ``features_used + 1`` that keeps a weight after pruning (prune > 0)
 DEFAULT_WEIGHT_DENSITY = 0.05
@@ -130,70 +130,12 @@ class MemoryEstimate:
         return ", ".join(f"{k} {format_bytes(v)}" for v, k in items)
 
 
-# --------------------------------------------------------------------------- training
-_LANE_LAYOUT: tuple[int, int, int] | None = None
-
-
-def lane_workspace_layout() -> tuple[int, int, int, int, int]:
-    """Bytes of the kernel's workspace per ``n_features + 1`` and per ``n``, for each lane
-    and shared by the lanes of a thread, plus fixed bytes per lane: read from
-    :func:`~headstart.training.kernel.make_lane_workspace` on a tiny problem (arrays
-    with a leading axis of 1 whatever the lane count are shared), so the estimate
-    follows its layout and dtypes (``y`` int8, ``act`` uint32, ...).
-    Returns (per_nv, per_n, fixed, shared_nv, shared_n)."""
-    global _LANE_LAYOUT
-    if _LANE_LAYOUT is None:
-        from .training.kernel import make_lane_workspace
-
-        n, d = 5, 6                      # distinct lengths: n = 5, n_features + 1 = 7 (the
-        #                                  objective's scalars: 3, the lane delta: 1)
-        per_nv = per_n = fixed = shared_nv = shared_n = 0
-        ws, state = make_lane_workspace(n, d, 2)
-        for a in (*ws, *state):
-            length = int(a.size // a.shape[0])
-            shared = a.shape[0] == 1
-            if length == d + 1:
-                if shared:
-                    shared_nv += a.itemsize
-                else:
-                    per_nv += a.itemsize
-            elif length == n:
-                if shared:
-                    shared_n += a.itemsize
-                else:
-                    per_n += a.itemsize
-            else:
-                fixed += a.itemsize * length
-        _LANE_LAYOUT = (per_nv, per_n, fixed, shared_nv, shared_n)
-    return _LANE_LAYOUT
-
-
-def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> int:
-    """Bytes of one training thread's buffers: its lanes' workspaces
-    (:func:`lane_workspace_layout`), the kernel's float32 sweep buffer (one column per
-    lane), the recomputed start vector, the positives' sum and the exact-remainder
-    scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
-    member (gradient, preconditioner, residual, direction and product, each also
-    interleaved), the members' gradient coefficients (float64 per instance), its row
-    union (uint32) and marks (``groups``: whether the threads
-    form groups, :func:`headstart.training.trainer.use_groups`; by default counted
-    whenever they have 16 lanes, the most they may take).  Also what
-    :func:`headstart.training.trainer.choose_lanes` weighs against the lane budget."""
-    from .objective.erm import GROUP
-    from .training.kernel import LANES
-
-    nv = d + 1
-    per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    group = 7 * GROUP * nv * _F64 + (5 + GROUP * _F64) * n if groups and lanes == LANES else 0
-    return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
-            + 3 * nv * _F64 + lanes * nv * 4 + group)
-
-
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None, memory: int | None = None) -> tuple[int, int, int]:
     """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them
     on a machine where the process can use ``memory`` bytes (default: this one)."""
-    from .training.trainer import choose_lanes, default_chunk_size, lane_budget
+    from .training.budget import choose_lanes, lane_budget
+    from .training.chunks import default_chunk_size
 
     threads = max(1, int(threads) if threads else usable_cores())
     if chunk_size is None:
@@ -233,7 +175,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     ``locality`` when the trainer works on a copy of X with features renumbered by
     frequency (its default, :mod:`headstart.training.locality`); ``memory``: the bytes the
     training process may use on the machine in question (default: this machine's), which
-    decides whether the threads keep 16 lanes (:func:`headstart.training.trainer.lane_budget`).
+    decides whether the threads keep 16 lanes (:func:`headstart.training.budget.lane_budget`).
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
@@ -246,6 +188,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # pretrained start
     dk = d if init == "pretrained" else fu
     used, chunk_size, lanes = _training_layout(n, dk, n_labels, threads, chunk_size, lanes, memory)
+    from .training.budget import thread_workspace_bytes
+
     nv = dk + 1
     cap = min(int(max_iter), 1000) + 1
     per_label_w = weight_density * (fu + 1)
@@ -376,153 +320,17 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
 
 def _groups(lanes: int, init: str, loss: str) -> bool:
     """Whether the trainer forms direction groups for this initialiser (with its
-    default parameters) and loss (see :func:`headstart.training.trainer.use_groups`)."""
+    default parameters) and loss (see :func:`headstart.training.budget.use_groups`)."""
     from .init import REGISTRY as INITS
     from .objective import losses
     from .params import TrainParams
-    from .training.trainer import use_groups
+    from .training.budget import use_groups
 
     try:
         sparse = bool(INITS[init].make(TrainParams(init=init)).sparse_start)
     except Exception:   # noqa: BLE001 - an initialiser that needs more parameters: count the groups
         sparse = False
     return use_groups(lanes, sparse, losses.get(loss).mines if loss in losses.REGISTRY else False)
-
-
-# --------------------------------------------------------------------------- available memory
-def _meminfo_available(path: str = "/proc/meminfo") -> int | None:
-    try:
-        with open(path, encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _dask_worker_available() -> int | None:
-    """Inside a task of a Dask worker that has a memory limit (``dask worker
-    --memory-limit``, LocalCluster's ``memory_limit``): the bytes its nanny lets the
-    worker grow by before it kills it (``distributed.worker.memory.terminate`` of the
-    limit, 0.95 by default, minus the worker's resident size), shared by the tasks
-    running on the worker.  Without it the lanes were sized by the machine's memory and
-    a worker limited to part of it was killed and its tasks reported lost, never as
-    memory (helper-56).  None outside a worker or without a limit; Dask is not imported
-    here, only looked up where it is loaded already."""
-    distributed = sys.modules.get("distributed")
-    if distributed is None:
-        return None
-    try:
-        worker = distributed.get_worker()
-    except ValueError:          # not inside a task
-        return None
-    limit = getattr(getattr(worker, "memory_manager", None), "memory_limit", None)
-    if not limit:
-        return None
-    import dask
-    import psutil               # a dependency of distributed
-
-    fraction = dask.config.get("distributed.worker.memory.terminate", 0.95) or 1.0   # False: never killed
-    running = max(1, len(getattr(getattr(worker, "state", None), "executing", ()) or ()))
-    return max(0, int(limit * float(fraction)) - psutil.Process().memory_info().rss) // running
-
-
-def _cgroup_available() -> int | None:
-    """Limit minus usage of this process's memory cgroup (v2, else v1), when it has a limit."""
-    try:
-        with open("/proc/self/cgroup", encoding="ascii") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        if parts[0] == "0" and parts[1] == "":           # cgroup v2
-            root, limit_f, usage_f = "/sys/fs/cgroup", "memory.max", "memory.current"
-        elif "memory" in parts[1].split(","):            # cgroup v1
-            root, limit_f, usage_f = "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
-        else:
-            continue
-        # the process's own group, else the root of the mount (inside a container)
-        for base in (root + parts[2].rstrip("/"), root):
-            try:
-                with open(os.path.join(base, limit_f), encoding="ascii") as f:
-                    limit = f.read().strip()
-                with open(os.path.join(base, usage_f), encoding="ascii") as f:
-                    usage = int(f.read().strip())
-            except (OSError, ValueError):
-                continue
-            if not limit.isdigit() or int(limit) >= 1 << 60:   # "max" or v1's "unlimited"
-                return None
-            return max(0, int(limit) - usage)
-    return None
-
-
-#: address space a worker thread maps beyond the buffers the estimates count, which
-#: only an address-space limit (``ulimit -v``) sees: glibc's malloc gives each thread an
-#: arena of its own, reserving 64 MiB (HEAP_MAX_SIZE on 64-bit), and the thread's stack
-#: (RLIMIT_STACK's soft limit, 8 MiB by default) -- reserved, mostly never resident
-#: (helper-52: a tight ``ulimit -v`` passed the check, then threads failed to start)
-THREAD_ARENA_BYTES = 64 << 20
-
-
-def thread_address_space() -> int:
-    """Address space one more thread reserves: its malloc arena and its stack."""
-    stack = 8 << 20
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_STACK)
-        if soft != resource.RLIM_INFINITY and soft > 0:
-            stack = int(soft)
-    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
-        pass
-    return THREAD_ARENA_BYTES + stack
-
-
-def _rlimit_available(threads: int = 0) -> int | None:
-    """Address-space limit (``ulimit -v``) minus what the process has mapped already
-    and what ``threads`` more threads will reserve (:func:`thread_address_space`)."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not POSIX
-        return None
-    try:
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (OSError, ValueError):  # pragma: no cover
-        return None
-    if soft == resource.RLIM_INFINITY or soft < 0:
-        return None
-    try:
-        with open("/proc/self/statm", encoding="ascii") as f:
-            vsize = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        vsize = 0
-    return max(0, soft - vsize - threads * thread_address_space())
-
-
-def available_memory(threads: int = 0) -> int | None:
-    """Bytes this process can still allocate, or None when it cannot be told.
-
-    The smallest of: ``MemAvailable`` of ``/proc/meminfo`` (else free physical pages
-    from ``os.sysconf``), the cgroup's limit minus its usage, and the address-space
-    limit (``ulimit -v``) minus the process's current size and the address space that
-    ``threads`` worker threads about to start will reserve; inside a Dask worker with a
-    memory limit, also the share of that limit left to this task (``_dask_worker_available``).
-    """
-    candidates = []
-    mem = _meminfo_available()
-    if mem is None:
-        try:
-            mem = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            mem = None
-    for v in (mem, _cgroup_available(), _rlimit_available(threads), _dask_worker_available()):
-        if v is not None:
-            candidates.append(int(v))
-    return min(candidates) if candidates else None
 
 
 def check_memory(need: int, what: str, *, available: int | None = None, breakdown: str = "",

@@ -452,7 +452,7 @@ def test_a_workers_memory_limit_bounds_the_memory_a_task_sees():
     (helper-56: the nanny then killed it, reported as lost tasks); inside a task the
     memory available is the limit's share that is left, and the lanes follow it."""
     from headstart.resources import available_memory
-    from headstart.training.trainer import choose_lanes
+    from headstart.training.budget import choose_lanes
 
     def inside() -> tuple:
         return available_memory(), choose_lanes(4_000_000, 4_000_000, 1)

@@ -193,7 +193,7 @@ def test_abort_stops_a_label_within_an_iteration(bibtex):
     iteration, and the chunk keeps nothing (as the Newton kernel does)."""
     from headstart.solver import glmnet
     from headstart.training import coordinate
-    from headstart.training.trainer import make_records
+    from headstart.training.chunks import make_records
 
     X, Y = bibtex
     CP = coordinate.column_problem(X, TrainParams(loss="logistic", regularizer="l1-exact"))
@@ -279,7 +279,7 @@ def test_cdn_abort_and_unknown_solver(bibtex):
     from headstart.params import unused_parameters, validate
     from headstart.solver import cdn, glmnet
     from headstart.training import coordinate
-    from headstart.training.trainer import make_records
+    from headstart.training.chunks import make_records
 
     X, Y = bibtex
     CP = coordinate.column_problem(X, TrainParams(loss="squared-hinge", regularizer="l1-exact"))

@@ -14,7 +14,7 @@ from headstart.training import pages
 from headstart.training.packed import PackedRows
 from headstart.training.kernel import STAT_FIELDS
 from headstart.training.stats import ITER_FIELDS, TrainingStats
-from headstart.training.trainer import ChunkResult, stack_rows
+from headstart.training.chunks import ChunkResult, stack_rows
 
 
 def _weights(rows=200, d=70000, density=0.01, seed=0):

@@ -34,7 +34,8 @@ from headstart.params import TrainParams
 from headstart.solver.newton import STATUS_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
-TRAINER_LOG = "headstart.training.trainer"
+#: the logger of the trainer's reports (training/chunks.py: report_problems)
+REPORT_LOG = "headstart.training.chunks"
 
 
 # --------------------------------------------------------------------------- data
@@ -116,7 +117,7 @@ def trainer_log(caplog):
     top = logging.getLogger("headstart")
     old = top.propagate
     top.propagate = True
-    caplog.set_level(logging.INFO, logger=TRAINER_LOG)
+    caplog.set_level(logging.INFO, logger=REPORT_LOG)
     yield caplog
     top.propagate = old
 
@@ -132,7 +133,7 @@ def check_fit(clf, n_labels: int, records) -> None:
     labels = np.asarray(clf.stats_["label"])
     assert status.shape == (n_labels,)
     assert set(status.tolist()) <= set(range(len(STATUS_NAMES)))
-    warnings = [r.getMessage() for r in records if r.name == TRAINER_LOG and r.levelno == logging.WARNING]
+    warnings = [r.getMessage() for r in records if r.name == REPORT_LOG and r.levelno == logging.WARNING]
     for code in sorted(set(status.tolist()) - {0}):
         bad = labels[status == code]
         msg = [m for m in warnings if f"status {STATUS_NAMES[code]}:" in m]
@@ -160,7 +161,7 @@ def test_label_without_positives_is_logged_and_counted(trainer_log):
     X, Y, _ = _no_positives_and_all_positive()
     clf = headstart.OvAClassifier(threads=1).fit(X, Y)
     assert int(clf.stats_["n_pos"][0]) == 0 and int(clf.stats_["n_pos"][3]) == X.shape[0]
-    info = [r.getMessage() for r in trainer_log.records if r.name == TRAINER_LOG and r.levelno == logging.INFO]
+    info = [r.getMessage() for r in trainer_log.records if r.name == REPORT_LOG and r.levelno == logging.INFO]
     assert any(m.startswith("1 label(s) have no positive training instance") and m.endswith(": 0") for m in info)
     # the all-negative label scores below every instance's best label
     scores = clf.decision_function(X)
@@ -310,7 +311,7 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     machine (they take ~14 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
     one."""
     from headstart.training.kernel import HALF_LANES, LANES
-    from headstart.training.trainer import choose_lanes, lane_budget
+    from headstart.training.budget import choose_lanes, lane_budget
 
     assert lane_budget(256 * 2**30) == 128 * 2**30 and lane_budget(1 * 2**30) == 2 * 2**30
     assert choose_lanes(490449, 135909, 64, lane_budget(256 * 2**30)) == LANES
@@ -328,7 +329,7 @@ def test_fewer_lanes_are_reported(monkeypatch, caplog):
     took: 8 at INFO, one (several times slower) as a WARNING; the weights are the same."""
     from headstart.validation import check_features, check_labels
     from headstart.params import TrainParams
-    from headstart.resources import thread_workspace_bytes
+    from headstart.training.budget import thread_workspace_bytes
     from headstart.training import trainer
 
     rng = np.random.default_rng(3)
@@ -351,7 +352,7 @@ def test_fewer_lanes_are_reported(monkeypatch, caplog):
 
 
 def test_training_estimate_follows_the_trainer():
-    from headstart.training.trainer import choose_lanes
+    from headstart.training.budget import choose_lanes
 
     e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
     assert e.details["lanes"] == choose_lanes(1000, 500, e.details["threads"])
@@ -367,7 +368,7 @@ def test_training_estimate_follows_the_trainer():
     L = e.details["lanes"]
     ws, state = make_lane_workspace(1000, 500, L)
     lanes = sum(a.nbytes for a in (*ws, *state))
-    group = 0    # aop with the squared hinge: no direction groups (trainer.use_groups)
+    group = 0    # aop with the squared hinge: no direction groups (budget.use_groups)
     assert e.parts["workspaces"] == e.details["threads"] * (lanes + 3 * 501 * 8 + L * 501 * 4 + group)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     # from zero the threads form direction groups: their buffers on top, per thread

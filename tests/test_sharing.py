@@ -58,7 +58,7 @@ def test_results_are_spread_back_in_chunk_order():
     """Weights and intercepts are spread by solve_chunk; statistics and trajectories by
     TrainingStats.spread, from record arrays with rows for the solved labels only (3
     here, for a chunk of 6: label_chunks does not count the copies)."""
-    from headstart.training.trainer import chunk_stats
+    from headstart.training.chunks import chunk_stats
 
     chunk = np.array([4, 7, 9, 11, 12, 20])
     copy_of = np.array([-1, -1, 0, 1, -1, 0])
@@ -90,7 +90,7 @@ def test_label_chunks_do_not_count_the_labels_that_take_a_result():
     """With a mask of shared labels, chunks hold chunk_size labels to solve plus any
     number of shared ones between them (at most SHARED_CHUNK_FACTOR * chunk_size labels);
     without one, as before."""
-    from headstart.training.trainer import SHARED_CHUNK_FACTOR, label_chunks, shared_label_chunks
+    from headstart.training.chunks import SHARED_CHUNK_FACTOR, label_chunks, shared_label_chunks
 
     labels = np.arange(100_000)
     free = np.ones(labels.size, dtype=bool)

@@ -18,7 +18,7 @@ from headstart.model.reader import load_model
 from headstart.model.spool import spooled_model
 from headstart.model.writer import save_model
 from headstart.params import TrainParams
-from headstart.training.trainer import ChunkResult
+from headstart.training.chunks import ChunkResult
 
 D = 57
 

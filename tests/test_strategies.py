@@ -19,7 +19,8 @@ from headstart.objective import erm, weighting
 from headstart.params import TrainParams
 from headstart.solver import newton as nt
 from headstart.training import kernel
-from headstart.training.trainer import prepare_problem, train_labels
+from headstart.training.kernel import prepare_problem
+from headstart.training.trainer import train_labels
 from headstart.validation import check_features, check_labels
 
 import _reference as ref
@@ -290,7 +291,7 @@ def test_newton_is_the_one_lane_case_of_the_scheduler(bibtex_small, loss, reg, i
     scheduler give the same weights and objective values, bit for bit (same operations in the same order).
     Zero starts and the logistic loss make the lanes' active sets dense, so their
     directions are computed in groups (kernel.group_directions) there; forced on here
-    (whatever trainer.use_groups decides), and without groups the same bits again."""
+    (whatever budget.use_groups decides), and without groups the same bits again."""
     X, Y = bibtex_small
     labels = np.arange(0, 48)
     p = TrainParams(loss=loss, regularizer=reg, init=init, prune=0.0, threads=1)

@@ -479,7 +479,7 @@ def test_a_directory_cut_by_the_time_budget_keeps_its_statistics_for_resume(tmp_
     import headstart.estimator as est
     from headstart.distributed import train_model_dir
     from headstart.distributed.sharded import read_stats
-    from headstart.training.trainer import ChunkResult
+    from headstart.training.chunks import ChunkResult
 
     X, Y = dataset("bibtex")
     p = TrainParams(threads=2)
@@ -597,13 +597,13 @@ def test_labels_without_positives_share_one_solve(bibtex, tmp_path, init):
 
 def test_a_one_label_run_and_chunks_of_one_label_load_the_runs_kernel(bibtex):
     """The record arrays have one numba type whatever the chunk and iteration counts
-    (trainer.make_records): a one-label run and chunks of one label call the train_chunk
+    (chunks.make_records): a one-label run and chunks of one label call the train_chunk
     an ordinary run compiled, instead of compiling the whole trainer again
     for C-ordered records (~12 s each)."""
     import numba
 
     from headstart.training import kernel
-    from headstart.training.trainer import make_records
+    from headstart.training.chunks import make_records
 
     wide = [numba.typeof(a) for a in make_records(200, 1001)]
     assert [numba.typeof(a) for a in make_records(1, 1001)] == wide == [numba.typeof(a) for a in make_records(2, 2)]

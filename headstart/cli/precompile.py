@@ -183,16 +183,16 @@ def _kernel_args(params):
 
     from ..objective import erm
     from ..solver import newton
-    from ..training import kernel, trainer
+    from ..training import chunks, kernel, trainer
 
     X = sp.csr_matrix((np.ones(3, dtype=np.float32), np.array([0, 1, 1], dtype=np.int32),
                        np.array([0, 2, 3], dtype=np.int64)), shape=(2, 2))
-    P, _ = trainer.prepare_problem(X, params)
+    P, _ = kernel.prepare_problem(X, params)
     S = newton.settings(params)
     WS, OS = trainer.make_workspace(2, 2, kernel.LANES)
     W = type(WS)(*(a[0] for a in WS))
     O = type(OS)(*(a[0] for a in OS))
-    rf, ra, rs, rt, rc = trainer.make_records(2, 2)
+    rf, ra, rs, rt, rc = chunks.make_records(2, 2)
     V = np.zeros((W.w.size, kernel.LANES), dtype=newton.DELTA_DTYPE)
     col = V[:, 0]
     f, i = 0.0, 0

@@ -262,7 +262,7 @@ class ShardRecorder:
             self.progress(int(labels.size))
 
     def sink(self, chunk) -> None:
-        """The trainer's ``sink``: a :class:`~headstart.training.trainer.ChunkResult`."""
+        """The trainer's ``sink``: a :class:`~headstart.training.chunks.ChunkResult`."""
         self.record(chunk.labels, chunk.weights, chunk.intercept, chunk.stats)
 
 
@@ -326,7 +326,7 @@ def finish_result(writer: ModelWriter, data: PreparedData, recorder: ShardRecord
                   run_stats: TrainingStats | None = None) -> ShardedResult:
     """The run's result; ``run_stats``: the statistics of the labels this run trained (the
     trainer's), else those the recorder kept."""
-    from ..training.trainer import note_zero_starts, report_problems
+    from ..training.chunks import note_zero_starts, report_problems
 
     missing = writer.missing_ranges(data.first_label, data.num_labels)
     st = run_stats

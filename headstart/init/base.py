@@ -79,7 +79,7 @@ class Initializer:
     name = "?"
     #: True when the start leaves most instances inactive under a loss that mines
     #: negatives (aop scores the mean negative -2): the solver's active sets stay
-    #: sparse, and the trainer then forms no direction groups (trainer.use_groups).
+    #: sparse, and the trainer then forms no direction groups (budget.use_groups).
     #: False, the safe default, only costs a first run the groups' compile time.
     sparse_start = False
     #: True when the start is a function of the label's positives alone (its per-label

@@ -79,7 +79,7 @@ class ModelSpool:
 
     # ---- during training
     def add(self, chunk: Any) -> None:
-        """Spool a finished :class:`~headstart.training.trainer.ChunkResult`."""
+        """Spool a finished :class:`~headstart.training.chunks.ChunkResult`."""
         labels = np.asarray(chunk.labels, dtype=np.int64)
         what = f"{self.directory}: chunk of labels [{labels[0] if labels.size else 0}, ...)"
         if labels.size == 0:

@@ -433,7 +433,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     next_chunk = iter(range(len(chunks)))
 
     # labels that never left their start (a failed first line search: e.g. init mean
-    # with the logistic loss) are solved again from zero (training.trainer.Restart)
+    # with the logistic loss) are solved again from zero (training.chunks.Restart)
     restart = None
     if not (inputs.starts.name == "zero" and not inputs.starts.per_part):
         zero = (*scalars[:5], Starts(core.ZeroPlan(), core.ZeroPlan(), core.ZeroPlan(), inputs.starts.n_sparse,

@@ -268,9 +268,9 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
           d_out):
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
-    from .trainer import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, make_records,
-                          note_zero_starts, report_problems, run_chunks, shared_label_chunks, sorted_unique,
-                          warmup_records)
+    from .chunks import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, make_records,
+                         note_zero_starts, report_problems, run_chunks, shared_label_chunks, sorted_unique,
+                         warmup_records)
 
     from ..params import method_of
 

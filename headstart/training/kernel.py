@@ -39,7 +39,7 @@ from .._compile import njit
 from .._prefetch import prefetch
 from .._span import span
 from ..init.base import initial_weights
-from ..objective import erm
+from ..objective import erm, losses, regularizers
 from ..objective.erm import State
 from ..solver import cg
 from ..solver import newton as nt
@@ -55,6 +55,14 @@ STAT_FIELDS = ("n_pos", "status", "iterations", "cg_steps", "f_init", "f_final",
 N_STATS = len(STAT_FIELDS)
 
 IDLE, NEED_START, NEED_STEP = 0, 1, 2
+
+
+def prepare_problem(X, params):
+    """The kernels' view of X (canonical float32 CSR) for ``params``' loss, regulariser
+    and bias, and its column sums (bias coordinate included; float64 sums: a float32 sum
+    overflows for values near float32's maximum)."""
+    P = erm.make_problem(X, params.bias, losses.make(params), regularizers.make(params), params.regularize_bias)
+    return P, P.colsum
 
 
 def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Workspace, State]:
@@ -118,7 +126,7 @@ def make_group(n: int, n_features: int, lanes: int) -> Group:
     """The group buffers of a thread (allocated here, not in the kernel: numba's array
     constructors would be compiled in every first run); 1-element ones without 16 lanes.
     Pages are touched only when lanes turn dense.  A run that forms no groups
-    (trainer.use_groups) passes None instead, and train_chunk is compiled without them."""
+    (budget.use_groups) passes None instead, and train_chunk is compiled without them."""
     G = erm.GROUP
     nv = n_features + 1 if lanes == LANES else 1
     m = n if lanes == LANES else 1
@@ -310,7 +318,7 @@ def lanes_scores(P, V, out, ahead):
         out[15, i] = a15 + vb[15]
 
 
-# With 8 lanes per thread (trainer.choose_lanes: where 16 lanes' buffers would exceed the
+# With 8 lanes per thread (budget.choose_lanes: where 16 lanes' buffers would exceed the
 # memory budget, e.g. WikiLSHTC-325K-sized problems on many threads of a mid-size
 # machine) one sweep serves 8 labels: twice the passes over X of 16 lanes, but each
 # nonzero costs about half the instructions (one float32 -> float64 conversion of a
@@ -479,7 +487,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     # lanes computing their directions in a group (see DENSE_SHARE).  B is None when the
     # trainer forms no groups: every use of B below sits under "B is not None", which
     # numba prunes before typing, so that specialisation compiles no group code (~2 s
-    # of a first run; see use_groups in training/trainer.py)
+    # of a first run; see use_groups in training/budget.py)
     n = OS.wx.shape[1]
     G = erm.GROUP
     nm = np.int64(0)

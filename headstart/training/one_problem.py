@@ -63,8 +63,8 @@ from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
 from ..postproc.base import threshold as _threshold
-from ..training.trainer import (Restart, note_zero_starts, replace_rows, run_in_threads,  # noqa: F401  (the
-                                 sorted_unique, stuck_at_start)                 # trainer's, re-exported)
+from .chunks import (Restart, note_zero_starts, replace_rows, run_in_threads,  # noqa: F401  (the chunk
+                     sorted_unique, stuck_at_start)                 # machinery's, re-exported)
 from ..solver import direct as _direct
 from ..solver import newton as _nt
 from ..objective import rowspan as _rowspan
@@ -286,7 +286,7 @@ def prepare_plan(name: str, params, X, Y, threads: int = 1):
     """The plan of the registry's initialiser ``name`` prepared on the whole training
     columns X (canonical float32 CSR) and labels Y (CSC), as the core trainer prepares it
     (without its feature renumbering); refused if :func:`local_plan` cannot restrict it."""
-    from ..training.trainer import prepare_problem
+    from .kernel import prepare_problem
 
     P, colsum = prepare_problem(X, params)
     ctx = _TrainingContext(P, X, Y, params, colsum, max(int(threads), 1), None)
@@ -299,9 +299,9 @@ def prepare_plan(name: str, params, X, Y, threads: int = 1):
 # --- the core's bookkeeping types, re-exported (one place to adapt) ---------------------
 def _bookkeeping():
     from ..training import stats as _stats
-    from ..training import trainer as _trainer
+    from ..training import chunks as _chunks
 
-    return _stats, _trainer
+    return _stats, _chunks
 
 
 now = _nt.now  # numba-callable clock (holds the GIL for about a microsecond)
@@ -333,29 +333,29 @@ def concat_stats(parts):
 
 
 def chunk_result(labels, weights, intercept, stats):
-    """What the sharded writer's sink takes (:class:`headstart.training.trainer.ChunkResult`)."""
-    _, _trainer = _bookkeeping()
-    return _trainer.ChunkResult(labels, weights, intercept, stats)
+    """What the sharded writer's sink takes (:class:`headstart.training.chunks.ChunkResult`)."""
+    _, _chunks = _bookkeeping()
+    return _chunks.ChunkResult(labels, weights, intercept, stats)
 
 
 def chunk_weights(indptr, indices, data, d: int):
     """A chunk's rows as CSR (len(indptr) - 1 x d), its arrays copied into mappings of
     their own, which :func:`stack_chunks` returns to the system as it copies them."""
-    _, _trainer = _bookkeeping()
-    return _trainer.chunk_weights(indptr, indices, data, d, None)
+    _, _chunks = _bookkeeping()
+    return _chunks.chunk_weights(indptr, indices, data, d, None)
 
 
 def stack_chunks(results, d: int):
     """(weights CSR, intercept) of the ChunkResults ``results`` (any order), rows by
     label; each chunk's arrays are released as soon as they are copied."""
-    _, _trainer = _bookkeeping()
+    _, _chunks = _bookkeeping()
     results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-    return _trainer.stack_rows(results, d)
+    return _chunks.stack_rows(results, d)
 
 
 def report_problems(stats) -> None:
-    _, _trainer = _bookkeeping()
-    _trainer.report_problems(stats)
+    _, _chunks = _bookkeeping()
+    _chunks.report_problems(stats)
 
 
 def release_free_memory() -> None:

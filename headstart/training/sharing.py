@@ -38,7 +38,7 @@ class SameProblems:
         self.n = int(n)
         self.cost_pos = cost_pos
         self.cost_neg = cost_neg
-        self.copied = 0    # labels that took another's result (trainer.run_chunks counts them)
+        self.copied = 0    # labels that took another's result (chunks.run_chunks counts them)
 
     def _classes(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(positions of the labels without a positive or a negative, their kind, and
@@ -87,7 +87,7 @@ class SameProblems:
 
 
 def solve_chunk(kernel: Callable, chunk: np.ndarray, copy_of: np.ndarray | None, state, rec, abort_flag):
-    """``kernel(chunk, state, rec, abort_flag)`` (trainer.run_chunks' kernels: indptr,
+    """``kernel(chunk, state, rec, abort_flag)`` (chunks.run_chunks' kernels: indptr,
     indices, data, intercept, statistics, started) for a chunk whose labels at
     ``copy_of >= 0`` take the result of an earlier one: the kernel sees only the others.
     Returns the kernel's results with the weights and intercepts spread back over the
@@ -95,7 +95,7 @@ def solve_chunk(kernel: Callable, chunk: np.ndarray, copy_of: np.ndarray | None,
     it solved), ``kept`` and ``spread``: None, or (rows, own) -- kept position i has the
     statistics of the kernel's row ``rows[i]``, its own if ``own[i]`` -- for
     :meth:`.stats.TrainingStats.spread`.  The records are not spread in place: a chunk
-    may hold many more labels than the record arrays have rows (trainer.label_chunks
+    may hold many more labels than the record arrays have rows (chunks.label_chunks
     does not count the labels that take another's result)."""
     if copy_of is None:
         return (*kernel(chunk, state, rec, abort_flag), None)

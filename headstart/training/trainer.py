@@ -1,11 +1,11 @@
-"""Orchestration of one-vs-all training: threads over chunks of labels.
+"""One-vs-all training with the Newton-CG lanes: :func:`train_labels`, the entry point of
+every caller (the estimator, the command line, sharded and Dask training).
 
-Labels are independent, so parallelism sits at the outermost loop only: a pool of
-threads takes chunks of labels from a shared counter and runs the compiled
-:func:`~.kernel.train_chunk`, which releases the GIL.  Every label is computed by the
-same deterministic code whatever thread runs it, so the model does not depend on the
-number of threads.  Finished chunks are handed to an optional ``sink`` (the sharded
-model writer uses it to save work as soon as it exists).
+It prepares the kernels' view of X, the initialiser's plan and the per-label costs,
+compiles the chunk kernel for this run's types before its clock starts, decides lanes
+per thread (:mod:`.budget`) and hands chunks of labels to :func:`.chunks.run_chunks`,
+which runs :func:`~.kernel.train_chunk` on threads.  Exact L1 and the dual have chunk
+kernels of their own (:mod:`.coordinate`), dispatched from here.
 """
 
 from __future__ import annotations
@@ -13,188 +13,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Callable
 
-import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import Abort, check_interrupt, join_pool, wait_all
+from .._threads import Abort, check_interrupt
 from .. import postproc
 from ..init import TrainingContext, make_initializer
-from ..objective import losses, regularizers, weighting
-from ..objective.erm import make_problem
+from ..objective import losses, weighting
 from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
-from ..solver.newton import LINE_SEARCH_FAILED, STATUS_NAMES, settings
-from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, train_chunk
+from ..solver.newton import settings
+from .budget import choose_lanes, lane_budget, use_groups
+from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_log, default_chunk_size,
+                     make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks, sorted_unique,
+                     warmup_records)
+from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, prepare_problem, train_chunk
 from . import pages
-from .locality import FeatureOrder, renumber
-from .packed import PackedRows
-from .sharing import SameProblems, solve_chunk
-from .stats import TrainingStats
+from .locality import FeatureOrder
+from .sharing import SameProblems
 
 log = logging.getLogger(__name__)
-#: progress of numba's first compile: INFO (it is not a problem), on a logger of its own so
-#: that the command line can show it without showing every INFO message
-compile_log = logging.getLogger("headstart.compile")
-
-# Per-iteration records kept per label (iterations beyond are counted, not recorded).
-MAX_RECORDED_ITERATIONS = 1000
-
-# Return malloc's free pages to the system after the set-up and after every chunk
-# (glibc's malloc_trim, see pages.release_free_memory).  The kernel's per-chunk buffers
-# (start vectors, sweep directions, the growing weight buffers: a few MB per chunk) come
-# from the worker threads' malloc arenas, which keep what is freed; measured on
-# debian-deps labels 0:5000, 2 threads, RSS at the end of training was 114 MB over the
-# start without trimming and 86 MB with it (the same as with malloc's mmap threshold
-# pinned at 128 KiB, i.e. nothing left to gain there).  A trim costs well under a
-# millisecond per chunk.
-TRIM_MALLOC = True
-
-
-@dataclass
-class ChunkResult:
-    labels: np.ndarray            # global label ids, ascending
-    weights: sp.csr_matrix        # (len(labels), n_features) float32 (PackedRows while the trainer keeps it)
-    intercept: np.ndarray         # (len(labels),) float32
-    stats: TrainingStats
-
-
-def prepare_problem(X: sp.csr_matrix, params: TrainParams):
-    """The kernels' view of X and its column sums (bias coordinate included; float64
-    sums: a float32 sum overflows for values near float32's maximum)."""
-    P = make_problem(X, params.bias, losses.make(params), regularizers.make(params), params.regularize_bias)
-    return P, P.colsum
-
-
-#: the lanes' buffers may take this share of the memory the process can use (and at
-#: least MIN_LANE_BUDGET); beyond it a thread runs one lane
-LANE_MEMORY_SHARE = 0.5
-MIN_LANE_BUDGET = 2 * 2**30
-
-
-def lane_budget(memory: int | None = None) -> int:
-    """Bytes the lane buffers of all threads may take: half of ``memory`` (default: what
-    this process can still allocate, :func:`headstart.resources.available_memory`), at
-    least 2 GiB.  A fixed 2 GiB gave up the lanes -- and with them the batched sweep, 16x
-    the passes over X per label -- on every big shape at 64 threads, even on a 256 GB
-    machine that holds 16 lanes per thread (WikiLSHTC-325K's shape: 77 GB at 64
-    threads); half of the machine keeps them wherever they fit beside the data and the
-    rest of training (which the command line checks before it starts)."""
-    if memory is None:
-        from ..resources import available_memory
-
-        memory = available_memory()
-    return max(MIN_LANE_BUDGET, int(LANE_MEMORY_SHARE * memory)) if memory else MIN_LANE_BUDGET
-
-
-def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> int:
-    """LANES lanes (one sweep over X serves LANES labels) unless their threads' buffers
-    (:func:`headstart.resources.thread_workspace_bytes`: per lane w, s, F and marks per
-    feature, scores and labels per instance; the sweep buffer and the direction group)
-    would exceed ``budget`` bytes (default :func:`lane_budget`); then HALF_LANES (8, no
-    direction groups: a bit more than half the memory, twice the sweeps; see
-    kernel.lanes_scores8) if those fit, else one lane per thread."""
-    from ..resources import thread_workspace_bytes
-
-    if budget is None:
-        budget = lane_budget()
-    for lanes in (LANES, HALF_LANES):
-        if thread_workspace_bytes(n, d, lanes) * threads <= budget:
-            return lanes
-    return 1
-
-
-def use_groups(lanes: int, sparse_start: bool, mines: bool) -> bool:
-    """Whether threads with ``lanes`` lanes form direction groups (kernel.DENSE_SHARE;
-    16 lanes only): unless the run's start leaves the active sets sparse (the
-    initialiser's ``sparse_start``) under a loss that mines negatives (its ``mines``).
-
-    Groups pay where many lanes are dense at once: from zero, 1.09x on bibtex and 1.12x
-    on delicious; with the logistic loss 1.74x on bibtex.  With aop they do not: 0.99x
-    on bibtex, 0.94x on delicious (labels 0:400, 2 threads, medians of 5 alternating
-    runs, 2026-11-26; docs/design.md, "Direction groups").  Without them the kernel is
-    compiled without their code: ~2 s less in a first run (issue 13)."""
-    return lanes == LANES and not (sparse_start and mines)
-
-
-def default_chunk_size(n_labels: int, threads: int) -> int:
-    """Labels per kernel call: big enough to keep the lanes busy -- a chunk's last labels
-    run with lanes idle, ~10% of the sweeps at 125 labels a chunk with 16 lanes on
-    debian-deps -- and small enough to balance the threads (at least two chunks each)
-    and to save sharded work often."""
-    return int(min(256, max(LANES * 4, n_labels // max(2 * threads, 1))))
-
-
-def sorted_unique(labels) -> np.ndarray:
-    """The labels as a sorted int64 array without repeats; a range (the usual case) as it
-    is: np.unique hashes its input, 1.5 s for 2M labels."""
-    labels = np.asarray(labels, dtype=np.int64).ravel()
-    if labels.size > 1 and not np.all(labels[1:] > labels[:-1]):
-        labels = np.unique(labels)
-    return labels
-
-
-#: a chunk holds at most this many times chunk_size labels when most of them take another
-#: label's result (label_chunks' ``free``): bounded so that progress, the time budget and
-#: a shard's writes still come often; 2M labels, 5 of them used: `headstart train` took
-#: 3.0-4.6 s with it against 15-18 s in chunks of 256 (~1 ms of Python a chunk, 7,800
-#: chunks; docs/design.md)
-SHARED_CHUNK_FACTOR = 64
-
-
-def shared_label_chunks(labels: np.ndarray, chunk_size: int, threads: int,
-                        same: SameProblems | None) -> list[np.ndarray]:
-    """:func:`label_chunks`, counting only the labels a chunk must solve itself: those that
-    take another's result (:mod:`.sharing`) ride along, so a label space of millions of
-    ids, few of them used, is not millions / chunk_size chunks of bookkeeping."""
-    free = None
-    if same is not None and chunk_size > 2 * LANES:
-        # at most LANES distinct shared problems, so that a chunk solves at most
-        # chunk_size of its labels itself (the record arrays' rows)
-        free = same.shareable(labels, LANES)
-        if free is not None and 2 * np.count_nonzero(free) < labels.size:
-            # a few such labels (debian-deps: 1,045 of 22,908) save little bookkeeping;
-            # the chunks stay as they were (full ones to solve, the lanes' usual tails)
-            free = None
-    return label_chunks(labels, chunk_size - LANES if free is not None else chunk_size, threads, free=free)
-
-
-def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1,
-                 free: np.ndarray | None = None) -> list[np.ndarray]:
-    """Consecutive chunks of at most ``chunk_size`` labels, shrinking towards the end
-    (guided scheduling: about remaining / (2 * threads), never below 4 * LANES) so that
-    the threads finish together: with equal chunks, a thread that takes the last big
-    chunk leaves the other idle for up to a chunk's time (~8% of the wall time for
-    debian-deps labels 0:1000 in 4 chunks of 250 on 2 threads).
-
-    ``free``: a mask of labels that cost no solve of their own; they are not counted,
-    and a chunk holds at most SHARED_CHUNK_FACTOR * chunk_size labels."""
-    if free is not None:
-        done = np.zeros(labels.size + 1, dtype=np.int64)     # labels to solve before position i
-        np.cumsum(~free, out=done[1:])
-        most = SHARED_CHUNK_FACTOR * chunk_size
-        out, i = [], 0
-        while i < labels.size:
-            left = int(done[-1] - done[i])
-            size = chunk_size if threads <= 1 else min(chunk_size, max(LANES * 4, -(-left // (2 * threads))))
-            # up to (not including) the label that would be one too many to solve
-            j = int(np.searchsorted(done, done[i] + size, side="right")) - 1
-            j = max(i + 1, min(j, i + most, labels.size))
-            out.append(labels[i:j])
-            i = j
-        return out
-    out = []
-    i = 0
-    while i < labels.size:
-        left = labels.size - i
-        size = chunk_size if threads <= 1 else min(chunk_size, max(LANES * 4, -(-left // (2 * threads))))
-        out.append(labels[i:i + size])
-        i += size
-    return out
 
 
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
@@ -214,7 +54,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     that own X and do not read it meanwhile (the command line, preprocessed data).
     Without ``trajectories`` the statistics keep the per-label scalars only (see
     :meth:`TrainingStats.without_trajectories`).  ``lanes`` and ``groups`` (direction
-    groups, 16 lanes only) default to what :func:`choose_lanes` and :func:`use_groups`
+    groups, 16 lanes only) default to what :func:`.budget.choose_lanes` and :func:`.budget.use_groups`
     decide; neither changes the weights, bit for bit.  ``internal``: X is already in the
     kernels' order, renumbered by this full-form :class:`FeatureOrder` (a Dask worker's
     copy, renumbered once when it arrived and shared by its tasks); the same weights.
@@ -223,7 +63,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     renumbered X, the lane workspaces, the records, every chunk's weights -- live in
     their own mappings (:mod:`.pages`), so what is freed is returned at once; a thread
     drops its workspace as soon as no chunk is left for it; the model is assembled
-    chunk by chunk, releasing each chunk as it is copied (see :func:`stack_rows`).
+    chunk by chunk, releasing each chunk as it is copied (see :func:`.chunks.stack_rows`).
     """
     t_start = time.perf_counter()
     kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
@@ -365,224 +205,6 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     return weights, intercept, stats
 
 
-def note_zero_starts(stats: TrainingStats, start: str) -> int:
-    """How many labels the solver started from w = 0 because ``start`` scored above f(0)
-    there (the ``zero_start`` column; solver/newton.zero_if_worse), logged when any."""
-    n = int(np.count_nonzero(stats.columns.get("zero_start", ())))
-    if n and 2 * n > len(stats):
-        # most labels: the run is in effect a zero start, which its summary would not say
-        # (helper-55: a new initialiser worse than f(0) everywhere looked like it worked)
-        log.warning("%d of %d label(s) started from w = 0: the %s scored above f(0) there, so this run is "
-                    "mostly a zero start (their statistics show f_init = f(0)); that start does not suit this "
-                    "data and loss", n, len(stats), start)
-    elif n:
-        log.info("%d of %d label(s) started from w = 0: the %s scored above f(0) there (e.g. one feature value "
-                 "dwarfing the rest); their statistics show f_init = f(0)", n, len(stats), start)
-    return n
-
-
-class Restart:
-    """Labels whose solve never left its start -- the line search failed at the first
-    step, so the result *is* the start -- are solved again from w = 0.
-
-    A start can be far worse than zero: ``mean`` with the logistic loss scores every
-    instance at about -||xbar||^2, the loss saturates, the Hessian along an unregularised
-    bias is nearly 0 and the Newton step along it is so long that 20 halvings never give
-    a decrease (scene: all 6 labels stuck at f = 9,050 against f(0) = 839, P@1 16.7).
-    The problem is convex and the start only decides the path, so zero (LIBLINEAR's
-    start, from which the first Newton step is always well scaled) gives the minimiser
-    the run asked for.  Done here, around the kernel (a second kernel call with the zero
-    plan, compiled at the first restart only), so that a run that needs none computes
-    exactly what it did before."""
-
-    def __init__(self, kernel: Callable, compile_zero: Callable[[], float]):
-        self.kernel = kernel       # kernel(labels, ...) from w = 0, returns the kernel's six results
-        self.compile_zero = compile_zero   # compiles it, returns the seconds (reported as compiling)
-        self.compile_seconds = 0.0
-        self.count = 0
-        self._lock = threading.Lock()
-        self._compiled = False
-
-    def solve(self, labels: np.ndarray, *args) -> tuple:
-        """The kernel's results for ``labels`` from zero (compiled at the first call);
-        counts the labels it started.  Shared with the shortlisted trainer."""
-        with self._lock:
-            if not self._compiled:
-                self.compile_seconds = self.compile_zero()
-                self._compiled = True
-        out = self.kernel(labels, *args)
-        with self._lock:
-            self.count += int(out[5])
-        return out
-
-    def report(self, init_name: str) -> None:
-        if self.count:
-            log.warning("%d label(s) did not leave the start of init %r (the line search failed at the first "
-                        "step, e.g. a saturated logistic loss with an unregularised bias): solved again from zero",
-                        self.count, init_name)
-
-    def apply(self, chunk, indptr, indices, data, intercept, stats, state, rec, abort_flag, cap, reg_scale):
-        """The core trainer's chunk results with its stuck labels solved again."""
-        idx = stuck_at_start(stats["status"], stats["iterations"], stats["f_init"], stats["f_final"])
-        if idx.size == 0:
-            return indptr, indices, data, intercept, stats
-        r_indptr, r_indices, r_data, r_intercept, r_table, started = self.solve(chunk[idx], state, rec, abort_flag)
-        idx = idx[:started]
-        if idx.size == 0:
-            return indptr, indices, data, intercept, stats
-        redone = chunk_stats(chunk[idx], r_table, rec, cap, reg_scale)
-        keep = np.ones(chunk.size, dtype=np.bool_)
-        keep[idx] = False
-        stats = TrainingStats.concat([stats.take(np.flatnonzero(keep)), redone])
-        indptr, indices, data, intercept = replace_rows((indptr, indices, data, intercept), idx,
-                                                        (r_indptr, r_indices, r_data, r_intercept))
-        return indptr, indices, data, intercept, stats
-
-
-def stuck_at_start(status: np.ndarray, iterations: np.ndarray, f_init: np.ndarray, f_final: np.ndarray) -> np.ndarray:
-    """Positions of the labels whose solve stopped at its start on a failed line search
-    (:class:`Restart`; the shortlisted trainer uses it too)."""
-    return np.flatnonzero((status == LINE_SEARCH_FAILED) & (iterations <= 1) & (f_final == f_init))
-
-
-def replace_rows(rows: tuple, idx: np.ndarray, new: tuple) -> tuple:
-    """A kernel's chunk results (indptr, indices, data, intercept) with the rows at
-    positions ``idx`` replaced by the rows of ``new`` (the same four, one row per idx)."""
-    indptr, indices, data, intercept = rows
-    r_indptr, r_indices, r_data, r_intercept = new
-    k = indptr.size - 1
-    nv = int(max(indices.max(initial=-1), r_indices.max(initial=-1))) + 1
-    both = sp.vstack([sp.csr_matrix((data, indices, indptr), shape=(k, nv)),
-                      sp.csr_matrix((r_data, r_indices, r_indptr), shape=(idx.size, nv))], format="csr")
-    pick = np.arange(k)
-    pick[idx] = k + np.arange(idx.size)     # row i of [old; new] for every position
-    M = both[pick]
-    intercept = np.array(intercept, copy=True)
-    intercept[idx] = r_intercept[:idx.size]
-    return M.indptr.astype(np.int64), M.indices.astype(indices.dtype), M.data.astype(data.dtype), intercept
-
-
-def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], tuple], kernel: Callable, *,
-               cap: int, reg_scale: float, trajectories: bool, d_out: int, order: FeatureOrder | None,
-               sink: Callable[[ChunkResult], None] | None, collect: bool, progress: Callable[[int], None] | None,
-               deadline: float, same: SameProblems | None = None,
-               restart: Restart | None = None) -> tuple[list[ChunkResult], list[TrainingStats]]:
-    """Train ``chunks`` of labels in ``threads`` threads: the orchestration every chunk
-    kernel shares (the Newton-CG lanes of :func:`.kernel.train_chunk`, exact L1's
-    :func:`.coordinate.train_chunk`).
-
-    A thread takes chunks from a shared counter, makes its state once (``new_state()``
-    -> (state, record arrays of :func:`make_records`)) and calls
-    ``kernel(chunk, state, records, abort_flag)``, which returns (indptr, indices, data,
-    intercept, stats table, started) as the kernels do.  Each finished chunk becomes
-    statistics and weights over the ``d_out`` original features, goes to ``sink``, and
-    (``collect``) is kept packed.  Returns (the kept chunks, or [] ; the statistics of
-    the chunks not kept).  No chunk starts after ``deadline``; a worker's exception (or
-    Ctrl-C) sets the abort flag the kernels read, and is raised once all have stopped.
-    With ``same``, labels of a chunk that pose the same problem as an earlier one take
-    its result instead of a solve of their own (:mod:`.sharing`).  With ``restart``,
-    labels that never left their start (:class:`Restart`) are solved again from zero
-    before the chunk is handed on."""
-    results: list[ChunkResult] = []
-    stats_parts: list[TrainingStats] = []
-    lock = threading.Lock()
-    trim = TRIM_MALLOC
-    if trim:
-        pages.release_free_memory()
-    next_chunk = iter(range(len(chunks)))
-    abort = Abort()   # Ctrl-C or a failed worker; the kernels read abort.flag between passes over X
-
-    def run_chunk(chunk: np.ndarray, state, rec) -> None:
-        if deadline and time.perf_counter() > deadline:
-            return
-        copy_of = same.copies(chunk) if same is not None else None
-        indptr, indices, data, intercept, table, started, spread = solve_chunk(kernel, chunk, copy_of, state, rec,
-                                                                               abort.flag)
-        if started < chunk.size:
-            chunk = chunk[:started]      # the time budget ran out inside this chunk
-            if started == 0:
-                return
-        if spread is None:
-            stats = chunk_stats(chunk, table, rec, cap, reg_scale)
-        else:
-            rows, own = spread
-            stats = chunk_stats(chunk[own], table, rec, cap, reg_scale).spread(rows, chunk, own)
-            with lock:
-                same.copied += int(np.count_nonzero(~own))
-        if restart is not None:
-            indptr, indices, data, intercept, stats = restart.apply(chunk, indptr, indices, data, intercept, stats,
-                                                                    state, rec, abort.flag, cap, reg_scale)
-        if not trajectories:
-            stats = stats.without_trajectories()
-        W = chunk_weights(indptr, indices, data, d_out, order)
-        del indptr, indices, data
-        if sink is not None:
-            sink(ChunkResult(chunk, W, intercept, stats))
-        if collect:
-            # kept until the model is assembled: column indices packed (see .packed)
-            kept = ChunkResult(chunk, PackedRows.pack(W), intercept, stats)
-            with lock:
-                results.append(kept)
-        else:
-            with lock:
-                stats_parts.append(stats)
-        del W
-        if trim:
-            pages.release_free_memory()
-        if progress is not None:
-            progress(chunk.size)
-
-    def worker() -> None:
-        state = rec = None
-        try:
-            while not abort.is_set():
-                with lock:
-                    i = next(next_chunk, None)
-                if i is None:
-                    break
-                if state is None:
-                    state, rec = new_state()
-                run_chunk(chunks[i], state, rec)
-        except BaseException:
-            abort.set()   # the other threads give up within a pass, not after their chunk
-            raise
-
-    run_in_threads(worker, threads, stop=abort.set)
-    return results, stats_parts
-
-
-def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], collect: bool,
-             d: int) -> tuple[sp.csr_matrix | None, np.ndarray | None, TrainingStats]:
-    """(weights, intercept, statistics) of the chunks :func:`run_chunks` returned, rows by
-    label (weights None without ``collect``); ``results`` is emptied as it is copied."""
-    if collect:
-        results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-        weights, intercept = stack_rows(results, d)
-        stats_parts = [r.stats for r in results]
-        results.clear()
-    else:
-        weights = intercept = None
-    return weights, intercept, TrainingStats.concat(stats_parts)
-
-
-def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headstart",
-                   stop: Callable[[], None] | None = None) -> None:
-    """worker() in ``threads`` threads; the first exception of a worker is raised here
-    once all have stopped (workers stop on a shared flag).
-
-    The workers run in pool threads even when there is one, and this (the main) thread
-    only waits: a compiled kernel holds no interpreter state, so Ctrl-C is seen only
-    here, at once.  Then ``stop()`` tells the workers to give up (the kernels check an
-    abort flag between passes over X) and this waits for them, instead of for every
-    chunk left: a Ctrl-C used to wait for the whole remaining run (64 s of a 2-thread
-    debian-deps run; minutes per chunk from a zero start at the Amazon-670K shape)."""
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
-    try:
-        wait_all([pool.submit(worker) for _ in range(threads)], stop)
-    finally:
-        join_pool(pool)
-
-
 def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
                     lanes: int, groups: bool, chunk_size: int, cap: int, timing: bool) -> float:
     """Seconds spent compiling (or loading from numba's cache) the training kernels for
@@ -617,145 +239,3 @@ def make_workspace(n: int, d: int, lanes: int):
     return type(ws)(*pages.zeros_like_workspace(ws)), type(os_)(*pages.zeros_like_workspace(os_))
 
 
-def warmup_records(chunk_size: int, cap: int):
-    """Record arrays of the same numba type as ``make_records(chunk_size, cap)``, for a
-    compiling call with no label (the smallest such arrays)."""
-    return make_records(min(chunk_size, 2), min(cap, 2))
-
-
-def make_records(chunk_size: int, cap: int):
-    """The per-iteration record arrays of one thread: (chunk_size, cap) each, objective,
-    active fraction, step, seconds (float64) and CG steps (int64).
-
-    Stored iteration-major (Fortran order: entry [k, it] at ``it * chunk_size + k``),
-    so the pages written are those of the iterations actually run, for all labels of a
-    chunk together, not one page per label and quantity: on debian-deps (256 labels a
-    chunk, at most 1001 iterations recorded) label-major records put ~5 MB per thread
-    in memory for trajectories of ~7 iterations; iteration-major ones ~0.1 MB.  The
-    kernel only ever indexes ``rec[k, it]`` (bounds checked against the width), so the
-    layout changes nothing it computes.
-
-    At least two rows: numba types a Fortran-order array with one row or one column as
-    C order (numpy flags it as both), so a one-label chunk (a one-label run, or
-    ``chunk_size=1``) would compile every training kernel a second time (~12 s each),
-    for a spare row of ``cap`` values.  The width is the caller's: the coordinate
-    solvers record (and evaluate their objective for) as many iterations as it allows.
-    """
-    def arr(dtype):
-        return pages.zeros((cap, max(chunk_size, 2)), dtype).T
-    return arr(np.float64), arr(np.float64), arr(np.float64), arr(np.float64), arr(np.int64)
-
-
-def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int, reg_scale: float = 1.0) -> TrainingStats:
-    """TrainingStats of one chunk from the kernel's table and the record arrays: the
-    trajectories go straight into flat arrays (no array per label and quantity).
-
-    The kernels minimise f / reg_scale (see objective/regularizers/base.py): objective
-    values and gradient norms are reported multiplied back (only the recorded part of
-    the trajectories is touched, not every page of the record arrays)."""
-    rf, ra, rs, rt, rc = rec
-    k = chunk.size
-    if reg_scale != 1.0:
-        table[:, [4, 5, 6, 7, 8, 9]] *= reg_scale
-    lengths = np.minimum(table[:, 2].astype(np.int64), cap - 1) + 1
-    top = int(lengths.max()) if k else 0
-    mask = np.arange(top)[None, :] < lengths[:, None]
-    flat = {"objective": rf[:k, :top][mask], "active_fraction": ra[:k, :top][mask], "step": rs[:k, :top][mask],
-            "cg_steps": rc[:k, :top][mask].astype(np.float64), "seconds": rt[:k, :top][mask]}
-    if reg_scale != 1.0:
-        flat["objective"] *= reg_scale
-    return TrainingStats.from_table(chunk, table, lengths, flat)
-
-
-def chunk_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, d: int,
-                  order: FeatureOrder | None) -> sp.csr_matrix:
-    """The kernel's rows of a chunk as CSR over the original features, its arrays in
-    mappings of their own (:mod:`.pages`): freed chunks are returned to the system while
-    the model is assembled, instead of staying in the worker thread's malloc arena."""
-    if order is not None:
-        idx = pages.empty(indices.size, np.int32)
-        renumber(order.perm, indices, idx)
-    else:
-        idx = pages.copy(indices)
-    W = sp.csr_matrix((pages.copy(data), idx, indptr), shape=(indptr.size - 1, d))
-    if order is not None:
-        W.has_sorted_indices = False
-        W.sort_indices()           # in place
-    return W
-
-
-def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Concatenate the chunks' weights into one CSR, releasing each chunk's arrays as
-    soon as they are copied, so the peak is the model plus one chunk, not twice the
-    model (scipy's vstack keeps all inputs alive until the end).  That only holds when a
-    freed chunk is returned to the system: chunks live in mappings of their own
-    (:func:`chunk_weights`); with malloc'ed chunks the debian-deps peak was the model
-    twice (94.5 MB more RSS during this copy).  Packed chunks (:class:`.PackedRows`)
-    decode their indices straight into the model's array."""
-    nnz = sum(r.weights.nnz for r in results)
-    rows = sum(r.weights.shape[0] for r in results)
-    indptr = np.zeros(rows + 1, dtype=np.int64)
-    indices = np.empty(nnz, dtype=np.int32)
-    data = np.empty(nnz, dtype=np.float32)
-    intercept = np.empty(rows, dtype=np.float32)
-    r0 = 0
-    p0 = 0
-    released = 0
-    for r in results:
-        W = r.weights
-        k = W.shape[0]
-        indptr[r0 + 1: r0 + k + 1] = W.indptr[1:] + p0
-        if isinstance(W, PackedRows):
-            W.indices_into(indices[p0: p0 + W.nnz])
-            W.data_into(data[p0: p0 + W.nnz])
-        else:
-            indices[p0: p0 + W.nnz] = W.indices
-            data[p0: p0 + W.nnz] = W.data
-        intercept[r0: r0 + k] = r.intercept
-        r0 += k
-        p0 += W.nnz
-        r.weights = None  # the chunk's copy is no longer needed
-        released += 8 * W.nnz
-        del W
-        if released > 32 << 20:
-            # small chunk arrays (below pages.MIN_BYTES) came from the workers' malloc
-            # arenas, which keep what the main thread frees: hand them back as we go
-            pages.release_free_memory()
-            released = 0
-    pages.release_free_memory()
-    return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
-
-
-def _first_ids(ids: np.ndarray) -> str:
-    """The first ten of ``ids``, comma separated, "..." when there are more."""
-    return ", ".join(str(x) for x in ids[:10]) + (" ..." if ids.size > 10 else "")
-
-
-def report_problems(stats: TrainingStats) -> None:
-    """Warn, naming the labels, when the solver stopped early or a label had no positives."""
-    status = stats["status"]
-    for code in range(1, len(STATUS_NAMES)):
-        bad = stats["label"][status == code]
-        if bad.size:
-            shown = _first_ids(bad)
-            log.warning("%d label(s) stopped with status %s: %s", bad.size, STATUS_NAMES[code], shown)
-    empty = stats["label"][stats["n_pos"] == 0]
-    if empty.size:
-        shown = _first_ids(empty)
-        log.info("%d label(s) have no positive training instance (trained as all-negative): %s",
-                 empty.size, shown)
-    if "rows" in stats and stats.meta.get("mode") != "tree":
-        # shortlisted training: a label whose rows are all positives learns w = 0 and a bias
-        # of +1 (unregularised), so it scores +1 wherever it is a candidate, above most
-        # trained labels (helper-59: 120 of debian-deps' 22,908 labels with the default
-        # first stage, 220 of delicious' 983 at K = 30, never said)
-        alone = stats["label"][(stats["rows"] == stats["n_pos"]) & (stats["n_pos"] > 0)]
-        if alone.size:
-            shown = _first_ids(alone)
-            log.warning("%d label(s) had no negative among their shortlisted rows (trained on positives only: "
-                        "they score high wherever they are a candidate): %s; a larger K, or a first stage "
-                        "that fills its candidates, gives them negatives", alone.size, shown)
-    copied = int(stats.meta.get("shared_solves", 0))
-    if copied:
-        log.info("%d label(s) without positives (or negatives) took the result of an equal one of their chunk "
-                 "(the same problem: one solve, bit for bit theirs); their statistics repeat that solve's", copied)

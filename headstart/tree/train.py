@@ -33,7 +33,7 @@ from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import check_start, compact_columns, train_shortlisted
 from ..training import pages
-from ..training.trainer import report_problems
+from ..training.chunks import report_problems
 from ..params import TrainParams, method_of
 from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
@@ -145,7 +145,7 @@ def _stack_rows(pieces: list[tuple | None], d: int) -> sp.csr_matrix:
         r += hi - lo
         del W
         if released > 32 << 20:
-            pages.release_free_memory()     # small chunks came from malloc (trainer.stack_rows)
+            pages.release_free_memory()     # small chunks came from malloc (chunks.stack_rows)
             released = 0
     pages.release_free_memory()
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d))
@@ -187,7 +187,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
     below the root took 29.3 s one after the other, 11.7 s of it outside the solves).
     Fills ``blocks[v]``; returns the seconds spent compiling kernels."""
     from ..estimator import fit_model
-    from ..training.trainer import run_in_threads
+    from ..training.chunks import run_in_threads
 
     one = dataclasses.replace(params, threads=1)
     nodes = iter(range(1, tree.num_nodes))

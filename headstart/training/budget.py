@@ -1,0 +1,119 @@
+"""How many lanes a training thread runs: the lanes' buffers against the memory.
+
+A thread of the Newton-CG kernel (:func:`.kernel.train_chunk`) trains ``lanes`` labels
+at once, one pass over X serving all of them; each lane holds vectors of the length of
+the features and of the instances (:func:`.kernel.make_lane_workspace`).  This module
+measures that layout (:func:`thread_workspace_bytes`), and chooses 16, 8 or 1 lanes so
+that all threads' lanes fit half the memory the process may still use
+(:func:`lane_budget`, :func:`choose_lanes`); :mod:`headstart.resources` uses the same
+numbers for its estimate of a whole run.  The memory itself is probed by
+:mod:`headstart._memory`, below the training code.
+"""
+
+from __future__ import annotations
+
+from .._memory import available_memory
+from ..objective.erm import GROUP
+from .kernel import HALF_LANES, LANES, make_lane_workspace
+
+_F64 = 8
+
+
+#: the lanes' buffers may take this share of the memory the process can use (and at
+#: least MIN_LANE_BUDGET); beyond it a thread runs one lane
+LANE_MEMORY_SHARE = 0.5
+MIN_LANE_BUDGET = 2 * 2**30
+
+
+def lane_budget(memory: int | None = None) -> int:
+    """Bytes the lane buffers of all threads may take: half of ``memory`` (default: what
+    this process can still allocate, :func:`headstart._memory.available_memory`), at
+    least 2 GiB.  A fixed 2 GiB gave up the lanes -- and with them the batched sweep, 16x
+    the passes over X per label -- on every big shape at 64 threads, even on a 256 GB
+    machine that holds 16 lanes per thread (WikiLSHTC-325K's shape: 77 GB at 64
+    threads); half of the machine keeps them wherever they fit beside the data and the
+    rest of training (which the command line checks before it starts)."""
+    if memory is None:
+        memory = available_memory()
+    return max(MIN_LANE_BUDGET, int(LANE_MEMORY_SHARE * memory)) if memory else MIN_LANE_BUDGET
+
+
+def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> int:
+    """LANES lanes (one sweep over X serves LANES labels) unless their threads' buffers
+    (:func:`thread_workspace_bytes`: per lane w, s, F and marks per
+    feature, scores and labels per instance; the sweep buffer and the direction group)
+    would exceed ``budget`` bytes (default :func:`lane_budget`); then HALF_LANES (8, no
+    direction groups: a bit more than half the memory, twice the sweeps; see
+    kernel.lanes_scores8) if those fit, else one lane per thread."""
+    if budget is None:
+        budget = lane_budget()
+    for lanes in (LANES, HALF_LANES):
+        if thread_workspace_bytes(n, d, lanes) * threads <= budget:
+            return lanes
+    return 1
+
+
+def use_groups(lanes: int, sparse_start: bool, mines: bool) -> bool:
+    """Whether threads with ``lanes`` lanes form direction groups (kernel.DENSE_SHARE;
+    16 lanes only): unless the run's start leaves the active sets sparse (the
+    initialiser's ``sparse_start``) under a loss that mines negatives (its ``mines``).
+
+    Groups pay where many lanes are dense at once: from zero, 1.09x on bibtex and 1.12x
+    on delicious; with the logistic loss 1.74x on bibtex.  With aop they do not: 0.99x
+    on bibtex, 0.94x on delicious (labels 0:400, 2 threads, medians of 5 alternating
+    runs, 2026-11-26; docs/design.md, "Direction groups").  Without them the kernel is
+    compiled without their code: ~2 s less in a first run (issue 13)."""
+    return lanes == LANES and not (sparse_start and mines)
+
+
+_LANE_LAYOUT: tuple[int, int, int] | None = None
+
+
+def lane_workspace_layout() -> tuple[int, int, int, int, int]:
+    """Bytes of the kernel's workspace per ``n_features + 1`` and per ``n``, for each lane
+    and shared by the lanes of a thread, plus fixed bytes per lane: read from
+    :func:`~headstart.training.kernel.make_lane_workspace` on a tiny problem (arrays
+    with a leading axis of 1 whatever the lane count are shared), so the estimate
+    follows its layout and dtypes (``y`` int8, ``act`` uint32, ...).
+    Returns (per_nv, per_n, fixed, shared_nv, shared_n)."""
+    global _LANE_LAYOUT
+    if _LANE_LAYOUT is None:
+        n, d = 5, 6                      # distinct lengths: n = 5, n_features + 1 = 7 (the
+        #                                  objective's scalars: 3, the lane delta: 1)
+        per_nv = per_n = fixed = shared_nv = shared_n = 0
+        ws, state = make_lane_workspace(n, d, 2)
+        for a in (*ws, *state):
+            length = int(a.size // a.shape[0])
+            shared = a.shape[0] == 1
+            if length == d + 1:
+                if shared:
+                    shared_nv += a.itemsize
+                else:
+                    per_nv += a.itemsize
+            elif length == n:
+                if shared:
+                    shared_n += a.itemsize
+                else:
+                    per_n += a.itemsize
+            else:
+                fixed += a.itemsize * length
+        _LANE_LAYOUT = (per_nv, per_n, fixed, shared_nv, shared_n)
+    return _LANE_LAYOUT
+
+
+def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> int:
+    """Bytes of one training thread's buffers: its lanes' workspaces
+    (:func:`lane_workspace_layout`), the kernel's float32 sweep buffer (one column per
+    lane), the recomputed start vector, the positives' sum and the exact-remainder
+    scratch (float64), and with 16 lanes the direction group's seven float64 vectors per
+    member (gradient, preconditioner, residual, direction and product, each also
+    interleaved), the members' gradient coefficients (float64 per instance), its row
+    union (uint32) and marks (``groups``: whether the threads
+    form groups, :func:`use_groups`; by default counted
+    whenever they have 16 lanes, the most they may take).  Also what
+    :func:`choose_lanes` weighs against the lane budget."""
+    nv = d + 1
+    per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
+    group = 7 * GROUP * nv * _F64 + (5 + GROUP * _F64) * n if groups and lanes == LANES else 0
+    return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
+            + 3 * nv * _F64 + lanes * nv * 4 + group)
