@@ -145,3 +145,52 @@ def test_auto_arguments_are_checked(bibtex):
             cross_validate(X, Y, TrainParams(threads=1), **kw)
     with pytest.raises(ParameterError, match="-s 0 and -s 2 only"):
         cross_validate(X, Y, TrainParams(threads=1, l2_solver="dual", bias=0.0), Cs="auto")
+
+
+def run_cli(capsys, *argv):
+    """The command line in this process (a subprocess each would spend most of the
+    test's time starting); (exit code, stdout, stderr)."""
+    from headstart.cli import main as cli_main
+
+    capsys.readouterr()
+    try:
+        code = cli_main.main([str(a) for a in argv])
+    except SystemExit as e:       # argparse's usage errors
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_liblinear_C_is_cv_Cs_auto(tmp_path, bibtex, capsys):
+    from headstart.io import write_xmc
+
+    X, Y = bibtex
+    f = tmp_path / "t.txt"
+    write_xmc(f, X[:300], Y[:300, :6])
+    # -C -s 0 -c 64 -v 2: logistic, the search from 64, 2 folds
+    code, out, err = run_cli(capsys, "cv", f, "--liblinear=-C -s 0 -c 64 -v 2", "--threads", "1", "-k", "3", "--json")
+    assert code == 0, err
+    got = json.loads(out)
+    assert (got["folds"], got["search"], got["results"][0]["C"]) == (2, "auto", 64.0)
+    Cs = [x["C"] for x in got["results"]]
+    assert Cs == [64.0 * 2 ** j for j in range(len(Cs))] and Cs[-1] <= 1024
+    assert got["stop"] in ("unchanged", "max_C") and (got["stop"] == "unchanged" or Cs[-1] == 1024)
+    # the same search by --Cs auto --C 64 and the options -s 0 stands for: the same table
+    code, out, err = run_cli(capsys, "cv", f, "--Cs", "auto", "--C", "64", "--loss", "logistic", "--bias", "0",
+                             "--prune", "0", "--folds", "2", "--threads", "1", "-k", "3", "--json")
+    assert code == 0, err
+    assert json.loads(out)["results"] == got["results"]
+    # -C alone: LIBLINEAR's -s 2 and 5 folds (an explicit --folds wins); printed with the stop
+    code, out, err = run_cli(capsys, "cv", f, "--liblinear=-C -c 256", "--threads", "1", "-k", "3", "--folds", "2")
+    assert code == 0, err
+    assert "search for C from 256 (given) stopped at C = " in out and "2-fold" in out and "<- best" in out
+    code, out, err = run_cli(capsys, "cv", "--liblinear=-C", "--print-params")
+    p = json.loads(out)
+    assert (p["loss"], p["l2_solver"], p["bias"]) == ("squared-hinge", "newton", 0.0)
+    # refused: -C with a solver LIBLINEAR does not search; -C outside cv; --patience without auto
+    code, out, err = run_cli(capsys, "cv", f, "--liblinear=-C -s 1")
+    assert code == 2 and "-C with -s 1" in err
+    code, out, err = run_cli(capsys, "train", f, "-o", tmp_path / "m", "--liblinear=-C")
+    assert code == 2 and "headstart cv --liblinear" in err
+    code, out, err = run_cli(capsys, "cv", f, "--Cs", "1,2", "--patience", "2")
+    assert code == 2 and "--patience: only with --Cs auto" in err
