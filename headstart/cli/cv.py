@@ -21,17 +21,19 @@ the best C by --metric.  The folds are the same for every C.  Every fold is a on
 training of all labels with the training options given here (--liblinear included).
 -o FILE (and --json) also give coverage@k, in JSON.
 
---Cs auto (or --liblinear "-C ..."): LIBLINEAR's search for C (train -C).  C starts at
+--Cs auto (or --liblinear="-C ..."): LIBLINEAR's search for C (train -C).  C starts at
 the largest power of 2 not above 1/(l max||x||^2) (logistic loss, LIBLINEAR -s 0) or
 1/(2 l max||x||^2) (squared hinge, -s 2) -- l instances, x with its bias feature -- or at
 --C when given (-c inside --liblinear), doubles up to 1024, each fold starting from its
-own weights at the C before, and stops early when no fold's weights move any more (5 C's
-in a row).  Differences from LIBLINEAR: the best C is the one of the best --metric over
-all labels (P@1 by default), not of a binary accuracy; --patience N (not LIBLINEAR's)
-also stops once N C's in a row scored below the best, since the weights of many labels
-seldom all stop moving.  Only the objectives LIBLINEAR searches: L2, the primal Newton
-solver, logistic or squared-hinge loss.  Inside --liblinear, -C makes -s 2 the default
-and 5 the default folds, -v N gives the folds (an explicit --folds wins)."""
+own weights at the C before (saved in a temporary directory), and stops early when no
+fold's weights move any more (5 C's in a row); -v shows each C as it is done.
+Differences from LIBLINEAR: the best C is the one of the best --metric over all labels
+(P@1 by default; Micro-F1 suits a binary file), not of a binary accuracy; --patience N
+(not LIBLINEAR's) also stops once N C's in a row scored below the best, after the score
+first rose, since the weights of many labels seldom all stop moving.  Only the
+objectives LIBLINEAR searches: L2, the primal Newton solver, logistic or squared-hinge
+loss.  Inside --liblinear, -C makes -s 2 the default and 5 the default folds, -v N gives
+the folds (an explicit --folds wins)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
