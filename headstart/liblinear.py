@@ -16,6 +16,17 @@ and the primal solvers); ``-wi`` multiplies C for class i (each time it is given
 is multi-core LIBLINEAR's thread count; ``-n`` (the one-class nu) and ``-p`` (the
 regression epsilon) mean nothing to the classification solvers and are ignored.
 
+``-C`` (its search for C) and ``-v n`` (its cross-validation) are ``headstart cv``'s, which
+takes them inside ``--liblinear`` (:func:`search`): ``-C`` is ``--Cs auto``
+(:func:`headstart.tuning.cv.cross_validate`), LIBLINEAR's grid -- from the largest power of 2
+not above 1 / (l max ||x_i||^2) (``-s 0``) or 1 / (2 l max ||x_i||^2) (``-s 2``), or from
+``-c``, doubling up to 1024, each fold warm-started from its weights at the C before, stopped
+once no weights move -- on 5 folds unless ``-v`` says otherwise, solver ``-s 2`` unless ``-s``
+says otherwise, and only ``-s 0`` or ``-s 2`` (as LIBLINEAR).  What differs: the best C is
+the one of the best multi-label metric (``cv --metric``, P@1 by default) over all labels,
+not a binary problem's accuracy.  Elsewhere (``train``) both are refused with a pointer to
+``headstart cv``.
+
 One deliberate difference: the primal Newton solvers (``-s 0``, ``-s 2``) start from
 headstart's initialisation (aop unless ``--init`` says otherwise), the paper's
 contribution, which reaches the same optimum under the same stopping rule faster than
@@ -65,10 +76,13 @@ _FLAGS = ("-q", "-R")
 _WEIGHT = re.compile(r"^-w([+-]?\d+)$")
 
 
-def translate(options: str) -> dict[str, Any]:
+def translate(options: str, search: bool = False) -> dict[str, Any]:
     """headstart's training parameters for LIBLINEAR's ``train`` options ``options``
     (a string such as ``"-s 2 -c 4 -e 0.001 -B 1"``); raises :class:`ParameterError`
-    naming the option and the problem."""
+    naming the option and the problem.  ``search``: the caller (``headstart cv``) runs
+    ``-C`` and ``-v`` itself (:func:`search`), so they are taken, not refused; with ``-C``
+    the default solver is ``-s 2`` and only ``-s 0`` and ``-s 2`` are allowed, LIBLINEAR's
+    rules."""
     try:
         tokens = shlex.split(options)
     except ValueError as e:
@@ -81,13 +95,14 @@ def translate(options: str) -> dict[str, Any]:
         if not opt.startswith("-") or len(opt) < 2:
             raise _error(options, f"{opt!r} is not an option (LIBLINEAR's options are -s, -c, -e, -B, -R, "
                                   "-wi, -m, -q)")
-        if opt == "-C":
+        if opt == "-C" and not search:
             raise _error(options, "-C (LIBLINEAR's search for C) is a command of its own here: headstart cv "
-                                  "--Cs 0.25,1,4 (the best C by held-out P@1 or another ranking metric)")
-        if opt == "-v":
+                                  "--liblinear=\"-C ...\" or --Cs auto (LIBLINEAR's grid; the best C by held-out "
+                                  "P@1 or another metric), or --Cs 0.25,1,4")
+        if opt == "-v" and not search:
             raise _error(options, "-v (cross-validation) is a command of its own here: headstart cv --folds N "
                                   "--liblinear=\"...\" (ranking metrics of held-out folds)")
-        if opt in _FLAGS:
+        if opt in _FLAGS or opt == "-C":
             given[opt] = None
             k += 1
             continue
@@ -102,6 +117,11 @@ def translate(options: str) -> dict[str, Any]:
             if not (math.isfinite(w) and w >= 0):
                 raise _error(options, f"{opt} must be a finite number >= 0, got {value!r}")
             weights[int(m.group(1))] = weights.get(int(m.group(1)), 1.0) * w
+        elif opt == "-v":
+            folds = _number(options, opt, value, int)
+            if folds < 2:
+                raise _error(options, f"-v needs a number of folds >= 2, got {value!r}")
+            given[opt] = value
         elif opt in ("-s", "-c", "-e", "-B", "-m", "-n", "-p"):
             # -p (the regression epsilon) is read and ignored by LIBLINEAR's classification
             # solvers; -n is the one-class nu (ignored there too) or, before multi-core
@@ -113,7 +133,11 @@ def translate(options: str) -> dict[str, Any]:
                                   "-m, -q)")
         k += 2
 
-    solver = _number(options, "-s", given["-s"], int) if "-s" in given else 1
+    # LIBLINEAR: -C without -s searches with -s 2, and only -s 0 / 2 (and regression's 11)
+    solver = _number(options, "-s", given["-s"], int) if "-s" in given else (2 if "-C" in given else 1)
+    if "-C" in given and solver not in (0, 2):
+        raise _error(options, f"-C with -s {solver}: LIBLINEAR's search for C (warm-started) is for -s 0 and "
+                              "-s 2 only (-s 11, regression, is not offered here)")
     if solver in NOT_OFFERED:
         raise _error(options, f"-s {solver}: {NOT_OFFERED[solver]}")
     if solver not in SOLVERS:
@@ -149,6 +173,20 @@ def translate(options: str) -> dict[str, Any]:
         # every core); a nu (a fraction) stays ignored, as LIBLINEAR's classifiers ignore it
         out["threads"] = int(given["-n"])
     return out
+
+
+def search(options: str) -> dict[str, Any]:
+    """What LIBLINEAR options (already accepted by ``translate(options, search=True)``)
+    ask of ``headstart cv``: ``auto`` (``-C``: LIBLINEAR's search for C), ``folds``
+    (``-v n``; 5 with ``-C`` alone, LIBLINEAR's default there; None when neither says)
+    and ``first_C`` (``-c``: where a search for C starts, LIBLINEAR's meaning of it with
+    ``-C``; None when not given)."""
+    tokens = shlex.split(options)
+    auto = "-C" in tokens
+    values = {opt: tokens[k + 1] for k, opt in enumerate(tokens[:-1]) if opt in ("-v", "-c")}
+    folds = int(values["-v"]) if "-v" in values else (5 if auto else None)
+    first = float(values["-c"]) if "-c" in values else None
+    return {"auto": auto, "folds": folds, "first_C": first}
 
 
 def quiet(options: str) -> bool:

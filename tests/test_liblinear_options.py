@@ -104,7 +104,7 @@ def test_translation_follows_liblinears_defaults():
 
 @pytest.mark.parametrize("options,words", [
     ("-s 4", "Crammer and Singer"), ("-s 12", "regression"),
-    ("-s 21", "one-class"), ("-s 9", "unknown solver"), ("-v 5", "headstart cv --folds N"), ("-C", "headstart cv --Cs"),
+    ("-s 21", "one-class"), ("-s 9", "unknown solver"), ("-v 5", "headstart cv --folds N"), ("-C", "headstart cv --liblinear=\"-C ...\" or --Cs auto"),
     ("-s 2 -R", "-R (an unregularised bias) needs -B 1"), ("-s 2 -B 2 -R", "needs -B 1"),
     ("-s 2 -v", "headstart cv --folds N"), ("-m 0", "-m must be a number of threads >= 1"), ("-s 1 -B 1 -R", "-R is not for -s 1"),
     ("-s 2 -w3 2", "only -w1 (positives) and -w-1"), ("-w1 -2", "-w1 must be a finite number >= 0"),

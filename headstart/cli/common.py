@@ -146,7 +146,8 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     if getattr(args, "liblinear", None) is not None:
         from ..liblinear import quiet, translate
 
-        values.update(translate(args.liblinear))
+        # headstart cv runs LIBLINEAR's -C and -v itself (liblinear.search)
+        values.update(translate(args.liblinear, search=getattr(args, "liblinear_search", False)))
         if quiet(args.liblinear):
             args.quiet = True
     cli = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]   # given explicitly

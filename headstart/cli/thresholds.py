@@ -63,7 +63,8 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
 
 def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True):
     """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
-    progress bar over ``trainings`` trainings of all labels; (result, labels, seconds),
+    progress bar over ``trainings`` trainings of all labels (or ``trainings(X, params)``,
+    a number known from the data only); (result, labels, seconds),
     or None when --print-params only printed the parameters.  TRAIN needs at least
     ``min_rows`` instances."""
     params = common.params_unless_printed(args)
@@ -85,6 +86,8 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     if X.shape[0] < min_rows:
         raise DataFormatError(f"{X.shape[0]} instances are too few for --folds {args.folds} (at least {min_rows} "
                               "are needed)", args.train)
+    if callable(trainings):     # known from the data only (cv --Cs auto: an upper bound)
+        trainings = trainings(X, params)
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(trainings * Y.shape[1], "cross-validate", "labels", enabled=not args.quiet) as bar:

@@ -9,8 +9,8 @@ cross-validated ranking metrics of several C (:func:`cross_validate`, LIBLINEAR'
 from __future__ import annotations
 
 from .costs import COSTS, Costs, cost_sensitive, cost_trainings
-from .cv import CrossValidation, cross_validate
+from .cv import CrossValidation, auto_grid, cross_validate, start_C
 from .thresholds import FBR_VALUES, Thresholds, micromacro, scutfbr, trainings_needed
 
-__all__ = ["COSTS", "Costs", "cost_sensitive", "cost_trainings", "CrossValidation", "cross_validate", "FBR_VALUES", "Thresholds", "micromacro",
+__all__ = ["COSTS", "Costs", "cost_sensitive", "cost_trainings", "CrossValidation", "auto_grid", "cross_validate", "start_C", "FBR_VALUES", "Thresholds", "micromacro",
            "scutfbr", "trainings_needed"]

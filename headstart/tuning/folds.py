@@ -60,12 +60,18 @@ class FoldRunner:
     def train(self, rows: np.ndarray, params: TrainParams | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
         """(weights, intercept) of all labels trained on ``rows`` (with ``params``
         instead of the runner's own, e.g. other costs)."""
+        model, _ = self.fit(rows, params)
+        return model.weights, model.intercept
+
+    def fit(self, rows: np.ndarray, params: TrainParams | None = None):
+        """(model, training statistics) of all labels trained on ``rows``: the model to
+        warm-start the next C from, the statistics to tell whether it moved."""
         from ..estimator import fit_model
 
-        model, _ = fit_model(self.X[rows], self.Y[rows], params or self.params, progress=self.progress,
-                             own_data=True)
+        model, stats = fit_model(self.X[rows], self.Y[rows], params or self.params, progress=self.progress,
+                                 own_data=True)
         self.trainings += 1
-        return model.weights, model.intercept
+        return model, stats
 
     def decision_counts(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
