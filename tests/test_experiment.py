@@ -433,3 +433,52 @@ def test_table_json_is_json_when_a_metric_is_undefined():
     doc = _plain({"precision": float("nan"), "recall": np.float64("inf"), "P@1": np.float32(0.5), "k": [np.int64(3)]})
     assert doc == {"precision": None, "recall": None, "P@1": 0.5, "k": [3]}
     json.dumps(doc, allow_nan=False)
+
+
+def test_an_interrupted_experiment_goes_on_with_the_same_command(bibtex_dir, capsys, tmp_path, monkeypatch):
+    """helper-68: an interrupt lost every finished run (the report is written at the end),
+    hours of them on a large set; now each finished run is kept in REPORT.partial and the
+    same command trains only the others -- not a run of other parameters."""
+    from headstart.cli import experiment as cli_experiment
+
+    out = tmp_path / "rep"
+    argv = ["experiment", bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz", "-o", out,
+            "--labels", "0:8", "--threads", "1", "--inits", "zero,bias:-2,aop", "--quiet"]
+    trained = []
+    start = cli_experiment._Reporter.start_run
+
+    def stop_at_aop(self, index, total, spec, n):
+        trained.append(spec.name)
+        if spec.name == "aop":
+            raise KeyboardInterrupt
+        return start(self, index, total, spec, n)
+
+    monkeypatch.setattr(cli_experiment._Reporter, "start_run", stop_at_aop)
+    code, _, _ = run(capsys, *argv)
+    assert code != 0 and not out.exists()
+    partial = tmp_path / "rep.partial"
+    assert sorted(p.name for p in partial.glob("*.json")) == ["bias_-2.json", "zero.json"]
+    first = {k: json.loads((partial / f"{k}.json").read_text())["run"] for k in ("zero", "bias_-2")}
+    (tmp_path / "zero_first.npz").write_bytes((partial / "stats" / "zero.npz").read_bytes())
+    trained.clear()
+    monkeypatch.setattr(cli_experiment._Reporter, "start_run", lambda self, *a: trained.append(a[2].name) or
+                        start(self, *a))
+    code, _, _ = run(capsys, *argv)
+    assert code == 0 and trained == ["aop"]
+    doc = json.loads((out / "table.json").read_text())
+    for rec in doc["runs"][:2]:
+        saved = first[rec["key"]]
+        assert rec["metrics"] == saved["metrics"] and rec["timing"] == saved["timing"]
+        assert rec["summary"]["newton_iterations"] == saved["summary"]["newton_iterations"]
+    np.testing.assert_array_equal(load_stats(out / "stats" / "zero.npz").columns["iterations"],
+                                  load_stats(tmp_path / "zero_first.npz").columns["iterations"])
+    assert not partial.exists()
+    # a run of other parameters is trained again, not taken
+    monkeypatch.setattr(cli_experiment._Reporter, "start_run", stop_at_aop)
+    run(capsys, *argv, "--C", "2")
+    assert (partial / "zero.json").is_file()
+    trained.clear()
+    monkeypatch.setattr(cli_experiment._Reporter, "start_run", lambda self, *a: trained.append(a[2].name) or
+                        start(self, *a))
+    code, _, _ = run(capsys, *argv)
+    assert code == 0 and trained == ["zero", "bias -2", "aop"]

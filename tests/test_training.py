@@ -424,7 +424,80 @@ def test_pretrained_start_from_a_label_range_says_how_many_labels_it_covers(tmp_
     OvAClassifier(init="aop", threads=1).fit(X, Y, first_label=10, num_labels=10).save(str(tmp_path / "r"))
     with caplog.at_level(logging.WARNING, logger="headstart"):
         OvAClassifier(init="pretrained", pretrained=str(tmp_path / "r"), threads=1).fit(X, Y, num_labels=30)
-    assert f"covers 10 of the {Y.shape[1]} labels; the others start from zero" in caplog.text
+    # of the labels trained, not of the whole label space (helper-68: "covers 10 of the
+    # 45 labels" also when only labels 0..29 were trained)
+    assert "covers 10 of the 30 labels trained; the others start from zero" in caplog.text
+
+
+def test_pretrained_reads_only_the_shards_of_the_labels_trained(tmp_path):
+    """helper-68: the whole model was loaded (~3.4x its size at the peak: 1.75 GB and 37 s
+    to start 50 labels from a 0.5 GB model); a shard outside the range is never opened,
+    so even a damaged one does not matter, and the start is the same."""
+    X, Y = dataset("medical")
+    OvAClassifier(init="aop", C=0.5, threads=1).fit(X, Y).save(str(tmp_path / "m"), shard_size=10)
+    warm = lambda: OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), threads=1).fit(
+        X, Y, first_label=12, num_labels=5)
+    before = warm()
+    shards = sorted((tmp_path / "m" / "shards").iterdir())
+    assert len(shards) == 5
+    for f in (shards[0], shards[2], shards[4]):      # labels 0-9, 20-29, 40-44
+        f.write_bytes(b"damaged")
+    after = warm()
+    np.testing.assert_array_equal(after.coef_.toarray(), before.coef_.toarray())
+    np.testing.assert_array_equal(after.stats_["iterations"], before.stats_["iterations"])
+    assert np.all(before.stats_["f_init"] < OvAClassifier(init="zero", threads=1).fit(
+        X, Y, first_label=12, num_labels=5).stats_["f_init"])          # the saved rows were the start
+
+
+def test_pretrained_start_after_adding_features_and_labels(tmp_path, caplog):
+    """helper-68: data that grew (new feature ids beyond the old ones, new labels appended,
+    as adding rows to a libsvm file does) was refused; the old ids mean the same, so the
+    old rows start them and the new ones start from 0 -- to the cold start's solution."""
+    import logging
+
+    from headstart import ModelFormatError
+
+    X, Y = dataset("medical")
+    n, d = X.shape
+    L = Y.shape[1]
+    rng = np.random.default_rng(0)
+    extra = sp.random(n, 3, density=0.05, random_state=rng, dtype=np.float32, format="csr")
+    X2 = sp.hstack([X, extra], format="csr")
+    Y2 = sp.hstack([Y, sp.csr_matrix((rng.random((n, 1)) < 0.05).astype(np.float64))], format="csr")
+    OvAClassifier(init="aop", C=0.5, threads=1).fit(X, Y).save(str(tmp_path / "m"))
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        warm = OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), prune=0.0, epsilon=1e-5,
+                             threads=1).fit(X2, Y2)
+    assert f"has {d} features and {L} labels, the training data {d + 3} and {L + 1}" in caplog.text
+    # (at the default epsilon, 0.01, two starts' objectives differ by up to ~0.5% per label)
+    cold = OvAClassifier(init="aop", prune=0.0, epsilon=1e-5, threads=1).fit(X2, Y2)
+    fw, fc = warm.stats_["f_final"], cold.stats_["f_final"]
+    np.testing.assert_allclose(fw, fc, rtol=1e-5, atol=1e-9)
+    # the appended label starts from 0
+    assert warm.stats_["f_init"][L] == OvAClassifier(init="zero", threads=1).fit(
+        X2, Y2, first_label=L, num_labels=1).stats_["f_init"][0]
+    # fewer features or labels than the model: other data
+    with pytest.raises(ModelFormatError, match=f"has {d} features, the training data only {d - 1}"):
+        OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), threads=1).fit(X[:, :d - 1], Y)
+    with pytest.raises(ModelFormatError, match=f"label space of {L}, the training data only {L - 1}"):
+        OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), threads=1).fit(X, Y[:, :L - 1])
+
+
+def test_pretrained_model_of_other_preprocessing_warns(tmp_path, caplog):
+    """helper-68: a model trained on normalised rows started training on raw ones (or
+    another hashing) without a word; the solution is the same, the start a poor one."""
+    import logging
+
+    X, Y = dataset("medical")
+    OvAClassifier(init="aop", normalize=True, threads=1).fit(X, Y, num_labels=3).save(str(tmp_path / "m"))
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), threads=1).fit(X, Y, num_labels=3)
+    assert "prepared otherwise: normalize=True (now False)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        OvAClassifier(init="pretrained", pretrained=str(tmp_path / "m"), normalize=True, threads=1).fit(
+            X, Y, num_labels=3)
+    assert "prepared otherwise" not in caplog.text
 
 
 @pytest.mark.parametrize("space", [3000, 10**9])

@@ -20,6 +20,10 @@ iterations, CG steps), the paper's figures as PNG, and report.html showing them 
 Initialisations (--inits, comma separated): zero, bias (bias weight --bias-init,
 default -1), bias:V (bias weight V), ovap, ovap-strict, aop, aop:T (aop with t = T).
 
+Every finished run is saved in REPORT_DIR.partial/ until the report is written: an
+interrupted experiment goes on with the same command (runs of the same parameters, data
+and labels are not trained again; their times are those of the earlier session).
+
 examples:
   headstart experiment data/bibtex/train.txt.gz data/bibtex/test.txt.gz -o report
   headstart experiment train.txt.gz test.txt.gz -o report --labels 0:2000 --threads 2
@@ -53,6 +57,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "table.json and stats/")
     o.add_argument("--no-stats", dest="keep_stats", action="store_false",
                    help="do not keep stats/<run>.npz (the report can then not be redrawn with --replot)")
+
+
+def checkpoint_dir(output: str) -> Path:
+    """``REPORT_DIR.partial``: the finished runs of an experiment still running or interrupted."""
+    p = Path(output)
+    return p.parent / f"{p.name}.partial"
 
 
 def _check_output(path: str) -> None:
@@ -165,7 +175,17 @@ def run(args: argparse.Namespace) -> int:
     common.say(args, f"read {data.info['name']}: {data.info['n_train']} training, {data.info['n_test']} test "
                      f"instances, {data.info['n_features']} features, {L} labels in "
                      f"{data.info['read_seconds']:.1f} s; {len(runs)} runs on labels {first}..{first + count - 1}")
-    exp = run_experiment(data, runs, first, count, settings=settings, reporter=_Reporter(args))
+    # every finished run is kept beside the report until the report is written, so that an
+    # interrupted experiment (Ctrl-C, a batch job's time limit) goes on with the same
+    # command instead of training every run again (helper-68)
+    partial = checkpoint_dir(args.output)
+    if partial.is_dir():
+        common.say(args, f"{partial}: runs of an interrupted experiment; those of the same parameters, data and "
+                         "labels are not trained again")
+    exp = run_experiment(data, runs, first, count, settings=settings, reporter=_Reporter(args), checkpoint=partial)
     out = write_report(exp, args.output, save_statistics=args.keep_stats)
+    import shutil
+
+    shutil.rmtree(partial, ignore_errors=True)
     common.say(args, f"wrote {args.output}/report.html, table.md, table.json and {len(out['figures'])} figures")
     return 0

@@ -27,6 +27,7 @@ import os
 import platform
 import sys
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
@@ -270,8 +271,13 @@ def evaluate_model(model, X_test, Y_test_range: sp.csr_matrix, threads: int) -> 
 
 def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num_labels: int | None = None,
                    settings: dict | None = None, reporter: Reporter | None = None,
-                   warmup: bool = True) -> Experiment:
-    """Train and evaluate every run on labels ``[first_label, first_label + num_labels)``."""
+                   warmup: bool = True, checkpoint: str | os.PathLike | None = None) -> Experiment:
+    """Train and evaluate every run on labels ``[first_label, first_label + num_labels)``.
+
+    ``checkpoint``: a directory where every finished run is saved at once (its record and
+    statistics); a run found there, of the same parameters on the same data and labels,
+    is taken from it instead of trained again -- an interrupted experiment goes on where
+    it stopped (helper-68: all finished runs were lost, hours of them on a large set)."""
     from ..estimator import fit_model, resolve_label_range
 
     if not runs:
@@ -286,8 +292,17 @@ def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num
                 labels_with_at_most_5_positives=int(np.sum(pos <= 5)),
                 median_positives=float(np.median(pos)), max_positives=int(pos.max()))
     exp = Experiment(info, dict(settings or {}), environment())
-    exp.environment["warmup_seconds"] = warm_up(data, runs, first, count) if warmup else 0.0
+    done = load_checkpoint(checkpoint, info, runs) if checkpoint is not None else {}
+    if done:
+        log.info("%s: %d of %d runs finished before (%s), not trained again", checkpoint, len(done), len(runs),
+                 ", ".join(r.spec.name for r in done.values()))
+        exp.environment["runs_from_checkpoint"] = [r.spec.name for r in done.values()]
+    todo = [spec for spec in runs if spec.key not in done]
+    exp.environment["warmup_seconds"] = warm_up(data, todo, first, count) if warmup and todo else 0.0
     for index, spec in enumerate(runs):
+        if spec.key in done:
+            exp.runs.append(done[spec.key])
+            continue
         advance = reporter.start_run(index, len(runs), spec, count) if reporter else None
         load_before = loadavg()
         t0, c0 = time.perf_counter(), time.process_time()
@@ -305,10 +320,63 @@ def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num
                            int(model.nnz))
         exp.runs.append(result)
         del model
+        if checkpoint is not None:
+            save_checkpoint(checkpoint, info, result)
         if reporter:
             reporter.end_run(result)
     exp.environment["loadavg_end"] = loadavg()
     return exp
+
+
+# --------------------------------------------------------------------------- checkpoint
+#: what must be equal for a saved run to stand for a run of this experiment
+_SAME_DATA = ("train", "test", "n_train", "n_test", "n_features", "n_labels", "train_nnz", "test_nnz",
+              "first_label", "num_labels")
+
+
+def save_checkpoint(directory: str | os.PathLike, info: dict, r: RunResult) -> None:
+    """Save a finished run: ``stats/<key>.npz``, then ``<key>.json`` (written last, so a
+    record always has its statistics)."""
+    from ..io.atomic import atomic_write
+
+    d = Path(directory)
+    (d / STATS_DIR).mkdir(parents=True, exist_ok=True)
+    save_stats(r.stats, d / STATS_DIR / f"{r.spec.key}.npz")
+    doc = {"format_version": FORMAT_VERSION, "data": {k: info.get(k) for k in _SAME_DATA}, "run": run_record(r)}
+    with atomic_write(str(d / f"{r.spec.key}.json"), "w") as fh:
+        fh.write(json.dumps(_plain(doc), allow_nan=False))
+
+
+def load_checkpoint(directory: str | os.PathLike, info: dict, runs: list[RunSpec]) -> dict[str, RunResult]:
+    """The runs of ``runs`` saved in ``directory`` by :func:`save_checkpoint` for the same
+    data and label range with the same parameters, by key; others are left out (and
+    trained again), with a note of why."""
+    d = Path(directory)
+    out: dict[str, RunResult] = {}
+    if not d.is_dir():
+        return out
+    same = {k: info.get(k) for k in _SAME_DATA}
+    for spec in runs:
+        path = d / f"{spec.key}.json"
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            rec = doc["run"]
+            params = TrainParams.from_dict(rec["params"])
+            if doc.get("format_version") != FORMAT_VERSION or doc.get("data") != same:
+                log.warning("%s: a run of other data or labels; trained again", path)
+                continue
+            if params != spec.params:
+                log.warning("%s: a run of other parameters; trained again", path)
+                continue
+            stats = load_stats(d / rec["stats_file"])
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile, ParameterError) as e:
+            log.warning("%s: cannot be read (%s); trained again", path, e)
+            continue
+        metrics = {k: (math.nan if v is None else v) for k, v in rec["metrics"].items()}
+        out[spec.key] = RunResult(spec, stats, metrics, rec["timing"], rec["loadavg"], int(rec.get("model_nnz", 0)))
+    return out
 
 
 # --------------------------------------------------------------------------- saving

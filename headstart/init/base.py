@@ -52,6 +52,8 @@ class TrainingContext:
     colsum: np.ndarray        # sum of all instances, bias coordinate included (n_features + 1)
     threads: int = 1
     feature_order: object = None   # FeatureOrder when the kernels see renumbered features
+    labels: np.ndarray | None = None   # the labels trained (ascending), when known: a start that
+                                       # holds per-label data prepares those only
 
     @property
     def n(self) -> int:

@@ -8,6 +8,7 @@ import logging
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..errors import ModelFormatError
 from .base import Initializer, plan_kernel, plan_restriction, register
@@ -31,34 +32,94 @@ class Pretrained(Initializer):
         self.path = path
 
     def prepare(self, ctx):
-        from ..model.format import load_model
+        from ..model.manifest import read_manifest
 
-        model = load_model(self.path, allow_gaps=True)
-        if "tree" in (model.extensions or {}):   # its rows are nodes: even a matching count starts wrong labels
+        m = read_manifest(self.path)
+        if "tree" in m:   # its rows are nodes: even a matching count starts wrong labels
             raise ModelFormatError(f"{self.path}: a label-tree model (its rows are the tree nodes' outputs, not "
                                    "labels) cannot start one-vs-all training")
-        if model.n_features != ctx.n_features:
-            raise ModelFormatError(f"{self.path}: pretrained model has {model.n_features} features, "
-                                   f"the training data has {ctx.n_features}")
-        L = int(ctx.Y.shape[1])
-        if model.label_space != L:
-            raise ModelFormatError(f"{self.path}: pretrained model has a label space of {model.label_space}, "
-                                   f"the training data {L}: its rows would start other labels")
-        first, stop = int(model.first_label), int(model.first_label) + int(model.num_labels)
-        gaps = list(getattr(model, "missing_ranges", None) or [])
-        covered = stop - first - sum(max(0, min(b, stop) - max(a, first)) for a, b in gaps)
-        if covered < L:
-            log.warning("%s: the pretrained model covers %d of the %d labels; the others start from zero",
-                        self.path, covered, L)
-        W = model.weights.tocsr()
+        d_model, L_model = int(m["n_features"]), int(m["label_space"])
+        d, L = ctx.n_features, int(ctx.Y.shape[1])
+        # Growth is what adding rows does (new feature ids beyond the old ones of a libsvm
+        # file, new labels appended): the old ids keep their meaning, so the old rows are
+        # still the best start there and the new features / labels start from 0.  Fewer
+        # features or labels than the model can only be other data (helper-68).
+        if d_model > d:
+            raise ModelFormatError(f"{self.path}: pretrained model has {d_model} features, the training data only "
+                                   f"{d}: it was trained on other data")
+        if L_model > L:
+            raise ModelFormatError(f"{self.path}: pretrained model has a label space of {L_model}, the training "
+                                   f"data only {L}: its rows would start other labels")
+        if d_model < d or L_model < L:
+            log.warning("%s: the pretrained model has %d features and %d labels, the training data %d and %d: "
+                        "features and labels beyond the model's start from 0 (ids must mean the same in both)",
+                        self.path, d_model, L_model, d, L)
+        _warn_other_preparation(self.path, m.get("params") or {}, ctx.params)
+        # only the rows of the labels trained here (helper-68: the whole model was loaded,
+        # ~3.4x its size at the peak, to start a range of it)
+        labels = getattr(ctx, "labels", None)
+        lo, hi = (int(labels[0]), int(labels[-1]) + 1) if labels is not None and len(labels) else (0, L)
+        first, W, intercept, covered = _rows(self.path, m, lo, min(hi, L_model), d_model)
+        want = int(np.count_nonzero((labels >= lo) & (labels < hi))) if labels is not None else L
+        if covered < want:
+            log.warning("%s: the pretrained model covers %d of the %d labels trained; the others start from zero",
+                        self.path, covered, want)
+        if d_model < d:
+            W = sp.csr_matrix((W.data, W.indices, W.indptr), shape=(W.shape[0], d))
         if ctx.feature_order is not None:
             W = ctx.feature_order.to_internal(W)
         W.sort_indices()
         bias = ctx.problem.bias
         # stored intercept = bias weight * bias value
-        wb = (model.intercept.astype(np.float64) / bias) if bias > 0 else np.zeros(model.num_labels)
-        return PretrainedPlan(W.indptr.astype(np.int64), W.indices.astype(np.int32), W.data.astype(np.float32),
-                              wb.astype(np.float32), int(model.first_label), int(model.num_labels))
+        wb = (intercept.astype(np.float64) / bias) if bias > 0 else np.zeros(W.shape[0])
+        return PretrainedPlan(W.indptr.astype(np.int64), W.indices.astype(np.int32, copy=False),
+                              W.data.astype(np.float32, copy=False), wb.astype(np.float32), first, W.shape[0])
+
+
+#: the parameters that say how the model's features were made from the data
+_PREPARATION = ("normalize", "tfidf", "feature_transform", "hash_buckets", "hash_functions", "hash_seed")
+
+
+def _warn_other_preparation(path, saved: dict, params) -> None:
+    """A model trained on differently prepared features (normalised rows against raw ones,
+    another hashing) starts far from the optimum: training still converges to the same
+    solution, only slower -- so a warning, not an error."""
+    hashing = (saved.get("hash_buckets") or 0) > 0 or params.hash_buckets > 0
+    other = [f"{k}={saved[k]!r} (now {getattr(params, k)!r})" for k in _PREPARATION
+             if k in saved and saved[k] != getattr(params, k) and (hashing or not k.startswith("hash_"))]
+    if other:
+        log.warning("%s: the pretrained model's features were prepared otherwise: %s; its weights are a poor "
+                    "start (training reaches the same solution, more slowly)", path, ", ".join(other))
+
+
+def _rows(path, m: dict, lo: int, hi: int, d: int):
+    """(first, CSR rows, intercepts, rows covered) of the saved labels [lo, hi): only the
+    shards that overlap the range are read, one at a time; labels in a gap of the model
+    get an empty row and intercept 0."""
+    from pathlib import Path
+
+    from ..model.shards import read_shard
+
+    blocks, bias, covered = [], [], 0
+    pos = lo
+    for entry in sorted(m["shards"], key=lambda s: s["first_label"]):
+        a, n = int(entry["first_label"]), int(entry["num_labels"])
+        if a + n <= lo or a >= hi:
+            continue
+        _, w, b = read_shard(Path(path), entry, d)
+        s, e = max(a, lo), min(a + n, hi)
+        if s > pos:
+            blocks.append(sp.csr_matrix((s - pos, d), dtype=np.float32))
+            bias.append(np.zeros(s - pos, dtype=np.float32))
+        blocks.append(w[s - a:e - a])
+        bias.append(np.asarray(b[s - a:e - a], dtype=np.float32))
+        covered += e - s
+        pos = e
+        del w
+    if not blocks:
+        return lo, sp.csr_matrix((0, d), dtype=np.float32), np.zeros(0, dtype=np.float32), 0
+    W = blocks[0].tocsr() if len(blocks) == 1 else sp.vstack(blocks, format="csr", dtype=np.float32)
+    return lo, W, np.concatenate(bias), covered
 
 
 def _start(plan, P, O, w, psum, pos, label):

@@ -113,7 +113,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     y_indices = Yc.indices.astype(np.int64)
 
     init = make_initializer(params)
-    ctx = TrainingContext(P, X, Yc, params, colsum, params.effective_threads(), order)
+    ctx = TrainingContext(P, X, Yc, params, colsum, params.effective_threads(), order, labels)
     t0 = time.perf_counter()
     plan = init.prepare(ctx)
     prep_seconds = time.perf_counter() - t0
