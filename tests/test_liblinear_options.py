@@ -98,6 +98,11 @@ def test_translation_follows_liblinears_defaults():
     assert (p.bias, p.regularize_bias, p.weighting, p.weight_pos, p.weight_neg, p.init) == (
         2.0, True, "constant", 1.0, 0.25, "zero")
     assert translate("-s 3")["huber_epsilon"] == 0.0
+    # -s 3 stops after LIBLINEAR's 300 dual cycles (it has no primal method to finish with);
+    # -s 1 / -s 7 switch to Newton there and keep the default; --max-iter still overrides
+    assert [TrainParams.from_liblinear(f"-s {s}").max_iter for s in (0, 1, 2, 3, 5, 6, 7)] == [
+        1000, 1000, 1000, 300, 1000, 1000, 1000]
+    assert TrainParams.from_liblinear("-s 3", max_iter=5000).max_iter == 5000
     # LIBLINEAR multiplies C by every -wi given (LibMultiLabel appends -w1 to a user's string)
     assert translate("-s 2 -w1 2 -w+1 3")["weight_pos"] == 6.0
 
