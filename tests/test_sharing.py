@@ -141,3 +141,46 @@ def test_without_copies_the_kernel_sees_the_chunk_unchanged():
     out = solve_chunk(_kernel(seen), chunk, None, None, _records(4, 3), None)
     np.testing.assert_array_equal(seen[0], chunk)
     assert out[5] == 3
+
+
+def test_the_trainer_takes_a_workers_label_columns_as_they_are_and_never_sorts_the_callers():
+    """A Dask task called the trainer on the worker's Y, which converted, checked and
+    copied all of Y every call: O(label space) per task (helper-67: 2M labels, 1,954 tasks,
+    ~40% of the workers' CPU).  The worker's copy is made int64 and sorted once when it
+    arrives, and the trainer uses its arrays as they are; a caller's unsorted CSC Y was
+    sorted in place, and is now left alone.  The weights are the same, bit for bit."""
+    import pickle
+
+    from headstart.distributed.dask_backend import TrainingArrays, train_range_task
+    from headstart.params import TrainParams
+    from headstart.training.chunks import label_columns
+    from headstart.training.trainer import train_labels
+
+    rng = np.random.default_rng(3)
+    n, d, L = 60, 30, 5000
+    X = sp.random(n, d, density=0.2, format="csr", dtype=np.float32, random_state=1)
+    Yd = (rng.random((n, L)) < 0.002).astype(np.float32)
+    Yd[:, 7] = 1.0                          # one label without negatives
+    Y = sp.csr_matrix(Yd)
+    params = TrainParams(threads=1)
+    ref_w, ref_b, _ = train_labels(X, Y, params, np.arange(L))
+
+    arrays = pickle.loads(pickle.dumps(TrainingArrays(X.copy(), sp.csc_matrix(Y))))
+    Yc, indptr, indices = label_columns(arrays.Y)
+    assert Yc is arrays.Y and indptr is arrays.Y.indptr and indices is arrays.Y.indices
+    assert indptr.dtype == np.int64 and indices.dtype == np.int64
+    parts = [train_range_task(arrays, params, a, min(a + 1024, L), 1) for a in range(0, L, 1024)]
+    w = sp.vstack([p[1] for p in parts], format="csr")
+    b = np.concatenate([p[2] for p in parts])
+    assert (w != ref_w).nnz == 0 and w.nnz == ref_w.nnz and np.array_equal(b, ref_b)
+
+    # a CSC Y with unsorted rows: trained as the sorted one, and left as it was given
+    Yu = sp.csc_matrix(Y)
+    for j in range(L):
+        a, e = Yu.indptr[j], Yu.indptr[j + 1]
+        Yu.indices[a:e] = Yu.indices[a:e][::-1].copy()
+    Yu.has_sorted_indices = False
+    given = Yu.indices.copy()
+    w2, b2, _ = train_labels(X, Yu, params, np.arange(L))
+    assert np.array_equal(Yu.indices, given)
+    assert (w2 != ref_w).nnz == 0 and np.array_equal(b2, ref_b)

@@ -268,18 +268,15 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
           d_out):
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
-    from .chunks import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, make_records,
-                         note_zero_starts, report_problems, run_chunks, shared_label_chunks, sorted_unique,
-                         warmup_records)
+    from .chunks import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, label_columns,
+                         make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks,
+                         sorted_unique, warmup_records)
 
     from ..params import method_of
 
     labels = sorted_unique(labels)
     n, d = X.shape
-    Yc = sp.csc_matrix(Y)
-    Yc.sort_indices()
-    y_indptr = Yc.indptr.astype(np.int64)
-    y_indices = Yc.indices.astype(np.int64)
+    Yc, y_indptr, y_indices = label_columns(Y)
     cost_scale = float(params.C) / float(params.reg_scale)
     if params.weighting == "none":
         cost_pos = cost_neg = np.zeros(0)

@@ -34,7 +34,9 @@ class SameProblems:
     ``n`` instances) and their cost factors (empty arrays: every factor 1)."""
 
     def __init__(self, y_indptr: np.ndarray, n: int, cost_pos: np.ndarray, cost_neg: np.ndarray):
-        self.counts = np.diff(y_indptr)
+        # the counts of the labels asked about only (_classes): np.diff of all of them
+        # was O(label space) per trainer call, i.e. per Dask task (helper-67)
+        self.y_indptr = y_indptr
         self.n = int(n)
         self.cost_pos = cost_pos
         self.cost_neg = cost_neg
@@ -43,7 +45,7 @@ class SameProblems:
     def _classes(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(positions of the labels without a positive or a negative, their kind, and
         their costs as rows (C+, C-)): equal rows pose equal problems."""
-        npos = self.counts[labels]
+        npos = self.y_indptr[labels + 1] - self.y_indptr[labels]
         kind = np.full(labels.size, -1.0)
         kind[npos == self.n] = 1.0       # no negative
         kind[npos == 0] = 0.0            # no positive (with n = 0 both: the same problem)

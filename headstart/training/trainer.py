@@ -27,8 +27,8 @@ from ..init.zero import ZeroPlan
 from ..solver.newton import settings
 from .budget import choose_lanes, lane_budget, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_log, default_chunk_size,
-                     make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks, sorted_unique,
-                     warmup_records)
+                     label_columns, make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks,
+                     sorted_unique, warmup_records)
 from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, prepare_problem, train_chunk
 from . import pages
 from .locality import FeatureOrder
@@ -107,10 +107,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     labels = sorted_unique(labels)
     n, d = X.shape
     P, colsum = prepare_problem(X, params)
-    Yc = sp.csc_matrix(Y)
-    Yc.sort_indices()
-    y_indptr = Yc.indptr.astype(np.int64)
-    y_indices = Yc.indices.astype(np.int64)
+    Yc, y_indptr, y_indices = label_columns(Y)
 
     init = make_initializer(params)
     ctx = TrainingContext(P, X, Yc, params, colsum, params.effective_threads(), order, labels)
