@@ -34,8 +34,9 @@ from headstart.params import TrainParams
 from headstart.solver.newton import STATUS_NAMES
 
 REPO = Path(__file__).resolve().parent.parent
-#: the logger of the trainer's reports (training/chunks.py: report_problems)
-REPORT_LOG = "headstart.training.chunks"
+#: the logger of the trainer's reports (training/chunks.py: report_problems), by the name
+#: they had when they lived in training/trainer.py
+REPORT_LOG = "headstart.training.trainer"
 
 
 # --------------------------------------------------------------------------- data
@@ -166,6 +167,30 @@ def test_label_without_positives_is_logged_and_counted(trainer_log):
     # the all-negative label scores below every instance's best label
     scores = clf.decision_function(X)
     assert np.all(scores[:, 0] < 0)
+
+
+def test_label_reports_keep_the_logger_name_users_filter_on(caplog):
+    """The label reports (report_problems, restarts) moved from training/trainer.py to
+    training/chunks.py; a user who silenced or routed them by the logger
+    "headstart.training.trainer" must still reach them by that name (the move was meant
+    to change no behaviour)."""
+    from headstart.training import chunks
+
+    assert chunks.log.name == "headstart.training.trainer"
+    X, Y = base_problem()
+    top = logging.getLogger("headstart")
+    old = top.propagate
+    top.propagate = True
+    try:
+        with caplog.at_level(logging.WARNING, logger="headstart"):
+            logging.getLogger("headstart.training.trainer").setLevel(logging.ERROR)    # the user's filter
+            try:
+                headstart.OvAClassifier(threads=1, max_iter=1).fit(X, Y)
+            finally:
+                logging.getLogger("headstart.training.trainer").setLevel(logging.NOTSET)
+    finally:
+        top.propagate = old
+    assert not [r for r in caplog.records if "status max_iter" in r.getMessage()]
 
 
 def test_solver_stopping_early_sets_status_and_warns(trainer_log):

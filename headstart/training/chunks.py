@@ -33,7 +33,9 @@ from .packed import PackedRows
 from .sharing import SameProblems, solve_chunk
 from .stats import TrainingStats
 
-log = logging.getLogger(__name__)
+#: the reports of the labels (status, no positives, restarts from zero) keep the logger name
+#: they had before this module left trainer.py: users filter and route them by that name
+log = logging.getLogger("headstart.training.trainer")
 #: progress of numba's first compile: INFO (it is not a problem), on a logger of its own so
 #: that the command line can show it without showing every INFO message
 compile_log = logging.getLogger("headstart.compile")
