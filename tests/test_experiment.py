@@ -482,3 +482,70 @@ def test_an_interrupted_experiment_goes_on_with_the_same_command(bibtex_dir, cap
                         start(self, *a))
     code, _, _ = run(capsys, *argv)
     assert code == 0 and trained == ["zero", "bias -2", "aop"]
+
+
+def _small_files(d, values_seed: int):
+    """A tiny train/test pair whose sparsity pattern (shapes, nnz) does not depend on
+    ``values_seed``, only its feature values: another tf-idf of the same documents."""
+    from headstart.io.xmc import write_xmc
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 30, density=0.2, format="csr", random_state=1, dtype=np.float32)
+    Y = sp.csr_matrix((rng.random((60, 4)) < 0.3).astype(np.float32))
+    X.data = np.random.default_rng(values_seed).uniform(0.1, 1.0, X.nnz).astype(np.float32)
+    write_xmc(d / "train.txt", X, Y)
+    write_xmc(d / "test.txt", X[:20], Y[:20])
+    return d / "train.txt", d / "test.txt"
+
+
+def test_a_checkpoint_of_other_data_of_the_same_shapes_is_not_taken(tmp_path):
+    """REPORT_DIR.partial told its data by the paths, shapes and nnz only: a file rewritten
+    with other values (another tf-idf, normalised rows) passed, and the report mixed runs
+    of two data sets silently.  A digest of the arrays tells them apart (as a resumed
+    model's data digest does)."""
+    from headstart.experiment import load_dataset, run_experiment
+
+    part = tmp_path / "rep.partial"
+    base = TrainParams(threads=1)
+    runs, _ = plan_runs(parse_inits("zero", base), [])
+    train, test = _small_files(tmp_path, values_seed=1)
+    first = run_experiment(load_dataset(train, test), runs, warmup=False, checkpoint=part)
+    assert (part / "zero.json").is_file()
+    again = run_experiment(load_dataset(train, test), runs, warmup=False, checkpoint=part)
+    assert again.environment.get("runs_from_checkpoint") == ["zero"]       # the same data: taken
+    train, test = _small_files(tmp_path, values_seed=2)                      # same shapes and nnz
+    other = run_experiment(load_dataset(train, test), runs, warmup=False, checkpoint=part)
+    assert "runs_from_checkpoint" not in other.environment
+    assert other.runs[0].stats.columns["f_final"].tolist() != first.runs[0].stats.columns["f_final"].tolist()
+
+
+def test_a_checkpoint_record_never_pairs_with_another_runs_statistics(tmp_path, monkeypatch):
+    """save_checkpoint wrote stats/<key>.npz, then <key>.json: a crash between the two,
+    while a record of the same key from other parameters was there, left that record
+    with the new run's statistics -- taken as the old run's on the next start."""
+    import headstart.io.atomic as atomic_mod
+    from headstart.experiment import load_dataset, run_experiment
+    from headstart.experiment import run as run_mod
+
+    part = tmp_path / "rep.partial"
+    train, test = _small_files(tmp_path, values_seed=1)
+    data = load_dataset(train, test)
+    runs1, _ = plan_runs(parse_inits("zero", TrainParams(threads=1)), [])
+    runs2, _ = plan_runs(parse_inits("zero", TrainParams(threads=1, C=4.0)), [])
+    run_experiment(data, runs1, warmup=False, checkpoint=part)
+    real = atomic_mod.atomic_write
+
+    def crash_on_record(path, *a, **k):
+        if str(path).endswith(".json"):
+            raise KeyboardInterrupt           # the record of the C = 4 run is never written
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(atomic_mod, "atomic_write", crash_on_record)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(data, runs2, warmup=False, checkpoint=part)
+    monkeypatch.undo()
+    info = dict(data.info, first_label=0, num_labels=data.Y_train.shape[1])
+    done = run_mod.load_checkpoint(part, info, runs1)
+    if done:     # the C = 1 record may only come with the C = 1 statistics
+        again = run_experiment(data, runs1, warmup=False)
+        assert done["zero"].stats.columns["f_final"].tolist() == again.runs[0].stats.columns["f_final"].tolist()

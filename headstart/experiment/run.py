@@ -292,7 +292,10 @@ def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num
                 labels_with_at_most_5_positives=int(np.sum(pos <= 5)),
                 median_positives=float(np.median(pos)), max_positives=int(pos.max()))
     exp = Experiment(info, dict(settings or {}), environment())
-    done = load_checkpoint(checkpoint, info, runs) if checkpoint is not None else {}
+    # the checkpoint's runs stand for this experiment's only on the same arrays: the
+    # shapes and nnz alone pass a file rewritten with other values (another tf-idf)
+    saved = dict(info, data_sha256=data_digest(data)) if checkpoint is not None else info
+    done = load_checkpoint(checkpoint, saved, runs) if checkpoint is not None else {}
     if done:
         log.info("%s: %d of %d runs finished before (%s), not trained again", checkpoint, len(done), len(runs),
                  ", ".join(r.spec.name for r in done.values()))
@@ -321,7 +324,7 @@ def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num
         exp.runs.append(result)
         del model
         if checkpoint is not None:
-            save_checkpoint(checkpoint, info, result)
+            save_checkpoint(checkpoint, saved, result)
         if reporter:
             reporter.end_run(result)
     exp.environment["loadavg_end"] = loadavg()
@@ -331,7 +334,24 @@ def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num
 # --------------------------------------------------------------------------- checkpoint
 #: what must be equal for a saved run to stand for a run of this experiment
 _SAME_DATA = ("train", "test", "n_train", "n_test", "n_features", "n_labels", "train_nnz", "test_nnz",
-              "first_label", "num_labels")
+              "first_label", "num_labels", "data_sha256")
+
+
+def data_digest(data: Dataset) -> str:
+    """sha256 of the training and test arrays (fixed dtypes): tells a data set from another
+    of the same shapes and nnz (the same documents with other feature values or labels).
+    ~1 s per GB of arrays, against hours of runs it guards."""
+    import hashlib
+
+    h = hashlib.sha256()
+    step = 1 << 22            # converted piece by piece: no second copy of a large X
+    for M in (data.X_train, data.Y_train, data.X_test, data.Y_test):
+        M = sp.csr_matrix(M)
+        for a, dt in ((M.indptr, np.int64), (M.indices, np.int64), (M.data, np.float64)):
+            for k in range(0, a.size, step):
+                h.update(np.ascontiguousarray(a[k:k + step], dtype=dt).data)
+        h.update(np.asarray(M.shape, dtype=np.int64).data)
+    return h.hexdigest()
 
 
 def save_checkpoint(directory: str | os.PathLike, info: dict, r: RunResult) -> None:
@@ -341,6 +361,10 @@ def save_checkpoint(directory: str | os.PathLike, info: dict, r: RunResult) -> N
 
     d = Path(directory)
     (d / STATS_DIR).mkdir(parents=True, exist_ok=True)
+    # a record of this key from other parameters or data goes first: were the process
+    # stopped between the statistics and the record, that record would otherwise stand
+    # beside this run's statistics and be taken with them on the next start
+    (d / f"{r.spec.key}.json").unlink(missing_ok=True)
     save_stats(r.stats, d / STATS_DIR / f"{r.spec.key}.npz")
     doc = {"format_version": FORMAT_VERSION, "data": {k: info.get(k) for k in _SAME_DATA}, "run": run_record(r)}
     with atomic_write(str(d / f"{r.spec.key}.json"), "w") as fh:
