@@ -429,6 +429,26 @@ def test_pretrained_start_from_a_label_range_says_how_many_labels_it_covers(tmp_
     assert "covers 10 of the 30 labels trained; the others start from zero" in caplog.text
 
 
+def test_pretrained_coverage_counts_the_labels_trained_not_the_rows_between(tmp_path, caplog):
+    """Labels trained apart (a sharded run resuming its gaps, train_labels of a list) read
+    the model's rows from the first to the last; the coverage warning counted those rows,
+    and said nothing when 2 of 4 labels trained started from zero."""
+    import logging
+
+    from headstart.training.trainer import train_labels
+    from headstart.params import TrainParams
+
+    X, Y = dataset("medical")
+    OvAClassifier(init="aop", threads=1).fit(X, Y, first_label=2, num_labels=14).save(str(tmp_path / "r"))
+    from headstart.validation import check_features, check_labels
+
+    Xc, Yc = check_features(X), check_labels(Y, X.shape[0])
+    with caplog.at_level(logging.WARNING, logger="headstart"):
+        train_labels(Xc, Yc, TrainParams(init="pretrained", pretrained=str(tmp_path / "r"), threads=1),
+                     np.array([1, 7, 15, 19]))
+    assert "covers 2 of the 4 labels trained; the others start from zero" in caplog.text
+
+
 def test_pretrained_reads_only_the_shards_of_the_labels_trained(tmp_path):
     """helper-68: the whole model was loaded (~3.4x its size at the peak: 1.75 GB and 37 s
     to start 50 labels from a 0.5 GB model); a shard outside the range is never opened,
