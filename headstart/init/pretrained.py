@@ -64,9 +64,12 @@ class Pretrained(Initializer):
         if labels is not None:
             # of the labels trained (not the rows read, which span the gaps between them:
             # labels 1 and 19 of a model of 2..15 read 14 rows and start 2 from zero)
-            want = int(np.asarray(labels).size)
-            covered = sum(int(np.count_nonzero((labels >= int(s["first_label"]))
-                                               & (labels < int(s["first_label"]) + int(s["num_labels"]))))
+            # (labels ascending: two binary searches a shard, not a pass over the labels --
+            # thousands of shards times millions of labels otherwise)
+            labels = np.asarray(labels)
+            want = int(labels.size)
+            covered = sum(int(np.searchsorted(labels, int(s["first_label"]) + int(s["num_labels"]))
+                              - np.searchsorted(labels, int(s["first_label"])))
                           for s in m["shards"])
         if covered < want:
             log.warning("%s: the pretrained model covers %d of the %d labels trained; the others start from zero",
