@@ -70,11 +70,12 @@ class PreparedData:
         on other data of the same shapes and label counts (a regenerated tf-idf)."""
         import hashlib
 
+        from ._digest import update
+
         h = hashlib.sha256()
         X, Y = self.X, self.Y
-        for a, dt in ((X.indptr, np.int64), (X.indices, np.int32), (X.data, np.float32),
-                      (Y.indptr, np.int64), (Y.indices, np.int64)):
-            h.update(np.ascontiguousarray(a, dtype=dt).data)
+        update(h, ((X.indptr, np.int64), (X.indices, np.int32), (X.data, np.float32),
+                   (Y.indptr, np.int64), (Y.indices, np.int64)))
         h.update(np.asarray([X.shape[0], X.shape[1], Y.shape[1]], dtype=np.int64).data)
         return h.hexdigest()
 
