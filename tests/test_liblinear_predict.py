@@ -1,6 +1,6 @@
 """``headstart predict --liblinear [OPTIONS]``: LIBLINEAR predict's output file for
 people switching from LIBLINEAR on binary and multi-class (one class per line) libsvm
-files.  Compared line by line with liblinear-official's own predict on the same data and
+files; ``cv --liblinear="-v N"``: its cross-validation accuracy.  Compared line by line with liblinear-official's own predict on the same data and
 options: the same classes, the same probabilities (to their %g digits), the same
 'Accuracy = x% (a/b)' line."""
 
@@ -108,3 +108,50 @@ def test_predict_liblinear_options_and_refusals(tmp_path, capsys):
     code, _, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "p.txt", "--liblinear",
                        "--threshold", "0")
     assert code == 2 and "no place for --threshold" in err
+
+
+# --------------------------------------------------------------------------- cv -v: LIBLINEAR's accuracy
+@pytest.mark.parametrize("names", [[-1, 1], [3, 7, 42]])
+def test_cv_gives_liblinears_cross_validation_accuracy(tmp_path, capsys, names):
+    """cv --liblinear="-v 5" printed only ranking metrics and F1s: on a +1/-1 file P@1 is the
+    share of positive rows, nothing like LIBLINEAR's 'Cross Validation Accuracy'.  Now the
+    accuracy of the held-out predictions (sign for one label, best label for one class per
+    row), checked against the same folds trained here, and LIBLINEAR's line."""
+    import scipy.sparse as sp
+
+    from headstart import OvAClassifier, TrainParams
+    from headstart.io import read_libsvm
+    from headstart.tuning import cross_validate
+    from headstart.tuning.folds import split
+
+    train, _ = make_split(tmp_path, names)
+    X, Y = read_libsvm(str(train))
+    params = TrainParams.from_liblinear("-s 2 -B 1", threads=1)
+    r = cross_validate(X, Y, params, folds=5, k=1, metric="Accuracy")
+    n = X.shape[0]
+    right = 0
+    for val in split(np.random.default_rng(0).permutation(n), 5):
+        rest = np.setdiff1d(np.arange(n), val)
+        clf = OvAClassifier(**params.to_dict()).fit(X[rest], Y[rest])
+        S = clf.decision_function(X[val])
+        truth = sp.csr_matrix(Y)[val].toarray()
+        right += int(np.sum((S[:, 0] > 0) == (truth[:, 0] > 0)) if Y.shape[1] == 1
+                     else np.sum(truth[np.arange(val.size), np.argmax(S, axis=1)] > 0))
+    assert r.metrics[0]["Accuracy"] == pytest.approx(right / n)
+    code, out, err = run(capsys, "cv", train, "--liblinear=-s 2 -B 1 -v 5", "--threads", "1")
+    assert code == 0, err
+    assert out.splitlines()[-1] == "Cross Validation Accuracy = %g%%" % (100 * right / n)
+
+
+def test_accuracy_is_refused_for_multi_label_data():
+    import scipy.sparse as sp
+
+    from headstart import TrainParams
+    from headstart.errors import ParameterError
+    from headstart.tuning import cross_validate
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 10, density=0.5, format="csr", random_state=0)
+    Y = sp.csr_matrix((rng.random((60, 4)) < 0.4).astype(np.float32))
+    with pytest.raises(ParameterError, match="'Accuracy' .* one label per row"):
+        cross_validate(X, Y, TrainParams(threads=1), folds=2, k=1, metric="Accuracy")
