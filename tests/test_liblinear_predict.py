@@ -155,3 +155,37 @@ def test_accuracy_is_refused_for_multi_label_data():
     Y = sp.csr_matrix((rng.random((60, 4)) < 0.4).astype(np.float32))
     with pytest.raises(ParameterError, match="'Accuracy' .* one label per row"):
         cross_validate(X, Y, TrainParams(threads=1), folds=2, k=1, metric="Accuracy")
+
+
+# --------------------------------------------------------------------------- -wi on one class per row
+def test_class_weights_on_multiclass_data_are_said_and_pointed_to(tmp_path, capsys):
+    """LIBLINEAR's -w1 W on a multi-class file multiplies C for class 1's positives only;
+    --liblinear's -w1 weights every label's positives (each label's +1), LibMultiLabel's
+    meaning -- silently another problem (2.5% of the predicted classes differed from LIBLINEAR's
+    on a 4-class set).  Now a warning says so and how to get LIBLINEAR's: --weights-pos-file
+    with W at label id i, which gives its probabilities (checked against liblinear-official)."""
+    train, test = make_split(tmp_path, [1, 2, 3, 4])
+    options = "-s 0 -B 1 -e 1e-6"
+    code, _, err = run(capsys, "train", train, "-o", tmp_path / "m1", f"--liblinear={options} -w1 2", "--threads", "1",
+                       "-q")
+    assert code == 0 and "LIBLINEAR's multi-class -wi W multiplies C for class i's positives only" in err
+    # a +1/-1 file is one label: -w1 / -w-1 are LIBLINEAR's there, nothing to say
+    binary = tmp_path / "b"
+    binary.mkdir()
+    btrain, _ = make_split(binary, [-1, 1])
+    code, _, err = run(capsys, "train", btrain, "-o", binary / "m", f"--liblinear={options} -w1 2", "--threads", "1",
+                       "-q")
+    assert code == 0 and "multi-class -wi" not in err
+    # -w3 is refused with the way to LIBLINEAR's meaning, which then gives its model
+    code, _, err = run(capsys, "train", train, "-o", tmp_path / "m3", f"--liblinear={options} -w3 5")
+    assert code == 2 and "LIBLINEAR's multi-class -w3 W is W on line 4 of FILE" in err
+    (tmp_path / "w.txt").write_text("1\n1\n1\n5\n1\n")
+    assert run(capsys, "train", train, "-o", tmp_path / "m3", f"--liblinear={options}", "--init", "zero",
+               "--weights-pos-file", tmp_path / "w.txt", "--threads", "1", "-q")[0] == 0
+    assert run(capsys, "predict", tmp_path / "m3", test, "-o", tmp_path / "p.txt", "--liblinear=-b 1 -q")[0] == 0
+    theirs, labels, vals, _ = liblinear_reference(train, test, options + " -w3 5", True)
+    lines = (tmp_path / "p.txt").read_text().splitlines()
+    order = [lines[0].split()[1:].index(str(c)) for c in theirs]
+    P = np.array([[float(t) for t in line.split()[1:]] for line in lines[1:]])
+    np.testing.assert_allclose(P[:, order], vals, atol=2e-6)
+    np.testing.assert_array_equal([int(line.split()[0]) for line in lines[1:]], labels.astype(int))
