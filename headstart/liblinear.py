@@ -164,7 +164,9 @@ def translate(options: str, search: bool = False) -> dict[str, Any]:
         other = sorted(set(weights) - {1, -1})
         if other:
             raise _error(options, f"-w{other[0]}: every label is a +1 / -1 problem here, so only -w1 (positives) "
-                                  "and -w-1 (negatives) apply; per-label costs: --weights-pos-file")
+                                  "and -w-1 (negatives) apply; per-label costs: --weights-pos-file FILE -- "
+                                  f"LIBLINEAR's multi-class -w{other[0]} W is W on line {other[0] + 1} of FILE "
+                                  f"(label id {other[0]}) and 1 on the others")
         out["weighting"] = "constant"
         out["weight_pos"] = weights.get(1, 1.0)
         out["weight_neg"] = weights.get(-1, 1.0)
@@ -216,3 +218,25 @@ def _positive(options: str, opt: str, value: str) -> float:
 
 def _error(options: str, problem: str) -> ParameterError:
     return ParameterError(f"LIBLINEAR options {options!r}: {problem}")
+
+
+def class_weights(options: str) -> list[str]:
+    """The ``-wi`` options of LIBLINEAR options (already accepted by :func:`translate`),
+    as given (``["-w1"]``)."""
+    return [t for t in shlex.split(options) if _WEIGHT.match(t)]
+
+
+def multiclass_weight_warning(options: str, Y) -> str | None:
+    """What to say when LIBLINEAR options with ``-w1`` / ``-w-1`` train data of one class
+    per row (at least two labels, exactly one per row; a +1/-1 file is one label): LIBLINEAR
+    weights there only class 1's positives (``-w1``) -- ``-w-1`` names a class -1 --, headstart
+    every label's positives (negatives), as LibMultiLabel means it; None otherwise."""
+    import numpy as np
+
+    given = class_weights(options)
+    if not given or Y.shape[1] < 2 or Y.shape[0] == 0 or not np.all(np.diff(Y.tocsr().indptr) == 1):
+        return None
+    return (f"{' '.join(dict.fromkeys(given))} on data of one class per row: here -w1 W multiplies the cost of "
+            "every label's positives and -w-1 W of every label's negatives (each label's own +1 / -1 problem, "
+            "LibMultiLabel's meaning); LIBLINEAR's multi-class -wi W multiplies C for class i's positives only "
+            "-- for that, give --weights-pos-file FILE with W on line i + 1 (label id i) and 1 on the others")

@@ -28,7 +28,8 @@ the largest power of 2 not above 1/(l max||x||^2) (logistic loss, LIBLINEAR -s 0
 own weights at the C before (saved in a temporary directory), and stops early when no
 fold's weights move any more (5 C's in a row); -v shows each C as it is done.
 Differences from LIBLINEAR: the best C is the one of the best --metric over all labels
-(P@1 by default; Micro-F1 suits a binary file), not of a binary accuracy; --patience N
+(P@1 by default; Accuracy, LIBLINEAR's, for a binary or a one-class-per-row file, whose
+accuracy cv shows, and prints as LIBLINEAR's 'Cross Validation Accuracy' line with -v N alone); --patience N
 (not LIBLINEAR's) also stops once N C's in a row scored below the best, after the score
 first rose, since the weights of many labels seldom all stop moving.  Only the
 objectives LIBLINEAR searches: L2, the primal Newton solver, logistic or squared-hinge
@@ -51,8 +52,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "default: only its rule)")
     g.add_argument("-k", type=common._number(int), default=5, help="metrics at k = 1, 3, 5 up to this (default: 5)")
     g.add_argument("--metric", default="P@1", help="the metric that chooses the best C: P@j, nDCG@j, R@j or RP@j "
-                                                 "for a j <= k, or Micro-F1, Macro-F1, Another-Macro-F1 "
-                                                 "(default: P@1)")
+                                                 "for a j <= k, or Micro-F1, Macro-F1, Another-Macro-F1, or "
+                                                 "Accuracy (LIBLINEAR's: for data of one label, a +1/-1 file, "
+                                                 "or of one class per row; then always shown) (default: P@1)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split, >= 0 (default: 0)")
     g.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from ..io.atomic import atomic_write
     from ..liblinear import search, translate
     from ..tuning import auto_grid, cross_validate, start_C
-    from ..tuning.cv import STOPS, check_metric
+    from ..tuning.cv import ACCURACY, STOPS, check_metric
 
     wish = {"auto": False, "folds": None, "first_C": None}
     if getattr(args, "liblinear", None) is not None:
@@ -121,4 +123,7 @@ def run(args: argparse.Namespace) -> int:
                          + STOPS[r.stop].format(patience=args.patience))
     common.say(args, f"{args.folds}-fold cross-validation of {len(r.candidates)} C value(s) on {L} labels, "
                      f"{r.trainings} trainings, in {seconds:.2f} s: best C = {r.best:g} by {r.metric}")
+    if wish["folds"] is not None and not auto and ACCURACY in r.metrics[0]:
+        # LIBLINEAR's train -v prints this line for its classifiers (binary or multi-class data)
+        print("Cross Validation Accuracy = %g%%" % (100.0 * r.metrics[0][ACCURACY]))
     return 0

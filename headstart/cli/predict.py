@@ -76,11 +76,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "each label's own binary problem): logistic-loss models only; the ranking, and --threshold "
                         "T on the score, unchanged.  Per label, not normalised over the labels: LIBLINEAR's -b 1 "
                         "on multi-class data divides by the row's sum over all classes (the API's predict_proba "
-                        "of a model fitted on one class per row does)")
+                        "of a model fitted on one class per row does, and --liblinear=\"-b 1\")")
     p.add_argument("--label-names", metavar="FILE",
                    help="write each label as its name, line id + 1 of FILE (the XMC repository's label map, or "
                         "'convert --fit-vectorizer's directory): tokens 'name:score' separated by blanks (LibMultiLabel's "
                         "layout with --header none), by tabs if a name holds a blank")
+    p.add_argument("--liblinear", nargs="?", const="", default=None, metavar="OPTIONS",
+                   help="write LIBLINEAR predict's output file instead (OPTIONS: its own, -b 0 / -b 1 / -q; "
+                        "-b 1 is --probability): one predicted class per line, with -b 1 a first line "
+                        "'labels c1 c2 ...' and per line the class and its probabilities, normalised to sum to 1 "
+                        "over the classes as LIBLINEAR does; prints 'Accuracy = x%% (a/b)'.  The classes are the "
+                        "label ids with training positives, ascending (LIBLINEAR: in the order the training file "
+                        "first shows them), a model of a +1/-1 file's one label the classes 1 and -1 (score > 0: "
+                        "1); give it as --liblinear=\"-b 1\"")
     add_header_option(p)
     add_dask_options(p)
     common.add_data_options(p)
@@ -456,6 +464,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_threshold_args(args)
     common.check_output_file(args.output, "predictions file", args)
+    if args.liblinear is not None:
+        return run_liblinear(args)
     if args.header != "headstart" and (args.threshold is not None or args.thresholds is not None):
         raise ParameterError("--header is for top-k files; --threshold/--thresholds write a label file, whose "
                              "header 'rows labels' every reader takes (pyxclib's too)")
@@ -516,4 +526,117 @@ def run_threshold(args: argparse.Namespace) -> int:
             nnz += D.nnz
     common.say(args, f"wrote the decisions {rule} of {n} instances ({nnz} labels, "
                      f"{nnz / max(n, 1):.2f} per instance) -> {args.output}")
+    return 0
+
+
+def liblinear_options(args: argparse.Namespace) -> bool:
+    """Whether ``--liblinear OPTIONS`` (LIBLINEAR predict's options: ``-b 0|1``, ``-q``)
+    asks for probabilities; refuses other options, and the options of the top-k and
+    decision files that this output has no place for."""
+    import shlex
+
+    err = args._parser.error
+    try:
+        tokens = shlex.split(args.liblinear)
+    except ValueError as e:
+        err(f"argument --liblinear: cannot split {args.liblinear!r} into options: {e}")
+    b = None
+    k = 0
+    while k < len(tokens):
+        if tokens[k] == "-q":
+            args.quiet = True
+            k += 1
+        elif tokens[k] == "-b":
+            if k + 1 >= len(tokens) or tokens[k + 1] not in ("0", "1"):
+                err(f"argument --liblinear: -b needs 0 or 1 (LIBLINEAR predict's probability_estimates), "
+                    f"in {args.liblinear!r}")
+            b = tokens[k + 1] == "1"
+            k += 2
+        else:
+            err(f"argument --liblinear: {tokens[k]!r} is not an option of LIBLINEAR's predict here (-b 0|1, -q), "
+                f"in {args.liblinear!r}")
+    if b is False and args.probability:
+        err("arguments --liblinear=\"-b 0\" and --probability: give one of them")
+    for given, what in ((args.threshold is not None or args.thresholds is not None, "--threshold/--thresholds"),
+                        (args.label_names is not None, "--label-names"), (args.header != "headstart", "--header"),
+                        (on_dask(args), "--scheduler/--dask-workers")):
+        if given:
+            err(f"argument --liblinear: LIBLINEAR's output file has no place for {what}")
+    if args.k_given:
+        log.warning("-k is not used with --liblinear: one class per instance is written; ignored")
+    return bool(b) or args.probability
+
+
+def liblinear_classes(scorer: ModelScorer) -> tuple[np.ndarray, bool]:
+    """(the classes LIBLINEAR's model of the training file would have, whether the model
+    is the one label of a +1/-1 file): the label ids with training positives, ascending,
+    or for a model of one label the classes 1 and -1."""
+    if scorer.label_space == 1:
+        return np.array([1, -1]), True
+    counts, _ = scorer.label_counts()
+    classes = np.arange(scorer.label_space) if counts is None else np.flatnonzero(np.asarray(counts) > 0)
+    if scorer.missing:     # (--allow-gaps) labels without a shard are never predicted
+        trained = np.ones(scorer.label_space, dtype=bool)
+        for a, z in scorer.missing:
+            trained[a:z] = False
+        classes = classes[trained[classes]]
+    if classes.size == 0:
+        raise ModelFormatError(f"{scorer.model_dir}: no label of the model had a training positive: there is no "
+                               "class to predict")
+    return classes, False
+
+
+def run_liblinear(args: argparse.Namespace) -> int:
+    """``predict --liblinear [OPTIONS]``: LIBLINEAR predict's output file (one class per
+    line; with ``-b 1`` a 'labels ...' line first and the class's probabilities, summing
+    to 1) and its 'Accuracy = x% (a/b)' line on stdout."""
+    from scipy.special import expit
+
+    from ..io.atomic import atomic_write
+
+    probabilities = liblinear_options(args)
+    args.probability = probabilities
+    # the true classes are read for the accuracy; test-only classes are kept, as misses
+    args.labels_unused = False
+    args.labels_beyond_model = True
+    scorer = ModelScorer(args.model, args)
+    scorer.refuse_tree("--liblinear (one class per instance from every label's score)")
+    if scorer.num_trained == 0:
+        raise ModelFormatError(f"{args.model}: the model has no trained labels")
+    probability(args, scorer)           # refuses --probability (-b 1) for other losses, as LIBLINEAR does
+    classes, binary = liblinear_classes(scorer)
+    k = scorer.num_trained
+    correct = total = 0
+    with atomic_write(args.output, "w") as out:
+        if probabilities:
+            out.write("labels " + " ".join(str(int(c)) for c in classes) + "\n")
+        for (labels, scores), _, Y in scored_blocks(scorer, args, k, lambda X: scorer.topk(X, k)):
+            n = labels.shape[0]
+            if binary:
+                s = np.where(labels[:, 0] == 0, scores[:, 0], -np.inf).astype(np.float64)
+                first = s > 0                               # LIBLINEAR: dec_values[0] > 0 -> label[0] = +1
+                predicted = np.where(first, 1, -1)
+                p = expit(s)[:, None] * np.array([1.0, -1.0]) + np.array([0.0, 1.0])   # (p, 1 - p)
+                truth_hit = first == (np.diff(Y.indptr) > 0)
+            else:
+                S = np.full((n, scorer.label_space), -np.inf)
+                rows = np.repeat(np.arange(n), labels.shape[1]).reshape(n, -1)
+                kept = labels >= 0
+                S[rows[kept], labels[kept]] = scores[kept]
+                S = S[:, classes]
+                # LIBLINEAR's one-vs-rest prediction: the class of the largest decision value
+                predicted = classes[np.argmax(S, axis=1)]
+                p = expit(S)
+                if classes.size > 1:   # LIBLINEAR -b 1: the classes' sigmoids divided by their sum
+                    p /= p.sum(axis=1, keepdims=True)
+                Yc = Y.tocsr()
+                truth_hit = np.asarray(Yc[np.arange(n), predicted]).ravel() != 0
+            if probabilities:
+                for c, row in zip(predicted.tolist(), p.tolist()):
+                    out.write(f"{c} " + " ".join("%g" % v for v in row) + "\n")
+            else:
+                out.write("".join(f"{c}\n" for c in predicted.tolist()))
+            correct += int(truth_hit.sum())
+            total += n
+    common.say(args, "Accuracy = %g%% (%d/%d)" % (100.0 * correct / max(total, 1), correct, total))
     return 0

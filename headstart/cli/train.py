@@ -123,6 +123,12 @@ def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int
     log.info("read %s: %d points, %d features, %d labels, %d nonzeros in %.2f s",
              args.train, X.shape[0], X.shape[1], Y.shape[1], X.nnz if hasattr(X, "nnz") else X.size, t_read)
     log.info("training labels [%d, %d) with %s", first, first + count, params)
+    if getattr(args, "liblinear", None) is not None:
+        from ..liblinear import multiclass_weight_warning
+
+        warning = multiclass_weight_warning(args.liblinear, Y)
+        if warning:       # LIBLINEAR's -w1 on multi-class data means another problem
+            log.warning("%s: %s", args.train, warning)
     _check_memory(args, params, X, Y, count)
 
     # an instance the preprocessing refuses is named by its place in the file

@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 #: metrics a candidate may be chosen by (their @k with k up to the run's k)
 CHOOSE_BY = ("P", "nDCG", "R", "RP")
 # and without a k: F1_NAMES, LibMultiLabel's F1 scores of the decisions score > 0 (metrics.f1_scores)
+#: and LIBLINEAR's own (-v's "Cross Validation Accuracy"), for data LIBLINEAR reads: one
+#: label (a +1/-1 file: the share of rows whose sign is right) or one class per row (the
+#: share whose best-scoring label is their class, LIBLINEAR's one-vs-rest prediction)
+ACCURACY = "Accuracy"
 
 
 #: LIBLINEAR -C's grid: successive C's differ by this factor, up to MAX_C
@@ -128,19 +132,19 @@ def auto_grid(first: float, max_C: float = MAX_C) -> np.ndarray:
 def check_metric(metric: str, k: Any) -> list[int]:
     """The ks the metrics are computed at (1, 3, 5 up to ``k``, and the metric's own,
     e.g. 2 for nDCG@2), after checking ``k`` and that ``metric`` is one of P, nDCG, R, RP
-    at some j <= k, or an F1 score of :data:`F1_NAMES` (also before the data is read:
-    the command line)."""
+    at some j <= k, an F1 score of :data:`F1_NAMES` or :data:`ACCURACY` (also before the
+    data is read: the command line)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ParameterError(f"parameter k must be an integer >= 1, got {k!r}")
     ks = {j for j in (1, 3, 5, int(k)) if j <= k}
-    if isinstance(metric, str) and metric in F1_NAMES:
+    if isinstance(metric, str) and (metric in F1_NAMES or metric == ACCURACY):
         return sorted(ks)
     name, _, at = metric.partition("@") if isinstance(metric, str) else ("", "", "")
     # ASCII digits without a leading zero ('P@²' and 'P@01' are no metric names)
     plain = at.isascii() and at.isdigit() and str(int(at)) == at
     if name not in CHOOSE_BY or not plain or not 1 <= int(at) <= int(k):
         raise ParameterError(f"parameter metric must be {', '.join(f'{m}@j' for m in CHOOSE_BY)} with "
-                             f"1 <= j <= k = {int(k)} (e.g. {CHOOSE_BY[0]}@1), or {', '.join(F1_NAMES)}; "
+                             f"1 <= j <= k = {int(k)} (e.g. {CHOOSE_BY[0]}@1), or {', '.join(F1_NAMES)}, {ACCURACY}; "
                              f"got {metric!r}")
     return sorted(ks | {int(at)})
 
@@ -153,6 +157,8 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
     and the Micro-, Macro- and Another-Macro-F1 of the decisions score > 0 (what
     LibMultiLabel's one-vs-all search may choose by), of one-vs-all models trained with
     ``params`` and each C in ``Cs`` (default: only ``params.C``); the best C by ``metric``.
+    On data of one label or of one class per row also LIBLINEAR's accuracy
+    (:data:`ACCURACY`; see :func:`single_label`).
 
     ``Cs="auto"``: LIBLINEAR's -C search (see the module's description): from
     ``first_C`` (default: :func:`start_C` of the data; LIBLINEAR's ``-c`` with ``-C``)
@@ -194,7 +200,12 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         # as evaluate / predict: k cut to the labels there are, said, and reported at it
         log.warning("k = %d is more than the data's %d label(s): metrics up to k = %d", int(k), run.L, width)
         ks = sorted({j for j in ks if j <= width} | {width})
-    if metric not in {f"{m}@{j}" for m in CHOOSE_BY for j in ks} | set(F1_NAMES):
+    accuracy = single_label(run.Y)
+    if metric == ACCURACY and not accuracy:
+        raise ParameterError(f"parameter metric {ACCURACY!r} (LIBLINEAR's) is for data of one label (a +1/-1 "
+                             "file) or of exactly one label per row (one class each); this data has "
+                             f"{run.L} labels and rows with {'none' if np.any(np.diff(run.Y.indptr) == 0) else 'several'}")
+    if metric not in {f"{m}@{j}" for m in CHOOSE_BY for j in ks} | set(F1_NAMES) | {ACCURACY}:
         # before any training (it was found out after every fold and C)
         raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
     if auto:
@@ -221,7 +232,15 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
             decided = predict_above((W, b), Xv, 0.0, n_columns=run.L, threads=p.threads, preprocess=False)
             counts += np.stack(decision_counts(run.Y[val], decided))
             models.append(model)
-        return {**evaluate(run.Y, top, ks=ks), **f1_from_counts(*counts)}, models, moved
+        out = {**evaluate(run.Y, top, ks=ks), **f1_from_counts(*counts)}
+        if accuracy:
+            if run.L == 1:     # right: predicted and relevant, or neither (TP + TN)
+                tp, predicted, relevant = counts[:, 0]
+                right = n - predicted - relevant + 2 * tp
+            else:              # the best label is the row's one class
+                right = int(np.count_nonzero(np.asarray(run.Y[np.arange(n), top[:, 0]]).ravel()))
+            out[ACCURACY] = float(right) / n
+        return out, models, moved
 
     results: list[dict] = []
     stop = ""
@@ -280,3 +299,13 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
     best = float(cand[int(np.nanargmax(scores))]) if not all(np.isnan(scores)) else float(cand[0])
     return CrossValidation(candidates=cand, metrics=results, metric=metric, best=best, trainings=run.trainings,
                            stop=stop)
+
+
+def single_label(Y) -> bool:
+    """Whether the label matrix Y is data LIBLINEAR classifies: one label (a binary
+    file's: its rows with and without it are the two classes) or at least two labels
+    with exactly one per row (a multi-class file, one class per row)."""
+    Y = Y.tocsr()
+    if Y.shape[1] == 1:
+        return True
+    return Y.shape[0] > 0 and bool(np.all(np.diff(Y.indptr) == 1))
