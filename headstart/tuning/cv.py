@@ -14,7 +14,9 @@ of 2 not above 1 / (l max_i ||x_i||^2) for the logistic loss (``-s 0``) and
 1 / (2 l max_i ||x_i||^2) for the squared hinge (``-s 2``) -- l the instances of all the
 data, x_i with its bias feature --, never above :data:`MAX_C` = 1024; C doubles
 (:data:`RATIO`) while C <= 1024; each fold's training at a C starts from the same fold's
-weights at the C before (LIBLINEAR's warm start), and the search stops early once the
+weights at the C before (LIBLINEAR's warm start; ``init="pretrained"`` from the fold's
+model in memory, :class:`headstart.init.pretrained.InMemoryWeights` -- the start from the
+same model saved, bit for bit, without writing it), and the search stops early once the
 weights of every fold stopped moving (LIBLINEAR: at :data:`UNCHANGED_STOP` C's in a row,
 the first C counting as one; here "not moved" is every label's solver taking no Newton
 step, which is when LIBLINEAR's ||w - w_prev|| <= 1e-15 holds).  The best C is the
