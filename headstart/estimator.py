@@ -181,7 +181,7 @@ def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: in
         return None, stats
     weights, intercept, missing = place_rows(weights, intercept, stats["label"], data.first_label)
     model = OvAModel(weights=weights, intercept=intercept, n_features=data.n_features,
-                     label_space=data.label_space, first_label=data.first_label, params=params,
+                     label_space=data.label_space, first_label=data.first_label, params=params.recorded(),
                      preprocessing=data.preprocessing, label_counts=data.label_counts, n_train=data.n_train,
                      missing_ranges=missing)
     return model, stats
@@ -268,6 +268,21 @@ class OvAClassifier:
     sums to 1 per row; ``predict_topk`` still gives column indices into ``classes_``.
     Saved models keep the classes (a JSON list in the manifest).
 
+    Warm start (scikit-learn's ``warm_start``, LIBLINEAR's search over C): ``pretrained``
+    takes, besides a model directory, weights in memory -- a fitted ``OvAClassifier``
+    (its ``model_`` when ``fit`` starts; the estimator itself too:
+    ``clf.set_params(C=2, pretrained=clf).fit(X, y)`` continues from its current
+    weights), an :class:`OvAModel` or ``(coef, intercept)`` -- and starts each label from
+    its row there (``init="pretrained"`` is implied), with the checks of a directory
+    (more features or labels in the data than in the model: a warning, the new ones start
+    from 0; fewer: refused).  The start is bit for bit the one from the same model saved
+    and given by its directory.  There is no separate ``warm_start`` flag: the parameters
+    are exactly :class:`TrainParams`' (the command line's and the model file's too), and
+    ``pretrained`` already is the warm start, with one set of checks.  In a scikit-learn
+    grid search pass ``pretrained=clf.model_``: ``clone`` makes unfitted copies of
+    estimator parameters (refused at ``fit``) and cannot clone an estimator that names
+    itself.  Dask training refuses weights in memory (save them, give the directory).
+
     Prediction: ``predict`` returns the sparse indicator matrix of the labels whose
     binary classifier says yes (score > 0, see :meth:`predict`); ``predict_topk`` the
     ``k`` best labels; ``decision_function`` the dense scores; ``predict_proba`` exists
@@ -302,7 +317,7 @@ class OvAClassifier:
 
     def __repr__(self) -> str:
         changed = {k: v for k, v in self.get_params().items() if not _same(v, getattr(_D, k))}
-        return f"OvAClassifier({', '.join(f'{k}={v!r}' for k, v in changed.items())})"
+        return f"OvAClassifier({', '.join(f'{k}={_param_repr(v)}' for k, v in changed.items())})"
 
     @property
     def params(self) -> TrainParams:
@@ -715,6 +730,16 @@ _SCORING_FORMS: dict[int, tuple[Any, Any, tuple]] = {}
 
 def _same(a: Any, b: Any) -> bool:
     return a is b or (type(a) is type(b) and a == b)
+
+
+def _param_repr(v: Any) -> str:
+    """A parameter as ``repr`` shows it; weights in memory (``pretrained``) by their type
+    and shape only -- not their arrays, and not a fitted estimator's repr, which may be
+    this estimator's own (``pretrained=clf``: a recursion)."""
+    if v is None or isinstance(v, (str, bool, int, float)):
+        return repr(v)
+    shape = getattr(getattr(v, "coef_", getattr(v, "weights", None)), "shape", None)
+    return f"<{type(v).__name__}{'' if shape is None else ' of %d labels x %d features' % tuple(shape)}>"
 
 
 class _PrecisionAtK:

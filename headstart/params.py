@@ -124,7 +124,9 @@ class TrainParams:
         "help": "bias init: initial bias weight (the paper compares -1, -0.9 and -2)"})
     ovap_epsilon: float = field(default=0.01, metadata={
         "help": "ovap: the all-negative problem stops at ||grad|| <= ovap_epsilon*||grad f(0)|| (loose, paper section 3)"})
-    pretrained: str | None = field(default=None, metadata={
+    # (in Python also weights in memory: a fitted OvAClassifier, an OvAModel or (coef, intercept),
+    # held as init.pretrained.InMemoryWeights -- see __post_init__ and docs/objective.md)
+    pretrained: Any = field(default=None, metadata={
         "help": "pretrained init: model directory whose weights start the same labels"})
     bias: float = field(default=1.0, metadata={
         "help": "value of the bias feature appended to every instance (0 disables the bias)"})
@@ -178,11 +180,34 @@ class TrainParams:
                 object.__setattr__(self, f.name, value.item())
             elif isinstance(value, os.PathLike):   # paths as the strings the model's JSON stores
                 object.__setattr__(self, f.name, os.fspath(value))
+        if self.pretrained is not None and not isinstance(self.pretrained, str):
+            # weights in memory (a fitted estimator, a model, (coef, intercept)): checked
+            # and held in the form a saved model has, once, here at the boundary
+            from .init.pretrained import weight_source
+
+            object.__setattr__(self, "pretrained", weight_source(self.pretrained))
         validate(self)
 
     # --- conversion -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if self.pretrained is not None and not isinstance(self.pretrained, str):
+            # a start from weights in memory: the model's JSON says so (the weights are
+            # not saved with it; reusing these parameters asks for a directory)
+            from .init.pretrained import IN_MEMORY
+
+            d["pretrained"] = IN_MEMORY
+        return d
+
+    def recorded(self) -> "TrainParams":
+        """These parameters as a model records them: weights in memory (``pretrained``)
+        by :data:`headstart.init.pretrained.IN_MEMORY` -- a trained model holding its
+        start's arrays would keep them alive as long as itself."""
+        if self.pretrained is None or isinstance(self.pretrained, str):
+            return self
+        from .init.pretrained import IN_MEMORY
+
+        return dataclasses.replace(self, pretrained=IN_MEMORY)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -257,12 +282,11 @@ def validate(p: TrainParams) -> None:
     # A >= 0 for p to grow with the label's count)
     _need(_finite(p.propensity_a) and p.propensity_a >= 0, "propensity_a", "a finite number >= 0", p.propensity_a)
     _need(_finite(p.propensity_b) and p.propensity_b > -1, "propensity_b", "a finite number > -1", p.propensity_b)
-    for name in ("weights_pos_file", "weights_neg_file", "pretrained"):
+    for name in ("weights_pos_file", "weights_neg_file"):
         v = getattr(p, name)
         if v is not None and not isinstance(v, str):   # an array would fail bool() below
             raise ParameterError(f"parameter {name} must be a file path (or None), got a {type(v).__name__}"
-                                 + ("; save the costs with numpy.save and pass the path" if name != "pretrained"
-                                    else ""))
+                                 + "; save the costs with numpy.save and pass the path")
     if p.weighting == "file":
         _need(bool(p.weights_pos_file) or bool(p.weights_neg_file), "weights_pos_file",
               "given (or weights_neg_file) when weighting='file'", p.weights_pos_file)
@@ -324,8 +348,11 @@ def validate(p: TrainParams) -> None:
         _need(p.sparsify == 0, "sparsify", "0 with l2_solver dual (sparsify re-solves on the Newton path): use prune",
               p.sparsify)
     if p.init == "pretrained":
-        _need(isinstance(p.pretrained, str) and p.pretrained != "", "pretrained",
-              "a model directory when init='pretrained'", p.pretrained)
+        from .init.pretrained import WeightSource
+
+        _need((isinstance(p.pretrained, str) and p.pretrained != "") or isinstance(p.pretrained, WeightSource),
+              "pretrained", "a model directory (or, in Python, weights in memory) when init='pretrained'",
+              p.pretrained)
     if p.init == "bias":
         _need(p.bias > 0, "bias", "> 0 when init='bias' (the bias init needs a bias feature)", p.bias)
 
@@ -429,7 +456,7 @@ def implied_choices(values: dict[str, Any], given: Collection[str]) -> dict[str,
     parameters (given = those not at their defaults) alike."""
     out = dict(values)
     given = set(given)
-    if out.get("pretrained") and "init" not in given and ("pretrained" in given or "init" not in out):
+    if _present(out.get("pretrained")) and "init" not in given and ("pretrained" in given or "init" not in out):
         out["init"] = "pretrained"
     files = {"weights_pos_file", "weights_neg_file"}
     if "weighting" not in given:
@@ -438,6 +465,12 @@ def implied_choices(values: dict[str, Any], given: Collection[str]) -> dict[str,
         elif {"weight_pos", "weight_neg"} & given:
             out["weighting"] = "constant"
     return out
+
+
+def _present(v: Any) -> bool:
+    """A value given for a path-or-weights parameter: not None or "" (not bool(v): weights
+    in memory may be arrays, whose truth value numpy refuses)."""
+    return v is not None and not (isinstance(v, str) and v == "")
 
 
 def unused_message(p: TrainParams, name: str, by: str, choices: str, decided: str,

@@ -435,6 +435,15 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
     ``TrainingArrays(X, Y)``) and ``task_fn`` (same signature as :func:`train_range_task`).
     """
     t_start = time.perf_counter()
+    from ..init.pretrained import WeightSource
+
+    if isinstance(params.pretrained, WeightSource):
+        # Shipping them is possible but costly: every task would carry its label range's
+        # rows through the scheduler (the whole model held there at once); from a
+        # directory each task reads only the shards of its labels, on its worker.
+        raise ParameterError("parameter pretrained: weights in memory cannot start Dask training (each task "
+                             "would need its rows shipped to its worker through the scheduler): save them "
+                             "(OvAClassifier.save / headstart.model.writer.save_model) and pass the directory")
     if data is None:
         data = prepare_data(X, Y, params, first_label, num_labels)
     if scheduler:

@@ -14,7 +14,9 @@ of 2 not above 1 / (l max_i ||x_i||^2) for the logistic loss (``-s 0``) and
 1 / (2 l max_i ||x_i||^2) for the squared hinge (``-s 2``) -- l the instances of all the
 data, x_i with its bias feature --, never above :data:`MAX_C` = 1024; C doubles
 (:data:`RATIO`) while C <= 1024; each fold's training at a C starts from the same fold's
-weights at the C before (LIBLINEAR's warm start), and the search stops early once the
+weights at the C before (LIBLINEAR's warm start; ``init="pretrained"`` from the fold's
+model in memory, :class:`headstart.init.pretrained.InMemoryWeights` -- the start from the
+same model saved, bit for bit, without writing it), and the search stops early once the
 weights of every fold stopped moving (LIBLINEAR: at :data:`UNCHANGED_STOP` C's in a row,
 the first C counting as one; here "not moved" is every label's solver taking no Newton
 step, which is when LIBLINEAR's ||w - w_prev|| <= 1e-15 holds).  The best C is the
@@ -30,15 +32,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from ..errors import ParameterError
+from ..init.pretrained import InMemoryWeights
 from ..metrics import F1_NAMES
 from ..params import TrainParams
 from .folds import FoldRunner, check_cv, split
@@ -213,25 +213,35 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         cand = auto_grid(min(float(first_C), float(max_C)) if first_C is not None
                          else start_C(run.X, run.params, max_C), max_C)
 
-    def one_C(C: float, starts: list) -> tuple[dict, list, int]:
-        """The metrics at C, the folds' models, and how many of the folds' labels moved
-        (took a Newton step; all of them without a warm start)."""
+    def one_C(C: float, starts: list, warm: bool) -> tuple[dict, int]:
+        """The metrics at C, and how many of the folds' labels moved (took a Newton step;
+        all of them without a warm start).  ``warm``: each fold's model replaces
+        ``starts[f]`` as soon as it is trained, to start the same fold at the next C."""
         p = dataclasses.replace(run.params, C=float(C))
         top = np.zeros((n, width), dtype=np.int64)
         counts = np.zeros((3, run.L), dtype=np.int64)    # per label: TP, predicted, relevant
-        models, moved = [], 0
+        moved = 0
         for f, val in enumerate(parts):
             pf = p if starts[f] is None else dataclasses.replace(p, init="pretrained", pretrained=starts[f])
             model, stats = run.fit(np.setdiff1d(np.arange(n), val, assume_unique=True), pf)
+            del pf
             steps = np.asarray(stats["iterations"])
             moved += steps.size if starts[f] is None else int(np.count_nonzero(steps > 0))
+            if warm:
+                # LIBLINEAR's warm start, in memory: the fold's weights as the model
+                # directory saved them would hold them (float32, canonical -- the model's
+                # own arrays, no copy), so the search is the one of the saved-model start
+                # it replaced, bit for bit, without writing and reading every fold's model
+                # at every C.  Memory: one model per fold, the previous one released here.
+                starts[f] = InMemoryWeights.of_model(model, f"fold {f}'s model at C = {C:g}")
             W, b = model.weights, model.intercept
+            del model
             Xv = run.X[val]
             top[val] = predict_topk((W, b), Xv, width, threads=p.threads, preprocess=False)[0]
             # the folds' counts add up to those of all instances (metrics.decision_counts)
             decided = predict_above((W, b), Xv, 0.0, n_columns=run.L, threads=p.threads, preprocess=False)
             counts += np.stack(decision_counts(run.Y[val], decided))
-            models.append(model)
+            del W, b
         out = {**evaluate(run.Y, top, ks=ks), **f1_from_counts(*counts)}
         if accuracy:
             if run.L == 1:     # right: predicted and relevant, or neither (TP + TN)
@@ -240,58 +250,44 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
             else:              # the best label is the row's one class
                 right = int(np.count_nonzero(np.asarray(run.Y[np.arange(n), top[:, 0]]).ravel()))
             out[ACCURACY] = float(right) / n
-        return out, models, moved
+        return out, moved
 
     results: list[dict] = []
     stop = ""
     if not auto:
         for C in cand:
-            results.append(one_C(C, [None] * folds)[0])
+            results.append(one_C(C, [None] * folds, False)[0])
     else:
-        tmp = tempfile.mkdtemp(prefix="headstart-cv-") if warm_start else None
-        try:
-            starts: list = [None] * folds
-            unchanged = 0            # LIBLINEAR's count: the first C counts as unchanged
-            best_score, since_best, rose = -math.inf, 0, False
-            for j, C in enumerate(cand):
-                r, models, moved = one_C(C, starts)
-                results.append(r)
-                score = r[metric]
-                log.info("C = %g: %s = %.4f; %d of %d fold trainings of a label moved", C, metric, score, moved,
-                         folds * run.L)
-                # patience counts the C's in a row scoring below the best, from the first
-                # C that beat the first C's score on: the first, tiny C's models have
-                # learnt next to nothing, and their scores wander (bibtex: down, then up
-                # by a factor of 8) before the search reaches the C's that matter
-                if score > best_score:
-                    rose = rose or j > 0
-                    best_score, since_best = score, 0
-                elif score < best_score and rose:
-                    since_best += 1
-                else:
-                    since_best = 0
-                if warm_start:
-                    from ..model.writer import save_model
-
-                    # each fold's model starts the same fold at the next C (init
-                    # pretrained); two directories in turn: the one read at this C stays
-                    for f, model in enumerate(models):
-                        path = os.path.join(tmp, f"C{j % 2}-fold{f}")
-                        shutil.rmtree(path, ignore_errors=True)
-                        save_model(model, path)
-                        starts[f] = path
-                unchanged = unchanged + 1 if (j == 0 or moved == 0) else 0
-                if warm_start and unchanged >= UNCHANGED_STOP:
-                    stop = "unchanged"
-                    break
-                if patience is not None and since_best >= patience:
-                    stop = "patience"
-                    break
+        starts: list = [None] * folds
+        unchanged = 0            # LIBLINEAR's count: the first C counts as unchanged
+        best_score, since_best, rose = -math.inf, 0, False
+        for j, C in enumerate(cand):
+            r, moved = one_C(C, starts, warm_start)
+            results.append(r)
+            score = r[metric]
+            log.info("C = %g: %s = %.4f; %d of %d fold trainings of a label moved", C, metric, score, moved,
+                     folds * run.L)
+            # patience counts the C's in a row scoring below the best, from the first
+            # C that beat the first C's score on: the first, tiny C's models have
+            # learnt next to nothing, and their scores wander (bibtex: down, then up
+            # by a factor of 8) before the search reaches the C's that matter
+            if score > best_score:
+                rose = rose or j > 0
+                best_score, since_best = score, 0
+            elif score < best_score and rose:
+                since_best += 1
             else:
-                stop = "max_C"
-        finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+                since_best = 0
+            unchanged = unchanged + 1 if (j == 0 or moved == 0) else 0
+            if warm_start and unchanged >= UNCHANGED_STOP:
+                stop = "unchanged"
+                break
+            if patience is not None and since_best >= patience:
+                stop = "patience"
+                break
+        else:
+            stop = "max_C"
+        del starts
         cand = cand[:len(results)]
     if metric not in results[0]:
         raise ParameterError(f"parameter metric {metric!r} needs k <= {width}: the data has {run.L} labels")
