@@ -24,7 +24,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import Abort, join_pool, wait_all
+from .._threads import Abort, check_interrupt, join_pool, wait_all
 from ..solver.newton import LINE_SEARCH_FAILED, STATUS_NAMES
 from .kernel import LANES
 from . import pages
@@ -360,6 +360,30 @@ def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], colle
     else:
         weights = intercept = None
     return weights, intercept, TrainingStats.concat(stats_parts)
+
+
+def compile_call(what: str, call: Callable[[], object]) -> float:
+    """Seconds of ``call()``: a chunk kernel called with no label, before the threads
+    start, so that numba compiles it for this run's types (first run) or loads it from
+    its cache before the clock of training starts -- and in the main thread: a compile
+    in a worker could not be interrupted (Ctrl-C waited for it to end), and its ~20 s
+    were reported as training.  Loading takes well under a second; past that, numba is
+    compiling: ``what`` (the kernels' name) is logged then, instead of looking stuck.  A
+    Ctrl-C while compiling is raised when the call returns (see _threads.INTERRUPTS)."""
+    t0 = time.perf_counter()
+    note = threading.Timer(1.0, lambda: compile_log.info(
+        "compiling headstart's %s for this run's types (first run only; numba caches them) ...", what))
+    note.daemon = True
+    note.start()
+    try:
+        call()
+    finally:
+        note.cancel()
+    check_interrupt()
+    seconds = time.perf_counter() - t0
+    if seconds > 1.0:
+        compile_log.debug("compiled headstart's %s in %.1f s (first run only: numba caches them)", what, seconds)
+    return seconds
 
 
 def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headstart",
