@@ -335,3 +335,32 @@ def test_glmnet_sets_a_weight_that_is_zero_but_for_rounding_to_zero():
         w = np.append(W[j].toarray().ravel(), b[j]).astype(np.float64)
         assert l1_objective(sp.hstack([Xa, np.ones((1, 1))]).tocsr(), ref.label_vector(Ys, j), w, 1.0,
                             "squared-hinge", True) == pytest.approx(0.4375, rel=1e-6)
+
+
+def test_a_ctrl_c_swallowed_while_compiling_the_coordinate_kernels_stops_the_run(monkeypatch):
+    """llvmlite swallows a Ctrl-C raised while numba compiles; the command line remembers
+    it (_threads.INTERRUPTS) and the Newton trainer raises it once its kernels are
+    compiled (chunks.compile_call).  Exact L1's set-up compiled its kernels without that
+    check and trained every label."""
+    from headstart._threads import INTERRUPTS
+    from headstart.training import coordinate
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 12, density=0.3, random_state=rng, format="csr", dtype=np.float32)
+    Y = sp.csr_matrix((rng.random((60, 5)) < 0.3).astype(np.float32))
+    real = coordinate.train_chunk
+
+    def compile_swallows_ctrl_c(*args):
+        out = real(*args)
+        if args[5].size == 0:       # the compiling call, with no label
+            INTERRUPTS.seen = True
+        return out
+
+    monkeypatch.setattr(coordinate, "train_chunk", compile_swallows_ctrl_c)
+    done = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_labels(X, Y, TrainParams(regularizer="l1-exact", threads=1), np.arange(5), progress=done.append)
+    finally:
+        INTERRUPTS.seen = False
+    assert done == []

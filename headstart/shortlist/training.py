@@ -5,9 +5,9 @@ columns those rows use.  :func:`train_chunk` builds that sub-matrix (rows gather
 columns renumbered to 0..d_l-1 in ascending global order, so a sub-problem costs
 O(nnz of its rows), never O(n) or O(d)), hands it to the core's one-problem Newton
 solver through :mod:`headstart.training.one_problem`, and maps the weights back to global feature ids.
-A whole chunk of labels is one compiled call without the GIL; Python threads take
-chunks from a shared counter (as :mod:`headstart.training.trainer` does), so Python
-only orchestrates.
+A whole chunk of labels is one compiled call without the GIL; the threads that take
+chunks from a shared counter are the full trainer's (:func:`headstart.training.chunks.run_chunks`),
+so Python only orchestrates.
 
 Each label is computed by the same deterministic code whatever chunk or thread runs
 it, so the model does not depend on threads, chunking or shards.
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -158,7 +157,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
     ``T``: the starts (:class:`.starts.Starts`); ``cost_pos`` / ``cost_neg``: per-label
     costs before C (empty: all 1).  With ``deadline`` > 0 (a perf_counter time) no label
     starts after it: only labels[:done] are trained; the same once another thread sets
-    ``abort[0]`` (Ctrl-C: see core.run_in_threads).  With ``solve`` False the start
+    ``abort[0]`` (Ctrl-C: see training.chunks.run_in_threads).  With ``solve`` False the start
     vectors are returned instead (original space, not pruned).
     """
     nl = labels.size
@@ -315,24 +314,21 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
 
 
 # --------------------------------------------------------------------------- orchestration
+# The chunks run on the core's orchestration (training.chunks.run_chunks, through
+# training.one_problem): threads, the time budget, Ctrl-C, restarts from zero, sinks,
+# memory trimming and the model's assembly are the full trainer's; what is this module's
+# own is the chunk kernel above and the chunk sizes below.
+
+#: the smallest chunk towards the end of a run (guided scheduling, chunks.label_chunks):
+#: this kernel has no lanes to fill, one label per solve
+SMALLEST_CHUNK = 16
+
+
 def default_chunk_size(n_labels: int, threads: int) -> int:
     """Labels per compiled call: at least 4 chunks per thread to balance them (a
-    label's cost follows its shortlist, which varies a lot), at most 2048."""
-    return int(min(2048, max(16, n_labels // max(4 * threads, 1))))
-
-
-def guided_chunks(labels: np.ndarray, chunk_size: int, threads: int) -> list[np.ndarray]:
-    """Chunks of at most ``chunk_size`` labels that shrink towards the end (about
-    remaining / (2 * threads), at least 16) so that the threads finish together: a
-    label's cost follows its shortlist and varies by orders of magnitude."""
-    out = []
-    i = 0
-    while i < labels.size:
-        left = labels.size - i
-        size = chunk_size if threads <= 1 else min(chunk_size, max(16, -(-left // (2 * threads))))
-        out.append(labels[i:i + size])
-        i += size
-    return out
+    label's cost follows its shortlist, which varies by orders of magnitude), at most
+    2048."""
+    return int(min(2048, max(SMALLEST_CHUNK, n_labels // max(4 * threads, 1))))
 
 
 @dataclass
@@ -398,7 +394,6 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     """
     t_start = time.perf_counter()
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
-    abort = Abort()   # Ctrl-C or a failed worker; the kernel reads abort.flag between labels
     dense = fscale is not None and bool(np.any(np.asarray(fscale) != 1.0))
     loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=dense)
     if inputs is None:
@@ -418,101 +413,52 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
           X.data.astype(np.float32, copy=False))
     yi = (Y.indptr.astype(np.int64, copy=False), Y.indices.astype(np.int64, copy=False))
     si = (shortlist.indptr.astype(np.int64, copy=False), shortlist.indices.astype(np.int64, copy=False))
-    scalars = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S, inputs.starts,
-               np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), inputs.cost_pos,
-               inputs.cost_neg, np.float64(deadline), abort.flag, post, bool(solve), np.int64(params.direct_rows))
+    before = (np.float64(params.bias), loss, reg, bool(params.regularize_bias), S)      # train_chunk's arguments
+    between = (np.float64(params.epsilon), np.float64(d1_zero), np.float64(cost_scale), inputs.cost_pos,
+               inputs.cost_neg, np.float64(deadline))
+    after = (post, bool(solve), np.int64(params.direct_rows))
     fields = stat_fields()
     threads = params.effective_threads()
     if chunk_size is None:
         chunk_size = default_chunk_size(labels.size, threads)
-    chunks = guided_chunks(labels, chunk_size, threads)
+    chunks = core.label_chunks(labels, chunk_size, threads, smallest=SMALLEST_CHUNK)
     threads = max(1, min(threads, len(chunks)))
-    results = []       # the chunks' ChunkResults, with collect
-    parts = []         # the chunks' statistics
-    lock = threading.Lock()
-    next_chunk = iter(range(len(chunks)))
+
+    def kernel(chunk, state, rec, abort_flag, starts=inputs.starts):
+        # no per-thread state (the kernel's buffers grow inside a call, to the largest
+        # sub-problem of the chunk) and no record arrays (no trajectories)
+        return train_chunk(*Xi, dk, gfeat, *yi, *si, chunk, fscale, *before, starts, *between, abort_flag, *after)
+
+    def compile_kernel(starts) -> float:
+        return core.compile_call("shortlisted training kernel",
+                                 lambda: kernel(labels[:0], None, None, Abort().flag, starts))
 
     # labels that never left their start (a failed first line search: e.g. init mean
     # with the logistic loss) are solved again from zero (training.chunks.Restart)
     restart = None
-    if not (inputs.starts.name == "zero" and not inputs.starts.per_part):
-        zero = (*scalars[:5], Starts(core.ZeroPlan(), core.ZeroPlan(), core.ZeroPlan(), inputs.starts.n_sparse,
-                                     False, "zero"), *scalars[6:])
+    if solve and not (inputs.starts.name == "zero" and not inputs.starts.per_part):
+        zero = Starts(core.ZeroPlan(), core.ZeroPlan(), core.ZeroPlan(), inputs.starts.n_sparse, False, "zero")
+        restart = core.Restart(lambda chunk, state, rec, abort_flag: kernel(chunk, state, rec, abort_flag, zero),
+                               lambda: compile_kernel(zero))
 
-        def compile_zero() -> float:
-            t0 = time.perf_counter()
-            train_chunk(*Xi, dk, gfeat, *yi, *si, labels[:0], fscale, *zero)
-            return time.perf_counter() - t0
-
-        restart = core.Restart(lambda chunk: train_chunk(*Xi, dk, gfeat, *yi, *si, chunk, fscale, *zero),
-                               compile_zero)
-
-    def run(chunk: np.ndarray) -> None:
-        if deadline and time.perf_counter() > deadline:
-            return
-        indptr, indices, data, intercept, table, done = train_chunk(*Xi, dk, gfeat, *yi, *si, chunk, fscale,
-                                                                    *scalars)
-        if done < chunk.size:
-            chunk = chunk[:done]      # the time budget ran out inside this chunk
-            if done == 0:
-                return
-        stuck = core.stuck_at_start(table[:, 1], table[:, 2], table[:, 4], table[:, 5]) if solve else []
-        if len(stuck) and restart is not None:
-            r = restart.solve(chunk[stuck])
-            stuck = stuck[:r[5]]
-            indptr, indices, data, intercept = core.replace_rows((indptr, indices, data, intercept), stuck, r[:4])
-            table[stuck] = r[4][:stuck.size]
-        # in mappings of their own, so that stacking the model can return each chunk to
-        # the system as it is copied (the core trainer's chunk_weights / stack_rows)
-        W = core.chunk_weights(indptr, indices, data, d)
-        del indptr, indices, data
-        if params.reg_scale != 1.0:
-            # the kernels minimise f / reg_scale (as the core trainer reports it)
-            table[:, [4, 5, 6, 7, 8, 9]] *= params.reg_scale
-        stats = core.training_stats(chunk, table, fields)
-        if sink is not None:
-            sink(core.chunk_result(chunk, W, intercept, stats))
-        with lock:
-            parts.append(stats)
-            if collect:
-                results.append(core.chunk_result(chunk, W, intercept, stats))
-        del W
-        if progress is not None:
-            progress(chunk.size)
-
-    def worker() -> None:
-        try:
-            while not abort.is_set():
-                with lock:
-                    i = next(next_chunk, None)
-                if i is None:
-                    return
-                run(chunks[i])
-        except BaseException:
-            abort.set()   # the other threads give up after their current label
-            raise
-
-    # compile (or load from numba's cache) the kernel here, with no label, before the
-    # threads start: a first run's compile in a worker thread could not be interrupted,
-    # so Ctrl-C during it waited for the compile to end (the core trainer does the same,
-    # training.trainer.compile_kernels)
-    t_compile = time.perf_counter()
-    train_chunk(*Xi, dk, gfeat, *yi, *si, labels[:0], fscale, *scalars)
-    compile_seconds = time.perf_counter() - t_compile
-    core.run_in_threads(worker, threads, "headstart-sl", stop=abort.set)
-    core.release_free_memory()
-    # the model's rows copied chunk by chunk, each chunk released once copied: the peak is
-    # the model plus one chunk, where scipy's vstack held the model twice
-    weights, intercept = core.stack_chunks(results, d) if collect else (None, None)
-    stats = core.concat_stats(parts) if parts else core.training_stats(
-        np.zeros(0, dtype=np.int64), np.zeros((0, len(fields))), fields)
+    compile_seconds = compile_kernel(inputs.starts)
+    t_train = time.perf_counter()
+    results, parts = core.run_chunks(chunks, threads, lambda: (None, None), kernel, cap=1,
+                                     reg_scale=params.reg_scale, trajectories=False, d_out=d, order=None, sink=sink,
+                                     collect=collect, progress=progress, deadline=deadline, restart=restart,
+                                     fields=fields, name="headstart-sl")
     if restart is not None:
         compile_seconds += restart.compile_seconds
+        t_train += restart.compile_seconds
         restart.report(inputs.starts.name)
+    # the model's rows copied chunk by chunk, each chunk released once copied
+    weights, intercept, stats = core.assemble(results, parts, collect, d, fields)
+    del results, parts
     stats.meta.update({"init": inputs.starts.name, "compile_seconds": compile_seconds,
                        "restarted_from_zero": restart.count if restart is not None else 0,
                        "zero_starts": core.note_zero_starts(stats, f"init {inputs.starts.name!r}"),
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
+                       "train_seconds": time.perf_counter() - t_train,
                        "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
     if solve and collect:
         # (a sink's owner reports what it saved: sharded training)

@@ -24,14 +24,14 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import Abort, join_pool, wait_all
+from .._threads import Abort, check_interrupt, join_pool, wait_all
 from ..solver.newton import LINE_SEARCH_FAILED, STATUS_NAMES
-from .kernel import LANES
+from .kernel import LANES, STAT_FIELDS
 from . import pages
 from .locality import FeatureOrder, renumber
 from .packed import PackedRows
 from .sharing import SameProblems, solve_chunk
-from .stats import TrainingStats
+from .stats import ITER_FIELDS, TrainingStats
 
 #: the reports of the labels (status, no positives, restarts from zero) keep the logger name
 #: they had before this module left trainer.py: users filter and route them by that name
@@ -129,12 +129,13 @@ def shared_label_chunks(labels: np.ndarray, chunk_size: int, threads: int,
 
 
 def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1,
-                 free: np.ndarray | None = None) -> list[np.ndarray]:
+                 free: np.ndarray | None = None, smallest: int = LANES * 4) -> list[np.ndarray]:
     """Consecutive chunks of at most ``chunk_size`` labels, shrinking towards the end
-    (guided scheduling: about remaining / (2 * threads), never below 4 * LANES) so that
-    the threads finish together: with equal chunks, a thread that takes the last big
-    chunk leaves the other idle for up to a chunk's time (~8% of the wall time for
-    debian-deps labels 0:1000 in 4 chunks of 250 on 2 threads).
+    (guided scheduling: about remaining / (2 * threads), never below ``smallest``, by
+    default enough labels to fill the lanes) so that the threads finish together: with
+    equal chunks, a thread that takes the last big chunk leaves the other idle for up to
+    a chunk's time (~8% of the wall time for debian-deps labels 0:1000 in 4 chunks of
+    250 on 2 threads).
 
     ``free``: a mask of labels that cost no solve of their own; they are not counted,
     and a chunk holds at most SHARED_CHUNK_FACTOR * chunk_size labels."""
@@ -145,7 +146,7 @@ def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1,
         out, i = [], 0
         while i < labels.size:
             left = int(done[-1] - done[i])
-            size = chunk_size if threads <= 1 else min(chunk_size, max(LANES * 4, -(-left // (2 * threads))))
+            size = chunk_size if threads <= 1 else min(chunk_size, max(smallest, -(-left // (2 * threads))))
             # up to (not including) the label that would be one too many to solve
             j = int(np.searchsorted(done, done[i] + size, side="right")) - 1
             j = max(i + 1, min(j, i + most, labels.size))
@@ -156,7 +157,7 @@ def label_chunks(labels: np.ndarray, chunk_size: int, threads: int = 1,
     i = 0
     while i < labels.size:
         left = labels.size - i
-        size = chunk_size if threads <= 1 else min(chunk_size, max(LANES * 4, -(-left // (2 * threads))))
+        size = chunk_size if threads <= 1 else min(chunk_size, max(smallest, -(-left // (2 * threads))))
         out.append(labels[i:i + size])
         i += size
     return out
@@ -202,7 +203,7 @@ class Restart:
 
     def solve(self, labels: np.ndarray, *args) -> tuple:
         """The kernel's results for ``labels`` from zero (compiled at the first call);
-        counts the labels it started.  Shared with the shortlisted trainer."""
+        counts the labels it started."""
         with self._lock:
             if not self._compiled:
                 self.compile_seconds = self.compile_zero()
@@ -218,8 +219,10 @@ class Restart:
                         "step, e.g. a saturated logistic loss with an unregularised bias): solved again from zero",
                         self.count, init_name)
 
-    def apply(self, chunk, indptr, indices, data, intercept, stats, state, rec, abort_flag, cap, reg_scale):
-        """The core trainer's chunk results with its stuck labels solved again."""
+    def apply(self, chunk, indptr, indices, data, intercept, stats, state, rec, abort_flag,
+              stats_of: Callable[[np.ndarray, np.ndarray, tuple | None], TrainingStats]):
+        """A chunk's results with its stuck labels solved again (``stats_of(labels, table,
+        records)``: the statistics of a kernel's table, as :func:`run_chunks` makes them)."""
         idx = stuck_at_start(stats["status"], stats["iterations"], stats["f_init"], stats["f_final"])
         if idx.size == 0:
             return indptr, indices, data, intercept, stats
@@ -227,7 +230,7 @@ class Restart:
         idx = idx[:started]
         if idx.size == 0:
             return indptr, indices, data, intercept, stats
-        redone = chunk_stats(chunk[idx], r_table, rec, cap, reg_scale)
+        redone = stats_of(chunk[idx], r_table, rec)
         keep = np.ones(chunk.size, dtype=np.bool_)
         keep[idx] = False
         stats = TrainingStats.concat([stats.take(np.flatnonzero(keep)), redone])
@@ -238,7 +241,7 @@ class Restart:
 
 def stuck_at_start(status: np.ndarray, iterations: np.ndarray, f_init: np.ndarray, f_final: np.ndarray) -> np.ndarray:
     """Positions of the labels whose solve stopped at its start on a failed line search
-    (:class:`Restart`; the shortlisted trainer uses it too)."""
+    (:class:`Restart`)."""
     return np.flatnonzero((status == LINE_SEARCH_FAILED) & (iterations <= 1) & (f_final == f_init))
 
 
@@ -262,18 +265,21 @@ def replace_rows(rows: tuple, idx: np.ndarray, new: tuple) -> tuple:
 def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], tuple], kernel: Callable, *,
                cap: int, reg_scale: float, trajectories: bool, d_out: int, order: FeatureOrder | None,
                sink: Callable[[ChunkResult], None] | None, collect: bool, progress: Callable[[int], None] | None,
-               deadline: float, same: SameProblems | None = None,
-               restart: Restart | None = None) -> tuple[list[ChunkResult], list[TrainingStats]]:
-    """Train ``chunks`` of labels in ``threads`` threads: the orchestration every chunk
-    kernel shares (the Newton-CG lanes of :func:`.kernel.train_chunk`, exact L1's
-    :func:`.coordinate.train_chunk`).
+               deadline: float, same: SameProblems | None = None, restart: Restart | None = None,
+               fields: tuple[str, ...] = STAT_FIELDS,
+               name: str = "headstart") -> tuple[list[ChunkResult], list[TrainingStats]]:
+    """Train ``chunks`` of labels in ``threads`` threads (named ``name``-N): the
+    orchestration every chunk kernel shares (the Newton-CG lanes of
+    :func:`.kernel.train_chunk`, exact L1's and the dual's :func:`.coordinate.train_chunk`,
+    the shortlisted trainer's :func:`headstart.shortlist.training.train_chunk`).
 
     A thread takes chunks from a shared counter, makes its state once (``new_state()``
-    -> (state, record arrays of :func:`make_records`)) and calls
-    ``kernel(chunk, state, records, abort_flag)``, which returns (indptr, indices, data,
-    intercept, stats table, started) as the kernels do.  Each finished chunk becomes
-    statistics and weights over the ``d_out`` original features, goes to ``sink``, and
-    (``collect``) is kept packed.  Returns (the kept chunks, or [] ; the statistics of
+    -> (state, record arrays of :func:`make_records`, or None for a kernel that records
+    no trajectory)) and calls ``kernel(chunk, state, records, abort_flag)``, which
+    returns (indptr, indices, data, intercept, stats table, started) as the kernels do;
+    the table's columns are ``fields``.  Each finished chunk becomes statistics and
+    weights over the ``d_out`` original features, goes to ``sink``, and (``collect``) is
+    kept packed.  Returns (the kept chunks, or [] ; the statistics of
     the chunks not kept).  No chunk starts after ``deadline``; a worker's exception (or
     Ctrl-C) sets the abort flag the kernels read, and is raised once all have stopped.
     With ``same``, labels of a chunk that pose the same problem as an earlier one take
@@ -289,6 +295,9 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
     next_chunk = iter(range(len(chunks)))
     abort = Abort()   # Ctrl-C or a failed worker; the kernels read abort.flag between passes over X
 
+    def stats_of(labels: np.ndarray, table: np.ndarray, rec) -> TrainingStats:
+        return chunk_stats(labels, table, rec, cap, reg_scale, fields)
+
     def run_chunk(chunk: np.ndarray, state, rec) -> None:
         if deadline and time.perf_counter() > deadline:
             return
@@ -300,15 +309,15 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
             if started == 0:
                 return
         if spread is None:
-            stats = chunk_stats(chunk, table, rec, cap, reg_scale)
+            stats = stats_of(chunk, table, rec)
         else:
             rows, own = spread
-            stats = chunk_stats(chunk[own], table, rec, cap, reg_scale).spread(rows, chunk, own)
+            stats = stats_of(chunk[own], table, rec).spread(rows, chunk, own)
             with lock:
                 same.copied += int(np.count_nonzero(~own))
         if restart is not None:
             indptr, indices, data, intercept, stats = restart.apply(chunk, indptr, indices, data, intercept, stats,
-                                                                    state, rec, abort.flag, cap, reg_scale)
+                                                                    state, rec, abort.flag, stats_of)
         if not trajectories:
             stats = stats.without_trajectories()
         W = chunk_weights(indptr, indices, data, d_out, order)
@@ -330,28 +339,30 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
             progress(chunk.size)
 
     def worker() -> None:
-        state = rec = None
+        made = False
         try:
             while not abort.is_set():
                 with lock:
                     i = next(next_chunk, None)
                 if i is None:
                     break
-                if state is None:
+                if not made:
                     state, rec = new_state()
+                    made = True
                 run_chunk(chunks[i], state, rec)
         except BaseException:
             abort.set()   # the other threads give up within a pass, not after their chunk
             raise
 
-    run_in_threads(worker, threads, stop=abort.set)
+    run_in_threads(worker, threads, name, stop=abort.set)
     return results, stats_parts
 
 
-def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], collect: bool,
-             d: int) -> tuple[sp.csr_matrix | None, np.ndarray | None, TrainingStats]:
+def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], collect: bool, d: int,
+             fields: tuple[str, ...] = STAT_FIELDS) -> tuple[sp.csr_matrix | None, np.ndarray | None, TrainingStats]:
     """(weights, intercept, statistics) of the chunks :func:`run_chunks` returned, rows by
-    label (weights None without ``collect``); ``results`` is emptied as it is copied."""
+    label (weights None without ``collect``); ``results`` is emptied as it is copied.
+    No chunk trained: statistics of no label, with the kernel's columns ``fields``."""
     if collect:
         results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
         weights, intercept = stack_rows(results, d)
@@ -359,7 +370,32 @@ def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], colle
         results.clear()
     else:
         weights = intercept = None
-    return weights, intercept, TrainingStats.concat(stats_parts)
+    stats = TrainingStats.concat(stats_parts) if stats_parts else TrainingStats.empty(fields)
+    return weights, intercept, stats
+
+
+def compile_call(what: str, call: Callable[[], object]) -> float:
+    """Seconds of ``call()``: a chunk kernel called with no label, before the threads
+    start, so that numba compiles it for this run's types (first run) or loads it from
+    its cache before the clock of training starts -- and in the main thread: a compile
+    in a worker could not be interrupted (Ctrl-C waited for it to end), and its ~20 s
+    were reported as training.  Loading takes well under a second; past that, numba is
+    compiling: ``what`` (the kernels' name) is logged then, instead of looking stuck.  A
+    Ctrl-C while compiling is raised when the call returns (see _threads.INTERRUPTS)."""
+    t0 = time.perf_counter()
+    note = threading.Timer(1.0, lambda: compile_log.info(
+        "compiling headstart's %s for this run's types (first run only; numba caches them) ...", what))
+    note.daemon = True
+    note.start()
+    try:
+        call()
+    finally:
+        note.cancel()
+    check_interrupt()
+    seconds = time.perf_counter() - t0
+    if seconds > 1.0:
+        compile_log.debug("compiled headstart's %s in %.1f s (first run only: numba caches them)", what, seconds)
+    return seconds
 
 
 def run_in_threads(worker: Callable[[], None], threads: int, name: str = "headstart",
@@ -409,17 +445,22 @@ def make_records(chunk_size: int, cap: int):
     return arr(np.float64), arr(np.float64), arr(np.float64), arr(np.float64), arr(np.int64)
 
 
-def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int, reg_scale: float = 1.0) -> TrainingStats:
-    """TrainingStats of one chunk from the kernel's table and the record arrays: the
-    trajectories go straight into flat arrays (no array per label and quantity).
+def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int, reg_scale: float = 1.0,
+                fields: tuple[str, ...] = STAT_FIELDS) -> TrainingStats:
+    """TrainingStats of one chunk from the kernel's table (columns ``fields``) and the
+    record arrays: the trajectories go straight into flat arrays (no array per label and
+    quantity).  ``rec`` None: the kernel records none (every trajectory empty).
 
     The kernels minimise f / reg_scale (see objective/regularizers/base.py): objective
     values and gradient norms are reported multiplied back (only the recorded part of
     the trajectories is touched, not every page of the record arrays)."""
-    rf, ra, rs, rt, rc = rec
     k = chunk.size
     if reg_scale != 1.0:
         table[:, [4, 5, 6, 7, 8, 9]] *= reg_scale
+    if rec is None:
+        return TrainingStats.from_table(chunk, table, np.zeros(k, dtype=np.int64),
+                                        {f: np.zeros(0) for f in ITER_FIELDS}, fields=fields)
+    rf, ra, rs, rt, rc = rec
     lengths = np.minimum(table[:, 2].astype(np.int64), cap - 1) + 1
     top = int(lengths.max()) if k else 0
     mask = np.arange(top)[None, :] < lengths[:, None]
@@ -427,7 +468,7 @@ def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int, reg_scale: 
             "cg_steps": rc[:k, :top][mask].astype(np.float64), "seconds": rt[:k, :top][mask]}
     if reg_scale != 1.0:
         flat["objective"] *= reg_scale
-    return TrainingStats.from_table(chunk, table, lengths, flat)
+    return TrainingStats.from_table(chunk, table, lengths, flat, fields=fields)
 
 
 def chunk_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, d: int,

@@ -23,7 +23,6 @@ one is given).
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import replace
 
@@ -268,7 +267,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
           d_out):
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
-    from .chunks import (MAX_RECORDED_ITERATIONS, assemble, compile_log, default_chunk_size, label_columns,
+    from .chunks import (MAX_RECORDED_ITERATIONS, assemble, compile_call, default_chunk_size, label_columns,
                          make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks,
                          sorted_unique, warmup_records)
 
@@ -339,15 +338,9 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
                                max_iter, prune, dl, abort_flag, rf, ra, rs, rc, rt, timing,
                                True if use_cdn else None)
 
-    t0 = time.perf_counter()
-    note = threading.Timer(1.0, lambda: compile_log.info(
-        "compiling headstart's coordinate-descent kernels for this run's types (first run only) ..."))
-    note.daemon = True
-    note.start()
-    call(np.zeros(0, dtype=np.int64), new_work(1, 1), np.zeros(1, dtype=np.int8), warmup_records(chunk_size, cap),
-         Abort().flag, 0.0)
-    note.cancel()
-    compile_seconds = time.perf_counter() - t0
+    compile_seconds = compile_call("coordinate-descent kernels", lambda: call(
+        np.zeros(0, dtype=np.int64), new_work(1, 1), np.zeros(1, dtype=np.int8), warmup_records(chunk_size, cap),
+        Abort().flag, 0.0))
 
     t_train = time.perf_counter()
     results, stats_parts = run_chunks(

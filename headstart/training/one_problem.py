@@ -63,8 +63,8 @@ from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
 from ..postproc.base import threshold as _threshold
-from .chunks import (Restart, note_zero_starts, replace_rows, run_in_threads,  # noqa: F401  (the chunk
-                     sorted_unique, stuck_at_start)                 # machinery's, re-exported)
+from .chunks import (ChunkResult, Restart, assemble, compile_call, label_chunks,  # noqa: F401  (the chunk
+                     note_zero_starts, report_problems, run_chunks, sorted_unique)  # machinery's, re-exported)
 from ..solver import direct as _direct
 from ..solver import newton as _nt
 from ..objective import rowspan as _rowspan
@@ -296,14 +296,11 @@ def prepare_plan(name: str, params, X, Y, threads: int = 1):
                              f"{type(plan).__name__} holds arrays and has no sub-problem restriction "
                              f"(headstart.training.one_problem.local_plan)")
     return plan
-# --- the core's bookkeeping types, re-exported (one place to adapt) ---------------------
-def _bookkeeping():
-    from ..training import stats as _stats
-    from ..training import chunks as _chunks
-
-    return _stats, _chunks
 
 
+# --- the core's bookkeeping, re-exported (one place to adapt) --------------------------
+# (the chunk orchestration itself: run_chunks, label_chunks, assemble, compile_call,
+# Restart, ... imported from .chunks at the top of this file)
 now = _nt.now  # numba-callable clock (holds the GIL for about a microsecond)
 
 
@@ -312,53 +309,3 @@ def stat_fields() -> tuple[str, ...]:
     from ..training.kernel import STAT_FIELDS
 
     return tuple(STAT_FIELDS)
-
-
-def training_stats(labels, table, fields, meta=None):
-    """A :class:`headstart.training.stats.TrainingStats` without per-iteration
-    trajectories: columns from ``table`` (k x len(fields))."""
-    _stats, _ = _bookkeeping()
-    k = len(labels)
-    cols = {"label": np.asarray(labels, dtype=np.int64).copy()}
-    for i, f in enumerate(fields):
-        cols[f] = table[:, i]
-    empty = {f: np.zeros(0) for f in _stats.ITER_FIELDS}
-    return _stats.TrainingStats(_stats.TrainingStats._typed(cols), np.zeros(k + 1, dtype=np.int64), empty,
-                                dict(meta or {}))
-
-
-def concat_stats(parts):
-    _stats, _ = _bookkeeping()
-    return _stats.TrainingStats.concat(parts)
-
-
-def chunk_result(labels, weights, intercept, stats):
-    """What the sharded writer's sink takes (:class:`headstart.training.chunks.ChunkResult`)."""
-    _, _chunks = _bookkeeping()
-    return _chunks.ChunkResult(labels, weights, intercept, stats)
-
-
-def chunk_weights(indptr, indices, data, d: int):
-    """A chunk's rows as CSR (len(indptr) - 1 x d), its arrays copied into mappings of
-    their own, which :func:`stack_chunks` returns to the system as it copies them."""
-    _, _chunks = _bookkeeping()
-    return _chunks.chunk_weights(indptr, indices, data, d, None)
-
-
-def stack_chunks(results, d: int):
-    """(weights CSR, intercept) of the ChunkResults ``results`` (any order), rows by
-    label; each chunk's arrays are released as soon as they are copied."""
-    _, _chunks = _bookkeeping()
-    results.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
-    return _chunks.stack_rows(results, d)
-
-
-def report_problems(stats) -> None:
-    _, _chunks = _bookkeeping()
-    _chunks.report_problems(stats)
-
-
-def release_free_memory() -> None:
-    from ..training import pages
-
-    pages.release_free_memory()

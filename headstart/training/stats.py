@@ -54,10 +54,7 @@ class TrainingStats:
     def from_chunks(cls, chunks, meta=None) -> "TrainingStats":
         """chunks: list of (labels, stats (k, len(STAT_FIELDS)), records dict of lists of arrays)."""
         if not chunks:
-            cols = {"label": np.zeros(0, dtype=np.int64)}
-            cols.update({f: np.zeros(0) for f in STAT_FIELDS})
-            return cls(cls._typed(cols), np.zeros(1, dtype=np.int64),
-                       {f: np.zeros(0) for f in ITER_FIELDS}, dict(meta or {}))
+            return cls.empty(meta=meta)
         labels = np.concatenate([c[0] for c in chunks]).astype(np.int64)
         table = np.concatenate([c[1] for c in chunks], axis=0)
         cols = {"label": labels}
@@ -76,12 +73,22 @@ class TrainingStats:
         return out.take(order)
 
     @classmethod
-    def from_table(cls, labels, table, lengths, iterations, meta=None) -> "TrainingStats":
-        """One chunk: ``labels`` ascending, the kernel's ``table`` (k, len(STAT_FIELDS)),
-        per-label trajectory ``lengths`` and the trajectories already flat (label-major)."""
+    def empty(cls, fields=STAT_FIELDS, meta=None) -> "TrainingStats":
+        """No label, with the columns ``fields`` (a kernel's table columns)."""
+        cols = {"label": np.zeros(0, dtype=np.int64)}
+        cols.update({f: np.zeros(0) for f in fields})
+        return cls(cls._typed(cols), np.zeros(1, dtype=np.int64), {f: np.zeros(0) for f in ITER_FIELDS},
+                   dict(meta or {}))
+
+    @classmethod
+    def from_table(cls, labels, table, lengths, iterations, meta=None, fields=STAT_FIELDS) -> "TrainingStats":
+        """One chunk: ``labels`` ascending, the kernel's ``table`` (k, len(fields); the
+        Newton kernel's STAT_FIELDS unless a kernel reports more, e.g. the shortlisted
+        sub-problem's size), per-label trajectory ``lengths`` and the trajectories already
+        flat (label-major)."""
         labels = np.asarray(labels, dtype=np.int64)
         cols = {"label": labels.copy()}
-        for i, f in enumerate(STAT_FIELDS):
+        for i, f in enumerate(fields):
             cols[f] = table[:, i]
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])

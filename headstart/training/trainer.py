@@ -11,14 +11,13 @@ kernels of their own (:mod:`.coordinate`), dispatched from here.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import Abort, check_interrupt
+from .._threads import Abort
 from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, weighting
@@ -26,7 +25,7 @@ from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
 from ..solver.newton import settings
 from .budget import choose_lanes, lane_budget, use_groups
-from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_log, default_chunk_size,
+from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
                      label_columns, make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks,
                      sorted_unique, warmup_records)
 from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, prepare_problem, train_chunk
@@ -207,26 +206,12 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     """Seconds spent compiling (or loading from numba's cache) the training kernels for
     exactly the argument types of this run: one call of train_chunk with no label, on a
     one-instance workspace of the same array types."""
-    t0 = time.perf_counter()
-    # loading from the cache takes well under a second; past that, numba is compiling:
-    # say so while it happens instead of looking stuck
-    note = threading.Timer(1.0, lambda: compile_log.info(
-        "compiling headstart's training kernels for this run's types (first run only; numba caches them) ..."))
-    note.daemon = True
-    note.start()
     WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
-    rec = warmup_records(chunk_size, cap)
-    rf, ra, rs, rt, rc = rec
-    train_chunk(P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
-                np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0,
-                Abort().flag, rf, ra, rs, rc, rt, timing)
-    note.cancel()
-    check_interrupt()    # a Ctrl-C while compiling (see _threads.INTERRUPTS)
-    seconds = time.perf_counter() - t0
-    if seconds > 1.0:
-        compile_log.debug("compiled headstart's training kernels in %.1f s (first run only: numba caches them)",
-                         seconds)
-    return seconds
+    rf, ra, rs, rt, rc = warmup_records(chunk_size, cap)
+    return compile_call("training kernels", lambda: train_chunk(
+        P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
+        np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0, Abort().flag,
+        rf, ra, rs, rc, rt, timing))
 
 
 def make_workspace(n: int, d: int, lanes: int):
