@@ -467,3 +467,20 @@ def test_a_workers_memory_limit_bounds_the_memory_a_task_sees():
     # 16 lanes of 4M rows and 4M features take ~4 GiB, 8 lanes ~1.7 GiB: the lane budget
     # (half of what is left, at least 2 GiB) holds 8, where the machine's would hold 16
     assert lanes == 8 and choose_lanes(4_000_000, 4_000_000, 1, budget=16 * 2**30) == 16
+
+def test_the_local_cluster_runs_without_dasks_wall_clock_timers():
+    """The LocalCluster of n_workers: Dask's profiler (every 10 ms), tick monitor (20 ms) and
+    memory monitor (100 ms) cost CPU per second of wall time (helper-73: an idle 2-worker
+    cluster 0.19 cores, 0.025 without); they are off or slowed there, and only there."""
+    import dask
+
+    from headstart.distributed.dask_backend import dask_client
+
+    before = dask.config.get("distributed.worker.profile.enabled")
+    with dask_client(None, 1) as c:
+        c.wait_for_workers(1, timeout=120)
+        timers = c.run(lambda dask_worker: {k: v.callback_time for k, v in dask_worker.periodic_callbacks.items()})
+    (worker,) = timers.values()
+    assert "profile" not in worker and worker["tick"] >= 1000 and worker["memory_monitor"] >= 1000
+    assert dask.config.get("distributed.worker.profile.enabled") == before     # the client's own config
+
