@@ -484,3 +484,54 @@ def test_the_local_cluster_runs_without_dasks_wall_clock_timers():
     assert "profile" not in worker and worker["tick"] >= 1000 and worker["memory_monitor"] >= 1000
     assert dask.config.get("distributed.worker.profile.enabled") == before     # the client's own config
 
+
+def test_default_tasks_are_cut_by_work_and_line_up_on_resume():
+    """Labels without positives are nearly free (one shared solve per chunk): a label
+    space of them is cut into few wide tasks (helper-73: 2M labels made 1,954 tasks of
+    1,024); a space of labels with positives keeps default_task_size's grid; a resumed run's
+    cells are those of the interrupted run; a start that depends on the label counts all."""
+    from headstart.distributed import plan_shards
+    from headstart.distributed.dask_backend import (MAX_TASK_LABELS, MAX_TASK_SPAN, TASKS_PER_WORKER,
+                                                    default_task_size, plan_tasks, shared_labels)
+
+    for count, slots in ((1500, 2), (100, 2), (22908, 2), (300_000, 8)):
+        assert plan_tasks([(7, 7 + count)], np.zeros(count, bool), 7, slots) == \
+            plan_shards([(7, 7 + count)], default_task_size(count, slots), origin=7)
+    rng = np.random.default_rng(0)
+    counts = np.where(rng.random(2_000_000) < 0.01, 3, 0)     # 1% of 2M labels with positives
+    shared = shared_labels(counts, 100, PARAMS)
+    assert shared.sum() == (counts == 0).sum()
+    plan = plan_tasks([(0, counts.size)], shared, 0, 2)
+    edges = [a for a, _ in plan] + [plan[-1][1]]
+    assert edges[0] == 0 and edges[-1] == counts.size and all(b == c for (_, b), (c, _) in zip(plan, plan[1:]))
+    assert TASKS_PER_WORKER * 2 <= len(plan) < 100          # (1,954 of default_task_size)
+    assert max(b - a for a, b in plan) <= MAX_TASK_SPAN
+    assert max(int((~shared[a:b]).sum()) for a, b in plan) <= MAX_TASK_LABELS
+    # resume: the missing ranges are cut into the same cells
+    missing = [(0, edges[3]), (edges[5], edges[9]), (edges[20] + 17, counts.size)]
+    again = plan_tasks(missing, shared, 0, 2)
+    cells = set(plan)
+    assert all(cell in cells for cell in again if cell[0] != edges[20] + 17)
+    assert sum(b - a for a, b in again) == sum(b - a for a, b in missing)
+    # every label costs a solve where the start depends on the label (a pretrained model)
+    assert not shared_labels(counts, 100, PARAMS.replace(init="pretrained", pretrained="/nowhere")).any()
+    # labels of every instance are shared too
+    assert shared_labels(np.array([0, 1, 99, 100]), 100, PARAMS).tolist() == [True, False, False, True]
+
+
+def test_a_mostly_empty_label_space_trains_in_few_tasks_like_a_local_run(client, data, tmp_path):
+    """The widened label space's run: the same model as a local one, bit for bit, in 2 tasks
+    where default_task_size made 20."""
+    import scipy.sparse as sp
+
+    (X, Y), _ = data
+    L, wide = 20_000, 400
+    Yc = sp.csc_matrix(Y)[:, :NUM]
+    cols = np.repeat(np.arange(NUM) * wide, np.diff(Yc.indptr))      # label j at j * wide, the others empty
+    Yw = sp.csc_matrix((Yc.data, (Yc.indices, cols)), shape=(Y.shape[0], L))
+    assert int((np.diff(Yw.indptr) > 0).sum()) == NUM
+    ref, _ = fit_model(X, Yw.tocsr(), PARAMS)
+    r = train_dask(X, Yw.tocsr(), PARAMS, tmp_path / "m", client=client)
+    assert r.info["tasks"] == 2 and not r.missing
+    assert_same_model(tmp_path / "m", ref)
+

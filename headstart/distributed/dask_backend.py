@@ -57,6 +57,13 @@ log = logging.getLogger(__name__)
 #: docs/distributed.md) and at least one full trainer chunk (4 labels per lane)
 TASKS_PER_WORKER = 4
 MIN_TASK_LABELS, MAX_TASK_LABELS = max(64, 4 * LANES), 1024
+#: a label without positives costs the trainer about 1/SHARED_PER_LABEL of a label it
+#: solves (debian-deps: ~8 us against ~6 ms; counted high, since the client writes its
+#: statistics row all the same) -- :func:`plan_tasks`
+SHARED_PER_LABEL = 256
+#: at most this many labels per default task, however cheap (the statistics of a task's
+#: labels travel back in one message: ~230 bytes a label)
+MAX_TASK_SPAN = 32768
 #: labels per trainer chunk inside a task: at least one per lane
 MIN_CHUNK, MAX_CHUNK = LANES, 256
 
@@ -245,6 +252,58 @@ def _wait_for_a_worker(client: Any, wait: float) -> None:
 def default_task_size(num_labels: int, slots: int) -> int:
     """About TASKS_PER_WORKER tasks per Dask thread (``slots``), within the bounds."""
     return int(min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, -(-num_labels // (TASKS_PER_WORKER * max(slots, 1))))))
+
+
+def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams) -> np.ndarray:
+    """Which labels pose the problem every label without positives (or without negatives)
+    poses: the trainer solves it once per chunk and copies it (``SameProblems``), so they
+    cost next to nothing -- unless the start depends on the label (``label_free``)."""
+    from ..init import make_initializer
+
+    counts = np.asarray(counts)
+    if not make_initializer(params).label_free:
+        return np.zeros(counts.shape, dtype=bool)
+    return (counts <= 0) | (counts >= n_train)
+
+
+def plan_tasks(missing: Iterable[tuple[int, int]], shared: np.ndarray, origin: int, slots: int) -> list[tuple[int, int]]:
+    """Default label-range tasks of the labels ``[origin, origin + len(shared))`` still
+    ``missing``, cut by their *work* rather than their number.
+
+    A label the trainer solves (``~shared``) counts 1, a shared one 1/SHARED_PER_LABEL.
+    The cells hold about the work of ``range / (TASKS_PER_WORKER * slots)`` labels, within
+    MIN_TASK_LABELS..MAX_TASK_LABELS labels solved, and at most MAX_TASK_SPAN labels in all:
+    for a label space of solved labels that is :func:`default_task_size`'s grid; in a
+    label space mostly of labels without positives, fewer, wider tasks (helper-73: 2M
+    labels, ~1% with positives, made 1,954 tasks of 1,024 labels whose fixed cost --
+    ~60 ms of set-up on the worker, a shard and a statistics file on the client --
+    outweighed the training).  The cells are a function of the whole range's label
+    counts and the cluster's size only, not of what is missing, so a resumed run retrains
+    exactly the cells that were in progress (as the fixed grid of :func:`plan_shards`).
+    """
+    shared = np.asarray(shared, dtype=bool)
+    count = int(shared.size)
+    w = np.where(shared, 1, SHARED_PER_LABEL).astype(np.int64)      # work in 1/SHARED_PER_LABEL of a label
+    cum = np.cumsum(w)
+    total = int(cum[-1]) if count else 0
+    # (whole labels' work: for a range of solved labels, default_task_size's grid)
+    per = -(-total // (TASKS_PER_WORKER * max(int(slots), 1) * SHARED_PER_LABEL))
+    per = min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, per)) * SHARED_PER_LABEL
+    # cut after the label where the work done reaches each multiple of `per`
+    cuts = np.searchsorted(cum, np.arange(per, total, per), side="left") + 1 if total > per else np.zeros(0, np.int64)
+    bounds = np.unique(np.concatenate([[0], cuts, [count]]).astype(np.int64))
+    # no cell wider than MAX_TASK_SPAN labels: the rest of a wide cell in cells of that width
+    wide = np.flatnonzero(np.diff(bounds) > MAX_TASK_SPAN)
+    if wide.size:
+        extra = [np.arange(bounds[i] + MAX_TASK_SPAN, bounds[i + 1], MAX_TASK_SPAN) for i in wide]
+        bounds = np.unique(np.concatenate([bounds] + extra))
+    bounds = bounds + int(origin)
+    out = []
+    for a, b in missing:
+        inner = bounds[(bounds > a) & (bounds < b)]
+        edges = [int(a)] + [int(x) for x in inner] + [int(b)]
+        out.extend(zip(edges[:-1], edges[1:]))
+    return out
 
 
 # --------------------------------------------------------------------------- worker side
@@ -496,8 +555,13 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
     writer.manifest_lag = TRAINING_MANIFEST_LAG
     with writer, dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         workers, slots = _cluster_size(c, worker_wait)
-        size = shard_size if shard_size is not None else default_task_size(count, slots)
-        if size < min(MIN_TASK_LABELS, count):
+        size = shard_size
+        if size is None and task_fn is not train_range_task:
+            size = default_task_size(count, slots)      # (another mode's tasks: their own costs)
+        if size is None:
+            # cells of about equal work (labels without positives are nearly free)
+            shared = shared_labels(data.label_counts[first:first + count], data.n_train, params)
+        elif size < min(MIN_TASK_LABELS, count):
             # a task trains its labels 16 at a time per thread (the lanes of one sweep over
             # X): a few labels per task sweep X for each of them and pay the task's set-up
             # (renumbering its copy of X) as often (helper-56: silent, and slow)
@@ -505,8 +569,7 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                         "task's set-up every %d label(s): training is slower than with --shard-size >= %d "
                         "(the default here: %d)", size, LANES, size, MIN_TASK_LABELS,
                         default_task_size(count, slots))
-        info.update({"workers": workers, "dask_threads": slots, "shard_size": size,
-                     "task_threads": task_threads or "auto"})
+        info.update({"workers": workers, "dask_threads": slots, "task_threads": task_threads or "auto"})
         run = uuid.uuid4().hex[:8]
         last_error: BaseException | None = None
         for rnd in range(max_rounds):
@@ -514,9 +577,12 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
             if not missing or (deadline is not None and time.perf_counter() >= deadline):
                 break
             info["rounds"] = rnd + 1
-            plan = plan_shards(missing, size, origin=first)
+            plan = plan_shards(missing, size, origin=first) if size else plan_tasks(missing, shared, first, slots)
+            widest = max(b - a for a, b in plan)
+            info.setdefault("shard_size", size or widest)
+            info.setdefault("tasks", len(plan))
             log.info("dask round %d: %d label(s) in %d task(s) of <= %d labels on %d worker(s)",
-                     rnd + 1, sum(b - a for a, b in plan), len(plan), size, workers)
+                     rnd + 1, sum(b - a for a, b in plan), len(plan), widest, workers)
             t0 = time.perf_counter()
             if rnd:  # after losing every worker: give the cluster time to bring some back
                 if not c.scheduler_info().get("workers"):
