@@ -468,6 +468,7 @@ def test_a_workers_memory_limit_bounds_the_memory_a_task_sees():
     # (half of what is left, at least 2 GiB) holds 8, where the machine's would hold 16
     assert lanes == 8 and choose_lanes(4_000_000, 4_000_000, 1, budget=16 * 2**30) == 16
 
+
 def test_the_local_cluster_runs_without_dasks_wall_clock_timers():
     """The LocalCluster of n_workers: Dask's profiler (every 10 ms), tick monitor (20 ms) and
     memory monitor (100 ms) cost CPU per second of wall time (helper-73: an idle 2-worker
@@ -535,3 +536,26 @@ def test_a_mostly_empty_label_space_trains_in_few_tasks_like_a_local_run(client,
     assert r.info["tasks"] == 2 and not r.missing
     assert_same_model(tmp_path / "m", ref)
 
+
+def test_a_refused_address_fails_at_once(monkeypatch):
+    """Nothing listening at the address: Dask retried for its whole 60 s timeout; a plain TCP
+    connect sees it at once, and a scheduler being started gets REFUSED_WAIT to listen."""
+    import socket
+    import time
+
+    from headstart.distributed import dask_backend
+    from headstart.distributed.dask_backend import DistributedTrainingError, _connect
+
+    monkeypatch.setattr(dask_backend, "REFUSED_WAIT", 1.0, raising=False)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    t0 = time.time()
+    with pytest.raises(DistributedTrainingError, match="connection refused: no Dask scheduler listens there"):
+        _connect(distributed, address, wait=60.0)
+    assert time.time() - t0 < 10
+    t0 = time.time()
+    with pytest.raises(DistributedTrainingError, match="host not found"):
+        _connect(distributed, "tcp://no-such-host.invalid:8786", wait=60.0)
+    assert time.time() - t0 < 10

@@ -149,6 +149,49 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
 
 #: seconds Dask may take to reach a scheduler (it retries while one is starting)
 CONNECT_WAIT = 60.0
+#: seconds a refused connection (nothing listens at the address) is retried: time for a
+#: scheduler started together with the client to bind its port (``dask scheduler`` took
+#: ~4 s to listen on a loaded 2-core machine, helper-73); Dask retried it for all of CONNECT_WAIT
+REFUSED_WAIT = 10.0
+#: seconds Dask has to connect before headstart looks at the address itself: a scheduler
+#: that is up answers in milliseconds, and the probe is a connection the scheduler logs
+#: ("closed before handshake completed")
+PROBE_AFTER = 1.0
+
+
+def _probe(address: str) -> str | None:
+    """What a plain TCP connection to ``address`` finds: ``"refused"``, ``"unresolved"``,
+    or None (something listens, the address is not TCP, or the outcome is not clear:
+    unreachable networks, filtered ports -- those are left to Dask's own wait)."""
+    import socket
+
+    scheme, sep, loc = address.partition("://")
+    if not sep or scheme not in ("tcp", "tls", "ws", "wss"):
+        return None
+    loc = loc.split("/", 1)[0]
+    host, colon, port = loc.rpartition(":")
+    if not colon or not port.isdigit():
+        return None
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        # (a name server that did not answer in time may answer later: Dask's wait)
+        return None if e.errno == getattr(socket, "EAI_AGAIN", None) else "unresolved"
+    except (OSError, UnicodeError):
+        return None
+    refused = False
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(2.0)
+                sock.connect(sockaddr)
+            return None
+        except ConnectionRefusedError:
+            refused = True
+        except OSError:
+            return None
+    return "refused" if refused else None
 
 
 def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
@@ -177,13 +220,40 @@ def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
                 box["client"] = client
 
     thread = threading.Thread(target=connect, name="headstart-dask-connect", daemon=True)
+    t0 = time.monotonic()
     thread.start()
     limit = wait + min(wait, 15.0)
-    thread.join(limit)
     hint = "the scheduler listens on 8786 unless told otherwise; the dashboard's port (8787) is not it"
+    # Dask retries a refused or unresolvable address for all of its timeout (helper-73: 60 s
+    # before "Timed out trying to connect"); nothing listening is seen at once by a plain
+    # TCP connect.  A scheduler that is starting gets REFUSED_WAIT seconds to listen.
+    thread.join(min(PROBE_AFTER, limit))
+    problem, refused_since = None, None
+    while thread.is_alive() and time.monotonic() - t0 < limit:
+        found = _probe(address)
+        if found == "unresolved":
+            problem = f"{address}: host not found (the name does not resolve)"
+            break
+        if found != "refused":
+            break               # something listens (or it cannot be told): Dask's wait
+        now = time.monotonic()
+        refused_since = refused_since if refused_since is not None else now
+        if now - refused_since >= min(REFUSED_WAIT, wait):
+            problem = (f"{address}: connection refused: no Dask scheduler listens there (retried for "
+                       f"{now - refused_since:.0f} s; start it first, e.g. dask scheduler --port 8786, or check "
+                       f"the host and port)")
+            break
+        if refused_since == now:
+            log.warning("%s: connection refused (nothing listens there yet): waiting up to %g s for a "
+                        "scheduler to start", address, min(REFUSED_WAIT, wait))
+        thread.join(0.25)
+    if problem is None:
+        thread.join(max(0.0, limit - (time.monotonic() - t0)))
     with lock:
         done = "client" in box or "error" in box
         box["abandoned"] = not done
+    if not done and problem is not None:
+        raise DistributedTrainingError(problem)
     if not done:
         raise DistributedTrainingError(f"{address}: no Dask scheduler answered within {limit:g} s: "
                                        f"something accepts connections there but does not speak Dask's protocol "
