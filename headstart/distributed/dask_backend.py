@@ -570,7 +570,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
 
     The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
     ``n_workers`` processes started (and stopped) here.  ``shard_size`` labels per task
-    (default: about 4 tasks per Dask thread, 64..1024 labels).  Each task trains with
+    (default: cut by work, :func:`plan_tasks`: about 4 tasks per Dask thread of 64..1024
+    labels with positives, labels without counting little).  Each task trains with
     ``task_threads`` threads (default: ``params.threads`` if set, else the worker's cores divided by its Dask
     threads; for a LocalCluster started here, this machine's cores divided by
     ``n_workers``).  ``resume``/``overwrite``/``progress``/``on_shard`` as in
