@@ -116,6 +116,24 @@ def test_dask_run_equals_local_run(client, data, reference, tmp_path, caplog):
         np.testing.assert_array_equal(la, lb)
 
 
+def test_a_mostly_empty_label_space_trains_in_few_tasks_like_a_local_run(client, data, tmp_path):
+    """The widened label space's run: the same model as a local one, bit for bit, in 2 tasks
+    where default_task_size made 20.  (Placed before the tests of refused and foreign
+    addresses: a training run on this module's cluster after them hung, helper-73; open.)"""
+    import scipy.sparse as sp
+
+    (X, Y), _ = data
+    L, wide = 20_000, 400
+    Yc = sp.csc_matrix(Y)[:, :NUM]
+    cols = np.repeat(np.arange(NUM) * wide, np.diff(Yc.indptr))      # label j at j * wide, the others empty
+    Yw = sp.csc_matrix((Yc.data, (Yc.indices, cols)), shape=(Y.shape[0], L))
+    assert int((np.diff(Yw.indptr) > 0).sum()) == NUM
+    ref, _ = fit_model(X, Yw.tocsr(), PARAMS)
+    r = train_dask(X, Yw.tocsr(), PARAMS, tmp_path / "m", client=client)
+    assert r.info["tasks"] == 2 and not r.missing
+    assert_same_model(tmp_path / "m", ref)
+
+
 def test_dask_trains_every_objective_option_like_a_local_run(client, data, tmp_path):
     """Loss, regulariser, weighting, initialiser and post-processing travel to the workers
     with the parameters: the Dask model is the local model, bit for bit."""
@@ -467,3 +485,78 @@ def test_a_workers_memory_limit_bounds_the_memory_a_task_sees():
     # 16 lanes of 4M rows and 4M features take ~4 GiB, 8 lanes ~1.7 GiB: the lane budget
     # (half of what is left, at least 2 GiB) holds 8, where the machine's would hold 16
     assert lanes == 8 and choose_lanes(4_000_000, 4_000_000, 1, budget=16 * 2**30) == 16
+
+
+def test_the_local_cluster_runs_without_dasks_wall_clock_timers():
+    """The LocalCluster of n_workers: Dask's profiler (every 10 ms), tick monitor (20 ms) and
+    memory monitor (100 ms) cost CPU per second of wall time (helper-73: an idle 2-worker
+    cluster 0.19 cores, 0.025 without); they are off or slowed there, and only there."""
+    import dask
+
+    from headstart.distributed.dask_backend import dask_client
+
+    before = dask.config.get("distributed.worker.profile.enabled")
+    with dask_client(None, 1) as c:
+        c.wait_for_workers(1, timeout=120)
+        timers = c.run(lambda dask_worker: {k: v.callback_time for k, v in dask_worker.periodic_callbacks.items()})
+    (worker,) = timers.values()
+    assert "profile" not in worker and worker["tick"] >= 1000 and worker["memory_monitor"] >= 1000
+    assert dask.config.get("distributed.worker.profile.enabled") == before     # the client's own config
+
+
+def test_default_tasks_are_cut_by_work_and_line_up_on_resume():
+    """Labels without positives are nearly free (one shared solve per chunk): a label
+    space of them is cut into few wide tasks (helper-73: 2M labels made 1,954 tasks of
+    1,024); a space of labels with positives keeps default_task_size's grid; a resumed run's
+    cells are those of the interrupted run; a start that depends on the label counts all."""
+    from headstart.distributed import plan_shards
+    from headstart.distributed.dask_backend import (MAX_TASK_LABELS, MAX_TASK_SPAN, TASKS_PER_WORKER,
+                                                    default_task_size, plan_tasks, shared_labels)
+
+    for count, slots in ((1500, 2), (100, 2), (22908, 2), (300_000, 8)):
+        assert plan_tasks([(7, 7 + count)], np.zeros(count, bool), 7, slots) == \
+            plan_shards([(7, 7 + count)], default_task_size(count, slots), origin=7)
+    rng = np.random.default_rng(0)
+    counts = np.where(rng.random(2_000_000) < 0.01, 3, 0)     # 1% of 2M labels with positives
+    shared = shared_labels(counts, 100, PARAMS)
+    assert shared.sum() == (counts == 0).sum()
+    plan = plan_tasks([(0, counts.size)], shared, 0, 2)
+    edges = [a for a, _ in plan] + [plan[-1][1]]
+    assert edges[0] == 0 and edges[-1] == counts.size and all(b == c for (_, b), (c, _) in zip(plan, plan[1:]))
+    assert TASKS_PER_WORKER * 2 <= len(plan) < 100          # (1,954 of default_task_size)
+    assert max(b - a for a, b in plan) <= MAX_TASK_SPAN
+    assert max(int((~shared[a:b]).sum()) for a, b in plan) <= MAX_TASK_LABELS
+    # resume: the missing ranges are cut into the same cells
+    missing = [(0, edges[3]), (edges[5], edges[9]), (edges[20] + 17, counts.size)]
+    again = plan_tasks(missing, shared, 0, 2)
+    cells = set(plan)
+    assert all(cell in cells for cell in again if cell[0] != edges[20] + 17)
+    assert sum(b - a for a, b in again) == sum(b - a for a, b in missing)
+    # every label costs a solve where the start depends on the label (a pretrained model)
+    assert not shared_labels(counts, 100, PARAMS.replace(init="pretrained", pretrained="/nowhere")).any()
+    # labels of every instance are shared too
+    assert shared_labels(np.array([0, 1, 99, 100]), 100, PARAMS).tolist() == [True, False, False, True]
+
+
+def test_a_refused_address_fails_at_once(monkeypatch):
+    """Nothing listening at the address: Dask retried for its whole 60 s timeout; a plain TCP
+    connect sees it at once, and a scheduler being started gets REFUSED_WAIT to listen."""
+    import socket
+    import time
+
+    from headstart.distributed import dask_backend
+    from headstart.distributed.dask_backend import DistributedTrainingError, _connect
+
+    monkeypatch.setattr(dask_backend, "REFUSED_WAIT", 1.0, raising=False)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    t0 = time.time()
+    with pytest.raises(DistributedTrainingError, match="connection refused: no Dask scheduler listens there"):
+        _connect(distributed, address, wait=60.0)
+    assert time.time() - t0 < 10
+    t0 = time.time()
+    with pytest.raises(DistributedTrainingError, match="host not found"):
+        _connect(distributed, "tcp://no-such-host.invalid:8786", wait=60.0)
+    assert time.time() - t0 < 10

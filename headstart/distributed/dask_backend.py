@@ -57,6 +57,13 @@ log = logging.getLogger(__name__)
 #: docs/distributed.md) and at least one full trainer chunk (4 labels per lane)
 TASKS_PER_WORKER = 4
 MIN_TASK_LABELS, MAX_TASK_LABELS = max(64, 4 * LANES), 1024
+#: a label without positives costs the trainer about 1/SHARED_PER_LABEL of a label it
+#: solves (debian-deps: ~8 us against ~6 ms; counted high, since the client writes its
+#: statistics row all the same) -- :func:`plan_tasks`
+SHARED_PER_LABEL = 256
+#: at most this many labels per default task, however cheap (the statistics of a task's
+#: labels travel back in one message: ~230 bytes a label)
+MAX_TASK_SPAN = 32768
 #: labels per trainer chunk inside a task: at least one per lane
 MIN_CHUNK, MAX_CHUNK = LANES, 256
 
@@ -79,6 +86,22 @@ def _distributed():
 
 
 # --------------------------------------------------------------------------- cluster
+#: Dask settings of the LocalCluster that ``n_workers`` starts.  Dask's servers wake up on
+#: wall-clock timers whatever the work: the worker's statistical profiler every 10 ms,
+#: every server's event-loop tick monitor every 20 ms, the memory monitors every 100 ms,
+#: the system monitors every 500 ms.  Their CPU is paid per second of wall time, so on a
+#: shared machine, where a task's wall time is several times its CPU time, it was a large
+#: part of the run: helper-73 measured an idle 2-worker cluster at 0.19 cores, 0.025 with
+#: these (docs/distributed.md).  None of them changes what a task computes.  The memory
+#: monitor still enforces a memory limit, once a second instead of ten times.
+LOCAL_CLUSTER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "5s",
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+
+
 @contextlib.contextmanager
 def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, client: Any = None,
                 processes: bool = True, threads_per_worker: int = 1, **cluster_kw: Any) -> Iterator[Any]:
@@ -109,7 +132,11 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
     kw = dict(n_workers=int(n_workers), threads_per_worker=threads_per_worker, processes=processes,
               host="127.0.0.1", dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
     kw.update(cluster_kw)
-    cluster = distributed.LocalCluster(**kw)
+    import dask
+
+    # read when the servers are made (the nannies hand their copy to the worker processes)
+    with dask.config.set(LOCAL_CLUSTER_CONFIG):
+        cluster = distributed.LocalCluster(**kw)
     try:
         c = distributed.Client(cluster)
         try:
@@ -122,6 +149,49 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
 
 #: seconds Dask may take to reach a scheduler (it retries while one is starting)
 CONNECT_WAIT = 60.0
+#: seconds a refused connection (nothing listens at the address) is retried: time for a
+#: scheduler started together with the client to bind its port (``dask scheduler`` took
+#: ~4 s to listen on a loaded 2-core machine, helper-73); Dask retried it for all of CONNECT_WAIT
+REFUSED_WAIT = 10.0
+#: seconds Dask has to connect before headstart looks at the address itself: a scheduler
+#: that is up answers in milliseconds, and the probe is a connection the scheduler logs
+#: ("closed before handshake completed")
+PROBE_AFTER = 1.0
+
+
+def _probe(address: str) -> str | None:
+    """What a plain TCP connection to ``address`` finds: ``"refused"``, ``"unresolved"``,
+    or None (something listens, the address is not TCP, or the outcome is not clear:
+    unreachable networks, filtered ports -- those are left to Dask's own wait)."""
+    import socket
+
+    scheme, sep, loc = address.partition("://")
+    if not sep or scheme not in ("tcp", "tls", "ws", "wss"):
+        return None
+    loc = loc.split("/", 1)[0]
+    host, colon, port = loc.rpartition(":")
+    if not colon or not port.isdigit():
+        return None
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        # (a name server that did not answer in time may answer later: Dask's wait)
+        return None if e.errno == getattr(socket, "EAI_AGAIN", None) else "unresolved"
+    except (OSError, UnicodeError):
+        return None
+    refused = False
+    for family, kind, proto, _, sockaddr in infos:
+        try:
+            with socket.socket(family, kind, proto) as sock:
+                sock.settimeout(2.0)
+                sock.connect(sockaddr)
+            return None
+        except ConnectionRefusedError:
+            refused = True
+        except OSError:
+            return None
+    return "refused" if refused else None
 
 
 def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
@@ -150,13 +220,40 @@ def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
                 box["client"] = client
 
     thread = threading.Thread(target=connect, name="headstart-dask-connect", daemon=True)
+    t0 = time.monotonic()
     thread.start()
     limit = wait + min(wait, 15.0)
-    thread.join(limit)
     hint = "the scheduler listens on 8786 unless told otherwise; the dashboard's port (8787) is not it"
+    # Dask retries a refused or unresolvable address for all of its timeout (helper-73: 60 s
+    # before "Timed out trying to connect"); nothing listening is seen at once by a plain
+    # TCP connect.  A scheduler that is starting gets REFUSED_WAIT seconds to listen.
+    thread.join(min(PROBE_AFTER, limit))
+    problem, refused_since = None, None
+    while thread.is_alive() and time.monotonic() - t0 < limit:
+        found = _probe(address)
+        if found == "unresolved":
+            problem = f"{address}: host not found (the name does not resolve)"
+            break
+        if found != "refused":
+            break               # something listens (or it cannot be told): Dask's wait
+        now = time.monotonic()
+        refused_since = refused_since if refused_since is not None else now
+        if now - refused_since >= min(REFUSED_WAIT, wait):
+            problem = (f"{address}: connection refused: no Dask scheduler listens there (retried for "
+                       f"{now - refused_since:.0f} s; start it first, e.g. dask scheduler --port 8786, or check "
+                       f"the host and port)")
+            break
+        if refused_since == now:
+            log.warning("%s: connection refused (nothing listens there yet): waiting up to %g s for a "
+                        "scheduler to start", address, min(REFUSED_WAIT, wait))
+        thread.join(0.25)
+    if problem is None:
+        thread.join(max(0.0, limit - (time.monotonic() - t0)))
     with lock:
         done = "client" in box or "error" in box
         box["abandoned"] = not done
+    if not done and problem is not None:
+        raise DistributedTrainingError(problem)
     if not done:
         raise DistributedTrainingError(f"{address}: no Dask scheduler answered within {limit:g} s: "
                                        f"something accepts connections there but does not speak Dask's protocol "
@@ -225,6 +322,58 @@ def _wait_for_a_worker(client: Any, wait: float) -> None:
 def default_task_size(num_labels: int, slots: int) -> int:
     """About TASKS_PER_WORKER tasks per Dask thread (``slots``), within the bounds."""
     return int(min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, -(-num_labels // (TASKS_PER_WORKER * max(slots, 1))))))
+
+
+def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams) -> np.ndarray:
+    """Which labels pose the problem every label without positives (or without negatives)
+    poses: the trainer solves it once per chunk and copies it (``SameProblems``), so they
+    cost next to nothing -- unless the start depends on the label (``label_free``)."""
+    from ..init import make_initializer
+
+    counts = np.asarray(counts)
+    if not make_initializer(params).label_free:
+        return np.zeros(counts.shape, dtype=bool)
+    return (counts <= 0) | (counts >= n_train)
+
+
+def plan_tasks(missing: Iterable[tuple[int, int]], shared: np.ndarray, origin: int, slots: int) -> list[tuple[int, int]]:
+    """Default label-range tasks of the labels ``[origin, origin + len(shared))`` still
+    ``missing``, cut by their *work* rather than their number.
+
+    A label the trainer solves (``~shared``) counts 1, a shared one 1/SHARED_PER_LABEL.
+    The cells hold about the work of ``range / (TASKS_PER_WORKER * slots)`` labels, within
+    MIN_TASK_LABELS..MAX_TASK_LABELS labels solved, and at most MAX_TASK_SPAN labels in all:
+    for a label space of solved labels that is :func:`default_task_size`'s grid; in a
+    label space mostly of labels without positives, fewer, wider tasks (helper-73: 2M
+    labels, ~1% with positives, made 1,954 tasks of 1,024 labels whose fixed cost --
+    ~60 ms of set-up on the worker, a shard and a statistics file on the client --
+    outweighed the training).  The cells are a function of the whole range's label
+    counts and the cluster's size only, not of what is missing, so a resumed run retrains
+    exactly the cells that were in progress (as the fixed grid of :func:`plan_shards`).
+    """
+    shared = np.asarray(shared, dtype=bool)
+    count = int(shared.size)
+    w = np.where(shared, 1, SHARED_PER_LABEL).astype(np.int64)      # work in 1/SHARED_PER_LABEL of a label
+    cum = np.cumsum(w)
+    total = int(cum[-1]) if count else 0
+    # (whole labels' work: for a range of solved labels, default_task_size's grid)
+    per = -(-total // (TASKS_PER_WORKER * max(int(slots), 1) * SHARED_PER_LABEL))
+    per = min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, per)) * SHARED_PER_LABEL
+    # cut after the label where the work done reaches each multiple of `per`
+    cuts = np.searchsorted(cum, np.arange(per, total, per), side="left") + 1 if total > per else np.zeros(0, np.int64)
+    bounds = np.unique(np.concatenate([[0], cuts, [count]]).astype(np.int64))
+    # no cell wider than MAX_TASK_SPAN labels: the rest of a wide cell in cells of that width
+    wide = np.flatnonzero(np.diff(bounds) > MAX_TASK_SPAN)
+    if wide.size:
+        extra = [np.arange(bounds[i] + MAX_TASK_SPAN, bounds[i + 1], MAX_TASK_SPAN) for i in wide]
+        bounds = np.unique(np.concatenate([bounds] + extra))
+    bounds = bounds + int(origin)
+    out = []
+    for a, b in missing:
+        inner = bounds[(bounds > a) & (bounds < b)]
+        edges = [int(a)] + [int(x) for x in inner] + [int(b)]
+        out.extend(zip(edges[:-1], edges[1:]))
+    return out
 
 
 # --------------------------------------------------------------------------- worker side
@@ -421,7 +570,8 @@ def train_dask(X: Any, Y: Any, params: TrainParams, model_dir: str | os.PathLike
 
     The cluster is ``client``, or the scheduler at ``scheduler``, or a LocalCluster of
     ``n_workers`` processes started (and stopped) here.  ``shard_size`` labels per task
-    (default: about 4 tasks per Dask thread, 64..1024 labels).  Each task trains with
+    (default: cut by work, :func:`plan_tasks`: about 4 tasks per Dask thread of 64..1024
+    labels with positives, labels without counting little).  Each task trains with
     ``task_threads`` threads (default: ``params.threads`` if set, else the worker's cores divided by its Dask
     threads; for a LocalCluster started here, this machine's cores divided by
     ``n_workers``).  ``resume``/``overwrite``/``progress``/``on_shard`` as in
@@ -485,8 +635,13 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
     writer.manifest_lag = TRAINING_MANIFEST_LAG
     with writer, dask_client(scheduler, n_workers, client=client, processes=processes) as c:
         workers, slots = _cluster_size(c, worker_wait)
-        size = shard_size if shard_size is not None else default_task_size(count, slots)
-        if size < min(MIN_TASK_LABELS, count):
+        size = shard_size
+        if size is None and task_fn is not train_range_task:
+            size = default_task_size(count, slots)      # (another mode's tasks: their own costs)
+        if size is None:
+            # cells of about equal work (labels without positives are nearly free)
+            shared = shared_labels(data.label_counts[first:first + count], data.n_train, params)
+        elif size < min(MIN_TASK_LABELS, count):
             # a task trains its labels 16 at a time per thread (the lanes of one sweep over
             # X): a few labels per task sweep X for each of them and pay the task's set-up
             # (renumbering its copy of X) as often (helper-56: silent, and slow)
@@ -494,8 +649,7 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
                         "task's set-up every %d label(s): training is slower than with --shard-size >= %d "
                         "(the default here: %d)", size, LANES, size, MIN_TASK_LABELS,
                         default_task_size(count, slots))
-        info.update({"workers": workers, "dask_threads": slots, "shard_size": size,
-                     "task_threads": task_threads or "auto"})
+        info.update({"workers": workers, "dask_threads": slots, "task_threads": task_threads or "auto"})
         run = uuid.uuid4().hex[:8]
         last_error: BaseException | None = None
         for rnd in range(max_rounds):
@@ -503,9 +657,12 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
             if not missing or (deadline is not None and time.perf_counter() >= deadline):
                 break
             info["rounds"] = rnd + 1
-            plan = plan_shards(missing, size, origin=first)
+            plan = plan_shards(missing, size, origin=first) if size else plan_tasks(missing, shared, first, slots)
+            widest = max(b - a for a, b in plan)
+            info.setdefault("shard_size", size or widest)
+            info.setdefault("tasks", len(plan))
             log.info("dask round %d: %d label(s) in %d task(s) of <= %d labels on %d worker(s)",
-                     rnd + 1, sum(b - a for a, b in plan), len(plan), size, workers)
+                     rnd + 1, sum(b - a for a, b in plan), len(plan), widest, workers)
             t0 = time.perf_counter()
             if rnd:  # after losing every worker: give the cluster time to bring some back
                 if not c.scheduler_info().get("workers"):
