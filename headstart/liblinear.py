@@ -226,15 +226,22 @@ def class_weights(options: str) -> list[str]:
     return [t for t in shlex.split(options) if _WEIGHT.match(t)]
 
 
+def one_class_per_row(Y) -> bool:
+    """Whether the label matrix Y is a multi-class file's: at least two labels, at least
+    one row, and exactly one label on every row (LIBLINEAR's one class per row)."""
+    import numpy as np
+
+    Y = Y.tocsr()
+    return Y.shape[1] >= 2 and Y.shape[0] > 0 and bool(np.all(np.diff(Y.indptr) == 1))
+
+
 def multiclass_weight_warning(options: str, Y) -> str | None:
     """What to say when LIBLINEAR options with ``-w1`` / ``-w-1`` train data of one class
     per row (at least two labels, exactly one per row; a +1/-1 file is one label): LIBLINEAR
     weights there only class 1's positives (``-w1``) -- ``-w-1`` names a class -1 --, headstart
     every label's positives (negatives), as LibMultiLabel means it; None otherwise."""
-    import numpy as np
-
     given = class_weights(options)
-    if not given or Y.shape[1] < 2 or Y.shape[0] == 0 or not np.all(np.diff(Y.tocsr().indptr) == 1):
+    if not given or not one_class_per_row(Y):
         return None
     return (f"{' '.join(dict.fromkeys(given))} on data of one class per row: here -w1 W multiplies the cost of "
             "every label's positives and -w-1 W of every label's negatives (each label's own +1 / -1 problem, "

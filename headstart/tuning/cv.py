@@ -39,6 +39,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..init.pretrained import InMemoryWeights
+from ..liblinear import one_class_per_row
 from ..metrics import F1_NAMES
 from ..params import TrainParams
 from .folds import FoldRunner, check_cv, split
@@ -301,7 +302,4 @@ def single_label(Y) -> bool:
     """Whether the label matrix Y is data LIBLINEAR classifies: one label (a binary
     file's: its rows with and without it are the two classes) or at least two labels
     with exactly one per row (a multi-class file, one class per row)."""
-    Y = Y.tocsr()
-    if Y.shape[1] == 1:
-        return True
-    return Y.shape[0] > 0 and bool(np.all(np.diff(Y.indptr) == 1))
+    return Y.shape[1] == 1 or one_class_per_row(Y)
