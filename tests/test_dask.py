@@ -424,38 +424,43 @@ def test_no_worker_is_a_clear_error_after_worker_wait(data, tmp_path):
     assert not (tmp_path / "m").exists()
 
 
+def _service(greeting: bytes = b""):
+    """A TCP service on loopback that is not a Dask scheduler: it accepts connections, sends
+    ``greeting`` (if any) and holds them.  Returns (listening socket, address, held
+    connections); closing the socket and the held connections ends it."""
+    import socket
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+    held: list = []
+
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            held.append(conn)
+            if greeting:
+                conn.sendall(greeting)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return srv, f"tcp://127.0.0.1:{srv.getsockname()[1]}", held
+
+
 def test_a_service_that_is_not_a_scheduler_is_named_within_the_wait():
     """An address where something else listens (helper-56): a service that waits for its
     own request held Dask's handshake ~14 minutes, and one that greets first was read as
     a frame length ("out of memory"); both now fail within the wait, naming the address."""
-    import socket
-    import threading
     import time
 
     from headstart.distributed.dask_backend import DistributedTrainingError, _connect
 
-    def serve(greeting: bytes) -> tuple[socket.socket, str]:
-        srv = socket.socket()
-        srv.bind(("127.0.0.1", 0))
-        srv.listen(4)
-
-        def loop() -> None:
-            held = []
-            while True:
-                try:
-                    conn, _ = srv.accept()
-                except OSError:
-                    return
-                held.append(conn)
-                if greeting:
-                    conn.sendall(greeting)
-
-        threading.Thread(target=loop, daemon=True).start()
-        return srv, f"tcp://127.0.0.1:{srv.getsockname()[1]}"
-
     for greeting, message in ((b"", "no Dask scheduler answered within 2 s"),
                               (b"SSH-2.0-OpenSSH_9.2p1\r\n" * 4, "not a Dask scheduler: the service there")):
-        srv, address = serve(greeting)
+        srv, address, _ = _service(greeting)
         try:
             t0 = time.time()
             with pytest.raises(DistributedTrainingError, match=message) as err:
@@ -463,6 +468,48 @@ def test_a_service_that_is_not_a_scheduler_is_named_within_the_wait():
             assert address in str(err.value) and time.time() - t0 < 10
         finally:
             srv.close()
+
+
+def test_training_waits_on_its_own_client_whatever_the_default_client(client, data, tmp_path):
+    """Dask's as_completed waited on the event loop of the process's *default* client -- the
+    Client made last, here one stuck in its handshake with a service that never answers,
+    as the test above left behind: training on ``client`` then never saw its tasks end
+    (CI ran out of time, stop 59).  Training now waits on its own client's loop, and
+    headstart's own connection attempts never make themselves the default."""
+    import threading
+    import time
+
+    from distributed.client import _get_global_client, _set_global_client
+
+    from headstart.distributed.dask_backend import DistributedTrainingError, _connect
+
+    (X, Y), _ = data
+    before = _get_global_client()
+    srv, address, held = _service()
+    stuck = threading.Thread(target=lambda: distributed.Client(address=address, timeout="60s"), daemon=True)
+    try:
+        with pytest.raises(DistributedTrainingError, match="no Dask scheduler answered"):
+            _connect(distributed, address, wait=1.0)
+        assert _get_global_client() is before             # the abandoned attempt is not the default
+        stuck.start()                                     # a user's Client, stuck, is the default
+        deadline = time.monotonic() + 30
+        while _get_global_client() is before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _get_global_client() is not before and _get_global_client() is not client
+        done: list = []
+        trainer = threading.Thread(target=lambda: done.append(
+            train_dask(X, Y, PARAMS, tmp_path / "m", client=client, num_labels=6)), daemon=True)
+        trainer.start()
+        trainer.join(120)
+        assert done and done[0].complete, "training on the given client did not end"
+        assert load_model(tmp_path / "m", allow_gaps=True).num_labels == 6
+    finally:
+        srv.close()
+        for conn in held:
+            conn.close()
+        if stuck.ident is not None:
+            stuck.join(60)                                # its handshake fails once the service is gone
+        _set_global_client(before)
 
 
 def test_a_workers_memory_limit_bounds_the_memory_a_task_sees():

@@ -111,7 +111,9 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
 
     Local workers get ``threads_per_worker=1`` Dask thread each: a training task runs its
     own threads, so one task at a time per worker is what keeps the cores busy without
-    oversubscribing them.
+    oversubscribing them.  A connection to ``scheduler`` is not made Dask's default client
+    (``client.as_current()`` or ``set_as_default`` of your own Client, where other Dask work
+    should use it): headstart passes its client explicitly everywhere.
     """
     if client is not None:
         yield client
@@ -208,7 +210,10 @@ def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
 
     def connect() -> None:
         try:
-            client = distributed.Client(address=address, timeout=f"{wait:g}s")
+            # not the process's default client while it connects: Dask makes a Client the
+            # default before its handshake, so one abandoned below would stay the
+            # default (and set Dask's scheduler config) for the rest of the process
+            client = distributed.Client(address=address, timeout=f"{wait:g}s", set_as_default=False)
         except BaseException as e:   # noqa: BLE001 - handed to the caller's thread below
             with lock:
                 box["error"] = e
@@ -679,7 +684,11 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
             spans = {f.key: ab for f, ab in zip(futures, plan)}
             fatal: BaseException | None = None
             lost = 0
-            for fut in distributed.as_completed(futures):
+            # on this client's event loop: as_completed otherwise takes the loop of Dask's
+            # *default* client, which is whichever Client was made last in the process -- a
+            # user's other client, or one still stuck in a handshake -- and the futures of
+            # this one were then awaited on a loop that never saw them (a hang, stop 59)
+            for fut in distributed.as_completed(futures, loop=c.loop):
                 try:
                     _, w, intercept, st = fut.result()
                 except Exception as e:  # noqa: BLE001 - classified below
