@@ -25,3 +25,8 @@ def pytest_xdist_auto_num_workers(config):
     from headstart._threads import usable_cores
 
     return min(4, usable_cores())
+
+
+# a test that hangs (pytest-timeout ends its xdist worker) or crashes its worker is not
+# handed to the next worker again (tests/_rerun_guard.py)
+from _rerun_guard import pytest_runtest_protocol, pytest_runtest_setup, pytest_sessionfinish  # noqa: E402,F401

@@ -99,12 +99,12 @@ def test_arguments_are_checked():
 def test_cli_prints_writes_and_chooses(tmp_path, bibtex_dir):
     out = subprocess.run([sys.executable, "-m", "headstart", "cv", str(bibtex_dir / "train.txt.gz"), "--Cs", "0.25,1",
                           "--folds", "2", "--metric", "nDCG@3", "-k", "3", "--json", "-o", str(tmp_path / "cv.json"),
-                          "--threads", "1", "-q"], capture_output=True, text=True)
+                          "--threads", "1", "-q"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout)
     assert json.loads((tmp_path / "cv.json").read_text()) == got
     assert [x["C"] for x in got["results"]] == [0.25, 1.0] and got["metric"] == "nDCG@3"
     assert got["best_C"] == max(got["results"], key=lambda x: x["nDCG@3"])["C"]
     bad = subprocess.run([sys.executable, "-m", "headstart", "cv", str(bibtex_dir / "train.txt.gz"), "--Cs", "1,-2"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "--Cs: every value must be a finite number > 0" in bad.stderr

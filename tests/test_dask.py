@@ -426,8 +426,11 @@ def test_no_worker_is_a_clear_error_after_worker_wait(data, tmp_path):
 
 def _service(greeting: bytes = b""):
     """A TCP service on loopback that is not a Dask scheduler: it accepts connections, sends
-    ``greeting`` (if any) and holds them.  Returns (listening socket, address, held
-    connections); closing the socket and the held connections ends it."""
+    ``greeting`` (if any) and holds them.  Returns (address, stop): ``stop()`` ends it and
+    closes the connections it holds -- a Dask client stuck in its handshake with it then
+    fails and ends.  (Closing the listening socket alone left the thread blocked in
+    accept(), which kept the connections open: the stuck clients, their threads and event
+    loops stayed in the test process for the rest of its files, helper-76.)"""
     import socket
     import threading
 
@@ -446,28 +449,110 @@ def _service(greeting: bytes = b""):
             if greeting:
                 conn.sendall(greeting)
 
-    threading.Thread(target=loop, daemon=True).start()
-    return srv, f"tcp://127.0.0.1:{srv.getsockname()[1]}", held
+    thread = threading.Thread(target=loop, name="test-dask-service", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        try:
+            srv.shutdown(socket.SHUT_RDWR)     # wakes the accept() (close() from here does not)
+        except OSError:
+            pass
+        srv.close()
+        thread.join(10)
+        assert not thread.is_alive(), "the test service did not stop"
+        for conn in held:
+            conn.close()
+
+    return f"tcp://127.0.0.1:{srv.getsockname()[1]}", stop
+
+
+def _wait_for_threads_to_end(threads, wait: float = 60.0) -> list:
+    """The threads of ``threads`` still alive after up to ``wait`` seconds."""
+    import time
+
+    deadline = time.monotonic() + wait
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [t for t in threads if t.is_alive()]
 
 
 def test_a_service_that_is_not_a_scheduler_is_named_within_the_wait():
     """An address where something else listens (helper-56): a service that waits for its
     own request held Dask's handshake ~14 minutes, and one that greets first was read as
-    a frame length ("out of memory"); both now fail within the wait, naming the address."""
+    a frame length ("out of memory"); both now fail within the wait, naming the address.
+    The connection attempts left behind end once the service is gone: none stays in the
+    process (helper-76: they stayed, with their event loops, for every later test file)."""
+    import threading
     import time
 
     from headstart.distributed.dask_backend import DistributedTrainingError, _connect
 
+    before = set(threading.enumerate())
     for greeting, message in ((b"", "no Dask scheduler answered within 2 s"),
                               (b"SSH-2.0-OpenSSH_9.2p1\r\n" * 4, "not a Dask scheduler: the service there")):
-        srv, address, _ = _service(greeting)
+        address, stop = _service(greeting)
         try:
             t0 = time.time()
             with pytest.raises(DistributedTrainingError, match=message) as err:
                 _connect(distributed, address, wait=1.0)
             assert address in str(err.value) and time.time() - t0 < 10
         finally:
-            srv.close()
+            stop()
+    left = [t for t in threading.enumerate() if t not in before and t.name == "headstart-dask-connect"]
+    assert not _wait_for_threads_to_end(left), "an abandoned connection attempt outlived its service"
+
+
+def test_a_failed_connection_leaves_no_open_client_for_the_garbage_collector(monkeypatch):
+    """The Client of a connection attempt that failed other than with an OSError (a service
+    that greets first) was left "connecting"; the cyclic garbage collector found it later,
+    anywhere, and its __del__ took LoopRunner's class-wide lock to stop its loop -- inside
+    another LoopRunner.start(), which holds that lock, the test process waited on itself
+    for ever (helper-76: making this module's LocalCluster after the test above).  The
+    attempt's Client is now closed where it failed."""
+    import gc
+    import threading
+    import types
+
+    from distributed.utils import LoopRunner
+
+    from headstart.distributed.dask_backend import DistributedTrainingError, _connect
+
+    made: list = []
+
+    class Recorded(distributed.Client):
+        def __init__(self, *args, **kwargs):
+            made.append(self)
+            super().__init__(*args, **kwargs)
+
+    address, stop = _service(b"SSH-2.0-OpenSSH_9.2p1\r\n" * 4)
+    try:
+        with pytest.raises(DistributedTrainingError, match="not a Dask scheduler: the service there"):
+            _connect(types.SimpleNamespace(Client=Recorded), address, wait=1.0)
+    finally:
+        stop()
+    assert len(made) == 1 and made[0].status == "closed"
+    del made[:]
+    # the collection at the worst moment: inside a LoopRunner's start (on a lock of this
+    # test's own, so that a failure here cannot block the rest of the process)
+    monkeypatch.setattr(LoopRunner, "_lock", threading.Lock())
+    real = LoopRunner._start_unlocked
+
+    def start_with_a_collection(self):
+        gc.collect()
+        return real(self)
+
+    monkeypatch.setattr(LoopRunner, "_start_unlocked", start_with_a_collection)
+    done: list = []
+
+    def make_a_cluster():
+        with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0",
+                                      silence_logs=logging.ERROR):
+            done.append(True)
+
+    maker = threading.Thread(target=make_a_cluster, daemon=True)
+    maker.start()
+    maker.join(60)
+    assert done, "making a LocalCluster waited on LoopRunner's lock: a collected Client stopped its loop there"
 
 
 def test_training_waits_on_its_own_client_whatever_the_default_client(client, data, tmp_path):
@@ -485,8 +570,14 @@ def test_training_waits_on_its_own_client_whatever_the_default_client(client, da
 
     (X, Y), _ = data
     before = _get_global_client()
-    srv, address, held = _service()
-    stuck = threading.Thread(target=lambda: distributed.Client(address=address, timeout="60s"), daemon=True)
+    address, stop = _service()
+    def users_client() -> None:
+        try:
+            distributed.Client(address=address, timeout="60s")
+        except OSError:      # (its handshake fails once the service is gone: expected)
+            pass
+
+    stuck = threading.Thread(target=users_client, daemon=True)
     try:
         with pytest.raises(DistributedTrainingError, match="no Dask scheduler answered"):
             _connect(distributed, address, wait=1.0)
@@ -504,9 +595,7 @@ def test_training_waits_on_its_own_client_whatever_the_default_client(client, da
         assert done and done[0].complete, "training on the given client did not end"
         assert load_model(tmp_path / "m", allow_gaps=True).num_labels == 6
     finally:
-        srv.close()
-        for conn in held:
-            conn.close()
+        stop()
         if stuck.ident is not None:
             stuck.join(60)                                # its handshake fails once the service is gone
         _set_global_client(before)

@@ -158,14 +158,15 @@ def test_cli_trains_predicts_and_evaluates_with_the_dual(tmp_path, bibtex_dir):
     train, test = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
     r = subprocess.run([sys.executable, "-m", "headstart", "train", str(train), "-o", str(tmp_path / "m"),
                         "--l2-solver", "dual", "--regularize-bias", "--epsilon", "0.1", "--num-labels", "40"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "dual coordinate descent" in r.stdout + r.stderr
     r = subprocess.run([sys.executable, "-m", "headstart", "evaluate", str(tmp_path / "m"), str(test),
-                        "--allow-gaps"], capture_output=True, text=True)
+                        "--allow-gaps"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([sys.executable, "-m", "headstart", "train", str(train), "-o", str(tmp_path / "m2"),
-                        "--l2-solver", "dual", "--num-labels", "4"], capture_output=True, text=True)
+                        "--l2-solver", "dual", "--num-labels", "4"], capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode != 0 and "regularize_bias" in r.stderr and not (tmp_path / "m2").exists()
 
 

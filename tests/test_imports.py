@@ -297,7 +297,7 @@ assert not _compile.in_package(str({str(script)!r}))
 print("ok")
 """
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)   # (it would choose Numba's locator for that)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("ok")
 

@@ -123,7 +123,7 @@ def test_bad_options_are_refused_with_the_reason(options, words):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "headstart", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "headstart", *args], capture_output=True, text=True, timeout=600)
 
 
 def test_cli_option_its_precedence_and_the_hint_for_bare_liblinear_options(tmp_path):

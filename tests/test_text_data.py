@@ -40,7 +40,8 @@ def corpus(n, rng, names, ids=False):
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "headstart", *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "headstart", *map(str, args)], capture_output=True, text=True,
+                          timeout=600)
 
 
 def test_features_and_labels_are_scikit_learns_and_sorted_names(tmp_path):

@@ -523,7 +523,7 @@ def test_forged_tree_is_refused(tmp_path, edit, match):
 
 def _cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "headstart", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd)
+                          cwd=cwd, timeout=600)
 
 
 def test_cli_tree_predict_evaluate(tmp_path):

@@ -215,6 +215,7 @@ def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
             # default (and set Dask's scheduler config) for the rest of the process
             client = distributed.Client(address=address, timeout=f"{wait:g}s", set_as_default=False)
         except BaseException as e:   # noqa: BLE001 - handed to the caller's thread below
+            _close_half_made(distributed, e)
             with lock:
                 box["error"] = e
             return
@@ -270,6 +271,29 @@ def _connect(distributed: Any, address: str, wait: float = CONNECT_WAIT) -> Any:
     if error is not None:
         raise error
     return box["client"]
+
+
+def _close_half_made(distributed: Any, error: BaseException) -> None:
+    """Close the Client that a failed ``distributed.Client(...)`` call left behind (found in
+    the traceback's frames: nothing else refers to it).
+
+    Dask closes it itself only after an OSError; after another error (a service that greets
+    first: MemoryError) it stayed "connecting", in reference cycles, until the cyclic
+    garbage collector found it -- at any later allocation, in any thread.  Its ``__del__``
+    then closes it and stops its LoopRunner, under a lock that is LoopRunner's class-wide,
+    non-reentrant one: when the collection ran inside another Client's or LocalCluster's
+    ``LoopRunner.start()``, which holds that lock, the thread waited on itself for ever
+    (helper-76: seen making the next LocalCluster in tests/test_dask.py).  Closed here, in
+    the thread that made it, its ``__del__`` has nothing left to do."""
+    tb = error.__traceback__
+    while tb is not None:
+        client = tb.tb_frame.f_locals.get("self")
+        if isinstance(client, distributed.Client):
+            if client.status not in ("closed", "newly-created"):
+                with contextlib.suppress(Exception):     # (best effort: the error is the caller's news)
+                    client.close(timeout=5)
+            return
+        tb = tb.tb_next
 
 
 #: the address schemes of Dask's communication backends
