@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,15 @@ def pytest_xdist_auto_num_workers(config):
 # a test that hangs (pytest-timeout ends its xdist worker) or crashes its worker is not
 # handed to the next worker again (tests/_rerun_guard.py)
 from _rerun_guard import pytest_runtest_protocol, pytest_runtest_setup, pytest_sessionfinish  # noqa: E402,F401
+
+
+@pytest.fixture(autouse=True)
+def _no_ctrl_c_left_over():
+    """A Ctrl-C the command line remembered (``_threads.INTERRUPTS``, set by its SIGINT
+    handler or by a test) ends with its test: a test that failed half-way through would
+    otherwise leave it set, and every later test on that worker would stop with a
+    KeyboardInterrupt where the library checks for one."""
+    yield
+    threads = sys.modules.get("headstart._threads")    # (imported only where a test did)
+    if threads is not None:
+        threads.INTERRUPTS.seen = False

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -422,6 +423,51 @@ def test_no_worker_is_a_clear_error_after_worker_wait(data, tmp_path):
         with pytest.raises(DistributedTrainingError, match="no Dask worker joined the scheduler within 1 s"):
             train_dask(X, Y, PARAMS, tmp_path / "m", client=c, num_labels=4, worker_wait=1.0)
     assert not (tmp_path / "m").exists()
+
+
+def test_prediction_that_loses_every_worker_for_good_ends_after_worker_wait(data, reference, tmp_path):
+    """A cluster whose workers all go away during prediction, none coming back (helper-76):
+    the block's task just waits in the scheduler for a worker, and ``result()`` waited for
+    ever.  Now prediction fails with a clear error once no worker has been there for
+    worker_wait seconds."""
+    import threading
+
+    from headstart.distributed.dask_backend import DistributedTrainingError, iter_predict_dask
+    from headstart.model.format import save_model
+
+    (X, Y), (Xt, _) = data
+    save_model(reference[0], tmp_path / "m", shard_size=10)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                                  silence_logs=logging.ERROR) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as c:
+        c.wait_for_workers(1, timeout=120)
+
+        def blocks():
+            yield Xt[:100]
+            cluster.scale(0)       # the only worker goes; its results with it
+            deadline = time.monotonic() + 60
+            while c.scheduler_info()["workers"] and time.monotonic() < deadline:
+                time.sleep(0.1)
+            yield Xt[100:200]
+
+        got: list = []
+        run = threading.Thread(target=lambda: got.append(_outcome(
+            lambda: list(iter_predict_dask(tmp_path / "m", blocks(), 5, client=c, allow_gaps=True, window=1,
+                                           model_memory=0, worker_wait=1.0)))), daemon=True)
+        t0 = time.monotonic()
+        run.start()
+        run.join(90)
+        assert not run.is_alive(), "prediction still waited 90 s after its last worker went"
+        assert isinstance(got[0], DistributedTrainingError), got
+        assert "no Dask worker joined the scheduler within 1 s" in str(got[0])
+        assert time.monotonic() - t0 < 60
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001 - the test looks at it
+        return e
 
 
 def _service(greeting: bytes = b""):

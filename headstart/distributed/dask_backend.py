@@ -111,9 +111,10 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
 
     Local workers get ``threads_per_worker=1`` Dask thread each: a training task runs its
     own threads, so one task at a time per worker is what keeps the cores busy without
-    oversubscribing them.  A connection to ``scheduler`` is not made Dask's default client
-    (``client.as_current()`` or ``set_as_default`` of your own Client, where other Dask work
-    should use it): headstart passes its client explicitly everywhere.
+    oversubscribing them.  The Client made here (to ``scheduler`` or to the local cluster)
+    is not made Dask's default client (``client.as_current()`` or ``set_as_default`` of
+    your own Client, where other Dask work should use it): headstart passes its client
+    explicitly everywhere, and a user's default client stays theirs.
     """
     if client is not None:
         yield client
@@ -140,7 +141,11 @@ def dask_client(scheduler: str | None = None, n_workers: int | None = None, *, c
     with dask.config.set(LOCAL_CLUSTER_CONFIG):
         cluster = distributed.LocalCluster(**kw)
     try:
-        c = distributed.Client(cluster)
+        try:
+            c = distributed.Client(cluster, set_as_default=False)
+        except BaseException as e:
+            _close_half_made(distributed, e)       # (as in _connect: no Client left to the GC)
+            raise
         try:
             yield c
         finally:
@@ -325,18 +330,22 @@ def scheduler_address(scheduler: str) -> str:
     return address
 
 
-def _cluster_size(client: Any, wait: float = 60.0) -> tuple[int, int]:
+#: what the error of a wait without workers adds for a training run
+TRAINING_KEPT = "finished shards are kept (resume to continue)"
+
+
+def _cluster_size(client: Any, wait: float = 60.0, kept: str = TRAINING_KEPT) -> tuple[int, int]:
     """(workers, Dask threads over all workers), waiting up to ``wait`` seconds for a
     first worker if needed."""
     workers = client.scheduler_info().get("workers", {})
     if not workers:
         log.warning("no Dask worker has joined the scheduler yet: waiting up to %g s for one", wait)
-        _wait_for_a_worker(client, wait)
+        _wait_for_a_worker(client, wait, kept)
         workers = client.scheduler_info().get("workers", {})
     return len(workers), int(sum(w.get("nthreads", 1) for w in workers.values()))
 
 
-def _wait_for_a_worker(client: Any, wait: float) -> None:
+def _wait_for_a_worker(client: Any, wait: float, kept: str = TRAINING_KEPT) -> None:
     """Dask's wait for one worker, whose timeout error read "60.0: 1" (helper-56)."""
     try:
         client.wait_for_workers(1, timeout=wait)
@@ -344,8 +353,27 @@ def _wait_for_a_worker(client: Any, wait: float) -> None:
         if not type(e).__name__.endswith("TimeoutError"):
             raise
         raise DistributedTrainingError(f"no Dask worker joined the scheduler within {wait:g} s: start workers "
-                                       "(dask worker <scheduler address>) or wait longer (worker_wait); finished "
-                                       "shards are kept (resume to continue)") from None
+                                       f"(dask worker <scheduler address>) or wait longer (worker_wait); "
+                                       f"{kept}") from None
+
+
+#: seconds between looks at the cluster while a prediction block's result is awaited
+RESULT_POLL = 2.0
+
+
+def _result_while_workers(client: Any, fut: Any, wait: float, kept: str) -> Any:
+    """``fut.result()``, but an error once no worker has been connected for ``wait``
+    seconds.  A task whose inputs all travel with it (a streamed model's blocks) is only
+    queued again when its worker dies, so a cluster that lost every worker for good --
+    workers killed by the batch system, say -- left ``result()`` waiting for ever
+    (helper-76); training waits in the same way between its rounds (worker_wait)."""
+    while True:
+        try:
+            return fut.result(timeout=RESULT_POLL)
+        except TimeoutError:   # (distributed's TimeoutError is the built-in one since 3.11)
+            if not client.scheduler_info().get("workers"):
+                log.warning("no Dask worker left: waiting up to %g s for one to join the scheduler", wait)
+                _wait_for_a_worker(client, wait, kept)
 
 
 def default_task_size(num_labels: int, slots: int) -> int:
@@ -795,7 +823,8 @@ def _model_weight_bytes(manifest: dict[str, Any]) -> int:
 def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: int, *, client: Any = None,
                       scheduler: str | None = None, n_workers: int | None = None,
                       threads: int | None = None, model_memory: int = 1 << 30, allow_gaps: bool = False,
-                      window: int | None = None, processes: bool = True, threshold: Any = None) -> Iterator[Any]:
+                      window: int | None = None, processes: bool = True, threshold: Any = None,
+                      worker_wait: float = 600.0) -> Iterator[Any]:
     """``(labels, scores)`` of every block of instances (matrices), in order, computed on
     Dask workers; at most ``window`` blocks are in flight (default: 2 per worker).  With
     a ``threshold`` (a number, or one per label of the label space) instead the CSR
@@ -805,6 +834,9 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     A model whose weights fit in ``model_memory`` bytes is loaded here and scattered to
     the workers once; a larger one is streamed shard by shard on every worker from
     ``model_dir``, which must then be readable at the same path by the workers.
+
+    Where no worker is connected (none yet, or every one lost) prediction waits up to
+    ``worker_wait`` seconds for one, then raises :class:`DistributedTrainingError`.
     """
     import hashlib
     from pathlib import Path
@@ -826,7 +858,8 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
     if threads is None and client is None and not scheduler and n_workers:
         threads = max(1, usable_cores() // int(n_workers))
     with dask_client(scheduler, n_workers, client=client, processes=processes) as c:
-        window = window or 2 * _cluster_size(c)[1]
+        kept = "the predictions of the blocks before were handed out"
+        window = window or 2 * _cluster_size(c, worker_wait, kept)[1]
         model_f = None
         if threshold is not None and not np.isscalar(threshold):
             threshold = c.scatter(np.asarray(threshold, dtype=np.float64), broadcast=True, hash=False)
@@ -839,9 +872,9 @@ def iter_predict_dask(model_dir: str | os.PathLike, blocks: Iterable[Any], k: in
                                         allow_gaps, threshold, pure=False, retries=1,
                                         key=f"headstart-predict-{token}-{i}-{uuid.uuid4().hex[:6]}"))
                 while len(pending) >= window:
-                    yield pending.pop(0).result()
+                    yield _result_while_workers(c, pending.pop(0), worker_wait, kept)
             while pending:
-                yield pending.pop(0).result()
+                yield _result_while_workers(c, pending.pop(0), worker_wait, kept)
         finally:
             for f in pending:
                 f.cancel()
