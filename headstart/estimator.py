@@ -446,14 +446,17 @@ class OvAClassifier:
 
     def _check_X(self, X, fewer: bool = False) -> OvAModel:
         """The scikit-learn methods take exactly the features of fit; ``fewer``
-        (``predict_topk``) also fewer, e.g. from a svmlight file whose last features do
-        not occur -- more are another feature space, said in the estimator's terms rather
+        (``predict_topk``) also fewer for sparse X, e.g. from a svmlight file whose last
+        features do not occur (a dense array's columns are its features) -- more are
+        another feature space, said in the estimator's terms rather
         than the file reader's ("load the data with n_features=...")."""
         model = self._check_fitted()
         shape = getattr(X, "shape", None)
         if shape is None and isinstance(X, (list, tuple)):
             shape = np.shape(X)
         hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
+        # fewer columns only for sparse rows: a dense array's width is its feature space
+        fewer = fewer and sp.issparse(X)
         if not hashed and shape is not None and len(shape) == 2 and (
                 shape[1] > model.n_features if fewer else shape[1] != model.n_features):
             raise DataFormatError(f"X has {shape[1]} features, but OvAClassifier is expecting "

@@ -509,3 +509,25 @@ def test_predict_applies_model_preprocessing():
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-6)
     raw = predict_topk(model, Xt, 4, preprocess=False)
     np.testing.assert_array_equal(raw[0], ref[0])
+
+
+def test_a_dense_array_with_fewer_columns_is_refused_not_padded():
+    """Sparse rows may lack the model's last features (svmlight files whose highest id
+    does not occur); a dense array's width is its feature space, so a 2-column array for
+    a 3-feature model is other features.  The CLI refused it; predict_topk (library and
+    estimator) padded it with a zero column and ranked silently (helper-78)."""
+    from headstart import OvAClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3)).astype(np.float32)
+    Y = sp.csr_matrix(np.stack([X[:, 0] > 0, X[:, 1] > 0], axis=1).astype(np.float32))
+    clf = OvAClassifier(threads=1).fit(X, Y)
+    with pytest.raises(ModelFormatError, match="dense array of 2 columns .* 3 features"):
+        predict_topk(clf.model_, X[:, 1:], k=1)
+    with pytest.raises(DataFormatError, match="X has 2 features, but OvAClassifier is expecting 3"):
+        clf.predict_topk(X[:, 1:], k=1)
+    # sparse rows with fewer columns stay padded, as before
+    narrow = sp.csr_matrix(X[:, :2])
+    wide = sp.hstack([narrow, sp.csr_matrix((60, 1), dtype=np.float32)]).tocsr()
+    np.testing.assert_array_equal(clf.predict_topk(narrow, k=2)[0], clf.predict_topk(wide, k=2)[0])
+    np.testing.assert_array_equal(predict_topk(clf.model_, narrow, k=2)[0], predict_topk(clf.model_, wide, k=2)[0])

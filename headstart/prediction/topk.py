@@ -38,10 +38,11 @@ Conventions
   ``-1`` and score ``-inf``.
 * Labels of a model loaded with ``allow_gaps=True`` that are listed in its
   ``missing_ranges`` are never returned (they have no trained weights).
-* ``X`` may be a scipy sparse matrix or a dense 2-d array.  It may have *fewer* columns
-  than the model has features (the missing trailing features are taken as zero, as
-  happens with svmlight files whose highest feature does not occur); *more* columns
-  raise :class:`~headstart.errors.ModelFormatError` naming both numbers.
+* ``X`` may be a scipy sparse matrix or a dense 2-d array.  A sparse ``X`` may have
+  *fewer* columns than the model has features (the missing trailing features are taken
+  as zero, as happens with svmlight files whose highest feature does not occur); a dense
+  one must have exactly the model's columns (its width is its feature space); *more*
+  columns raise :class:`~headstart.errors.ModelFormatError` naming both numbers.
 * A model's preprocessing (feature hashing, value transform, tf-idf, L2
   normalisation; :mod:`.preprocess`) is applied to ``X`` unless ``preprocess=False``
   (for ``X`` that is already transformed).  A model with feature hashing takes ``X`` of
@@ -393,6 +394,12 @@ def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None, all_feat
     if X.shape[1] > n_features and (pre is None or pre.hashing is None):
         raise ModelFormatError(f"X has {X.shape[1]} features but the model was trained on {n_features} "
                                f"features; load the data with n_features={n_features}")
+    if X.shape[1] < n_features and not sp.issparse(X) and (pre is None or pre.hashing is None):
+        # fewer columns are padded only for sparse rows, whose trailing features may just
+        # not occur (svmlight); a dense array's width is its feature space, so fewer
+        # columns are other features (a dropped column shifts the rest): the CLI's rule
+        raise ModelFormatError(f"X is a dense array of {X.shape[1]} columns but the model was trained on "
+                               f"{n_features} features; they must be the same columns")
     if all_features and X.shape[1] != n_features:
         raise ModelFormatError(f"X has {X.shape[1]} features but this dense + sparse model needs all "
                                f"{n_features} (sparse and dense parts): predict with "

@@ -193,7 +193,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": lanes, "groups": groups,
                        "shared_solves": same.copied if same is not None else 0,
-                       "restarted_from_zero": restarted,
+                       "restarted_from_zero": restarted, "rows": n, "prune": float(params.prune),
                        "zero_starts": note_zero_starts(stats, f"init {init.name!r}")})
     if collect:
         # (a sink's owner reports what it saved: sharded training, the spooled writer)
