@@ -364,3 +364,89 @@ def test_a_ctrl_c_swallowed_while_compiling_the_coordinate_kernels_stops_the_run
     finally:
         INTERRUPTS.seen = False
     assert done == []
+
+
+
+# run in a fresh interpreter (see the test): a loss class defined outside the package
+GENERIC_TRIALS = r"""
+import json, sys
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+sys.path.insert(0, sys.argv[1])
+import _reference as ref
+from headstart import TrainParams
+from headstart.objective import losses
+from headstart.objective.losses import base
+from headstart.objective.losses import squared_hinge as sh
+from headstart.solver import cdn, glmnet
+from headstart.solver.newton import relative_tolerance
+from headstart.training import coordinate
+from headstart.training.chunks import make_records
+
+
+class GenericSquaredHinge(NamedTuple):
+    pass
+
+
+base.register("test-generic-squared-hinge", GenericSquaredHinge, value=sh._value, d1=sh._d1, d2=sh._d2,
+              mines=True, curvature_bound=lambda L: 2.0, help="test only")
+declared = njit(lambda L: losses.hinge_quadratic(L))
+assert declared(sh.SquaredHinge()) and not declared(GenericSquaredHinge())
+X, Y = ref.checked_dataset("bibtex")
+CP = coordinate.column_problem(X, TrainParams(loss="squared-hinge", regularizer="l1-exact"))
+assert isinstance(CP.loss, sh.SquaredHinge)
+n = X.shape[0]
+out = []
+for j, cp, cn, cap in [(2, 1.0, 1.0, 1), (17, 1.0, 1.0, 1001), (64, 2.0, 0.5, 1), (99, 0.5, 3.0, 1001)]:
+    y = ref.label_vector(Y, j).astype(np.int8)
+    for loss in (CP.loss, GenericSquaredHinge()):
+        W = glmnet.make_work(n, X.shape[1], X.nnz)
+        rf, ra, rs, rt, rc = make_records(1, cap)
+        res = cdn.solve(CP._replace(loss=loss), W, y, cp, cn, relative_tolerance(0.01, int((y > 0).sum()), n),
+                        1000, j, rf, ra, rs, rc, rt, 0, False, np.zeros(1, dtype=np.uint8))
+        out.append({"res": [float(v) for v in res], "w": W.w.tolist(), "rec": rf[0].tolist()})
+print(json.dumps(out))
+"""
+
+
+def test_cdn_squared_hinge_trials_equal_the_generic_evaluation(bibtex, tmp_path):
+    """CDN's line-search trials for the squared hinge (``losses.hinge_quadratic``: the
+    model's quadratic plus the rows that cross m = 1, solver/cdn.py) take the steps the
+    generic evaluation of phi on every row of the column takes -- the same loss registered
+    without the fact gets the generic trials: the same cycles, weights and objective up
+    to rounding, with and without per-cycle records, equal and unequal class costs, the
+    bias weight included.  In a fresh interpreter with its own Numba cache (a copy of the
+    session's): kernels compiled for a loss class defined outside the package must not
+    land in the package's cache, whose index other processes could then not load."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from test_shortlist_starts import _copy_package_cache
+
+    cache = tmp_path / "numba-cache"
+    _copy_package_cache(cache)
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache), "PYTHONPATH": str(here.parent)}
+    r = subprocess.run([sys.executable, "-c", GENERIC_TRIALS, str(here)], capture_output=True, text=True, env=env,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    evaluations = [0, 0]
+    for quick, generic in zip(out[::2], out[1::2]):
+        st, it, ev, f0, f, g0, g = quick["res"]
+        st_g, it_g, ev_g, f0_g, f_g, g0_g, g_g = generic["res"]
+        assert st == st_g == 0 and it == it_g, (it, it_g)
+        evaluations[0] += ev
+        evaluations[1] += ev_g
+        w, w_g = np.array(quick["w"]), np.array(generic["w"])
+        np.testing.assert_allclose(w, w_g, rtol=1e-6, atol=1e-9)
+        assert np.count_nonzero(w) == np.count_nonzero(w_g) and w[-1] != 0.0
+        np.testing.assert_allclose([f0, f, g0], [f0_g, f_g, g0_g], rtol=1e-9)
+        np.testing.assert_allclose(quick["rec"], generic["rec"], rtol=1e-9)
+    assert abs(evaluations[0] - evaluations[1]) <= 1e-4 * evaluations[1], evaluations

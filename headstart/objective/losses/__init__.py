@@ -6,8 +6,8 @@ import importlib
 import pkgutil
 
 from .._typed import names_attribute
-from .base import (REGISTRY, LossInfo, curvature_bound, d1, d2, derivatives, dual_box, mines, value,
-                   value_and_derivatives)
+from .base import (REGISTRY, LossInfo, curvature_bound, d1, d2, derivatives, dual_box, hinge_quadratic, mines,
+                   value, value_and_derivatives)
 
 # every module of this package declares one loss (see base.py); import them all, in a
 # fixed order, so that a new loss needs no edit here
@@ -28,4 +28,4 @@ def make(params):
 
 
 __all__ = ["REGISTRY", "NAMES", "LossInfo", "get", "make", "value", "d1", "d2", "derivatives", "value_and_derivatives", "mines",
-           "curvature_bound", "dual_box"]
+           "hinge_quadratic", "curvature_bound", "dual_box"]

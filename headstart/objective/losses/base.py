@@ -40,6 +40,12 @@ dual_box = generic("dual_box", "(u, e): the loss's dual for coordinate descent i
                              "Hsieh et al. 2008): an instance of cost c has 0 <= alpha <= u c and the "
                              "dual's diagonal gains e / c (u = inf for an unbounded dual); only losses "
                              "that register ``dual`` have it", 1)
+hinge_quadratic = generic("hinge_quadratic",
+                          "True when phi(m) is exactly (1 - m)^2 below m = 1 and 0 from there on, with d1 "
+                          "and d2 its derivative and (generalised) curvature: a move of the margins then "
+                          "changes the loss by the quadratic model of the rows below 1 plus one term per "
+                          "row that crosses m = 1, which one-variable coordinate descent (solver/cdn.py) "
+                          "evaluates instead of phi on every row of the column", 1)
 mines = generic("mines", "True when phi, phi' and the curvature all vanish for m >= 1, so "
                          "instances with margin >= 1 can be skipped (implicit negative mining)", 1)
 
@@ -65,7 +71,8 @@ REGISTRY: dict[str, LossInfo] = {}
 
 def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
              make: Callable[[Any], Any] | None = None, derivatives=None,
-             value_and_derivatives=None, curvature_bound=None, dual=None, own_dual: bool = False) -> LossInfo:
+             value_and_derivatives=None, curvature_bound=None, dual=None, own_dual: bool = False,
+             hinge_quadratic: bool = False) -> LossInfo:
     """Declare a loss: its parameter class, its three scalar functions (plain Python in
     numba's subset, taking ``(L, m)``; they are inlined into the kernels) and its facts.
     ``derivatives`` (optional, same form) returns (d1, d2) at once where that is cheaper;
@@ -75,8 +82,11 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
     (u, e) of ``dual_box``: the loss C phi has the convex conjugate (C phi)*(-a) = -a +
     e a^2 / (2 C) on 0 <= a <= u C, which is what dual coordinate descent needs;
     ``own_dual``: instead, the loss has a dual method of its own in solver/ (the logistic
-    loss: solver/dual_lr.py), which training/coordinate.py selects."""
+    loss: solver/dual_lr.py), which training/coordinate.py selects; ``hinge_quadratic``:
+    phi is max(0, 1 - m)^2 exactly (see the generic function of that name; a wrong True
+    makes CDN's line search accept steps on a wrong loss change)."""
     flag = bool(mines)
+    quad = bool(hinge_quadratic)
     g1, g2 = globals()["d1"], globals()["d2"]
     if derivatives is None:
         def derivatives(L, m):
@@ -96,7 +106,8 @@ def register(name: str, cls: type, *, value, d1, d2, mines: bool, help: str,
     implement_once(cls, {gv: value, g1: d1, g2: d2, gd: derivatives, globals()["dual_box"]: dual,
                          globals()["curvature_bound"]: curvature_bound,
                          globals()["value_and_derivatives"]: value_and_derivatives,
-                         globals()["mines"]: lambda L: flag})
+                         globals()["mines"]: lambda L: flag,
+                         globals()["hinge_quadratic"]: lambda L: quad})
     info = LossInfo(name, cls, help, d1, make or (lambda params: cls()), flag, has_dual, bool(own_dual))
     REGISTRY[name] = info
     return info

@@ -34,7 +34,7 @@ def _d2(L, m):
 
 
 register("squared-hinge", SquaredHinge, value=_value, d1=_d1, d2=_d2, mines=True,
-         curvature_bound=lambda L: 2.0,
+         curvature_bound=lambda L: 2.0, hinge_quadratic=True,
          # (C v^2)* is a^2 / (4 C), unbounded: LIBLINEAR -s 1's dual (diagonal 1 / (2 C))
          dual=lambda L: (np.inf, 0.5),
          help="max(0, 1-m)^2 (DiSMEC, the paper)")
