@@ -300,6 +300,7 @@ def render(results_dir: Path, max_foreign: float) -> str:
     L += shortlist_section(results_dir)
     L += ["", "## Machine", ""] + machine_section(res)
     L += _notes("paths_notes.md")
+    L += _notes("dense_notes.md")
     L += ["", "## Results", "",
           "Times are medians over the repeats (min-max in brackets); `LIBLINEAR wall / wall` > 1 means faster than "
           "the reference; `dP@1` is in percentage points. A failure (error message, memory or time limit) is a "

@@ -252,3 +252,29 @@ def test_before_after_reads_the_cli_summary(bench_modules, bibtex_dir, tmp_path)
         assert r["iterations"] > 0 and r["cg_steps"] > 0 and r["nnz"] > 0, (extra, r)
         assert r["train_seconds"] > 0 and r["peak_rss_mb"] > 10
     assert before_after.this_commit()
+
+
+def test_dense_paths_probe_makes_runs_and_reports(tmp_path):
+    """benchmarks/dense_paths.py (dense embedding features against LIBLINEAR): a small
+    synthetic set is made with unit rows, and the run reports both paths of a loss with
+    LIBLINEAR's runs shared between them (it starts at zero whatever INIT says)."""
+    pytest.importorskip("liblinear")
+    npz, out = tmp_path / "s.npz", tmp_path / "dense.json"
+    r = subprocess.run([sys.executable, str(BENCH / "dense_paths.py"), "make", "synth:600:16:12", str(npz)],
+                       capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    import numpy as np
+
+    X = np.load(npz)["Xtr"]
+    assert X.dtype == np.float32 and X.shape == (500, 16)
+    assert np.allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-5)
+    r = subprocess.run([sys.executable, str(BENCH / "dense_paths.py"), "run", str(npz), "--top", "2", "--rand", "1",
+                        "--reps", "1", "--paths", "sq:zero:reg,sq:aop:reg", "--json", str(out)],
+                       capture_output=True, text=True, timeout=900, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(out.read_text())
+    assert [x["path"] for x in rows] == ["sq:zero:reg", "sq:aop:reg"]
+    assert rows[0]["liblinear_runs"] == rows[1]["liblinear_runs"]
+    for x in rows:
+        assert x["labels"] == 3 and x["ratio"] > 0 and len(x["p135_headstart"]) == 3
+        assert abs(x["objective_rel_median"]) < 0.05
