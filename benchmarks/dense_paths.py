@@ -282,14 +282,18 @@ def _kernels():
             for k in range(indptr[i], indptr[i + 1]):
                 out[indices[k]] += c * data[k]
 
-    @nb.njit(cache=False, nogil=True, fastmath=True)
-    def dense_xv(A, v, out):
+    def xv(A, v, out):
         n, d = A.shape
         for i in range(n):
             acc = 0.0
             for j in range(d):
                 acc += np.float64(A[i, j]) * v[j]
             out[i] = acc
+
+    # the same loop twice: with fastmath numba may reassociate the sum (SIMD); without,
+    # it keeps the CSR kernel's order of additions (the bit-for-bit one)
+    dense_xv = nb.njit(cache=False, nogil=True, fastmath=True)(xv)
+    dense_xv_strict = nb.njit(cache=False, nogil=True)(xv)
 
     @nb.njit(cache=False, nogil=True, fastmath=True)
     def dense_xtu(A, u, out):
@@ -299,15 +303,6 @@ def _kernels():
             c = u[i]
             for j in range(d):
                 out[j] += c * A[i, j]
-
-    @nb.njit(cache=False, nogil=True)
-    def dense_xv_strict(A, v, out):      # no reassociation: the CSR kernel's sum order
-        n, d = A.shape
-        for i in range(n):
-            acc = 0.0
-            for j in range(d):
-                acc += np.float64(A[i, j]) * v[j]
-            out[i] = acc
 
     return csr_xv, csr_xtu, dense_xv, dense_xtu, dense_xv_strict
 

@@ -366,7 +366,6 @@ def test_a_ctrl_c_swallowed_while_compiling_the_coordinate_kernels_stops_the_run
     assert done == []
 
 
-
 # run in a fresh interpreter (see the test): a loss class defined outside the package
 GENERIC_TRIALS = r"""
 import json, sys
