@@ -170,9 +170,13 @@ def note_zero_starts(stats: TrainingStats, start: str) -> int:
     if n and 2 * n > len(stats):
         # most labels: the run is in effect a zero start, which its summary would not say
         # (helper-55: a new initialiser worse than f(0) everywhere looked like it worked)
+        # an initialiser's start costs each such label a pass over X for nothing (dense
+        # embeddings with aop: 1.26x the zero start's time, docs/benchmarks.md)
+        hint = ("; --init zero skips the pass over the data each of them spent on it"
+                if start.startswith("init ") else "")
         log.warning("%d of %d label(s) started from w = 0: the %s scored above f(0) there, so this run is "
                     "mostly a zero start (their statistics show f_init = f(0)); that start does not suit this "
-                    "data and loss", n, len(stats), start)
+                    "data and loss%s", n, len(stats), start, hint)
     elif n:
         log.info("%d of %d label(s) started from w = 0: the %s scored above f(0) there (e.g. one feature value "
                  "dwarfing the rest); their statistics show f_init = f(0)", n, len(stats), start)
