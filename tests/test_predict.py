@@ -63,8 +63,8 @@ def previous_predictor(model, X, k):
         buf = pred.intercept.copy()
         for p in range(X.indptr[i], X.indptr[i + 1]):
             f, v = X.indices[p], np.float64(X.data[p])
-            a, z = pred.wt_indptr[f], pred.wt_indptr[f + 1]
-            buf[pred.wt_indices[a:z]] += v * pred.wt_data[a:z].astype(np.float64)
+            rows, w = pred.column(f)
+            buf[rows] += v * w.astype(np.float64)
         keep = buf != -np.inf
         s = buf[keep].astype(np.float32)
         order = np.lexsort((ids[keep], -s))[:k]
@@ -216,6 +216,57 @@ def test_trained_models_same_topk_on_every_path(name, labels):
     np.testing.assert_array_equal(labels, ref_l)
     np.testing.assert_array_equal(scores, ref_s)
     topk_all_paths(clf.model_, Xt, 1, threads=1)
+
+
+def test_dense_columns_score_as_the_sparse_scatter_did():
+    """Weight columns set for at least half of the labels are stored dense and scored by a
+    contiguous loop (embeddings, unpruned models): with continuous values, where the order
+    of every sum shows in the last bits, top-k, dense scores and thresholded labels are
+    exactly the feature-by-feature float64 sums of the sparse scatter, with excluded labels
+    (a gap) never returned; and dense columns are no larger than their CSC entries."""
+    rng = np.random.default_rng(5)
+    L, d, n = 37, 24, 60
+    W = rng.standard_normal((L, d)).astype(np.float32)
+    fill = np.r_[np.ones(8), np.full(8, 0.8), np.full(8, 0.2)]       # full, >= half, < half
+    W *= rng.random((L, d)) < fill
+    W[:, 5] = 0.0
+    W[np.arange(L) % 2 == 0, 6] = 0.0                                # 18 of 37: sparse
+    W[np.arange(L) % 2 == 1, 7] = 0.0                                # 19 of 37: dense
+    b = rng.standard_normal(L).astype(np.float32)
+    model = OvAModel(weights=sp.csr_matrix(W), intercept=b, n_features=d, label_space=L + 3, first_label=3,
+                     missing_ranges=[(10, 14)])
+    pred = topk_module.prepare(model)
+    counts = np.diff(sp.csc_matrix(W).indptr)
+    np.testing.assert_array_equal(pred.dmap >= 0, (counts > 0) & (2 * counts >= L))
+    assert 8 <= int(np.count_nonzero(pred.dmap >= 0)) < d and pred.dmap[7] >= 0 and pred.dmap[6] < 0
+    assert pred.dcols.nbytes <= 8 * counts[pred.dmap >= 0].sum()
+    X = rng.standard_normal((n, d)).astype(np.float32) * (rng.random((n, d)) < 0.7)
+    labels, scores = topk_all_paths(model, X, 6, threads=2)
+    # the reference from W itself: per row the intercepts, then each feature in order adds
+    # v * w over the labels with a weight on it, in float64, rounded to float32
+    Wc, Xc = sp.csc_matrix(W), sp.csr_matrix(X)
+    S_ref = np.empty((n, L), dtype=np.float32)
+    for i in range(n):
+        buf = b.astype(np.float64)
+        for p in range(Xc.indptr[i], Xc.indptr[i + 1]):
+            f, v = Xc.indices[p], np.float64(Xc.data[p])
+            a, z = Wc.indptr[f], Wc.indptr[f + 1]
+            buf[Wc.indices[a:z]] += v * Wc.data[a:z].astype(np.float64)
+        S_ref[i] = buf
+    S_ref[:, 10 - 3:14 - 3] = -np.inf
+    ref_l, ref_s = reference_topk(np.zeros((L, 1)), np.zeros(L), np.zeros((n, 1)), 6)   # shapes only
+    for i in range(n):
+        keep = np.flatnonzero(S_ref[i] != -np.inf)
+        order = keep[np.lexsort((keep, -S_ref[i, keep]))][:6]
+        ref_l[i], ref_s[i] = order + 3, S_ref[i, order]
+    np.testing.assert_array_equal(labels, ref_l)
+    np.testing.assert_array_equal(scores.view(np.uint32), ref_s.view(np.uint32))
+    assert not np.isin(labels, np.arange(10, 14)).any()
+    S = decision_function(model, X, threads=2)
+    np.testing.assert_array_equal(S[:, np.r_[0:7, 11:L]].view(np.uint32), S_ref[:, np.r_[0:7, 11:L]].view(np.uint32))
+    np.testing.assert_array_equal(np.take_along_axis(S, labels - 3, 1), scores)
+    Y = predict_above(model, X, 0.5, threads=2)
+    np.testing.assert_array_equal(Y.toarray()[:, 3:], (S > 0.5).astype(np.int32))
 
 
 def test_features_the_model_never_uses_change_no_prediction():
