@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 BIBTEX = REPO / "data" / "bibtex"
+#: the logger of the trainers' reports (training.chunks.report_problems)
+REPORT_LOG = "headstart.training.trainer"
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +20,17 @@ def bibtex_dir() -> Path:
     if not (BIBTEX / "train.txt.gz").is_file():
         pytest.skip("data/bibtex is not present")
     return BIBTEX
+
+
+@pytest.fixture
+def trainer_log(caplog):
+    """caplog for the trainers' reports (the CLI turns propagation of 'headstart' off)."""
+    top = logging.getLogger("headstart")
+    old = top.propagate
+    top.propagate = True
+    caplog.set_level(logging.INFO, logger=REPORT_LOG)
+    yield caplog
+    top.propagate = old
 
 
 def pytest_xdist_auto_num_workers(config):

@@ -112,17 +112,6 @@ CASES = {
 }
 
 
-@pytest.fixture
-def trainer_log(caplog):
-    """caplog for the trainer's logger (the CLI turns propagation of 'headstart' off)."""
-    top = logging.getLogger("headstart")
-    old = top.propagate
-    top.propagate = True
-    caplog.set_level(logging.INFO, logger=REPORT_LOG)
-    yield caplog
-    top.propagate = old
-
-
 def check_fit(clf, n_labels: int, records) -> None:
     """Finite weights; a status per label; every label that stopped early is named in a
     warning of the trainer (at most the first 10 per status are listed)."""

@@ -483,9 +483,18 @@ def test_labels_without_rows_in_one_chunk_are_their_own_solves(bib, tmp_path, we
     Wc, bc, sc = train_shortlisted(data.X, data.Y, S, p, labels, chunk_size=len(labels))
     assert (W1 != Wc).nnz == 0 and np.array_equal(b1, bc)
     for f in s1.columns:
-        if f != "seconds":
+        if f not in ("seconds", "shared_with"):
             assert np.array_equal(s1[f], sc[f]), f
     assert np.all(sc["rows"][np.isin(sc["label"], labels[labels >= L - k])] == 0)
+    # which label took another's solve depends on the chunks (as in the core trainer):
+    # none alone; in one chunk every row-less label after the first of its costs, marked
+    # with the label solved, whose result it has
+    assert np.all(s1["shared_with"] == -1)
+    copies = np.flatnonzero(sc["shared_with"] >= 0)
+    assert copies.size == (3 if weighted else k - 1)
+    solved = np.searchsorted(sc["label"], sc["shared_with"][copies])
+    assert np.all(sc["shared_with"][solved] == -1) and np.array_equal(bc[copies], bc[solved])
+    assert sc.meta["shared_solves"] == copies.size
     if weighted:
         # the costs do change the row-less problem's solution (else the check is void)
         assert len(np.unique(bc[-k:])) == 3

@@ -41,12 +41,15 @@ from .._prefetch import prefetch_ahead
 from .._threads import Abort
 from ..params import TrainParams
 from ..training import one_problem as core
+from ..training.stats import SHARED
 from .starts import Starts, prepare_starts, start_vector
 
 log = logging.getLogger(__name__)
 
-#: per-label statistics: the core trainer's columns, then the sub-problem's size
-EXTRA_FIELDS = ("rows", "features")
+#: per-label statistics: the core trainer's columns, then the sub-problem's size and the
+#: label whose solve a row-less label took (-1: its own; see train_chunk), the column the
+#: core trainer's sharing fills (training/stats.py)
+EXTRA_FIELDS = ("rows", "features", SHARED)
 
 
 def stat_fields() -> tuple[str, ...]:
@@ -192,6 +195,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
     e_key = np.zeros(4)            # C+, C-, the start's bias weight, the solved bias weight
     e_int = np.zeros(4, dtype=np.int64)
     e_flt = np.zeros(6)
+    e_label = -1
     w_start = 0.0
     for k in range(nl):
         lab = labels[k]
@@ -250,6 +254,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
         st, it, cg, f0, f1, g_init, g_final, dist = 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0
         zeroed = False
         tau = 0.0
+        copied = False
         if solve and empty and e_have and cp == e_key[0] and cn == e_key[1] and W.w[0] == e_key[2] \
                 and math.copysign(1.0, W.w[0]) == math.copysign(1.0, e_key[2]):   # -0.0 is not 0.0 here
             # the same one-row problem from the same start as an earlier empty label of
@@ -257,6 +262,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
             W.w[0] = e_key[3]
             st, it, cg, zeroed = e_int[0], e_int[1], e_int[2], e_int[3] != 0
             f0, f1, g_init, g_final, dist, tau = e_flt[0], e_flt[1], e_flt[2], e_flt[3], e_flt[4], e_flt[5]
+            copied = True
         elif solve:
             if not timed:
                 timed = True
@@ -276,6 +282,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
             tau = core.threshold(post, P, (W, O), f1)
             if empty:
                 e_have = True
+                e_label = lab
                 e_key[0], e_key[1], e_key[2], e_key[3] = cp, cn, w_start, W.w[0]
                 e_int[0], e_int[1], e_int[2], e_int[3] = st, it, cg, 1 if zeroed else 0
                 e_flt[0], e_flt[1], e_flt[2], e_flt[3], e_flt[4], e_flt[5] = f0, f1, g_init, g_final, dist, tau
@@ -309,6 +316,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
         row[13] = 1.0 if zeroed else 0.0
         row[14] = 0 if empty else m
         row[15] = nf
+        row[16] = e_label if copied else -1
     return out_indptr[: done + 1].copy(), out_indices[:nnz].copy(), out_data[:nnz].copy(), intercept[:done].copy(), \
         stats[:done].copy(), done
 
@@ -339,16 +347,20 @@ class RunInputs:
     starts: Starts
     cost_pos: np.ndarray      # per label of the label space, before C (empty: all 1)
     cost_neg: np.ndarray
+    prepare_seconds: float = 0.0   # preparing the starts (the statistics' init_prepare_seconds)
 
 
 def prepare_inputs(X: sp.csr_matrix, Y: sp.csc_matrix, params: TrainParams, *, starts: Starts | None = None,
                    **start_kw) -> RunInputs:
     """Starts (``params.init`` or per-part, see :func:`.starts.prepare_starts`) and costs
     (``params.weighting``, from the whole data's label counts, as the core trainer)."""
+    t0 = time.perf_counter()
     if starts is None:
         starts = prepare_starts(X, Y, params, threads=params.effective_threads(), **start_kw)
+    seconds = time.perf_counter() - t0
     cp, cn = core.label_costs(params, np.diff(Y.indptr), X.shape[0])
-    return RunInputs(starts, np.ascontiguousarray(cp, dtype=np.float64), np.ascontiguousarray(cn, dtype=np.float64))
+    return RunInputs(starts, np.ascontiguousarray(cp, dtype=np.float64), np.ascontiguousarray(cn, dtype=np.float64),
+                     seconds)
 
 
 def check_start(params: TrainParams, X: sp.csr_matrix, Y: sp.csc_matrix) -> None:
@@ -454,12 +466,17 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     # the model's rows copied chunk by chunk, each chunk released once copied
     weights, intercept, stats = core.assemble(results, parts, collect, d, fields)
     del results, parts
-    stats.meta.update({"init": inputs.starts.name, "compile_seconds": compile_seconds,
+    stats.meta.update({"init": inputs.starts.name, "solver": "newton", "compile_seconds": compile_seconds,
+                       "init_prepare_seconds": inputs.prepare_seconds,
                        "restarted_from_zero": restart.count if restart is not None else 0,
                        "zero_starts": core.note_zero_starts(stats, f"init {inputs.starts.name!r}"),
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train,
-                       "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz)})
+                       "threads": threads, "mode": "shortlist", "shortlist_nnz": int(shortlist.nnz),
+                       # the run's instances; note_all_pruned compares each label with its
+                       # own sub-problem's (the "rows" column), see there
+                       **core.pruning_meta(params, n),
+                       "shared_solves": int(np.count_nonzero(stats[SHARED] >= 0))})
     if solve and collect:
         # (a sink's owner reports what it saved: sharded training)
         core.report_problems(stats)

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._threads import Abort, check_interrupt, join_pool, wait_all
-from ..solver.newton import LINE_SEARCH_FAILED, STATUS_NAMES
+from ..solver.newton import CONVERGED, LINE_SEARCH_FAILED, STATUS_NAMES
 from .kernel import LANES, STAT_FIELDS
 from . import pages
 from .locality import FeatureOrder, renumber
@@ -539,20 +539,54 @@ def _first_ids(ids: np.ndarray) -> str:
     return ", ".join(str(x) for x in ids[:10]) + (" ..." if ids.size > 10 else "")
 
 
+def pruning_meta(params, rows: int) -> dict:
+    """What :func:`note_all_pruned` reads from a run's ``stats.meta``, for every trainer
+    to record alike: the instances trained on and the absolute threshold ``--prune``
+    applied -- 0 under ``--sparsify``, which replaces it with a threshold per label that
+    keeps the objective within that many percent (an all-pruned label there is no
+    matter of the features' scale)."""
+    return {"rows": int(rows), "prune": 0.0 if params.sparsify > 0 else float(params.prune)}
+
+
 def note_all_pruned(stats: TrainingStats) -> int:
     """Warn when pruning left most labels that have positives and negatives without a
     weight (only the bias): ``--prune`` is an absolute threshold meant for unit-norm
     rows, and on features of a large scale the weights are all below it.  Such a model
     scores every row alike, silently (helper-78: features x 1e30, every weight of 20
-    labels pruned, P@3 38.6 against 47.4 with --prune 0).  Needs the run's ``rows`` and
-    ``prune`` in ``stats.meta`` (the Newton trainer's); returns how many labels."""
-    rows, prune = stats.meta.get("rows"), stats.meta.get("prune", 0.0)
-    if not rows or not prune or "nnz" not in stats or not len(stats):
+    labels pruned, P@3 38.6 against 47.4 with --prune 0).  Needs ``rows`` and ``prune``
+    in ``stats.meta`` (:func:`pruning_meta`); returns how many labels.
+
+    A label needs a weight when its own problem has both classes.  Where the problems
+    differ by label -- shortlisted training, a tree's nodes: a ``rows`` column, each
+    label's sub-problem -- that column decides, not the run's instances: a label whose
+    shortlisted rows are all positives learns w = 0 at any threshold (report_problems
+    names those apart), and counted here it would blame --prune for them.
+
+    Where the solution's own nonzeros are known (``nnz_unpruned``: exact L1, whose
+    optimum is exactly sparse) only labels that had weights before pruning count as
+    pruned; labels whose optimum itself has no weight are said apart -- there a lower
+    --prune changes nothing."""
+    prune = stats.meta.get("prune", 0.0)
+    rows = stats["rows"] if "rows" in stats else stats.meta.get("rows")
+    if rows is None or "nnz" not in stats or not len(stats):
         return 0
     n_pos = stats["n_pos"]
     mixed = (n_pos > 0) & (n_pos < rows)    # a label on no row or on every row needs no weight
+    n_mixed = int(np.count_nonzero(mixed))
     bare = mixed & (stats["nnz"] == 0)
-    n_bare, n_mixed = int(np.count_nonzero(bare)), int(np.count_nonzero(mixed))
+    if "nnz_unpruned" in stats:
+        empty = bare & (stats["nnz_unpruned"] == 0)
+        bare &= ~empty
+        empty &= stats["status"] == CONVERGED     # (a solver that stopped early is reported by its status)
+        n_empty = int(np.count_nonzero(empty))
+        if n_empty and 2 * n_empty > n_mixed:
+            log.warning("%d of %d label(s) with positives and negatives have no weight but the bias at the "
+                        "solver's optimum (%s): they score every row alike.  The regulariser outweighs the loss "
+                        "there: normalise the rows (--normalize) if the features are far from unit scale, or "
+                        "raise C", n_empty, n_mixed, _first_ids(stats["label"][empty]))
+    if not prune:
+        return 0
+    n_bare = int(np.count_nonzero(bare))
     if n_bare and 2 * n_bare > n_mixed:
         log.warning("%d of %d label(s) with positives and negatives kept no weight but the bias after pruning "
                     "(|w| < %g, --prune): they score every row alike (%s).  The threshold is absolute, meant for "

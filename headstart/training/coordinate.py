@@ -40,8 +40,14 @@ from ..solver import glmnet
 from . import one_problem as core
 from ..solver.newton import MAX_ITER, now, relative_tolerance, settings
 from ..params import TrainParams
-from .kernel import N_STATS, _grow
+from .kernel import N_STATS, STAT_FIELDS, _grow
 from .sharing import SameProblems
+
+#: the statistics' columns: the core's, then the solution's nonzero weights before
+#: pruning -- exact L1's optimum is itself exactly sparse, all zero where C is too small
+#: for the features' scale, and only this column tells that from weights --prune removed
+#: (chunks.note_all_pruned: helper-81, features x 1e-6, every label w = 0 with prune 0 too)
+FIELDS = STAT_FIELDS + ("nnz_unpruned",)
 
 #: LIBLINEAR's dual_solver_max_iter: -s 1 and -s 7 finish by the primal Newton method after it
 DUAL_CYCLES_BEFORE_NEWTON = 300
@@ -64,7 +70,7 @@ def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
 def _chunk_buffers(nl):
     """A chunk's results as they grow: weights (CSR by label), intercepts, statistics."""
     return (np.zeros(nl + 1, dtype=np.int64), np.empty(1024, dtype=np.int32), np.empty(1024, dtype=np.float32),
-            np.zeros(nl, dtype=np.float32), np.zeros((nl, N_STATS)))
+            np.zeros(nl, dtype=np.float32), np.zeros((nl, N_STATS + 1)))
 
 
 @njit(cache=True, nogil=True)
@@ -89,13 +95,17 @@ def _label_setup(y, y_indptr, y_indices, j, n, cost_scale, cost_pos, cost_neg):
 @njit(cache=True, nogil=True)
 def _keep(w, d, bias, prune, indices, data, nnz, intercept, k):
     """Append label k's weights with |w_j| >= prune (and != 0) to indices / data; returns
-    (indices, data, nnz, ||w||) -- the buffers may have grown."""
+    (indices, data, nnz, ||w||, nonzero weights before pruning) -- the buffers may have
+    grown."""
     indices = _grow(indices, nnz + d)
     data = _grow(data, nnz + d)
     dist = 0.0
+    solved = 0
     for q in range(d):
         v = w[q]
         dist += v * v
+        if v != 0.0:
+            solved += 1
         if v != 0.0 and abs(v) >= prune:
             indices[nnz] = q
             data[nnz] = v
@@ -103,7 +113,7 @@ def _keep(w, d, bias, prune, indices, data, nnz, intercept, k):
     if bias > 0.0:
         dist += w[d] * w[d]
         intercept[k] = w[d] * bias
-    return indices, data, nnz, math.sqrt(dist)
+    return indices, data, nnz, math.sqrt(dist), solved
 
 
 # A label without positives (or without negatives) poses the same problem as every other
@@ -129,7 +139,7 @@ def _seed(npos, n, j):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, kept, zeroed=False):
+def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, kept, solved, zeroed=False):
     st[0] = npos
     st[1] = status
     st[2] = iters
@@ -144,6 +154,7 @@ def _record(st, npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, ke
     st[11] = seconds
     st[12] = kept
     st[13] = 1.0 if zeroed else 0.0
+    st[14] = solved
 
 
 @njit(cache=True, nogil=True)
@@ -152,7 +163,7 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
     """Train ``labels`` one after the other with the thread's buffers W (and y, one byte
     per instance).  Returns (indptr, indices, data, intercept, stats, started) as
     :func:`.kernel.train_chunk` does: weights with |w_j| >= prune (LIBLINEAR keeps
-    every non-zero: prune = 0), statistics in the columns of ``kernel.STAT_FIELDS``
+    every non-zero: prune = 0), statistics in the columns of :data:`FIELDS`
     (gradient norms are the 1-norms of the minimum-norm subgradient, the rule's own
     measure; "cg_steps" counts coordinate-descent cycles).  ``cdn``: None for newGLMNET
     (numba then prunes CDN's branch before typing: the default solver's runs do not
@@ -185,9 +196,9 @@ def train_chunk(CP, W, y, y_indptr, y_indices, labels, epsilon, cost_scale, cost
             return _nothing(indptr, indices, data, intercept, stats)
         seconds = (now() - t0) if timing else 0.0
         start = nnz
-        indices, data, nnz, dist = _keep(W.w, d, CP.bias, prune, indices, data, nnz, intercept, k)
+        indices, data, nnz, dist, solved = _keep(W.w, d, CP.bias, prune, indices, data, nnz, intercept, k)
         indptr[k + 1] = nnz
-        _record(stats[k], npos, status, iters, cycles, f0, f, g0, g, tol * g0, dist, seconds, nnz - start)
+        _record(stats[k], npos, status, iters, cycles, f0, f, g0, g, tol * g0, dist, seconds, nnz - start, solved)
     return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
         stats[:started], started
 
@@ -248,9 +259,10 @@ def train_chunk_dual(DM, RP, W, xsq, y, y_indptr, y_indices, labels, epsilon, co
                 W.w[q] = Wn.w[q]
         seconds = (now() - t0) if timing else 0.0
         start = nnz
-        indices, data, nnz, dist = _keep(W.w, d, RP.bias, prune, indices, data, nnz, intercept, k)
+        indices, data, nnz, dist, solved = _keep(W.w, d, RP.bias, prune, indices, data, nnz, intercept, k)
         indptr[k + 1] = nnz
-        _record(stats[k], npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, nnz - start, zeroed)
+        _record(stats[k], npos, status, iters, steps, f0, f, g0, g, tol, dist, seconds, nnz - start, solved,
+                zeroed)
     return indptr[:started + 1].copy(), indices[:nnz].copy(), data[:nnz].copy(), intercept[:started], \
         stats[:started], started
 
@@ -268,8 +280,8 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
     """:func:`.trainer.train_labels` for an exact L1 regulariser (same arguments and
     results; X in the kernels' feature order, ``order`` maps it back)."""
     from .chunks import (MAX_RECORDED_ITERATIONS, assemble, compile_call, default_chunk_size, label_columns,
-                         make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks,
-                         sorted_unique, warmup_records)
+                         make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
+                         shared_label_chunks, sorted_unique, warmup_records)
 
     from ..params import method_of
 
@@ -347,13 +359,15 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
         chunks, threads, lambda: ((new_work(n, d), np.empty(n, dtype=np.int8)), make_records(chunk_size, cap)),
         lambda chunk, state, rec, abort_flag: call(chunk, *state, rec, abort_flag, deadline),
         cap=cap, reg_scale=params.reg_scale, trajectories=trajectories, d_out=d_out, order=order, sink=sink,
-        collect=collect, progress=progress, deadline=deadline, same=same)
+        collect=collect, progress=progress, deadline=deadline, same=same, fields=FIELDS)
     del P
-    weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
+    weights, intercept, stats = assemble(results, stats_parts, collect, d_out, FIELDS)
     stats.meta.update({"init": "zero", "solver": method, "init_prepare_seconds": 0.0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": 1, "groups": False, "shared_solves": same.copied,
+                       # every label starts from w = 0 (module text): no start to leave
+                       "restarted_from_zero": 0, **pruning_meta(params, n),
                        "zero_starts": note_zero_starts(stats, "dual method's point (the switch to Newton's)")})
     if collect:
         report_problems(stats)

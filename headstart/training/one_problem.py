@@ -63,8 +63,9 @@ from ..objective import erm as _erm
 from ..objective import losses as _losses
 from ..objective import regularizers as _regularizers
 from ..postproc.base import threshold as _threshold
-from .chunks import (ChunkResult, Restart, assemble, compile_call, label_chunks,  # noqa: F401  (the chunk
-                     note_zero_starts, report_problems, run_chunks, sorted_unique)  # machinery's, re-exported)
+# the chunk machinery's, re-exported
+from .chunks import (ChunkResult, Restart, assemble, compile_call, label_chunks,  # noqa: F401
+                     note_zero_starts, pruning_meta, report_problems, run_chunks, sorted_unique)
 from ..solver import direct as _direct
 from ..solver import newton as _nt
 from ..objective import rowspan as _rowspan

@@ -35,7 +35,7 @@ ITER_FIELDS = ("objective", "active_fraction", "step", "cg_steps", "seconds")
 #: other columns repeat that solve's, so totals of work (``summary``) leave it out
 SHARED = "shared_with"
 
-_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz", SHARED}
+_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz", SHARED, "nnz_unpruned"}
 
 
 @dataclass
@@ -148,7 +148,10 @@ class TrainingStats:
         # so ordering the parts by their first label usually leaves nothing to sort below
         # (the take of 2M labels' statistics took 0.9 s)
         parts.sort(key=lambda p: int(p.columns["label"][0]) if len(p) else -1)
-        cols = {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
+        # the columns every part has: a resumed run meets statistics files of a version
+        # without a column a trainer records now (exact L1's nnz_unpruned)
+        cols = {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns
+                if all(k in p.columns for p in parts)}
         lengths = np.concatenate([np.diff(p.iter_offsets) for p in parts])
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])

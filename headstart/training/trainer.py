@@ -26,8 +26,8 @@ from ..init.zero import ZeroPlan
 from ..solver.newton import settings
 from .budget import choose_lanes, lane_budget, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
-                     label_columns, make_records, note_zero_starts, report_problems, run_chunks, shared_label_chunks,
-                     sorted_unique, warmup_records)
+                     label_columns, make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
+                     shared_label_chunks, sorted_unique, warmup_records)
 from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, prepare_problem, train_chunk
 from . import pages
 from .locality import FeatureOrder
@@ -188,12 +188,12 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     del P, X, plan, colsum, y_indices, y_indptr, kernel, restart
     weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
     del results, stats_parts
-    stats.meta.update({"init": init.name, "init_prepare_seconds": prep_seconds,
+    stats.meta.update({"init": init.name, "solver": "newton", "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": lanes, "groups": groups,
                        "shared_solves": same.copied if same is not None else 0,
-                       "restarted_from_zero": restarted, "rows": n, "prune": float(params.prune),
+                       "restarted_from_zero": restarted, **pruning_meta(params, n),
                        "zero_starts": note_zero_starts(stats, f"init {init.name!r}")})
     if collect:
         # (a sink's owner reports what it saved: sharded training, the spooled writer)

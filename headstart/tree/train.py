@@ -33,7 +33,8 @@ from ..errors import ParameterError
 from ..model.model import OvAModel
 from ..shortlist.training import check_start, compact_columns, train_shortlisted
 from ..training import pages
-from ..training.chunks import report_problems
+from ..training.chunks import pruning_meta, report_problems
+from ..training.stats import TrainingStats
 from ..params import TrainParams, method_of
 from .build import Tree, build_tree, check_tree_params, label_representations, occurring_columns
 from .model import TreeModel, tree_extension
@@ -171,21 +172,23 @@ def _chunk_pieces(chunks: list, outputs: list[int]) -> list[list[tuple]]:
     return groups
 
 
-def _model_block(model: OvAModel, T: sp.csr_matrix) -> tuple:
-    """A node trained by ``fit_model`` as a block: (pieces of :func:`_stack_rows`,
-    intercept, the outputs' positive counts)."""
-    return ([(model.weights, 0, T.shape[1])], np.asarray(model.intercept, dtype=np.float32),
-            np.diff(sp.csc_matrix(T).indptr).astype(np.int64))
+def _block(pieces: list[tuple], intercept: np.ndarray, T: sp.csr_matrix) -> tuple:
+    """A node trained on its own: (its ``pieces`` of :func:`_stack_rows`, intercept, the
+    outputs' positive counts)."""
+    return pieces, np.asarray(intercept, dtype=np.float32), np.diff(sp.csc_matrix(T).indptr).astype(np.int64)
 
 
 def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tree: Tree, under: list[np.ndarray],
                      col_of: np.ndarray, params: TrainParams, blocks: list[Any],
-                     progress: Callable[[int], None] | None) -> float:
+                     progress: Callable[[int], None] | None) -> tuple[float, TrainingStats]:
     """Nodes 1.. for the coordinate-descent methods: each a ``fit_model`` on its rows,
     the run's threads taking nodes one at a time (a node has a few outputs, too few to
     spread over threads, and ~2 ms of each call is Python: debian-deps' 6,031 nodes
     below the root took 29.3 s one after the other, 11.7 s of it outside the solves).
-    Fills ``blocks[v]``; returns the seconds spent compiling kernels."""
+    Fills ``blocks[v]``; returns the seconds spent compiling kernels and the nodes'
+    statistics, labelled by tree output, with each node's instances as their ``rows``:
+    reported once for all nodes (:func:`_report_nodes`), not node by node -- a warning
+    per node would be thousands of lines when the run's features are off scale."""
     from ..estimator import fit_model
     from ..training.chunks import run_in_threads
 
@@ -194,6 +197,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
     lock = threading.Lock()        # the node problems share one scratch map (col_of)
     stop = threading.Event()
     compiling = [0.0]
+    parts: list[TrainingStats] = []
 
     def worker() -> None:
         while not stop.is_set():
@@ -210,15 +214,34 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
                 if progress is not None:
                     progress(m)
                 continue
-            model, st = fit_model(Xp[rows], T, one, progress=progress, own_data=True)
-            blocks[v] = _model_block(model, T)
+            # the node's chunks through a sink: without collecting, the trainer leaves the
+            # report to the sink's owner (this function's caller, for all nodes at once)
+            chunks: list = []
+            _, st = fit_model(Xp[rows], T, one, progress=progress, own_data=True, sink=chunks.append,
+                              collect=False)
+            chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
+            blocks[v] = _block([(r.weights, 0, r.weights.shape[0]) for r in chunks],
+                               np.concatenate([r.intercept for r in chunks]), T)
+            st = st.without_trajectories()
+            st.columns["label"] += tree.node_ptr[v]
+            st.columns["rows"] = np.full(len(st), rows.size, dtype=np.float64)
             seconds = float(st.meta.get("compile_seconds", 0.0))
-            if seconds > 0.5:      # a compile; loading the compiled kernels (~1 ms a call) is training time
-                with lock:
+            with lock:
+                parts.append(st)
+                if seconds > 0.5:      # a compile; loading the compiled kernels (~1 ms a call) is training time
                     compiling[0] += seconds
 
     run_in_threads(worker, params.effective_threads(), name="headstart-tree", stop=stop.set)
-    return compiling[0]
+    return compiling[0], TrainingStats.concat(parts)
+
+
+def _report_nodes(st: TrainingStats, params: TrainParams, n: int) -> None:
+    """report_problems for a tree's node problems (``st`` labelled by tree output, with
+    each node's instances as a ``rows`` column): they are no shortlisted labels
+    (helper-60: warned of "shortlisted rows"), and the pruning test compares each output
+    with its node's instances."""
+    st.meta.update({**pruning_meta(params, n), "mode": "tree"})
+    report_problems(st)
 
 
 def _check_tree_training(params: TrainParams) -> None:
@@ -293,12 +316,14 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
             model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress,
                                   own_data=v > 0 or own_data or data.owned)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
-            blocks[v] = _model_block(model, T)
+            blocks[v] = _block([(model.weights, 0, T.shape[1])], model.intercept, T)
         else:
             small.append(v)
             problems.append((rows, T))
     if coordinate:
-        compile_seconds += _train_each_node(Xp, Yr, Yc, tree, under, col_of, node_params, blocks, progress)
+        seconds, st = _train_each_node(Xp, Yr, Yc, tree, under, col_of, node_params, blocks, progress)
+        compile_seconds += seconds
+        _report_nodes(st, node_params, n)
     if small:
         Yo, S = _batch_problems(problems, n)
         del problems
@@ -309,10 +334,11 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         _, _, st = train_shortlisted(Xs, Yo, S, node_params, np.arange(Yo.shape[1]), progress=progress,
                                      columns=columns, sink=chunks.append, collect=False)
         compile_seconds += float(st.meta.get("compile_seconds", 0.0))
-        # (a sink's owner reports: train_shortlisted does not, with collect=False); the node
-        # problems are no shortlisted labels (helper-60: warned of "shortlisted rows")
-        st.meta["mode"] = "tree"
-        report_problems(st)
+        # (a sink's owner reports: train_shortlisted does not, with collect=False); named by
+        # tree output, not by place in the batch
+        st.columns["label"] = np.concatenate([np.arange(tree.node_ptr[v], tree.node_ptr[v + 1])
+                                              for v in small])[st.columns["label"]]
+        _report_nodes(st, node_params, n)
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
         chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
