@@ -186,6 +186,21 @@ def test_accuracy_is_refused_for_multi_label_data():
         cross_validate(X, Y, TrainParams(threads=1), folds=2, k=1, metric="Accuracy")
 
 
+def test_predict_liblinear_says_what_its_accuracy_is_on_multi_label_data(tmp_path, capsys):
+    """LIBLINEAR's files hold one class per line; on rows of several labels the accuracy
+    line is P@1 (the predicted class among the row's labels): said, as cv refuses it."""
+    train, test = make_split(tmp_path, [1, 2, 3])
+    assert run(capsys, "train", train, "-o", tmp_path / "m", "--threads", "1", "-q")[0] == 0
+    code, _, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "p.txt", "--liblinear")
+    assert code == 0 and "more than one label" not in err
+    lines = test.read_text().splitlines()
+    (tmp_path / "multi.svm").write_text("\n".join(["1,2" + lines[0][1:]] + lines[1:]) + "\n")
+    code, out, err = run(capsys, "predict", tmp_path / "m", tmp_path / "multi.svm", "-o", tmp_path / "p.txt",
+                         "--liblinear")
+    assert code == 0 and f"1 of {len(lines)} instances have more than one label" in err, err
+    assert out.startswith("Accuracy = ")
+
+
 # --------------------------------------------------------------------------- -wi on one class per row
 def test_class_weights_on_multiclass_data_are_said_and_pointed_to(tmp_path, capsys):
     """LIBLINEAR's -w1 W on a multi-class file multiplies C for class 1's positives only;
