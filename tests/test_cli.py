@@ -575,6 +575,12 @@ def test_params_file_errors(tmp_path, capsys):
     bad.write_text('{"C": 1.0,\n "epsilon": }')
     code, _, err = run(capsys, "train", "--params", bad, "--print-params")
     assert code == 2 and "p.json:2:" in err and "not valid JSON" in err
+    # a model's manifest (what one reaches for to train 'like that model') is pointed to its params
+    code, out, _ = run(capsys, "train", "--C", "3", "--print-params")
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"format": "headstart-model", "params": json.loads(out), "shards": []}))
+    code, _, err = run(capsys, "train", "--params", manifest, "--print-params")
+    assert code == 2 and "is a model's manifest, not a parameters file" in err and "unknown parameter" not in err
 
 
 # --------------------------------------------------------------------------- malformed files

@@ -132,6 +132,10 @@ def _read_params_file(path: str) -> dict[str, Any]:
         raise ParameterError(f"{path}: parameters must be a JSON object, got {type(d).__name__}")
     known = {f.name for f in fields(TrainParams)}
     unknown = sorted(set(d) - known)
+    if unknown and isinstance(d.get("params"), dict) and "shards" in d:
+        # a model's manifest.json: what a user reaches for to train 'like that model'
+        raise ParameterError(f"{path} is a model's manifest, not a parameters file: its training parameters are "
+                             "its \"params\" object; save that object alone and give it to --params")
     if unknown:
         raise ParameterError(f"{path}: unknown parameter(s) {', '.join(unknown)}; "
                              f"known: {', '.join(sorted(known))}")
