@@ -805,8 +805,23 @@ def load(path, **kw) -> OvAClassifier:
     from .prediction.topk import _TREE_MODEL
 
     model = load_model(path, **kw)
-    if "tree" in (model.extensions or {}):
+    ext = model.extensions or {}
+    if "tree" in ext:
         raise ModelFormatError(f"{path}: {_TREE_MODEL}")
+    if "dense" in ext:
+        # its columns are the sparse part (with its own preprocessing and normalisation)
+        # then the dense part (normalised apart): an estimator fed both side by side would
+        # score them unprepared -- P@1 0.88 against the shortlist's 1.00 with normalize_dense
+        raise ModelFormatError(f"{path}: a dense + sparse model ('headstart shortlist-train --dense'): predict with "
+                               "headstart.shortlist.predict_model(headstart.model.format.load_model(path), X, "
+                               "first_stage, dense=D), or score every label of model_features(model, X, D)")
+    if "shortlist" in ext:
+        import warnings
+
+        # as 'headstart predict' refuses it without --score-all-labels (cli/predict.py)
+        warnings.warn(f"{path}: a shortlisted model ranks its first stage's candidates only (labels trained on few "
+                      "negatives score high everywhere); this estimator scores every label -- "
+                      "headstart.shortlist.predict_model scores the candidates", UserWarning, stacklevel=2)
     clf = OvAClassifier(**model.params.to_dict())
     clf._set_model(model)
     return clf

@@ -575,6 +575,12 @@ def test_params_file_errors(tmp_path, capsys):
     bad.write_text('{"C": 1.0,\n "epsilon": }')
     code, _, err = run(capsys, "train", "--params", bad, "--print-params")
     assert code == 2 and "p.json:2:" in err and "not valid JSON" in err
+    # a model's manifest (what one reaches for to train 'like that model') is pointed to its params
+    code, out, _ = run(capsys, "train", "--C", "3", "--print-params")
+    manifest = tmp_path / "manifest.json"
+    manifest.write_text(json.dumps({"format": "headstart-model", "params": json.loads(out), "shards": []}))
+    code, _, err = run(capsys, "train", "--params", manifest, "--print-params")
+    assert code == 2 and "is a model's manifest, not a parameters file" in err and "unknown parameter" not in err
 
 
 # --------------------------------------------------------------------------- malformed files
@@ -1173,8 +1179,10 @@ def test_evaluate_keeps_libsvm_test_labels_the_model_never_saw_as_misses(tmp_pat
                          "--train", tmp_path / "tr.svm")
     assert code == 0 and "beyond the model's 4 labels" in err
     assert json.loads(out)["R@2"] <= 0.75
-    code, out, _ = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.svm", "--threshold", "0", "--json")
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.svm", "--threshold", "0", "--json")
     assert code == 0 and json.loads(out)["Micro-F1"] < 1.0
+    # said once, though the decisions pass reads the file a second time
+    assert err.count("beyond the model's 4 labels") == 1
     # xmc data declares its label count: a test header wider than the model stays an error
     (tmp_path / "te.txt").write_text("2 5 6\n1,5 1:0.5 3:0.2\n2 2:0.4\n")
     code, _, err = run(capsys, "evaluate", "--predictions", tmp_path / "p.txt", tmp_path / "te.txt")

@@ -84,6 +84,27 @@ def test_k_beyond_the_labels_is_cut_to_them_with_a_warning(bibtex, caplog):
                                                                                            "nDCG@3", "nDCG@4"]
 
 
+def test_one_label_chooses_c_by_accuracy_not_by_a_p_at_1_that_ties():
+    """On data of one label (a +1/-1 file) every C ranks that label first, so P@1 is the
+    share of positive rows at every C: the default metric chose the first C of the grid
+    (LIBLINEAR's -C search: its smallest, 2^-14 on a 6-feature set where accuracy rose to
+    94% at larger C).  One label: Accuracy by default, as LIBLINEAR's train -C."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((240, 6))
+    y = X @ rng.standard_normal(6) + 0.5 * rng.standard_normal(240) > 0
+    Y = sp.csr_matrix(y[:, None].astype(np.float32))
+    Cs = [1e-4, 1e-2, 1.0]
+    r = cross_validate(sp.csr_matrix(X), Y, TrainParams(threads=1, prune=0), folds=3, Cs=Cs, k=1)
+    assert r.metric == "Accuracy"
+    accuracy = [m["Accuracy"] for m in r.metrics]
+    assert len({m["P@1"] for m in r.metrics}) == 1 and max(accuracy) > min(accuracy)
+    assert r.best == Cs[int(np.argmax(accuracy))] != Cs[0]
+    # several labels: P@1 stays the default; an explicit metric is kept
+    Y2 = sp.csr_matrix(np.column_stack([y, ~y]).astype(np.float32))
+    assert cross_validate(sp.csr_matrix(X), Y2, TrainParams(threads=1), folds=3, k=1).metric == "P@1"
+    assert cross_validate(sp.csr_matrix(X), Y, TrainParams(threads=1), folds=3, k=1, metric="P@1").metric == "P@1"
+
+
 def test_arguments_are_checked():
     X = sp.csr_matrix(np.eye(6, dtype=np.float32))
     Y = sp.csr_matrix(np.eye(6, 2, dtype=np.float32))

@@ -241,6 +241,16 @@ def test_libsvm_test_data_with_ids_training_never_saw(tmp_path, capsys):
     doc = json.loads((tmp_path / "r" / "table.json").read_text())
     assert doc["data"]["n_features"] == 50 and doc["data"]["n_labels"] == 6
 
+    # an xmc test file declares its label space: another one (another data set's file) is
+    # refused before any run, as evaluate refuses it -- its labels were cut to the training
+    # file's and a report of nonsense metrics written
+    (tmp_path / "tr.txt").write_text("3 4 3\n0 0:1\n1 1:1\n2 2:1 3:1\n")
+    (tmp_path / "te.txt").write_text("2 4 5\n4 0:1\n1 1:1\n")
+    code, _, err = run(capsys, "experiment", tmp_path / "tr.txt", tmp_path / "te.txt", "-o", tmp_path / "r2",
+                       "--inits", "zero", "--threads", "1", "--quiet")
+    assert code == 2 and "te.txt:1: the test data has 5 labels but the training data 3" in err, err
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "r2.partial").exists()
+
 
 # --------------------------------------------------------------------------- parsing
 def test_parse_inits_and_grid():

@@ -110,6 +110,35 @@ def test_predict_liblinear_options_and_refusals(tmp_path, capsys):
     assert code == 2 and "no place for --threshold" in err
 
 
+def test_binary_test_file_of_positives_only_is_the_models_one_label(tmp_path, capsys):
+    """A binary (+1/-1) model's test file whose lines are all '1' (no '-1' marks it
+    binary) is LIBLINEAR's +1 class, the model's one label -- not a label id 1 beyond
+    the model, which made every positive a miss (evaluate: F1 0, P@1 0)."""
+    train, test = make_split(tmp_path, [-1, 1])
+    assert run(capsys, "train", train, "-o", tmp_path / "m", "--threads", "1", "-q")[0] == 0
+    lines = [line for line in test.read_text().splitlines() if line.startswith("1 ")]
+    positives = tmp_path / "pos.svm"
+    positives.write_text("\n".join(lines) + "\n")
+    code, out, err = run(capsys, "predict", tmp_path / "m", positives, "-o", tmp_path / "p.txt", "--liblinear")
+    assert code == 0, err
+    hits = sum(line == "1" for line in (tmp_path / "p.txt").read_text().splitlines())
+    assert hits > 0 and out.strip() == "Accuracy = %g%% (%d/%d)" % (100 * hits / len(lines), hits,
+                                                                                 len(lines))
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", positives, "--threshold", "0", "--json", "-k", "1")
+    assert code == 0 and "beyond the model" not in err, err
+    import json
+    metrics = json.loads(out)
+    assert metrics["Micro-F1"] == pytest.approx(2 * hits / (hits + len(lines)))
+    # the same from a predictions file of the model's one label
+    assert run(capsys, "predict", tmp_path / "m", positives, "-o", tmp_path / "top.txt", "-k", "1", "-q")[0] == 0
+    code, out, err = run(capsys, "evaluate", "--predictions", tmp_path / "top.txt", positives, "--json")
+    assert code == 0 and "beyond the model" not in err and json.loads(out)["P@1"] == pytest.approx(1.0)
+    # a '0' line (label id 0) next to '1' lines is the multi-label reading: 1 stays a label beyond
+    (tmp_path / "mixed.svm").write_text(lines[0].replace("1 ", "0 ", 1) + "\n" + "\n".join(lines[1:]) + "\n")
+    code, _, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "mixed.svm", "--threshold", "0")
+    assert code == 0 and "beyond the model's 1 labels" in err
+
+
 # --------------------------------------------------------------------------- cv -v: LIBLINEAR's accuracy
 @pytest.mark.parametrize("names", [[-1, 1], [3, 7, 42]])
 def test_cv_gives_liblinears_cross_validation_accuracy(tmp_path, capsys, names):
@@ -155,6 +184,21 @@ def test_accuracy_is_refused_for_multi_label_data():
     Y = sp.csr_matrix((rng.random((60, 4)) < 0.4).astype(np.float32))
     with pytest.raises(ParameterError, match="'Accuracy' .* one label per row"):
         cross_validate(X, Y, TrainParams(threads=1), folds=2, k=1, metric="Accuracy")
+
+
+def test_predict_liblinear_says_what_its_accuracy_is_on_multi_label_data(tmp_path, capsys):
+    """LIBLINEAR's files hold one class per line; on rows of several labels the accuracy
+    line is P@1 (the predicted class among the row's labels): said, as cv refuses it."""
+    train, test = make_split(tmp_path, [1, 2, 3])
+    assert run(capsys, "train", train, "-o", tmp_path / "m", "--threads", "1", "-q")[0] == 0
+    code, _, err = run(capsys, "predict", tmp_path / "m", test, "-o", tmp_path / "p.txt", "--liblinear")
+    assert code == 0 and "more than one label" not in err
+    lines = test.read_text().splitlines()
+    (tmp_path / "multi.svm").write_text("\n".join(["1,2" + lines[0][1:]] + lines[1:]) + "\n")
+    code, out, err = run(capsys, "predict", tmp_path / "m", tmp_path / "multi.svm", "-o", tmp_path / "p.txt",
+                         "--liblinear")
+    assert code == 0 and f"1 of {len(lines)} instances have more than one label" in err, err
+    assert out.startswith("Accuracy = ")
 
 
 # --------------------------------------------------------------------------- -wi on one class per row

@@ -132,6 +132,10 @@ def _read_params_file(path: str) -> dict[str, Any]:
         raise ParameterError(f"{path}: parameters must be a JSON object, got {type(d).__name__}")
     known = {f.name for f in fields(TrainParams)}
     unknown = sorted(set(d) - known)
+    if unknown and isinstance(d.get("params"), dict) and "shards" in d:
+        # a model's manifest.json: what a user reaches for to train 'like that model'
+        raise ParameterError(f"{path} is a model's manifest, not a parameters file: its training parameters are "
+                             "its \"params\" object; save that object alone and give it to --params")
     if unknown:
         raise ParameterError(f"{path}: unknown parameter(s) {', '.join(unknown)}; "
                              f"known: {', '.join(sorted(known))}")
@@ -330,6 +334,15 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
         X, _ = hio.read_libsvm(path, zero_based=zero)
         return _without_labels(model_width(X, n_features, path), n_labels)
     if n_labels is not None and getattr(args, "labels_beyond_model", False):
+        if int(n_labels) == 1:
+            # a binary model's test file may hold '+1' lines only, written '1' (no '-1' marks
+            # it binary): read at the model's one label first, which reads such a file as
+            # LIBLINEAR does; a '1' there is otherwise a second label, beyond the model's
+            try:
+                X, Y = hio.read_libsvm(path, n_labels=1, zero_based=zero)
+                return model_width(X, n_features, path), Y
+            except DataFormatError:
+                pass
         X, Y = hio.read_libsvm(path, zero_based=zero)
         return model_width(X, n_features, path), _label_width(Y, int(n_labels), path)
     X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero, dtype=getattr(args, "read_dtype", "float32"))

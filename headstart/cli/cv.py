@@ -28,7 +28,7 @@ the largest power of 2 not above 1/(l max||x||^2) (logistic loss, LIBLINEAR -s 0
 own weights at the C before (saved in a temporary directory), and stops early when no
 fold's weights move any more (5 C's in a row); -v shows each C as it is done.
 Differences from LIBLINEAR: the best C is the one of the best --metric over all labels
-(P@1 by default; Accuracy, LIBLINEAR's, for a binary or a one-class-per-row file, whose
+(P@1 by default, Accuracy on a +1/-1 file; Accuracy, LIBLINEAR's, for a binary or a one-class-per-row file, whose
 accuracy cv shows, and prints as LIBLINEAR's 'Cross Validation Accuracy' line with -v N alone); --patience N
 (not LIBLINEAR's) also stops once N C's in a row scored below the best, after the score
 first rose, since the weights of many labels seldom all stop moving.  Only the
@@ -51,10 +51,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--Cs auto: also stop once N C's in a row scored below the best (not LIBLINEAR's; "
                         "default: only its rule)")
     g.add_argument("-k", type=common._number(int), default=5, help="metrics at k = 1, 3, 5 up to this (default: 5)")
-    g.add_argument("--metric", default="P@1", help="the metric that chooses the best C: P@j, nDCG@j, R@j or RP@j "
-                                                 "for a j <= k, or Micro-F1, Macro-F1, Another-Macro-F1, or "
-                                                 "Accuracy (LIBLINEAR's: for data of one label, a +1/-1 file, "
-                                                 "or of one class per row; then always shown) (default: P@1)")
+    g.add_argument("--metric", default=None, help="the metric that chooses the best C: P@j, nDCG@j, R@j or RP@j "
+                                                "for a j <= k, or Micro-F1, Macro-F1, Another-Macro-F1, or "
+                                                "Accuracy (LIBLINEAR's: for data of one label, a +1/-1 file, "
+                                                "or of one class per row; then always shown) (default: P@1; "
+                                                "Accuracy on data of one label, whose P@1 is the same at every C)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split, >= 0 (default: 0)")
     g.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         if args.patience is not None:
             args._parser.error("argument --patience: only with --Cs auto (a given list is tried whole)")
         trainings = args.folds * (1 if Cs is None else Cs.size)
-    check_metric(args.metric, args.k)        # before the data is read
+    check_metric(args.metric or "P@1", args.k)        # before the data is read
     out = tune(args, "results", trainings, args.folds,
                lambda X, Y, params, progress: cross_validate(X, Y, params, folds=args.folds, Cs=Cs, k=args.k,
                                                              metric=args.metric, seed=args.seed, progress=progress,

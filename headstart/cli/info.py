@@ -249,7 +249,7 @@ _OTHER_KINDS = {
     "predictions": ("a predictions file written by 'headstart predict' (evaluate it with 'headstart evaluate "
                     "--predictions')"),
     "decisions": ("a file whose header is two numbers: a decisions file ('headstart predict --threshold'), a "
-                  "shortlist ('headstart shortlist', labels x instances) or DiSMEC++'s predictions, not a data "
+                  "shortlist ('headstart shortlist', instances x labels) or DiSMEC++'s predictions, not a data "
                   "file (an XMC header has three)"),
     "thresholds": "a list of one number per line, e.g. thresholds ('headstart thresholds'), not a data file",
     "npz": "a numpy .npz archive, not a data file (info describes data files and model directories)",

@@ -137,10 +137,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _OnceFilter(logging.Filter):
+    """Shows each warning text once per command: a command that reads its data twice
+    (evaluate --threshold: the top-k pass, then the decisions pass) met the same
+    problems of the file twice and said them twice."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._said: set[tuple[int, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        key = (record.levelno, record.getMessage())
+        if key in self._said:
+            return False
+        self._said.add(key)
+        return True
+
+
 def _setup_logging(verbose: int, quiet: bool = False) -> None:
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("headstart: %(levelname)s: %(message)s"))
+    handler.addFilter(_OnceFilter())
     root = logging.getLogger("headstart")
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -606,7 +606,7 @@ def run_liblinear(args: argparse.Namespace) -> int:
     probability(args, scorer)           # refuses --probability (-b 1) for other losses, as LIBLINEAR does
     classes, binary = liblinear_classes(scorer)
     k = scorer.num_trained
-    correct = total = 0
+    correct = total = multi = 0
     with atomic_write(args.output, "w") as out:
         if probabilities:
             out.write("labels " + " ".join(str(int(c)) for c in classes) + "\n")
@@ -631,6 +631,7 @@ def run_liblinear(args: argparse.Namespace) -> int:
                     p /= p.sum(axis=1, keepdims=True)
                 Yc = Y.tocsr()
                 truth_hit = np.asarray(Yc[np.arange(n), predicted]).ravel() != 0
+                multi += int(np.count_nonzero(np.diff(Yc.indptr) > 1))
             if probabilities:
                 for c, row in zip(predicted.tolist(), p.tolist()):
                     out.write(f"{c} " + " ".join("%g" % v for v in row) + "\n")
@@ -638,5 +639,10 @@ def run_liblinear(args: argparse.Namespace) -> int:
                 out.write("".join(f"{c}\n" for c in predicted.tolist()))
             correct += int(truth_hit.sum())
             total += n
+    if multi:
+        # LIBLINEAR reads one class per line; cv refuses its Accuracy on such data
+        log.warning("%s: %d of %d instances have more than one label, which LIBLINEAR's files cannot hold: the "
+                    "accuracy counts an instance right when its predicted class is one of its labels (P@1)",
+                    args.data, multi, total)
     common.say(args, "Accuracy = %g%% (%d/%d)" % (100.0 * correct / max(total, 1), correct, total))
     return 0

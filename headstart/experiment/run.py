@@ -95,6 +95,11 @@ def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
             log.warning("%s: %d positive(s) of %d label id(s) that no training row has (beyond its %d labels): "
                         "not trained, left out of the metrics", test, int(np.count_nonzero(beyond)),
                         np.unique(Yte.indices[beyond]).size, Ytr.shape[1])
+    elif Yte.shape[1] != Ytr.shape[1]:
+        # an xmc header declares its label space: another one is another data set's file,
+        # refused as 'headstart evaluate' refuses it (its columns were cut or padded silently)
+        raise DataFormatError(f"the test data has {Yte.shape[1]} labels but the training data {Ytr.shape[1]}; "
+                              "they must be the same label ids", test, 1)
     Xte = same_feature_space(Xte, Xtr.shape[1], test)
     if Yte.shape[1] != Ytr.shape[1]:
         Yte = _resize_columns(Yte, Ytr.shape[1])

@@ -151,15 +151,16 @@ def check_metric(metric: str, k: Any) -> list[int]:
 
 
 def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3, Cs: Any = None,
-                   k: int = 5, metric: str = "P@1", seed: int = 0,
+                   k: int = 5, metric: str | None = None, seed: int = 0,
                    progress: Callable[[int], None] | None = None, first_C: float | None = None,
                    max_C: float = MAX_C, patience: int | None = None, warm_start: bool = True) -> CrossValidation:
     """Cross-validated P@k, nDCG@k, R@k, RP@k and coverage@k (k = 1, 3, 5 up to ``k``),
     and the Micro-, Macro- and Another-Macro-F1 of the decisions score > 0 (what
     LibMultiLabel's one-vs-all search may choose by), of one-vs-all models trained with
-    ``params`` and each C in ``Cs`` (default: only ``params.C``); the best C by ``metric``.
-    On data of one label or of one class per row also LIBLINEAR's accuracy
-    (:data:`ACCURACY`; see :func:`single_label`).
+    ``params`` and each C in ``Cs`` (default: only ``params.C``); the best C by ``metric``
+    (default: P@1, or :data:`ACCURACY` on data of one label, where P@1 is the share of
+    positive rows whatever C).  On data of one label or of one class per row also
+    LIBLINEAR's accuracy (:data:`ACCURACY`; see :func:`single_label`).
 
     ``Cs="auto"``: LIBLINEAR's -C search (see the module's description): from
     ``first_C`` (default: :func:`start_C` of the data; LIBLINEAR's ``-c`` with ``-C``)
@@ -190,11 +191,15 @@ def cross_validate(X: Any, Y: Any, params: TrainParams | None = None, *, folds: 
         cand = np.asarray([params.C] if Cs is None else Cs, dtype=np.float64).reshape(-1)
         if cand.size == 0 or not np.all(np.isfinite(cand)) or np.any(cand <= 0):
             raise ParameterError(f"parameter Cs must be positive numbers, got {cand.tolist()!r}")
-    ks = check_metric(metric, k)
+    ks = check_metric("P@1" if metric is None else metric, k)
     run = FoldRunner(X, Y, params, progress, min_rows=folds, what=f"{folds} folds")
     n = run.n
     if run.L == 0:
         raise ParameterError("the data has no labels: nothing to rank")
+    if metric is None:
+        # one label (a +1/-1 file): every C ranks it first, P@1 would tie at every C and
+        # choose the first; LIBLINEAR's train -C chooses by accuracy
+        metric = ACCURACY if run.L == 1 else "P@1"
     parts = split(np.random.default_rng(seed).permutation(n), folds)
     width = max(1, min(int(k), run.L))
     if width < int(k):
