@@ -372,7 +372,12 @@ def _split_dense_columns(wt: sp.csc_matrix) -> tuple[sp.csc_matrix, np.ndarray, 
     if dense.size == 0:
         return wt, dmap, np.zeros((0, L), dtype=np.float32)
     dmap[dense] = np.arange(dense.size)
-    dcols = np.ascontiguousarray(wt[:, dense].T.toarray(), dtype=np.float32)
+    # filled column by column from wt's arrays: no sliced copy of wt beside it (a model
+    # of 670K labels holds GBs of weights, and this runs while it is in memory)
+    dcols = np.zeros((dense.size, L), dtype=np.float32)
+    for r, f in enumerate(dense):
+        a, z = wt.indptr[f], wt.indptr[f + 1]
+        dcols[r, wt.indices[a:z]] = wt.data[a:z]
     keep = np.repeat(dmap < 0, counts)
     kept = np.where(dmap < 0, counts, 0)
     indptr = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
