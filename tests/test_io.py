@@ -136,6 +136,18 @@ def test_windows_line_endings_bom_trailing_blank_lines(tmp_path):
         np.testing.assert_array_equal(dense(Y), SMALL_Y)
 
 
+def test_lone_cr_line_endings_are_named(tmp_path):
+    """Classic Mac OS line endings (a lone CR) make the whole file one line: the error says
+    so, in the XMC and the libsvm reader (helper-80: 'malformed header' only)."""
+    with pytest.raises(DataFormatError, match=r"f\.txt:1:.*lone CR.*convert the line endings"):
+        read_xmc(put(tmp_path, SMALL.replace(b"\n", b"\r")))
+    with pytest.raises(DataFormatError, match=r"f\.svm:1:.*lone CR"):
+        read_libsvm(put(tmp_path, b"1 1:1 2:0.5\r0 3:1\r", "f.svm"))
+    with pytest.raises(DataFormatError) as e:       # a CR at the end of line 1 only: not that
+        read_xmc(put(tmp_path, b"1 4 x\r\n0 1:1\n"))
+    assert "lone CR" not in str(e.value)
+
+
 def test_empty_lines_are_points_within_the_count(tmp_path):
     X, Y = read_xmc(put(tmp_path, "3 2 2\n0 0:1\n\n1 1:1\n"))
     assert X.shape == (3, 2) and X.getrow(1).nnz == 0 and Y.getrow(1).nnz == 0

@@ -207,6 +207,25 @@ def test_cli_thresholds_predict_and_evaluate(bibtex_dir, tmp_path, capsys):
     import json
     res = json.loads(out)
     assert res["Macro-F1"] == pytest.approx(f1_scores(Yt, S > t[None, :], 0.5)["Macro-F1"], abs=1e-12)
+    # the file says what it was chosen for; a model trained otherwise is warned of (helper-80:
+    # a logistic model's thresholds on a squared-hinge model lost 2/3 of Micro-F1 silently)
+    from headstart.io.labelvec import read_label_header
+
+    header = read_label_header(thr)
+    assert header["made_by"] == "headstart thresholds" and header["method"] == "scutfbr"
+    assert header["params"]["loss"] == "squared-hinge" and header["params"]["normalize"] is True
+    assert "chosen for" not in err
+    other = tmp_path / "m2"
+    assert run(capsys, "train", train, "-o", other, "-q", "--loss", "logistic", *opts)[0] == 0
+    for cmd in (["predict", other, test, "-o", tmp_path / "p2.txt"], ["evaluate", other, test]):
+        code, out, err = run(capsys, *cmd, "--thresholds", thr)
+        assert code == 0 and err.count("chosen for models trained with --loss 'squared-hinge' (model: 'logistic')") == 1, err
+    # a file written by hand, with comments, reads as before and is compared with nothing
+    hand = tmp_path / "hand.txt"
+    hand.write_text("# my thresholds\n" + "".join(f"{float(v)!r}\n" for v in t))
+    code, out, err = run(capsys, "predict", other, test, "-o", tmp_path / "p3.txt", "--thresholds", hand)
+    assert code == 0 and "chosen for" not in err
+    assert (tmp_path / "p3.txt").read_bytes() == (tmp_path / "p2.txt").read_bytes()
 
 
 def test_cli_threshold_files_are_read_strictly(bibtex_dir, tmp_path, capsys):

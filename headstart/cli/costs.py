@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
                                                              micro=args.micro, seed=args.seed, progress=progress))
     if out is None:
         return 0
-    r, L, seconds = out
+    r, L, seconds, _ = out
     write_label_values(args.output, r.costs)
     values, counts = np.unique(r.costs, return_counts=True)
     common.say(args, f"chose the positives' costs of {L} labels by {args.folds}-fold cross-validation "

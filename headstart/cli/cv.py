@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
                output_required=False)
     if out is None:
         return 0
-    r, L, seconds = out
+    r, L, seconds, _ = out
     table = {"folds": args.folds, "seed": args.seed, "metric": r.metric, "best_C": r.best,
              "results": [{"C": float(c), **m} for c, m in zip(r.candidates, r.metrics)]}
     if auto:

@@ -178,7 +178,8 @@ def run(args: argparse.Namespace) -> int:
             scorer.refuse_tree("--threshold/--thresholds")
         label_space = scorer.label_space
         # a thresholds file is read (and refused) before the long pass over the data
-        decision = predict.decision_threshold(args, label_space) if thresholded else None
+        decision = (predict.decision_threshold(args, label_space, scorer.manifest.get("params")) if thresholded
+                    else None)
         # -k cut to the labels the model ranks, with a warning, as predict does (and as a
         # predictions file holding fewer cuts it, above)
         k = predict.k_for_model(args.k, scorer.num_trained, args.model)

@@ -152,15 +152,40 @@ def add_thresholds_option(p: argparse.ArgumentParser, what: str) -> None:
                         "vector); not with --threshold")
 
 
-def decision_threshold(args: argparse.Namespace, label_space: int):
+#: the training options that change the scale or meaning of a model's scores: thresholds
+#: chosen by cross-validation with other values do not fit its scores
+SCORE_OPTIONS = ("loss", "huber_epsilon", "regularizer", "reg_scale", "reg_epsilon", "reg_l2_share", "weighting",
+                 "propensity_a", "propensity_b", "weight_pos", "weight_neg", "bias", "regularize_bias",
+                 "normalize", "tfidf", "feature_transform", "hash_buckets", "hash_functions", "hash_seed")
+
+
+def score_options_differ(chosen_for: dict, model: dict) -> list[str]:
+    """``--option A (model: B)`` for every score option whose value differs between the
+    parameters thresholds were chosen with and the model's (options either lacks are not
+    compared)."""
+    return [f"--{k.replace('_', '-')} {chosen_for[k]!r} (model: {model[k]!r})" for k in SCORE_OPTIONS
+            if k in chosen_for and k in model and chosen_for[k] != model[k]]
+
+
+def decision_threshold(args: argparse.Namespace, label_space: int, model_params: dict | None = None):
     """The decision rule of --threshold T or --thresholds FILE: (a number or one number
-    per label, its description for messages)."""
+    per label, its description for messages).  A thresholds file that says which training
+    options it was chosen with (``headstart thresholds`` writes them in its first line) is
+    compared with ``model_params``, and a difference that changes the scores is warned of."""
     if args.thresholds is None:
         return args.threshold, f"score > {args.threshold:g}"
-    from ..io.labelvec import read_label_values
+    from ..io.labelvec import read_label_header, read_label_values
 
-    return (read_label_values(args.thresholds, label_space, "thresholds", "threshold", owner="the model"),
-            f"score > the label's threshold in {args.thresholds}")
+    values = read_label_values(args.thresholds, label_space, "thresholds", "threshold", owner="the model")
+    header = read_label_header(args.thresholds)
+    chosen_for = header.get("params") if header else None
+    if isinstance(chosen_for, dict) and isinstance(model_params, dict):
+        differ = score_options_differ(chosen_for, model_params)
+        if differ:
+            log.warning("%s: the thresholds were chosen for models trained with %s: this model's scores are on "
+                        "another scale, so they may not fit it: choose them again with the model's training "
+                        "options", args.thresholds, ", ".join(differ))
+    return values, f"score > the label's threshold in {args.thresholds}"
 
 
 def check_threshold_args(args: argparse.Namespace) -> None:
@@ -508,7 +533,7 @@ def run_threshold(args: argparse.Namespace) -> int:
     scorer.refuse_tree("--threshold/--thresholds")
     if scorer.num_trained == 0:
         raise ModelFormatError(f"{args.model}: the model has no trained labels")
-    threshold, rule = decision_threshold(args, scorer.label_space)
+    threshold, rule = decision_threshold(args, scorer.label_space, scorer.manifest.get("params"))
     names = label_names(args, scorer.label_space)
     written = probability(args, scorer)
     if on_dask(args):

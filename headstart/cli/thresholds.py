@@ -64,9 +64,9 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
 def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True):
     """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
     progress bar over ``trainings`` trainings of all labels (or ``trainings(X, params)``,
-    a number known from the data only); (result, labels, seconds),
-    or None when --print-params only printed the parameters.  TRAIN needs at least
-    ``min_rows`` instances."""
+    a number known from the data only); (result, labels, seconds, the training
+    parameters), or None when --print-params only printed the parameters.  TRAIN needs at
+    least ``min_rows`` instances."""
     params = common.params_unless_printed(args)
     if params is None:
         return None
@@ -92,7 +92,7 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(trainings * Y.shape[1], "cross-validate", "labels", enabled=not args.quiet) as bar:
         r = tuner(X, Y, params, bar.advance)
-    return r, Y.shape[1], time.perf_counter() - t0
+    return r, Y.shape[1], time.perf_counter() - t0, params
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -129,8 +129,12 @@ def run(args: argparse.Namespace) -> int:
     out = tune(args, "thresholds", trainings, min_rows, tuner)
     if out is None:
         return 0
-    t, L, seconds = out
-    write_label_values(args.output, t)
+    t, L, seconds, params = out
+    # what the thresholds were chosen for: scores of a model trained otherwise are on
+    # another scale (helper-80: a logistic model's thresholds on a squared-hinge model,
+    # Micro-F1 47.8 -> 13.1, silently); predict and evaluate compare (score_options_differ)
+    write_label_values(args.output, t, header={"made_by": "headstart thresholds", "method": args.method,
+                                               "folds": args.folds, "params": params.to_dict()})
     median = f"median {np.median(t):.3g}, " if L else ""
     common.say(args, f"chose thresholds of {L} labels by {args.folds}-fold {how}cross-validation ({args.method}, "
                      f"{trainings} trainings) in {seconds:.2f} s: {median}"

@@ -113,6 +113,17 @@ def header_ints(line: bytes, count: int):
     return [int(t) for t in toks]
 
 
+#: said where a file's first line holds line breaks that are a lone CR (helper-80: such a
+#: file read as one malformed line)
+CR_ONLY_HINT = (" (its lines end in a lone CR, as classic Mac OS wrote them, so the whole file reads as one "
+                "line: convert the line endings to LF, e.g. tr '\\r' '\\n' < FILE > NEW)")
+
+
+def cr_only(line: bytes) -> bool:
+    """Whether a line (read up to LF) holds a CR other than just before its end."""
+    return b"\r" in line.rstrip(b"\r\n")
+
+
 def parse_header(buf: bytes, path, names: tuple[str, ...]) -> tuple[list[int], int]:
     """Parse the header line of ``buf``: (values, offset of the first body byte)."""
     if not buf.strip():
@@ -127,7 +138,9 @@ def parse_header(buf: bytes, path, names: tuple[str, ...]) -> tuple[list[int], i
     vals = header_ints(line, len(names))
     if vals is None:
         hint = ""
-        if b":" in line:
+        if cr_only(line):
+            hint = CR_ONLY_HINT
+        elif b":" in line:
             hint = " (this looks like a data line: libsvm files have no header)"
         raise DataFormatError(
             f"header must be {len(names)} non-negative integers '{' '.join(names)}'{hint}",

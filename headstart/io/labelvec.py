@@ -3,13 +3,17 @@
 :mod:`headstart.tuning`.
 
 Read: a ``.npy`` vector (recognised by its magic bytes), or text with whitespace-separated
-numbers (one per line when headstart writes it).  Errors name the file, and for text the
-line and token.  Written: text, atomically, every value with the digits that read back
-to the same float64.
+numbers (one per line when headstart writes it); a line starting with ``#`` is a comment.
+Errors name the file, and for text the line and token.  Written: text, atomically, every
+value with the digits that read back to the same float64, after an optional first line
+``# headstart {JSON}`` that says what the values were made for (:func:`read_label_header`;
+``headstart thresholds`` records its training options there, so that thresholds applied
+to a model trained otherwise are noticed).
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -51,6 +55,8 @@ def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "lab
     values = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for lineno, line in enumerate(fh, 1):
+            if line.lstrip().startswith("#"):
+                continue
             for tok in line.split():
                 try:
                     v = float(tok)
@@ -67,13 +73,37 @@ def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "lab
     return np.asarray(values, dtype=np.float64)
 
 
-def write_label_values(path: str | os.PathLike, values: np.ndarray) -> None:
-    """One number per line (repr: reads back bit for bit), or a float64 .npy vector when
-    ``path`` ends in .npy; written atomically."""
+_HEADER = "# headstart "
+
+
+def write_label_values(path: str | os.PathLike, values: np.ndarray, header: dict | None = None) -> None:
+    """One number per line (repr: reads back bit for bit), after the line ``# headstart
+    {header as JSON}`` when ``header`` is given; or a float64 .npy vector when ``path``
+    ends in .npy (which has no room for the header); written atomically."""
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     if os.fspath(path).endswith(".npy"):
         with atomic_write(path, "wb") as fh:
             np.save(fh, values, allow_pickle=False)
         return
     with atomic_write(path, "w") as fh:
+        if header is not None:
+            fh.write(_HEADER + json.dumps(header, sort_keys=True) + "\n")
         fh.write("".join(f"{float(v)!r}\n" for v in values))
+
+
+def read_label_header(path: str | os.PathLike) -> dict | None:
+    """The header :func:`write_label_values` wrote in a text file, or None (a .npy file,
+    a file written by hand or by another tool, a header that is not a JSON object)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 20)
+    except OSError:
+        return None
+    text = first.decode("utf-8", errors="replace")
+    if not text.startswith(_HEADER):
+        return None
+    try:
+        header = json.loads(text[len(_HEADER):])
+    except ValueError:
+        return None
+    return header if isinstance(header, dict) else None

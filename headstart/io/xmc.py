@@ -50,7 +50,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError, ParameterError
 from . import _kernels as K
-from ._common import (BOM, HEADER_LIMIT, SparseSpec, check_dtype, csr, first_line,
+from ._common import (BOM, CR_ONLY_HINT, HEADER_LIMIT, SparseSpec, check_dtype, cr_only, csr, first_line,
                       header_ints, label_matrix, open_stream, parse_header, parse_sparse,
                       too_few_rows)
 from .atomic import atomic_write
@@ -394,6 +394,8 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
     try:
         return _read_libsvm(path, spec, n_features, n_labels, dt)
     except DataFormatError as e:
+        if e.line == 1 and cr_only(first_line(path)):
+            raise DataFormatError(e.message + CR_ONLY_HINT, e.path, e.line, e.column, e.token) from None
         signed = e.column == 1 and e.token is not None and _SIGNED_ONE.match(e.token.encode())
         # with one label expected (a binary model's test file), an unsigned '1' above the
         # range may be the binary format's '+1' met before any '-1': try that reading,
