@@ -367,7 +367,7 @@ def _split_dense_columns(wt: sp.csc_matrix) -> tuple[sp.csc_matrix, np.ndarray, 
     """(wt without its dense columns, dmap, dcols) -- see :class:`_Predictor`."""
     L, F = wt.shape
     counts = np.diff(wt.indptr)
-    dense = np.flatnonzero((counts > 0) & (2 * counts >= L)) if L else np.zeros(0, dtype=np.int64)
+    dense = np.flatnonzero((counts > 0) & (counts >= _DENSE_COLUMN * L))
     dmap = np.full(F, -1, dtype=np.int64)
     if dense.size == 0:
         return wt, dmap, np.zeros((0, L), dtype=np.float32)

@@ -40,7 +40,7 @@ from ..solver import glmnet
 from . import one_problem as core
 from ..solver.newton import MAX_ITER, now, relative_tolerance, settings
 from ..params import TrainParams
-from .kernel import N_STATS, STAT_FIELDS, _grow
+from .kernel import STAT_FIELDS, _grow
 from .sharing import SameProblems
 
 #: the statistics' columns: the core's, then the solution's nonzero weights before
@@ -48,6 +48,7 @@ from .sharing import SameProblems
 #: for the features' scale, and only this column tells that from weights --prune removed
 #: (chunks.note_all_pruned: helper-81, features x 1e-6, every label w = 0 with prune 0 too)
 FIELDS = STAT_FIELDS + ("nnz_unpruned",)
+N_FIELDS = len(FIELDS)
 
 #: LIBLINEAR's dual_solver_max_iter: -s 1 and -s 7 finish by the primal Newton method after it
 DUAL_CYCLES_BEFORE_NEWTON = 300
@@ -70,7 +71,7 @@ def column_problem(X: sp.csr_matrix, params) -> ColumnProblem:
 def _chunk_buffers(nl):
     """A chunk's results as they grow: weights (CSR by label), intercepts, statistics."""
     return (np.zeros(nl + 1, dtype=np.int64), np.empty(1024, dtype=np.int32), np.empty(1024, dtype=np.float32),
-            np.zeros(nl, dtype=np.float32), np.zeros((nl, N_STATS + 1)))
+            np.zeros(nl, dtype=np.float32), np.zeros((nl, N_FIELDS)))
 
 
 @njit(cache=True, nogil=True)
