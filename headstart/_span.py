@@ -32,3 +32,14 @@ def span(indptr, k):  # pragma: no cover - compiled
     cost, for a caller passing a field of a structure such as ``P.indptr``, a reference
     count increment and decrement per call -- once per row in the training kernels."""
     return U64(indptr[k]), U64(indptr[k + 1])
+
+
+@njit(cache=True, nogil=True, inline="always")
+def full_row(lo, hi, d):  # pragma: no cover - compiled
+    """Whether a row at positions [lo, hi) of a *canonical* CSR matrix with ``d`` columns
+    (indices sorted and unique) holds every column -- then column t is entry lo + t, and
+    the kernels loop over the row contiguously instead of through its indices (dense
+    features: no index loads, and a scatter the compiler vectorises).  The terms of
+    every sum are the same, in the same order, so the results are bit for bit those of
+    the indexed loops."""
+    return hi - lo == U64(d)

@@ -46,7 +46,7 @@ import numpy as np
 from .._compile import njit
 from .._heapsort import heapsort_support
 from .._prefetch import prefetch_ahead
-from .._span import span
+from .._span import U64, full_row, span
 from . import losses, regularizers
 
 # X in CSR (float32 data, int32 indices) plus what defines the objective: the loss and
@@ -186,15 +186,59 @@ def _times(P, w, out, add):
     n = P.indptr.size - 1
     d = P.n_features
     wb = P.bias * w[d]
-    for i in range(n):
+    i = 0
+    while i < n:
+        if i + 4 <= n and full_rows4(P.indptr, i, d):
+            # four full rows (dense features) side by side: each row's sum in its own
+            # order, as below, but four independent chains of additions instead of one
+            # (a single chain waits on each addition's latency)
+            lo = U64(P.indptr[i])
+            a0, a1, a2, a3 = dots4(P.data, lo, lo + U64(d), lo + U64(2 * d), lo + U64(3 * d), U64(d), w, 0.0)
+            _put(out, i, a0 + wb, add)
+            _put(out, i + 1, a1 + wb, add)
+            _put(out, i + 2, a2 + wb, add)
+            _put(out, i + 3, a3 + wb, add)
+            i += 4
+            continue
         acc = 0.0
         for k in range(*span(P.indptr, i)):
             # in float64 whatever w's type: the product of two float32 values is exact
             acc += np.float64(P.data[k]) * w[P.indices[k]]
-        if add:
-            out[i] += acc + wb
-        else:
-            out[i] = acc + wb
+        _put(out, i, acc + wb, add)
+        i += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _put(out, i, value, add):
+    if add:
+        out[i] += value
+    else:
+        out[i] = value
+
+
+@njit(cache=True, nogil=True, inline="always")
+def full_rows4(indptr, i, d):
+    """Whether rows i .. i + 3 hold every feature (their entries are then consecutive:
+    4 d of them from indptr[i])."""
+    return indptr[i + 4] - indptr[i] == 4 * d and indptr[i + 1] - indptr[i] == d \
+        and indptr[i + 2] - indptr[i + 1] == d and indptr[i + 3] - indptr[i + 2] == d
+
+
+@njit(cache=True, nogil=True, inline="always")
+def dots4(data, l0, l1, l2, l3, d, v, a):
+    """a + x_r . v[:d] for four full rows r stored from positions l0 .. l3 of ``data``,
+    each summed in column order (float64; float32 x float64 products)."""
+    a0 = a
+    a1 = a
+    a2 = a
+    a3 = a
+    for t in range(U64(0), d):
+        vt = v[t]
+        a0 += np.float64(data[l0 + t]) * vt
+        a1 += np.float64(data[l1 + t]) * vt
+        a2 += np.float64(data[l2 + t]) * vt
+        a3 += np.float64(data[l3 + t]) * vt
+    return a0, a1, a2, a3
 
 
 # --- value ----------------------------------------------------------------------------
@@ -513,11 +557,20 @@ def _support_and_grad(P, O, w, g, stamp, wsq):
                 i = act[k]
                 c = O.gcoef[k]
                 h = O.hcoef[k]
-                for p in range(*span(P.indptr, i)):
-                    j = P.indices[p]
-                    x = P.data[p]
-                    g[j] += c * x
-                    hd[j] += h * x * x
+                lo, hi = span(P.indptr, i)
+                if full_row(lo, hi, d):
+                    # a full row: the scatter is a contiguous loop the compiler
+                    # vectorises (every sum still gets its terms in the same order)
+                    for t in range(U64(0), hi - lo):
+                        x = P.data[lo + t]
+                        g[t] += c * x
+                        hd[t] += h * x * x
+                else:
+                    for p in range(lo, hi):
+                        j = P.indices[p]
+                        x = P.data[p]
+                        g[j] += c * x
+                        hd[j] += h * x * x
                 gb += c
                 hb += h
     else:
@@ -635,11 +688,18 @@ def _grad_by_class(P, O, w, g):
     for i in range(n):
         if y[i] == s:
             ns += 1
-            for p in range(*span(P.indptr, i)):
-                j = P.indices[p]
-                x = np.float64(P.data[p])
-                g[j] += x
-                hd[j] += x * x
+            lo, hi = span(P.indptr, i)
+            if full_row(lo, hi, d):
+                for t in range(U64(0), hi - lo):
+                    x = np.float64(P.data[lo + t])
+                    g[t] += x
+                    hd[t] += x * x
+            else:
+                for p in range(lo, hi):
+                    j = P.indices[p]
+                    x = np.float64(P.data[p])
+                    g[j] += x
+                    hd[j] += x * x
     for j in range(d):
         r1, r2 = reg_parts(P, w[j])
         g[j] = r1 + (co * P.colsum[j] + (cs - co) * g[j])
@@ -692,7 +752,34 @@ def hess_vec(P, O, w, v, out):
     ob = 0.0
     act = O.act
     nact = O.ist[NACT]
-    for k in range(nact):
+    d = P.n_features
+    ud = U64(d)
+    k = 0
+    while k < nact:
+        if k + 4 <= nact:
+            l0, h0 = span(P.indptr, act[k])
+            l1, h1 = span(P.indptr, act[k + 1])
+            l2, h2 = span(P.indptr, act[k + 2])
+            l3, h3 = span(P.indptr, act[k + 3])
+            if h0 - l0 == ud and h1 - l1 == ud and h2 - l2 == ud and h3 - l3 == ud:
+                # four full rows (dense features): their products x_r . v as four
+                # independent chains, then one contiguous, vectorised pass adding the
+                # four rows to each out[t] in row order -- every sum gets the terms of
+                # the indexed loops below in their order (a row with c = 0 adds zeros)
+                a0, a1, a2, a3 = dots4(P.data, l0, l1, l2, l3, ud, v, vb)
+                c0 = O.hcoef[k] * a0
+                c1 = O.hcoef[k + 1] * a1
+                c2 = O.hcoef[k + 2] * a2
+                c3 = O.hcoef[k + 3] * a3
+                for t in range(U64(0), ud):
+                    out[t] = (((out[t] + c0 * P.data[l0 + t]) + c1 * P.data[l1 + t]) + c2 * P.data[l2 + t]) \
+                        + c3 * P.data[l3 + t]
+                ob += c0
+                ob += c1
+                ob += c2
+                ob += c3
+                k += 4
+                continue
         prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
         i = act[k]
         lo, hi = span(P.indptr, i)
@@ -704,6 +791,7 @@ def hess_vec(P, O, w, v, out):
             for p in range(lo, hi):
                 out[P.indices[p]] += c * P.data[p]
             ob += c
+        k += 1
     out[P.n_features] += ob * P.bias
 
 
@@ -806,9 +894,11 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         a1 = vb1
         a2 = vb2
         a3 = vb3
-        for p in range(*span(P.indptr, i)):
+        lo, hi = span(P.indptr, i)
+        full = full_row(lo, hi, d)
+        for p in range(lo, hi):
             x = np.float64(P.data[p])
-            row = D[P.indices[p]]
+            row = D[p - lo] if full else D[P.indices[p]]    # a full row: no index to load
             a0 += x * row[0]
             a1 += x * row[1]
             a2 += x * row[2]
@@ -831,9 +921,11 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         prefetch_ahead(P.indptr, P.indices, P.data, U, u, nU)
         if c0 != 0.0 or c1 != 0.0 or c2 != 0.0 or c3 != 0.0:
             i = U[u]
-            for p in range(*span(P.indptr, i)):
+            lo, hi = span(P.indptr, i)
+            full = full_row(lo, hi, d)
+            for p in range(lo, hi):
                 x = np.float64(P.data[p])
-                row = HD[P.indices[p]]
+                row = HD[p - lo] if full else HD[P.indices[p]]
                 row[0] += c0 * x
                 row[1] += c1 * x
                 row[2] += c2 * x
@@ -877,6 +969,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     and H are (features + 1, GROUP), C order, and must hold the regulariser's parts
     (:func:`reg_parts`) on entry; sums[t] gets (sum of c_i, sum of h_i) for the bias.
     Each problem gets the sums of :func:`_support_and_grad`'s dense branch bit for bit."""
+    d = P.n_features
     C0 = C[m[0]]
     C1 = C[m[1]]
     C2 = C[m[2]]
@@ -900,9 +993,11 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
         h1 = C1[i] if run[1] else 0.0
         h2 = C2[i] if run[2] else 0.0
         h3 = C3[i] if run[3] else 0.0
-        for p in range(*span(P.indptr, i)):
+        lo, hi = span(P.indptr, i)
+        full = full_row(lo, hi, d)
+        for p in range(lo, hi):
             x = np.float64(P.data[p])
-            j = P.indices[p]
+            j = p - lo if full else U64(P.indices[p])
             g = G[j]
             g[0] += c0 * x
             g[1] += c1 * x

@@ -37,7 +37,7 @@ import numpy as np
 from .. import postproc
 from .._compile import njit
 from .._prefetch import prefetch
-from .._span import span
+from .._span import U64, full_row, span
 from ..init.base import initial_weights
 from ..objective import erm, losses, regularizers
 from ..objective.erm import State
@@ -256,6 +256,7 @@ def lanes_scores(P, V, out, ahead):
     lane by lane: LLVM's SLP vectoriser turns the 16 accumulators into vector code).
     """
     n = P.indptr.size - 1
+    d = P.n_features
     vb = np.empty(LANES)
     _bias_terms(P, V, vb)
     Vf = V.reshape(V.size)
@@ -279,11 +280,16 @@ def lanes_scores(P, V, out, ahead):
         a13 = 0.0
         a14 = 0.0
         a15 = 0.0
-        for k in range(*span(P.indptr, i)):
-            if k < pf_end:
-                prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(LANES))
+        lo, hi = span(P.indptr, i)
+        full = full_row(lo, hi, d)
+        for k in range(lo, hi):
+            if full:   # every feature (dense features): V is read in order, no index
+                base = (k - lo) * np.uint64(LANES)
+            else:
+                if k < pf_end:
+                    prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(LANES))
+                base = np.uint64(P.indices[k]) * np.uint64(LANES)   # unsigned: see erm.INDEX_DTYPE
             x = np.float64(P.data[k])   # float32 x float32 in float64: exact products
-            base = np.uint64(P.indices[k]) * np.uint64(LANES)   # unsigned: see erm.INDEX_DTYPE
             a0 += x * Vf[base + np.uint64(0)]
             a1 += x * Vf[base + np.uint64(1)]
             a2 += x * Vf[base + np.uint64(2)]
@@ -340,6 +346,7 @@ def _bias_terms8(P, V, vb):
 def lanes_scores8(P, V, out, ahead):
     """:func:`lanes_scores` for 8 lanes: V is (n_features + 1, 8), float32, C order."""
     n = P.indptr.size - 1
+    d = P.n_features
     vb = np.empty(HALF_LANES)
     _bias_terms8(P, V, vb)
     Vf = V.reshape(V.size)
@@ -354,11 +361,16 @@ def lanes_scores8(P, V, out, ahead):
         a5 = 0.0
         a6 = 0.0
         a7 = 0.0
-        for k in range(*span(P.indptr, i)):
-            if k < pf_end:
-                prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(HALF_LANES))
+        lo, hi = span(P.indptr, i)
+        full = full_row(lo, hi, d)
+        for k in range(lo, hi):
+            if full:
+                base = (k - lo) * np.uint64(HALF_LANES)
+            else:
+                if k < pf_end:
+                    prefetch(Vf, np.uint64(P.indices[k + np.uint64(V_AHEAD)]) * np.uint64(HALF_LANES))
+                base = np.uint64(P.indices[k]) * np.uint64(HALF_LANES)
             x = np.float64(P.data[k])
-            base = np.uint64(P.indices[k]) * np.uint64(HALF_LANES)
             a0 += x * Vf[base + np.uint64(0)]
             a1 += x * Vf[base + np.uint64(1)]
             a2 += x * Vf[base + np.uint64(2)]
@@ -418,9 +430,15 @@ def _grow(a, need):
 def positives_sum(P, pos, psum):
     """psum = sum of the positive rows, bias coordinate included."""
     psum[:] = 0.0
+    d = P.n_features
     for i in pos:
-        for p in range(*span(P.indptr, i)):
-            psum[P.indices[p]] += P.data[p]
+        lo, hi = span(P.indptr, i)
+        if full_row(lo, hi, d):
+            for t in range(U64(0), hi - lo):
+                psum[t] += P.data[lo + t]
+        else:
+            for p in range(lo, hi):
+                psum[P.indices[p]] += P.data[p]
     psum[psum.size - 1] = P.bias * pos.size
 
 
