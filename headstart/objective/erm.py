@@ -982,8 +982,9 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     hb1 = 0.0
     hb2 = 0.0
     hb3 = 0.0
-    for u in range(nU):
-        prefetch_ahead(P.indptr, P.indices, P.data, U, u, nU)
+    ud = U64(d)
+    u = 0
+    while u < nU:
         i = U[u]
         c0 = GC[0, i] if run[0] else 0.0
         c1 = GC[1, i] if run[1] else 0.0
@@ -993,11 +994,57 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
         h1 = C1[i] if run[1] else 0.0
         h2 = C2[i] if run[2] else 0.0
         h3 = C3[i] if run[3] else 0.0
-        lo, hi = span(P.indptr, i)
-        full = full_row(lo, hi, d)
-        for p in range(lo, hi):
+        if u + 2 <= nU:
+            i1 = U[u + 1]
+            l0, e0 = span(P.indptr, i)
+            l1, e1 = span(P.indptr, i1)
+            if e0 - l0 == ud and e1 - l1 == ud:
+                # two full rows (dense features) in one contiguous pass: each entry of
+                # G and H gets the first row's term, then the second's, as below
+                k0 = GC[0, i1] if run[0] else 0.0
+                k1 = GC[1, i1] if run[1] else 0.0
+                k2 = GC[2, i1] if run[2] else 0.0
+                k3 = GC[3, i1] if run[3] else 0.0
+                q0 = C0[i1] if run[0] else 0.0
+                q1 = C1[i1] if run[1] else 0.0
+                q2 = C2[i1] if run[2] else 0.0
+                q3 = C3[i1] if run[3] else 0.0
+                for t in range(U64(0), ud):
+                    x = np.float64(P.data[l0 + t])
+                    y = np.float64(P.data[l1 + t])
+                    g = G[t]
+                    g[0] = (g[0] + c0 * x) + k0 * y
+                    g[1] = (g[1] + c1 * x) + k1 * y
+                    g[2] = (g[2] + c2 * x) + k2 * y
+                    g[3] = (g[3] + c3 * x) + k3 * y
+                    h = H[t]
+                    h[0] = (h[0] + h0 * x * x) + q0 * y * y
+                    h[1] = (h[1] + h1 * x * x) + q1 * y * y
+                    h[2] = (h[2] + h2 * x * x) + q2 * y * y
+                    h[3] = (h[3] + h3 * x * x) + q3 * y * y
+                gb0 += c0
+                gb1 += c1
+                gb2 += c2
+                gb3 += c3
+                hb0 += h0
+                hb1 += h1
+                hb2 += h2
+                hb3 += h3
+                gb0 += k0
+                gb1 += k1
+                gb2 += k2
+                gb3 += k3
+                hb0 += q0
+                hb1 += q1
+                hb2 += q2
+                hb3 += q3
+                u += 2
+                continue
+        prefetch_ahead(P.indptr, P.indices, P.data, U, u, nU)
+        u += 1
+        for p in range(*span(P.indptr, i)):
             x = np.float64(P.data[p])
-            j = p - lo if full else U64(P.indices[p])
+            j = P.indices[p]
             g = G[j]
             g[0] += c0 * x
             g[1] += c1 * x
