@@ -27,6 +27,7 @@ def real_matrix(X, name: str = "X"):
     would drop the imaginary parts), strings that are not numbers and other shapes are
     refused; an object array of numbers becomes float64 (None: NaN, refused later)."""
     if sp.issparse(X):
+        check_sparse_structure(X, name)
         if X.dtype != np.bool_ and (not np.issubdtype(X.dtype, np.number)
                                     or np.issubdtype(X.dtype, np.complexfloating)):
             raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
@@ -42,6 +43,59 @@ def real_matrix(X, name: str = "X"):
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
     return X
+
+
+def check_sparse_structure(A, name: str, error: type = DataFormatError) -> None:
+    """``error`` (DataFormatError; ModelFormatError for weights) unless the index arrays of the sparse matrix A describe a matrix of
+    its shape: every column (row) index of a CSR (CSC, BSR) matrix inside the shape, an
+    index pointer that starts at 0, never decreases and ends within the arrays, COO's row
+    and column ids inside the shape.
+
+    scipy checks none of this when a matrix is built from ``(data, indices, indptr)``
+    (``check_format(full_check=False)``) or when its arrays are changed afterwards, and its
+    own conversions, numpy's fancy indexing and the numba kernels trust the indices: a
+    column id beyond the declared width (a vocabulary cut after the matrix was built)
+    crashed fit and prediction with a segmentation fault, a negative one trained silently
+    on the column it wrapped to (helper-83).  O(nnz), before anything reads A."""
+    fmt = A.format
+    if fmt == "coo":
+        data = np.asarray(A.data)
+        for ids, axis, what in ((A.row, 0, "row"), (A.col, 1, "column")):
+            ids = np.asarray(ids)
+            if ids.shape != data.shape:
+                raise error(f"{name} is not a valid COO matrix: {ids.size} {what} ids for {data.size} values")
+            outside = (ids < 0) | (ids >= A.shape[axis])
+            if outside.any():
+                i = int(np.flatnonzero(outside)[0])
+                raise error(f"{name} is not a valid COO matrix: entry {i} has {what} id {ids[i]}, outside "
+                                      f"[0, {A.shape[axis]}) of its shape {A.shape}")
+        return
+    if fmt not in ("csr", "csc", "bsr"):
+        return          # lil, dok, dia: scipy's own structures, kept consistent by scipy
+    major, minor = (A.shape if fmt != "csc" else A.shape[::-1])
+    if fmt == "bsr":
+        major, minor = major // A.blocksize[0], minor // A.blocksize[1]
+    line, cross = {"csr": ("row", "column"), "csc": ("column", "row"), "bsr": ("block row", "block column")}[fmt]
+    ptr, idx, data = np.asarray(A.indptr), np.asarray(A.indices), np.asarray(A.data)
+    bad = f"{name} is not a valid {fmt.upper()} matrix of shape {A.shape}: "
+    if ptr.ndim != 1 or ptr.size != major + 1 or idx.ndim != 1:
+        raise error(bad + f"its index pointer (indptr) has {ptr.size} entries, expected {major + 1} "
+                              f"(one per {line}, plus 1)")
+    stored = min(idx.size, data.shape[0])
+    falls = np.flatnonzero(ptr[1:] < ptr[:-1])
+    if ptr[0] != 0 or falls.size or ptr[-1] > stored:
+        what = (f"starts at {ptr[0]}" if ptr[0] != 0 else
+                f"gives {line} {falls[0]} a negative length ({ptr[falls[0]]} to {ptr[falls[0] + 1]})" if falls.size else
+                f"ends at {ptr[-1]}, beyond the {stored} stored values")
+        raise error(bad + f"its index pointer (indptr) {what}; it must start at 0, never decrease and end "
+                              "within the stored values")
+    used = idx[:int(ptr[-1])]
+    outside = (used < 0) | (used >= minor)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        at = int(np.searchsorted(ptr, i, side="right") - 1)
+        hint = " (a matrix built from (data, indices, indptr) with too small a shape?)" if used[i] >= minor else ""
+        raise error(bad + f"{line} {at} holds the {cross} index {used[i]}, outside [0, {minor}){hint}")
 
 
 def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
@@ -142,7 +196,9 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     if Y is None:
         raise DataFormatError(f"training requires y to be passed, but the target y is None: {name} must be "
                               "a 2-D (instances x labels) 0/1 matrix")
-    if not sp.issparse(Y):
+    if sp.issparse(Y):
+        check_sparse_structure(Y, name)
+    else:
         try:
             Y = np.asarray(Y)
         except ValueError as e:   # ragged rows: label id lists of varying length

@@ -73,7 +73,7 @@ from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing, scoring_preprocessing
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
-from ..validation import check_finite_csr, check_k, real_matrix
+from ..validation import check_finite_csr, check_k, check_sparse_structure, real_matrix
 from .preprocess import apply_preprocessing
 
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
@@ -421,7 +421,10 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
     else:
         raise TypeError("predict: expected an OvAModel, a weight matrix, or a (weights, intercept[, first_label]) "
                         f"tuple, got {type(model_or_weights).__name__}")
-    W = sp.csr_matrix(W) if not sp.issparse(W) else W
+    if sp.issparse(W):
+        check_sparse_structure(W, "the weights", ModelFormatError)   # before any conversion (helper-83)
+    else:
+        W = sp.csr_matrix(W)
     if W.ndim != 2 or W.shape[1] != n_features:
         raise ModelFormatError(f"weights have shape {W.shape}, expected (labels, {n_features})")
     L = int(W.shape[0])

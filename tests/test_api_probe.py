@@ -1,0 +1,101 @@
+"""The Python API as a library user meets it (helper-83's outsider probe): inputs of
+every kind, shapes the shared data sets lack, and what bad inputs give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import headstart
+from headstart.errors import DataFormatError, ModelFormatError, ParameterError
+from headstart.metrics import binary_precision_recall, evaluate, topk_from_scores
+
+
+def _data(n=30, d=10, L=4, seed=1):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.3, random_state=seed, format="csr", dtype=np.float32)
+    Y = sp.csr_matrix((rng.random((n, L)) < 0.3).astype(np.float32))
+    return X, Y
+
+
+def _broken(A: sp.spmatrix, how: str) -> sp.spmatrix:
+    """A copy of the compressed matrix A with one index outside its shape, or an index
+    pointer that decreases: what scipy builds without a word from (data, indices,
+    indptr) and a shape too small."""
+    B = A.copy()
+    if how == "beyond":
+        B.indices[3] = A.shape[1 if A.format == "csr" else 0]
+    elif how == "negative":
+        B.indices[3] = -1
+    else:
+        B.indptr[5] = B.indptr[6] + 3
+    return B
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, Y = _data()
+    return headstart.OvAClassifier(threads=1).fit(X, Y), X, Y
+
+
+@pytest.mark.parametrize("how", ["beyond", "negative", "indptr"])
+def test_features_whose_indices_leave_the_shape_are_refused_by_fit_and_prediction(fitted, how):
+    """A CSR matrix whose column ids reach beyond its declared width crashed fit and every
+    prediction method with a segmentation fault (the kernels and scipy's conversions
+    trust the indices); a negative id trained silently on the column it wrapped to."""
+    clf, X, Y = fitted
+    B = _broken(X, how)
+    kept = (B.data.copy(), B.indices.copy(), B.indptr.copy())
+    where = "row 0 holds the column index" if how != "indptr" else "indptr) gives row 5 a negative length"
+    with pytest.raises(DataFormatError, match=r"X is not a valid CSR matrix of shape \(30, 10\)") as e:
+        headstart.OvAClassifier(threads=1).fit(B, Y)
+    assert where in str(e.value)
+    for call in (clf.predict, clf.decision_function, lambda Z: clf.predict_topk(Z, 2), lambda Z: clf.score(Z, Y)):
+        with pytest.raises(DataFormatError, match=where.replace("(", r"\(").replace(")", r"\)")):
+            call(B)
+    # the caller's arrays are left as they were
+    assert all(np.array_equal(a, b) for a, b in zip(kept, (B.data, B.indices, B.indptr)))
+
+
+def test_other_sparse_formats_with_indices_outside_the_shape_are_refused(fitted):
+    clf, X, Y = fitted
+    C = _broken(sp.csc_matrix(X), "beyond")
+    with pytest.raises(DataFormatError, match=r"column \d+ holds the row index 30, outside \[0, 30\)"):
+        headstart.OvAClassifier(threads=1).fit(C, Y)
+    O = X.tocoo(copy=True)       # (without a copy its column ids are X's indices)
+    O.col[2] = 10
+    with pytest.raises(DataFormatError, match=r"entry 2 has column id 10, outside \[0, 10\)"):
+        clf.predict_topk(O, 2)
+
+
+@pytest.mark.parametrize("how", ["beyond", "negative"])
+def test_label_matrices_whose_indices_leave_the_shape_are_refused(fitted, how):
+    """fit crashed (a label id beyond the label count) or trained a wrapped label; score
+    and the metrics answered silently with a wrong value (or numpy's bincount error)."""
+    clf, X, Y = fitted
+    B = _broken(Y, how)
+    with pytest.raises(DataFormatError, match=r"Y is not a valid CSR matrix .* row 4 holds the column index"):
+        headstart.OvAClassifier(threads=1).fit(X, B)
+    with pytest.raises(DataFormatError, match=r"y is not a valid CSR matrix"):
+        clf.score(X, B)
+    labels, _ = clf.predict_topk(X, 3)
+    with pytest.raises(DataFormatError, match=r"Y_true is not a valid CSR matrix"):
+        evaluate(B, labels, ks=(1, 3))
+    with pytest.raises(DataFormatError, match=r"Y_pred is not a valid CSR matrix"):
+        binary_precision_recall(Y, B)
+    with pytest.raises(DataFormatError, match=r"score matrix is not a valid CSR matrix"):
+        topk_from_scores(B, 2)
+
+
+def test_weights_whose_indices_leave_the_shape_are_refused(fitted):
+    """Weights in memory (a warm start, or scoring a (W, b) pair directly) go through
+    scipy's conversions too."""
+    from headstart.prediction.topk import predict_topk
+
+    clf, X, Y = fitted
+    W = _broken(clf.coef_.tocsr(), "beyond")
+    with pytest.raises(ModelFormatError, match=r"the weights is not a valid CSR matrix|not a valid CSR matrix"):
+        predict_topk((W, clf.intercept_), X, 2, threads=1)
+    with pytest.raises(ParameterError, match=r"pretrained.*not a valid CSR matrix"):
+        headstart.OvAClassifier(threads=1, pretrained=(W, clf.intercept_)).fit(X, Y)
