@@ -610,6 +610,11 @@ def class_targets(y) -> tuple[np.ndarray | None, Any]:
         return None, y
     if v.dtype == object:
         kinds = {type(x) for x in v.tolist()}
+        if kinds & {set, frozenset, list, tuple}:
+            # label sets per instance (ragged lists land in check_labels with the same advice)
+            raise DataFormatError("y holds collections (label sets or lists per instance?): one-vs-all training "
+                                  "takes a 2-D (instances x labels) 0/1 indicator matrix -- convert label sets with "
+                                  "sklearn.preprocessing.MultiLabelBinarizer -- or a 1-D y of one class per instance")
         if kinds <= {str}:
             v = v.astype(str)
         elif kinds <= {int, bool} or kinds <= {int, float}:

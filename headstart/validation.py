@@ -196,6 +196,9 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     if Y is None:
         raise DataFormatError(f"training requires y to be passed, but the target y is None: {name} must be "
                               "a 2-D (instances x labels) 0/1 matrix")
+    # nested Python lists of equal length become a 2-D array of label *ids*: said as such
+    # when a value is an id above 1 (LibMultiLabel's and pyxclib's users hold label lists)
+    id_lists = isinstance(Y, (list, tuple))
     if sp.issparse(Y):
         check_sparse_structure(Y, name)
     else:
@@ -227,7 +230,7 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     if np.iscomplexobj(Y.data):
         raise DataFormatError(f"Complex data not supported: {name} has dtype {Y.dtype}")
     _check_indicator(Y.data, lambda i: (int(np.searchsorted(Y.indptr, i, side="right") - 1), int(Y.indices[i])),
-                     name)
+                     name, id_lists)
     Y = Y.copy()
     Y.sum_duplicates()
     Y.data = (Y.data != 0).astype(np.float32)
@@ -235,14 +238,18 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     return Y
 
 
-def _check_indicator(values: np.ndarray, where, name: str) -> None:
+def _check_indicator(values: np.ndarray, where, name: str, id_lists: bool = False) -> None:
     """DataFormatError naming the first stored value that is neither 0 nor 1 and its
-    (row, column), ``where(i)`` for the i-th stored value."""
+    (row, column), ``where(i)`` for the i-th stored value; ``id_lists``: the values came
+    from nested lists, which may be label ids per instance."""
     bad = np.flatnonzero((values != 0) & (values != 1))
     if bad.size:
         row, col = where(bad[0])
         value = values[bad[0]].item()
         hint = " (for -1/+1 targets pass y > 0)" if value == -1 else ""
+        if id_lists and value > 1 and float(value).is_integer():
+            hint = (" (lists of label ids per instance are not an indicator matrix: convert them with "
+                    "sklearn.preprocessing.MultiLabelBinarizer)")
         raise DataFormatError(f"{name} must be a 0/1 indicator matrix (one column per label), found the value "
                               f"{value!r} at row {row}, column {col}{hint}")
 

@@ -99,3 +99,24 @@ def test_weights_whose_indices_leave_the_shape_are_refused(fitted):
         predict_topk((W, clf.intercept_), X, 2, threads=1)
     with pytest.raises(ParameterError, match=r"pretrained.*not a valid CSR matrix"):
         headstart.OvAClassifier(threads=1, pretrained=(W, clf.intercept_)).fit(X, Y)
+
+
+@pytest.mark.parametrize("y, message", [
+    ([[0, 3], [1, 2], [0, 2], [1, 3]], r"found the value 3 at row 0, column 1 \(lists of label ids per instance are "
+                                       r"not an indicator matrix: convert them with sklearn.preprocessing."
+                                       r"MultiLabelBinarizer\)"),
+    ([[0], [3], [2], [1]], r"found the value 3 at row 1, column 0 \(lists of label ids"),
+    ([{0}, {1}, {0, 1}, set()], r"y holds collections \(label sets or lists per instance\?\).*MultiLabelBinarizer"),
+    ([(0, 1), (1,), (2, 3), ()], r"lists of label ids per instance \(rows of different lengths\).*MultiLabelBinarizer"),
+])
+def test_label_ids_per_instance_are_refused_with_the_way_to_convert_them(y, message):
+    """Label lists of equal length became a 2-D array of ids, refused only as "the value
+    3", and label sets as "classes of mixed types (set)"."""
+    with pytest.raises(DataFormatError, match=message):
+        headstart.OvAClassifier(threads=1).fit(np.eye(4, dtype=np.float32), y)
+    # an array of the same values is a matrix the user built: no guess about lists
+    with pytest.raises(DataFormatError) as e:
+        headstart.OvAClassifier(threads=1).fit(np.eye(2, dtype=np.float32), np.array([[0, 2], [1, 0]]))
+    assert "MultiLabelBinarizer" not in str(e.value)
+    with pytest.raises(DataFormatError, match=r"found the value inf at row 0, column 0$"):
+        headstart.OvAClassifier(threads=1).fit(np.eye(2, dtype=np.float32), [[float("inf")], [0.0]])
