@@ -56,7 +56,13 @@ def check_sparse_structure(A, name: str, error: type = DataFormatError) -> None:
     own conversions, numpy's fancy indexing and the numba kernels trust the indices: a
     column id beyond the declared width (a vocabulary cut after the matrix was built)
     crashed fit and prediction with a segmentation fault, a negative one trained silently
-    on the column it wrapped to (helper-83).  O(nnz), before anything reads A."""
+    on the column it wrapped to (helper-83).  O(nnz), before anything reads A.  scipy's
+    sparse arrays may also be 1-D or n-D (coo_array, dok_array): refused here by their
+    shape, not by an IndexError of the first code that reads ``shape[1]``."""
+    if A.ndim != 2:
+        raise error(f"{name} must be a 2-D (rows x columns) matrix, got a {A.ndim}-D sparse array of shape "
+                    f"{A.shape}" + (" (one row: reshape(1, -1); one column, e.g. a single label: reshape(-1, 1))"
+                                    if A.ndim == 1 else ""))
     fmt = A.format
     if fmt == "coo":
         data = np.asarray(A.data)

@@ -120,3 +120,22 @@ def test_label_ids_per_instance_are_refused_with_the_way_to_convert_them(y, mess
     assert "MultiLabelBinarizer" not in str(e.value)
     with pytest.raises(DataFormatError, match=r"found the value inf at row 0, column 0$"):
         headstart.OvAClassifier(threads=1).fit(np.eye(2, dtype=np.float32), [[float("inf")], [0.0]])
+
+
+def test_sparse_arrays_of_other_dimensions_are_refused_by_their_shape(fitted):
+    """scipy's coo_array / dok_array may be 1-D or 3-D: an IndexError (tuple index out of
+    range) came out of fit, prediction and score."""
+    clf, X, Y = fitted
+    row = sp.coo_array(X.toarray()[0])
+    for call in (clf.predict, clf.decision_function, lambda Z: clf.predict_topk(Z, 2),
+                 lambda Z: headstart.OvAClassifier(threads=1).fit(Z, Y[:1])):
+        with pytest.raises(DataFormatError, match=r"X must be a 2-D \(rows x columns\) matrix, got a 1-D sparse "
+                                                  r"array of shape \(10,\) \(one row: reshape\(1, -1\)"):
+            call(row)
+    with pytest.raises(DataFormatError, match=r"X must be a 2-D .* got a 3-D sparse array of shape \(2, 2, 10\)$"):
+        clf.predict(sp.coo_array(np.zeros((2, 2, 10))))
+    column = sp.coo_array(Y.toarray()[:, 0])
+    with pytest.raises(DataFormatError, match=r"^Y must be a 2-D .* 1-D sparse array of shape \(30,\)"):
+        headstart.OvAClassifier(threads=1).fit(X, column)
+    with pytest.raises(DataFormatError, match=r"^y must be a 2-D .* 1-D sparse array"):
+        clf.score(X, sp.dok_array(Y.toarray()[:, 0]))
