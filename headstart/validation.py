@@ -32,14 +32,22 @@ def real_matrix(X, name: str = "X"):
                                     or np.issubdtype(X.dtype, np.complexfloating)):
             raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
         return X
-    X = np.asarray(X)
+    if X is None:       # (numpy would make it a NaN of shape ())
+        raise DataFormatError(f"{name} is None: give a 2-D numeric array or scipy sparse matrix (rows x features)")
+    try:
+        X = np.asarray(X)
+    except ValueError as e:    # rows of different lengths: numpy's words only
+        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix; its rows have different "
+                              f"lengths ({e})") from None
     if np.iscomplexobj(X):
         raise DataFormatError(f"Complex data not supported: {name} has dtype {X.dtype}")
     if X.dtype == object:
         X = _numeric(X, name)
     if X.ndim != 2:
-        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
-                              f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
+        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix (rows x features), "
+                              f"got shape {X.shape} dtype {X.dtype}" +
+                              (". Reshape your data, e.g. X.reshape(1, -1) for a single instance"
+                               if X.ndim == 1 and X.size else ""))
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
     return X

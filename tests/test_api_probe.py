@@ -139,3 +139,23 @@ def test_sparse_arrays_of_other_dimensions_are_refused_by_their_shape(fitted):
         headstart.OvAClassifier(threads=1).fit(X, column)
     with pytest.raises(DataFormatError, match=r"^y must be a 2-D .* 1-D sparse array"):
         clf.score(X, sp.dok_array(Y.toarray()[:, 0]))
+
+
+def test_other_shapes_of_x_are_named_at_fit_and_prediction(fitted):
+    """Ragged rows of X came out as numpy's "inhomogeneous shape" ValueError, an empty fit
+    as "y holds 0 classes", None at prediction as "got 0 dimension(s)"."""
+    clf, X, Y = fitted
+    with pytest.raises(DataFormatError, match=r"^X must be a 2-D numeric array .* its rows have different lengths"):
+        headstart.OvAClassifier(threads=1).fit([[1.0, 2.0], [3.0]], [[1], [0]])
+    with pytest.raises(DataFormatError, match=r"its rows have different lengths"):
+        clf.predict_topk([[1.0] * 10, [3.0]], 2)
+    with pytest.raises(DataFormatError, match=r"its rows have different lengths"):
+        clf.score([[1.0] * 10, [3.0]], Y[:2])
+    with pytest.raises(DataFormatError, match=r"^X must be a 2-D numeric array .* got shape \(0,\) dtype float64$"):
+        headstart.OvAClassifier(threads=1).fit([], [])
+    for call in (clf.predict, clf.decision_function, lambda Z: clf.score(Z, Y), lambda Z: headstart.OvAClassifier().fit(Z, Y)):
+        with pytest.raises(DataFormatError, match=r"^X is None"):
+            call(None)
+    with pytest.raises(DataFormatError, match=r"got shape \(10,\) dtype float32\. Reshape your data, e\.g\. "
+                                              r"X\.reshape\(1, -1\) for a single instance"):
+        clf.predict(X.toarray()[0])
