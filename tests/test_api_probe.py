@@ -159,3 +159,18 @@ def test_other_shapes_of_x_are_named_at_fit_and_prediction(fitted):
     with pytest.raises(DataFormatError, match=r"got shape \(10,\) dtype float32\. Reshape your data, e\.g\. "
                                               r"X\.reshape\(1, -1\) for a single instance"):
         clf.predict(X.toarray()[0])
+
+
+@pytest.mark.parametrize("writer", ["write_xmc", "write_libsvm"])
+def test_writers_refuse_matrices_whose_indices_leave_the_shape(tmp_path, writer):
+    """write_xmc wrote a column id beyond the header's feature count (or "-1:") into a file
+    that read_xmc then refused; now the writer refuses and writes nothing."""
+    from headstart import io
+
+    X, Y = _data()
+    out = tmp_path / "data.txt"
+    with pytest.raises(DataFormatError, match=r"X is not a valid CSR matrix .* row 0 holds the column index 10"):
+        getattr(io, writer)(out, _broken(X, "beyond"), Y)
+    with pytest.raises(DataFormatError, match=r"Y is not a valid CSR matrix .* row 4 holds the column index -1"):
+        getattr(io, writer)(out, X, _broken(Y, "negative"))
+    assert list(tmp_path.iterdir()) == []
