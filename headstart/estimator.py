@@ -22,7 +22,7 @@ from .params import UNUSED_IS_AN_ERROR, TrainParams, implied_choices, unused_mes
 from .training.stats import TrainingStats
 from .training.chunks import ChunkResult
 from .training.trainer import train_labels
-from .validation import check_features, check_k, check_labels, shares_arrays
+from .validation import check_features, check_k, check_labels, real_matrix, shares_arrays
 
 log = logging.getLogger(__name__)
 
@@ -453,7 +453,10 @@ class OvAClassifier:
         model = self._check_fitted()
         shape = getattr(X, "shape", None)
         if shape is None and isinstance(X, (list, tuple)):
-            shape = np.shape(X)
+            try:
+                shape = np.shape(X)
+            except ValueError:      # ragged rows: named by the prediction's own check
+                shape = None
         hashed = model.preprocessing is not None and model.preprocessing.hashing is not None
         # fewer columns only for sparse rows: a dense array's width is its feature space
         fewer = fewer and sp.issparse(X)
@@ -570,8 +573,7 @@ class OvAClassifier:
         of classes: the accuracy of :meth:`predict` (scikit-learn's classifier score)."""
         from .metrics import precision_at_k
 
-        if not sp.issparse(X):      # lists, as fit and predict take them (X.shape below)
-            X = np.asarray(X)
+        X = real_matrix(X)          # lists, as fit and predict take them (X.shape below)
         model = self._check_X(X)
         if self._multiclass:
             # scikit-learn's classifier score: the (weighted) share of correct classes
@@ -606,10 +608,16 @@ def class_targets(y) -> tuple[np.ndarray | None, Any]:
         v = np.asarray(y)
     except ValueError:       # ragged lists: check_labels says what a label matrix is
         return None, y
-    if v.ndim != 1:
+    if v.ndim != 1 or v.size == 0:
+        # (empty: said by the check of X, 0 samples, not as "0 classes")
         return None, y
     if v.dtype == object:
         kinds = {type(x) for x in v.tolist()}
+        if kinds & {set, frozenset, list, tuple}:
+            # label sets per instance (ragged lists land in check_labels with the same advice)
+            raise DataFormatError("y holds collections (label sets or lists per instance?): one-vs-all training "
+                                  "takes a 2-D (instances x labels) 0/1 indicator matrix -- convert label sets with "
+                                  "sklearn.preprocessing.MultiLabelBinarizer -- or a 1-D y of one class per instance")
         if kinds <= {str}:
             v = v.astype(str)
         elif kinds <= {int, bool} or kinds <= {int, float}:

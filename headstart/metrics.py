@@ -71,6 +71,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import DataFormatError, ParameterError
+from .validation import check_sparse_structure
 
 __all__ = [
     "topk_from_scores",
@@ -128,6 +129,7 @@ class _Truth:
         if sp.issparse(Y):
             if Y.ndim != 2:
                 raise DataFormatError(f"{name} must be two-dimensional, got shape {Y.shape}")
+            check_sparse_structure(Y, name)
             Y = Y.tocsr()
             if not (Y.has_canonical_format and (Y.data.size == 0 or np.all(Y.data != 0))):
                 Y = Y.copy()  # never modify the caller's matrix
@@ -322,6 +324,7 @@ def topk_from_scores(S, k: int):
     if sp.issparse(S):
         if S.ndim != 2:
             raise DataFormatError(f"score matrix must be two-dimensional, got shape {S.shape}")
+        check_sparse_structure(S, "score matrix")
         S = S.tocsr()
         if not S.has_canonical_format:
             S = S.copy()
@@ -668,6 +671,7 @@ def _positive_pairs(Y_pred, threshold: float, n: int, L: int):
         if threshold < 0:
             raise ParameterError(
                 "a sparse Y_pred needs threshold >= 0: its implicit zeros would otherwise all be positive")
+        check_sparse_structure(Y_pred, "Y_pred")
         P = Y_pred.tocsr()
         if P.shape != (n, L):
             raise DataFormatError(f"Y_pred has shape {P.shape} but Y_true has {(n, L)}")

@@ -27,21 +27,89 @@ def real_matrix(X, name: str = "X"):
     would drop the imaginary parts), strings that are not numbers and other shapes are
     refused; an object array of numbers becomes float64 (None: NaN, refused later)."""
     if sp.issparse(X):
+        check_sparse_structure(X, name)
         if X.dtype != np.bool_ and (not np.issubdtype(X.dtype, np.number)
                                     or np.issubdtype(X.dtype, np.complexfloating)):
             raise DataFormatError(f"{name} must have real values, got dtype {X.dtype}")
         return X
-    X = np.asarray(X)
+    if X is None:       # (numpy would make it a NaN of shape ())
+        raise DataFormatError(f"{name} is None: give a 2-D numeric array or scipy sparse matrix (rows x features)")
+    try:
+        X = np.asarray(X)
+    except ValueError as e:    # rows of different lengths: numpy's words only
+        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix; its rows have different "
+                              f"lengths ({e})") from None
     if np.iscomplexobj(X):
         raise DataFormatError(f"Complex data not supported: {name} has dtype {X.dtype}")
     if X.dtype == object:
         X = _numeric(X, name)
     if X.ndim != 2:
-        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix, "
-                              f"got shape {getattr(X, 'shape', None)} dtype {X.dtype}")
+        raise DataFormatError(f"{name} must be a 2-D numeric array or scipy sparse matrix (rows x features), "
+                              f"got shape {X.shape} dtype {X.dtype}" +
+                              (". Reshape your data, e.g. X.reshape(1, -1) for a single instance"
+                               if X.ndim == 1 and X.size else ""))
     if not (np.issubdtype(X.dtype, np.number) or X.dtype == np.bool_):
         raise DataFormatError(f"{name} must be numeric, got dtype {X.dtype}")
     return X
+
+
+def check_sparse_structure(A, name: str, error: type = DataFormatError) -> None:
+    """``error`` (DataFormatError; ModelFormatError for weights) unless the index arrays of the sparse matrix A describe a matrix of
+    its shape: every column (row) index of a CSR (CSC, BSR) matrix inside the shape, an
+    index pointer that starts at 0, never decreases and ends within the arrays, COO's row
+    and column ids inside the shape.
+
+    scipy checks none of this when a matrix is built from ``(data, indices, indptr)``
+    (``check_format(full_check=False)``) or when its arrays are changed afterwards, and its
+    own conversions, numpy's fancy indexing and the numba kernels trust the indices: a
+    column id beyond the declared width (a vocabulary cut after the matrix was built)
+    crashed fit and prediction with a segmentation fault, a negative one trained silently
+    on the column it wrapped to (helper-83).  O(nnz), before anything reads A.  scipy's
+    sparse arrays may also be 1-D or n-D (coo_array, dok_array): refused here by their
+    shape, not by an IndexError of the first code that reads ``shape[1]``."""
+    if A.ndim != 2:
+        raise error(f"{name} must be a 2-D (rows x columns) matrix, got a {A.ndim}-D sparse array of shape "
+                    f"{A.shape}" + (" (one row: reshape(1, -1); one column, e.g. a single label: reshape(-1, 1))"
+                                    if A.ndim == 1 else ""))
+    fmt = A.format
+    if fmt == "coo":
+        data = np.asarray(A.data)
+        for ids, axis, what in ((A.row, 0, "row"), (A.col, 1, "column")):
+            ids = np.asarray(ids)
+            if ids.shape != data.shape:
+                raise error(f"{name} is not a valid COO matrix: {ids.size} {what} ids for {data.size} values")
+            outside = (ids < 0) | (ids >= A.shape[axis])
+            if outside.any():
+                i = int(np.flatnonzero(outside)[0])
+                raise error(f"{name} is not a valid COO matrix: entry {i} has {what} id {ids[i]}, outside "
+                                      f"[0, {A.shape[axis]}) of its shape {A.shape}")
+        return
+    if fmt not in ("csr", "csc", "bsr"):
+        return          # lil, dok, dia: scipy's own structures, kept consistent by scipy
+    major, minor = (A.shape if fmt != "csc" else A.shape[::-1])
+    if fmt == "bsr":
+        major, minor = major // A.blocksize[0], minor // A.blocksize[1]
+    line, cross = {"csr": ("row", "column"), "csc": ("column", "row"), "bsr": ("block row", "block column")}[fmt]
+    ptr, idx, data = np.asarray(A.indptr), np.asarray(A.indices), np.asarray(A.data)
+    bad = f"{name} is not a valid {fmt.upper()} matrix of shape {A.shape}: "
+    if ptr.ndim != 1 or ptr.size != major + 1 or idx.ndim != 1:
+        raise error(bad + f"its index pointer (indptr) has {ptr.size} entries, expected {major + 1} "
+                              f"(one per {line}, plus 1)")
+    stored = min(idx.size, data.shape[0])
+    falls = np.flatnonzero(ptr[1:] < ptr[:-1])
+    if ptr[0] != 0 or falls.size or ptr[-1] > stored:
+        what = (f"starts at {ptr[0]}" if ptr[0] != 0 else
+                f"gives {line} {falls[0]} a negative length ({ptr[falls[0]]} to {ptr[falls[0] + 1]})" if falls.size else
+                f"ends at {ptr[-1]}, beyond the {stored} stored values")
+        raise error(bad + f"its index pointer (indptr) {what}; it must start at 0, never decrease and end "
+                              "within the stored values")
+    used = idx[:int(ptr[-1])]
+    # min and max first: no temporary array in the common (valid) case, 10M indices in ~5 ms
+    if used.size and (used.min() < 0 or used.max() >= minor):
+        i = int(np.flatnonzero((used < 0) | (used >= minor))[0])
+        at = int(np.searchsorted(ptr, i, side="right") - 1)
+        hint = " (a matrix built from (data, indices, indptr) with too small a shape?)" if used[i] >= minor else ""
+        raise error(bad + f"{line} {at} holds the {cross} index {used[i]}, outside [0, {minor}){hint}")
 
 
 def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
@@ -142,7 +210,12 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     if Y is None:
         raise DataFormatError(f"training requires y to be passed, but the target y is None: {name} must be "
                               "a 2-D (instances x labels) 0/1 matrix")
-    if not sp.issparse(Y):
+    # nested Python lists of equal length become a 2-D array of label *ids*: said as such
+    # when a value is an id above 1 (LibMultiLabel's and pyxclib's users hold label lists)
+    id_lists = isinstance(Y, (list, tuple))
+    if sp.issparse(Y):
+        check_sparse_structure(Y, name)
+    else:
         try:
             Y = np.asarray(Y)
         except ValueError as e:   # ragged rows: label id lists of varying length
@@ -171,7 +244,7 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     if np.iscomplexobj(Y.data):
         raise DataFormatError(f"Complex data not supported: {name} has dtype {Y.dtype}")
     _check_indicator(Y.data, lambda i: (int(np.searchsorted(Y.indptr, i, side="right") - 1), int(Y.indices[i])),
-                     name)
+                     name, id_lists)
     Y = Y.copy()
     Y.sum_duplicates()
     Y.data = (Y.data != 0).astype(np.float32)
@@ -179,14 +252,18 @@ def check_labels(Y, n_rows: int, name: str = "Y") -> sp.csr_matrix:
     return Y
 
 
-def _check_indicator(values: np.ndarray, where, name: str) -> None:
+def _check_indicator(values: np.ndarray, where, name: str, id_lists: bool = False) -> None:
     """DataFormatError naming the first stored value that is neither 0 nor 1 and its
-    (row, column), ``where(i)`` for the i-th stored value."""
+    (row, column), ``where(i)`` for the i-th stored value; ``id_lists``: the values came
+    from nested lists, which may be label ids per instance."""
     bad = np.flatnonzero((values != 0) & (values != 1))
     if bad.size:
         row, col = where(bad[0])
         value = values[bad[0]].item()
         hint = " (for -1/+1 targets pass y > 0)" if value == -1 else ""
+        if id_lists and value > 1 and float(value).is_integer():
+            hint = (" (lists of label ids per instance are not an indicator matrix: convert them with "
+                    "sklearn.preprocessing.MultiLabelBinarizer)")
         raise DataFormatError(f"{name} must be a 0/1 indicator matrix (one column per label), found the value "
                               f"{value!r} at row {row}, column {col}{hint}")
 

@@ -361,7 +361,7 @@ def test_bad_inputs():
     X = exact_X()
     with pytest.raises(ParameterError, match="k must be"):
         predict_topk(model, X, 0)
-    with pytest.raises(DataFormatError, match="2-d"):
+    with pytest.raises(DataFormatError, match="2-D"):
         predict_topk(model, np.zeros(30), 5)
     bad = X.copy()
     bad.data[bad.indptr[3]] = np.nan

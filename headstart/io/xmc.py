@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError, ParameterError
+from ..validation import check_sparse_structure
 from . import _kernels as K
 from ._common import (BOM, CR_ONLY_HINT, HEADER_LIMIT, SparseSpec, check_dtype, cr_only, csr, first_line,
                       header_ints, label_matrix, open_stream, parse_header, parse_sparse,
@@ -242,6 +243,9 @@ def _line_chunks(stream, chunk_rows: int, block_bytes: int, data: bytes
 
 def to_feature_csr(X, name: str = "X") -> sp.csr_matrix:
     """A canonical float CSR copy-or-view of ``X`` (sparse or dense); finite values only."""
+    if sp.issparse(X):
+        # indices outside the shape were written out as such: a file the readers refuse
+        check_sparse_structure(X, name)
     try:
         M = sp.csr_matrix(X)
     except Exception as e:
@@ -265,6 +269,9 @@ def to_feature_csr(X, name: str = "X") -> sp.csr_matrix:
 
 def to_label_csr(Y, name: str = "Y") -> sp.csr_matrix:
     """Label sets of ``Y`` (sparse or dense): every non-zero entry is a label."""
+    if sp.issparse(Y):
+        # indices outside the shape were written out as such: a file the readers refuse
+        check_sparse_structure(Y, name)
     try:
         M = sp.csr_matrix(Y)
     except Exception as e:

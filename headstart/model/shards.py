@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from ..errors import ModelFormatError
 from .archive import check_array, load_npz, read_verified, write_npz
 from .manifest import read_manifest, shard_file_name
+from ..validation import check_sparse_structure
 
 SHARD_KEYS = {"indptr", "indices", "data", "intercept", "shape", "first_label"}
 
@@ -41,6 +42,9 @@ def canonical_weights(weights: Any, n_features: int, what: str) -> sp.csr_matrix
         weights = np.asarray(weights)
         if weights.ndim != 2:
             raise ModelFormatError(f"{what}: weights must be a 2-d matrix, got {weights.ndim} dimension(s)")
+    else:
+        # before scipy converts them: its conversions trust the indices (helper-83)
+        check_sparse_structure(weights, what, ModelFormatError)
     # no copy unless a conversion is needed: a model can be most of the memory in use
     w = sp.csr_matrix(weights, dtype=np.float32)
     if w.shape[1] != n_features:

@@ -65,7 +65,7 @@ import scipy.sparse as sp
 
 from .._compile import njit
 from .._span import span
-from ..errors import DataFormatError, ModelFormatError, ParameterError
+from ..errors import ModelFormatError, ParameterError
 from ..model.extras import read_extras
 from ..model.manifest import read_manifest
 from ..model.ranges import missing_ranges_of
@@ -73,7 +73,7 @@ from ..model.shards import iter_shards
 from ..model.model import OvAModel, Preprocessing, scoring_preprocessing
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
-from ..validation import check_finite_csr, check_k, real_matrix
+from ..validation import check_finite_csr, check_k, check_sparse_structure, real_matrix
 from .preprocess import apply_preprocessing
 
 DEFAULT_MAX_MEMORY = 256 * 1024 * 1024
@@ -421,7 +421,10 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
     else:
         raise TypeError("predict: expected an OvAModel, a weight matrix, or a (weights, intercept[, first_label]) "
                         f"tuple, got {type(model_or_weights).__name__}")
-    W = sp.csr_matrix(W) if not sp.issparse(W) else W
+    if sp.issparse(W):
+        check_sparse_structure(W, "the weights", ModelFormatError)   # before any conversion (helper-83)
+    else:
+        W = sp.csr_matrix(W)
     if W.ndim != 2 or W.shape[1] != n_features:
         raise ModelFormatError(f"weights have shape {W.shape}, expected (labels, {n_features})")
     L = int(W.shape[0])
@@ -461,12 +464,7 @@ def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None, all_feat
     """``X`` as CSR or a 2-d array; wider than the model only when ``pre`` hashes it
     (hashing takes raw features of any width to the model's); exactly as wide with
     ``all_features`` (a dense + sparse model)."""
-    if not sp.issparse(X):
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise DataFormatError(f"X must be a 2-d matrix (rows x features), got {X.ndim} dimension(s). "
-                                  "Reshape your data, e.g. X.reshape(1, -1) for a single instance")
-    X = real_matrix(X)      # what fit refuses, prediction refuses too (helper-50)
+    X = real_matrix(X)      # what fit refuses, prediction refuses too (helper-50), and other shapes
     if sp.issparse(X) and X.format != "csr":
         X = X.tocsr()
     if X.shape[1] > n_features and (pre is None or pre.hashing is None):
