@@ -104,7 +104,8 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     if not isinstance(params, TrainParams):
         raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
     given = X
-    X = check_features(X)
+    hashing = FeatureHashing.from_params(params)
+    X = check_features(X, raw_ids=hashing is not None)
     for axis, what in ((0, "sample(s)"), (1, "feature(s)")):
         if X.shape[axis] == 0:   # nothing to learn from (scikit-learn's wording)
             raise DataFormatError(f"X has 0 {what} (shape={X.shape}) while a minimum of 1 is required.")
@@ -116,7 +117,6 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     if params.remove_no_label_data:
         X, Yr, kept = drop_rows_without_labels(X, Yr)
     pre = Preprocessing()
-    hashing = FeatureHashing.from_params(params)
     if hashing is not None and params.hash_functions > 1 and params.prune > 0:
         # every value is repeated once per hash function, and the L2 optimum splits a
         # feature's weight over its copies: each about 1/R of the unhashed weight, which
@@ -162,7 +162,7 @@ def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr
     if kept.size < X.shape[0]:
         log.info("remove_no_label_data: dropped %d of %d training rows that have no label",
                  X.shape[0] - kept.size, X.shape[0])
-        return check_features(X[kept]), sp.csr_matrix(Y[kept]), kept
+        return check_features(X[kept], raw_ids=X.shape[1] > np.iinfo(np.int32).max), sp.csr_matrix(Y[kept]), kept
     return X, Y, None
 
 

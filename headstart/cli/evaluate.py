@@ -148,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
             log.info("%s: labels not listed best first on some lines: ranked by their scores", args.predictions)
             labels = np.take_along_axis(labels, order, axis=1)
         label_space = _prediction_label_space(args.predictions)
-        X, Y = common.read_dataset(args.data, args, n_labels=label_space)
+        # the features are not used: any raw ids (those of a hashed model's data too)
+        args.wide_ids = True
+        _, Y = common.read_dataset(args.data, args, n_labels=label_space)
         if label_space is None:     # DiSMEC++'s header 'n k': the test data's label space
             label_space = Y.shape[1]
             if labels.size and common.labels_may_widen(args, int(labels.max()) + 1, label_space):

@@ -260,6 +260,7 @@ class ModelScorer:
         # libsvm data (no header) is read at the model's width, except for a hashed model:
         # its raw features may be any ids, hashing maps them to the model's features
         self.data_features = None if m["preprocessing"]["hash"] else self.n_features
+        args.wide_ids = self.data_features is None   # and any raw ids, up to 2^63 - 2
         self.label_space = int(m["label_space"])
         self.missing = missing_ranges_of(m)
         self.allow_gaps = bool(getattr(args, "allow_gaps", False))
@@ -308,6 +309,7 @@ class ModelScorer:
         self.max_memory = None
         self.n_features = self.tree.model.n_features
         self.data_features = None if self.tree.model.preprocessing.hashing else self.n_features
+        args.wide_ids = self.data_features is None
         self.label_space = self.num_trained = self.tree.num_labels
         self.missing = []
         trees = getattr(self.tree, "trees", [self.tree])
@@ -422,7 +424,7 @@ def count_rows(path: str, args: argparse.Namespace) -> int | None:
     if fmt == "auto" and not args.labels_file:
         fmt = hio.detect_format(path)
     if fmt == "xmc":
-        return hio.read_xmc_header(path)[0]
+        return hio.read_xmc_header(path, common.wide_ids(args))[0]
     return None
 
 

@@ -80,7 +80,7 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
         err("argument --timeout: cross-validation needs every label trained in every fold (no time budget)")
     if args.output:
         common.check_output_file(args.output, f"{what} file", args)
-    X, Y = common.read_training_data(args.train, args)
+    X, Y = common.read_training_data(args.train, args, params)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)
     if X.shape[0] < min_rows:

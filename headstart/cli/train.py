@@ -115,7 +115,7 @@ def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int
     from ..estimator import resolve_label_range
 
     t0 = time.perf_counter()
-    X, Y = common.read_training_data(args.train, args)
+    X, Y = common.read_training_data(args.train, args, params)
     t_read = time.perf_counter() - t0
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)

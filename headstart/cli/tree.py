@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if params.timeout > 0:
         err("argument --timeout: a tree needs every node trained (no time budget)")
     common.check_output_dir(args.output, keep_unfinished=True)
-    X, Y = common.read_training_data(args.train, args)
+    X, Y = common.read_training_data(args.train, args, params)
     if X.shape[0] == 0:
         raise DataFormatError("the file has no instances: nothing to train on", args.train)
     t0 = time.perf_counter()
