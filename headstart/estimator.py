@@ -93,8 +93,11 @@ class PreparedData:
 
 
 def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
-                 num_labels: int | None = None) -> PreparedData:
+                 num_labels: int | None = None, part: bool = False) -> PreparedData:
     """Validation and preprocessing of the training data (the public boundary).
+
+    ``part``: X is part of data prepared before (a label tree's node), whose whole was
+    reported on then: no warning about the data as a whole (no feature values).
 
     Y is returned in CSC with sorted indices: the trainer needs the columns, and doing
     the conversion once here makes it free for every later shard (and task).
@@ -137,6 +140,15 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
             # (helper-64: the command line then named the wrong line of the file)
             raise DataFormatError(e.message, token=e.token, row=int(kept[e.row])) from None
         X = check_features(X)
+    if not X.nnz and not part:
+        # every label learns its bias alone; the trainers' warnings about labels without
+        # weights then blame --prune or the features' scale (helper-80), which cannot help
+        log.warning("X has no feature values%s: there is nothing to learn but the bias, so every label scores every "
+                    "instance alike; a warning about labels without weights that follows is about this, not about "
+                    "pruning or the features' scale",
+                    (" after preprocessing (tf-idf weighs a feature present in every row 0; hashed values of opposite signs "
+                     "may cancel)") if given_nnz(given) else
+                    " (every row is empty)")
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
     Yc.sort_indices()
@@ -144,6 +156,11 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     # the caller's arrays when they need no conversion)
     return PreparedData(X, Yc, pre, label_counts, first, count, owned=not shares_arrays(X, given), kept_rows=kept,
                         given_rows=n_given)
+
+
+def given_nnz(X: Any) -> int:
+    """Stored nonzero values of X as given (sparse or dense)."""
+    return int(X.count_nonzero()) if sp.issparse(X) else int(np.count_nonzero(np.asarray(X)))
 
 
 def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix,
@@ -168,12 +185,14 @@ def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
               progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
-              collect: bool = True, own_data: bool = False) -> tuple[OvAModel | None, TrainingStats | None]:
+              collect: bool = True, own_data: bool = False, part: bool = False
+              ) -> tuple[OvAModel | None, TrainingStats | None]:
     """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range.
 
     ``own_data``: the caller hands X over (it is not read until this returns), so training
-    may renumber it in place instead of copying it (restored afterwards)."""
-    data = prepare_data(X, Y, params, first_label, num_labels)
+    may renumber it in place instead of copying it (restored afterwards).  ``part``: as
+    :func:`prepare_data`'s."""
+    data = prepare_data(X, Y, params, first_label, num_labels, part=part)
     out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
                        sink=sink, collect=collect, inplace=data.owned or own_data)
     weights, intercept, stats = out

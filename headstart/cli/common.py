@@ -260,6 +260,11 @@ def read_training_data(path: str, args: argparse.Namespace, params):
         from ..validation import check_features
 
         X = check_features(X)
+    if X.shape[0] and not X.nnz:
+        # as a feature count of 0: every label would learn its bias alone (helper-80: the
+        # all-pruned warning then advised --normalize, which cannot help)
+        raise DataFormatError(f"the data has no feature values (all {X.shape[0]} instances are empty rows): there is "
+                              "nothing to learn but the bias, which scores every instance alike", path)
     return X, Y
 
 

@@ -218,7 +218,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
             # report to the sink's owner (this function's caller, for all nodes at once)
             chunks: list = []
             _, st = fit_model(Xp[rows], T, one, progress=progress, own_data=True, sink=chunks.append,
-                              collect=False)
+                              collect=False, part=True)
             chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
             blocks[v] = _block([(r.weights, 0, r.weights.shape[0]) for r in chunks],
                                np.concatenate([r.intercept for r in chunks]), T)
@@ -314,7 +314,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
             model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress,
-                                  own_data=v > 0 or own_data or data.owned)
+                                  own_data=v > 0 or own_data or data.owned, part=True)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
             blocks[v] = _block([(model.weights, 0, T.shape[1])], model.intercept, T)
         else:
