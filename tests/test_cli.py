@@ -181,6 +181,28 @@ def test_info_reads_a_dense_text_matrix_with_its_labels(tmp_path, capsys):
     assert code == 2 and "header is two numbers" in err
 
 
+def test_data_without_instances_is_refused_by_every_command(trained, tmp_path, capsys):
+    """A comment-only libsvm file and an XMC header announcing 0 points: predict (top k,
+    thresholds, --liblinear) and evaluate refuse them, naming the file and why, exit 2,
+    nothing written (helper-80: an empty predictions file, silently); train says the
+    same, not "no labels" (a comment-only file has 0 of both)."""
+    _, model = trained
+    (tmp_path / "c.svm").write_text("# only a comment\n\n# and another\n")
+    (tmp_path / "h.txt").write_text("0 1836 159\n")
+    why = {"c.svm": "no data rows, only comments and blank lines", "h.txt": "its header announces 0 points"}
+    out = tmp_path / "out.txt"
+    for name in why:
+        data = tmp_path / name
+        for argv, what in ((["predict", model, data, "-o", out, "--allow-gaps"], "predict"),
+                           (["predict", model, data, "-o", out, "--allow-gaps", "--threshold", "0"], "predict"),
+                           (["evaluate", model, data, "--allow-gaps"], "evaluate"),
+                           (["train", data, "-o", tmp_path / "m"], "train on")):
+            code, _, err = run(capsys, *argv)
+            assert code == 2, (argv, err)
+            assert f"{data}: the data has no instances ({why[name]}): there is nothing to {what}" in err, err
+            assert not out.exists() and not (tmp_path / "m").exists()
+
+
 def test_info_describes_a_bare_npy_file(tmp_path, capsys):
     """A .npy without --labels: its shape, dtype and use from its header (helper-80: "need
     their label file"); an object array is named, never loaded; a truncated one exits 2."""
@@ -754,8 +776,8 @@ def test_convert_between_formats(tmp_path, capsys):
     code, out, err = run(capsys, "info", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "--json")
     assert code == 0, err
     assert json.loads(out)["format"] == "slice"
-    code, _, err = run(capsys, "info", tmp_path / "X.npy")
-    _check_error(code, err, ["--labels FILE"])
+    code, out, err = run(capsys, "info", tmp_path / "X.npy")     # alone: described, pointing to --labels
+    assert code == 0 and "shape: 3 x 4" in out and "--labels Y.txt" in out, err
     # OUT's .npy name means the slice layout (helper-49: XMC text was written into it)
     code, _, err = run(capsys, "convert", lib, tmp_path / "X2.npy", "--out-labels", tmp_path / "Y2.txt")
     assert code == 0, err

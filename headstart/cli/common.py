@@ -250,6 +250,8 @@ def read_training_data(path: str, args: argparse.Namespace, params):
     (:func:`wide_ids`)."""
     args.wide_ids = params.hash_buckets > 0
     X, Y = read_dataset(path, args)
+    if X.shape[0] == 0:    # (before the label count: a comment-only libsvm file has 0 of both)
+        raise no_instances(path, args, "train on")
     if Y.shape[1] == 0:      # a model of no labels could never predict anything
         raise DataFormatError("the data has no labels (a label count of 0): there is nothing to train", path)
     if X.shape[1] == 0:      # (the library says so too, but without the file)
@@ -659,6 +661,16 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+def no_instances(path: str, args: argparse.Namespace, what: str) -> DataFormatError:
+    """The error for DATA without a single instance, whatever a command would do with
+    them (``what``: "predict", "train on" ...): an empty predictions file or model,
+    written silently, is no answer (helper-80: a comment-only libsvm test file).  An
+    empty file is the readers' error already; what else holds no instance is said."""
+    why = {"xmc": "its header announces 0 points", "libsvm": "no data rows, only comments and blank lines",
+           "slice": "0 rows"}.get(data_format(path, args), "no rows")
+    return DataFormatError(f"the data has no instances ({why}): there is nothing to {what}", path)
 
 
 def data_format(path: str, args: argparse.Namespace) -> str:

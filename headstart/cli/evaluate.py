@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             parts_l.append(lab)
             parts_y.append(sp.csr_matrix(Yc))
         if not parts_l:
-            raise DataFormatError("the test data has no instances; there is nothing to evaluate", args.data)
+            raise common.no_instances(args.data, args, "evaluate")
         labels = np.vstack(parts_l)
         Y = sp.vstack(parts_y, format="csr")
         model_counts, model_n = scorer.label_counts()
@@ -231,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             given = {k: v for k, v in (("A", args.propensity_a), ("B", args.propensity_b)) if v is not None}
             props = propensities(counts, n_train, **given)
     if Y.shape[0] == 0:
-        raise DataFormatError("the test data has no instances: there is nothing to evaluate", args.data)
+        raise common.no_instances(args.data, args, "evaluate")
     if Y.shape[1] == 0:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)

@@ -435,6 +435,7 @@ def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: 
     place in the file; with a progress bar over instances."""
     total = count_rows(args.data, args) if progress else None
     where = common.RowLocator(args.data, args)
+    rows = 0
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
         for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.data_features,
@@ -444,6 +445,9 @@ def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: 
                 result = score(X)
             yield result, X, Y
             bar.advance(X.shape[0])
+            rows += X.shape[0]
+    if not rows:   # raised into the caller's writer: no output appears
+        raise common.no_instances(args.data, args, args.command)
 
 
 def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
@@ -468,11 +472,15 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
     sent: deque = deque()
 
     def blocks():
+        rows = 0
         for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
             scorer.check_block(X, Y, args)
             sent.append((X.shape[0], Y))
+            rows += X.shape[0]
             yield X
+        if not rows:
+            raise common.no_instances(args.data, args, args.command)
 
     for out in iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
                                  n_workers=args.dask_workers, threads=args.threads or None,

@@ -81,8 +81,6 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     if args.output:
         common.check_output_file(args.output, f"{what} file", args)
     X, Y = common.read_training_data(args.train, args, params)
-    if X.shape[0] == 0:
-        raise DataFormatError("the file has no instances: nothing to train on", args.train)
     if X.shape[0] < min_rows:
         raise DataFormatError(f"{X.shape[0]} instances are too few for --folds {args.folds} (at least {min_rows} "
                               "are needed)", args.train)

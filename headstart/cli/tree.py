@@ -8,7 +8,6 @@ import argparse
 import logging
 import time
 
-from ..errors import DataFormatError
 from . import common
 from .train import _compiled
 
@@ -67,8 +66,6 @@ def run(args: argparse.Namespace) -> int:
         err("argument --timeout: a tree needs every node trained (no time budget)")
     common.check_output_dir(args.output, keep_unfinished=True)
     X, Y = common.read_training_data(args.train, args, params)
-    if X.shape[0] == 0:
-        raise DataFormatError("the file has no instances: nothing to train on", args.train)
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
