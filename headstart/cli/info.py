@@ -137,6 +137,11 @@ def npy_info(path: str) -> dict:
     out = {"kind": "npy", "path": path, "shape": list(shape), "dtype": str(dtype),
            "order": "Fortran (column-major)" if fortran else "C (row-major)", "use": use,
            "file_bytes": size}
+    from ..io.labelvec import read_label_header, sidecar
+
+    header = read_label_header(path) if real else None
+    if header is not None:   # thresholds written by headstart: what they were made for
+        out["made_for"] = f"{header.get('made_by', 'headstart')} (its header: {sidecar(path)})"
     if dtype.hasobject:
         out["warning"] = "an object array (pickled Python objects): headstart never loads it (allow_pickle=False)"
     elif offset + claimed > size:

@@ -26,8 +26,10 @@ label by a nested cross-validation, 15 trainings for 3 folds (the work of about 
 of TRAIN); it aims at Macro-F1 alone and may lower Micro-F1.  Every fold is a
 one-vs-all training of all labels with the training options given here.  Use the same
 options for 'headstart train' on all of TRAIN, then 'predict --thresholds FILE' or
-'evaluate --thresholds FILE'.  FILE holds one threshold per label, one per line (a .npy
-vector if FILE ends in .npy), written atomically."""
+'evaluate --thresholds FILE'.  FILE holds one threshold per label, one per line after a
+first line '# headstart {JSON}' of the training options (a .npy vector if FILE ends in .npy,
+the options then in FILE.npy.json beside it), written atomically; predict and evaluate
+warn when the model's options change its scores."""
 
 log = logging.getLogger("headstart.cli.thresholds")
 
