@@ -93,8 +93,11 @@ class PreparedData:
 
 
 def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
-                 num_labels: int | None = None) -> PreparedData:
+                 num_labels: int | None = None, part: bool = False) -> PreparedData:
     """Validation and preprocessing of the training data (the public boundary).
+
+    ``part``: X is part of data prepared before (a label tree's node), whose whole was
+    reported on then: no warning about the data as a whole (no feature values).
 
     Y is returned in CSC with sorted indices: the trainer needs the columns, and doing
     the conversion once here makes it free for every later shard (and task).
@@ -104,7 +107,8 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     if not isinstance(params, TrainParams):
         raise ParameterError(f"params must be a TrainParams, got {type(params).__name__}")
     given = X
-    X = check_features(X)
+    hashing = FeatureHashing.from_params(params)
+    X = check_features(X, raw_ids=hashing is not None)
     for axis, what in ((0, "sample(s)"), (1, "feature(s)")):
         if X.shape[axis] == 0:   # nothing to learn from (scikit-learn's wording)
             raise DataFormatError(f"X has 0 {what} (shape={X.shape}) while a minimum of 1 is required.")
@@ -116,7 +120,6 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     if params.remove_no_label_data:
         X, Yr, kept = drop_rows_without_labels(X, Yr)
     pre = Preprocessing()
-    hashing = FeatureHashing.from_params(params)
     if hashing is not None and params.hash_functions > 1 and params.prune > 0:
         # every value is repeated once per hash function, and the L2 optimum splits a
         # feature's weight over its copies: each about 1/R of the unhashed weight, which
@@ -137,6 +140,15 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
             # (helper-64: the command line then named the wrong line of the file)
             raise DataFormatError(e.message, token=e.token, row=int(kept[e.row])) from None
         X = check_features(X)
+    if not X.nnz and not part:
+        # every label learns its bias alone; the trainers' warnings about labels without
+        # weights then blame --prune or the features' scale (helper-80), which cannot help
+        log.warning("X has no feature values%s: there is nothing to learn but the bias, so every label scores every "
+                    "instance alike; a warning about labels without weights that follows is about this, not about "
+                    "pruning or the features' scale",
+                    (" after preprocessing (tf-idf weighs a feature present in every row 0; hashed values of opposite signs "
+                     "may cancel)") if given_nnz(given) else
+                    " (every row is empty)")
     label_counts = np.asarray(Yr.sum(axis=0)).ravel().astype(np.int64)
     Yc = sp.csc_matrix(Yr)
     Yc.sort_indices()
@@ -144,6 +156,11 @@ def prepare_data(X: Any, Y: Any, params: TrainParams, first_label: int = 0,
     # the caller's arrays when they need no conversion)
     return PreparedData(X, Yc, pre, label_counts, first, count, owned=not shares_arrays(X, given), kept_rows=kept,
                         given_rows=n_given)
+
+
+def given_nnz(X: Any) -> int:
+    """Stored nonzero values of X as given (sparse or dense)."""
+    return int(X.count_nonzero()) if sp.issparse(X) else int(np.count_nonzero(np.asarray(X)))
 
 
 def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr_matrix, sp.csr_matrix,
@@ -162,18 +179,20 @@ def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr
     if kept.size < X.shape[0]:
         log.info("remove_no_label_data: dropped %d of %d training rows that have no label",
                  X.shape[0] - kept.size, X.shape[0])
-        return check_features(X[kept]), sp.csr_matrix(Y[kept]), kept
+        return check_features(X[kept], raw_ids=X.shape[1] > np.iinfo(np.int32).max), sp.csr_matrix(Y[kept]), kept
     return X, Y, None
 
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
               progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
-              collect: bool = True, own_data: bool = False) -> tuple[OvAModel | None, TrainingStats | None]:
+              collect: bool = True, own_data: bool = False, part: bool = False
+              ) -> tuple[OvAModel | None, TrainingStats | None]:
     """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range.
 
     ``own_data``: the caller hands X over (it is not read until this returns), so training
-    may renumber it in place instead of copying it (restored afterwards)."""
-    data = prepare_data(X, Y, params, first_label, num_labels)
+    may renumber it in place instead of copying it (restored afterwards).  ``part``: as
+    :func:`prepare_data`'s."""
+    data = prepare_data(X, Y, params, first_label, num_labels, part=part)
     out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
                        sink=sink, collect=collect, inplace=data.owned or own_data)
     weights, intercept, stats = out

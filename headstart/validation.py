@@ -112,11 +112,15 @@ def check_sparse_structure(A, name: str, error: type = DataFormatError) -> None:
         raise error(bad + f"{line} {at} holds the {cross} index {used[i]}, outside [0, {minor}){hint}")
 
 
-def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_matrix:
+def check_features(X, name: str = "X", n_features: int | None = None, raw_ids: bool = False) -> sp.csr_matrix:
     """Return X as canonical CSR float32 (sorted indices, no duplicates, no explicit zeros).
 
     Dense arrays (e.g. the "slice" embeddings) are converted to CSR: the kernels are
     written once, over CSR; a dense row costs d stored values either way.
+
+    ``raw_ids``: X holds raw features that are hashed next (``hash_buckets``), whose ids
+    are only keys of the hash: X may then be wider than 2^31 - 1 (e.g. 64-bit hashes of
+    tokens, as the readers' ``wide_ids`` give), its indices stay int64.
     """
     given = X
     X = real_matrix(X, name)
@@ -136,8 +140,11 @@ def check_features(X, name: str = "X", n_features: int | None = None) -> sp.csr_
     # after summing: duplicate entries, each finite, may add up to more than float32 holds
     check_finite_csr(X, name, "" if canonical else "; duplicate entries are summed")
     if X.shape[1] > np.iinfo(np.int32).max:
+        if raw_ids:   # hashing maps them to int32 ids: left as they are
+            return X
         # feature ids are int32 throughout (as the file readers and model manifests refuse)
-        raise DataFormatError(f"{name} has {X.shape[1]} features; at most {np.iinfo(np.int32).max} are supported")
+        raise DataFormatError(f"{name} has {X.shape[1]} features; at most {np.iinfo(np.int32).max} are supported "
+                              "without feature hashing (hash_buckets)")
     if X.indices.dtype != np.int32:
         X.indices = X.indices.astype(np.int32)
     if X.indptr.dtype != np.int32 and X.nnz <= np.iinfo(np.int32).max:

@@ -181,6 +181,56 @@ def test_info_reads_a_dense_text_matrix_with_its_labels(tmp_path, capsys):
     assert code == 2 and "header is two numbers" in err
 
 
+def test_data_without_instances_is_refused_by_every_command(trained, tmp_path, capsys):
+    """A comment-only libsvm file and an XMC header announcing 0 points: predict (top k,
+    thresholds, --liblinear) and evaluate refuse them, naming the file and why, exit 2,
+    nothing written (helper-80: an empty predictions file, silently); train says the
+    same, not "no labels" (a comment-only file has 0 of both)."""
+    _, model = trained
+    (tmp_path / "c.svm").write_text("# only a comment\n\n# and another\n")
+    (tmp_path / "h.txt").write_text("0 1836 159\n")
+    why = {"c.svm": "no data rows, only comments and blank lines", "h.txt": "its header announces 0 points"}
+    out = tmp_path / "out.txt"
+    for name in why:
+        data = tmp_path / name
+        for argv, what in ((["predict", model, data, "-o", out, "--allow-gaps"], "predict"),
+                           (["predict", model, data, "-o", out, "--allow-gaps", "--threshold", "0"], "predict"),
+                           (["evaluate", model, data, "--allow-gaps"], "evaluate"),
+                           (["train", data, "-o", tmp_path / "m"], "train on")):
+            code, _, err = run(capsys, *argv)
+            assert code == 2, (argv, err)
+            assert f"{data}: the data has no instances ({why[name]}): there is nothing to {what}" in err, err
+            assert not out.exists() and not (tmp_path / "m").exists()
+
+
+def test_info_describes_a_bare_npy_file(tmp_path, capsys):
+    """A .npy without --labels: its shape, dtype and use from its header (helper-80: "need
+    their label file"); an object array is named, never loaded; a truncated one exits 2."""
+    np.save(tmp_path / "x.npy", np.zeros((5, 3), dtype=np.float32))
+    np.save(tmp_path / "v.npy", np.arange(4.0))
+    np.save(tmp_path / "o.npy", np.array([1, "a", None], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "t.npy", np.zeros((100, 10)))
+    with open(tmp_path / "t.npy", "r+b") as f:
+        f.truncate(500)
+    code, out, err = run(capsys, "info", tmp_path / "x.npy", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert (info["kind"], info["shape"], info["dtype"]) == ("npy", [5, 3], "float32")
+    assert info["use"].startswith("dense features (slice format) of 5 instances x 3 features")
+    code, out, err = run(capsys, "info", tmp_path / "x.npy")
+    assert code == 0 and out.startswith(f"{tmp_path / 'x.npy'}: numpy .npy array\n  shape: 5 x 3\n  dtype: float32\n")
+    code, out, err = run(capsys, "info", tmp_path / "v.npy")
+    assert code == 0 and "shape: 4\n" in out and "a vector of 4 values, not dense features" in out
+    code, out, err = run(capsys, "info", tmp_path / "o.npy")
+    assert code == 0 and "dtype: object" in out and "never loads it" in out
+    code, out, err = run(capsys, "info", tmp_path / "t.npy")
+    assert code == 2 and "truncated: the header claims 8000 bytes of values" in out and "damaged" in err
+    # with its labels, still data
+    (tmp_path / "y.txt").write_text("5 2\n0\n1\n0\n1\n0,1\n")
+    code, out, err = run(capsys, "info", tmp_path / "x.npy", "--labels", tmp_path / "y.txt", "--json")
+    assert code == 0 and json.loads(out)["kind"] == "data", err
+
+
 def test_predict_on_slice_features_writes_the_final_header(tmp_path, capsys):
     """Slice features announce their rows (a .npy shape, a dense text header), as XMC
     files do: the header is written final, not padded for a rewrite (helper-54)."""
@@ -726,8 +776,8 @@ def test_convert_between_formats(tmp_path, capsys):
     code, out, err = run(capsys, "info", tmp_path / "X.npy", "--labels", tmp_path / "Y.txt", "--json")
     assert code == 0, err
     assert json.loads(out)["format"] == "slice"
-    code, _, err = run(capsys, "info", tmp_path / "X.npy")
-    _check_error(code, err, ["--labels FILE"])
+    code, out, err = run(capsys, "info", tmp_path / "X.npy")     # alone: described, pointing to --labels
+    assert code == 0 and "shape: 3 x 4" in out and "--labels Y.txt" in out, err
     # OUT's .npy name means the slice layout (helper-49: XMC text was written into it)
     code, _, err = run(capsys, "convert", lib, tmp_path / "X2.npy", "--out-labels", tmp_path / "Y2.txt")
     assert code == 0, err

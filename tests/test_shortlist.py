@@ -696,7 +696,8 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
     wide.write_text("2 7 3\n0 0:1 6:1\n1 2:1\n")
     np.save(dense, np.ones((3, 2), dtype=np.float32))
     (tmp_path / "afile").write_text("")
-    for argv, needle in ((["shortlist", empty, "-K", "2"], "empty.txt: the file has no instances"),
+    for argv, needle in ((["shortlist", empty, "-K", "2"], "empty.txt: the data has no instances (its header "
+                                                           "announces 0 points): there is nothing to shortlist"),
                          (["shortlist", tiny, "-K", "2", "--test", wide], "wide.txt: the data has 7 features but "
                                                                           "the training data 3"),
                          (["shortlist", tiny, "-K", "2", "--save-first-stage", tmp_path / "afile"],
@@ -704,9 +705,12 @@ def test_cli_few_or_no_labels(tmp_path, capsys):
         out = tmp_path / "s_out.txt"
         assert main([str(a) for a in argv] + ["-o", str(out)]) == 2, argv
         assert needle in capsys.readouterr().err and not out.exists(), argv
-    for argv, needle in ((["--evaluate"], "empty.txt: the test data has no instances"),
-                         (["--dense", dense], "d.npy: 3 rows of dense features for the 0 instances")):
-        assert main(["shortlist-predict", m, str(empty), "--first-stage", fs, "-o", str(tmp_path / "q.txt"),
+    for data, argv, needle in ((empty, ["--evaluate"], "empty.txt: the data has no instances (its header announces 0 "
+                                                       "points): there is nothing to evaluate"),
+                               (empty, [], "empty.txt: the data has no instances (its header announces 0 points): "
+                                           "there is nothing to predict"),
+                               (tiny, ["--dense", dense], "d.npy: 3 rows of dense features for the 4 instances")):
+        assert main(["shortlist-predict", m, str(data), "--first-stage", fs, "-o", str(tmp_path / "q.txt"),
                      *map(str, argv)]) == 2, argv
         assert needle in capsys.readouterr().err and not (tmp_path / "q.txt").exists(), argv
     # dense features for a model without a dense part: named with the file (helper-59)

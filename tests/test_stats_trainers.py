@@ -154,3 +154,44 @@ def test_sparsify_records_no_absolute_threshold():
     X, Y = _data()
     _, st = fit_model(X, Y, TrainParams(threads=1, sparsify=1.0))
     assert st.meta["prune"] == 0.0 and st.meta["rows"] == X.shape[0]
+
+
+NO_VALUES = "X has no feature values"
+
+
+@pytest.mark.parametrize("trainer", ["newton", "newglmnet", "shortlist", "tree"])
+def test_data_without_feature_values_is_said_as_such(trainer, caplog):
+    """Every row empty: nothing to learn but the bias.  Said first by the library, and
+    that the all-pruned warning after it is about this (helper-80: only that warning,
+    advising --normalize); the same data with values says nothing of the kind."""
+    X, Y = _data(_labels(trainer))
+    with caplog.at_level("WARNING", logger="headstart"):
+        model, _ = _train(trainer, sp.csr_matrix(X.shape, dtype=np.float32), Y)
+    assert model.weights.nnz == 0
+    said = _said(caplog, NO_VALUES)
+    assert len(said) == 1 and "(every row is empty): there is nothing to learn but the bias" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="headstart"):
+        _train("newton", sp.csr_matrix(np.ones((20, 3), dtype=np.float32)), Y[:20], tfidf=True)
+    said = _said(caplog, NO_VALUES)
+    assert len(said) == 1 and "after preprocessing (tf-idf weighs a feature present in every row 0" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="headstart"):
+        _train(trainer, X, Y)
+    assert not _said(caplog, NO_VALUES)
+
+
+@pytest.mark.parametrize("command", ["train", "tree", "cv"])
+def test_cli_refuses_data_without_feature_values(command, tmp_path, capsys):
+    """The command line refuses such a file as it refuses a feature count of 0: exit 2,
+    the file named, nothing written."""
+    from headstart.cli import main as cli_main
+
+    (tmp_path / "e.txt").write_text("4 10 2\n0\n1\n0,1\n\n")
+    argv = [command, str(tmp_path / "e.txt"), "--threads", "1"]
+    argv += ["-o", str(tmp_path / "out")] if command != "cv" else ["--folds", "2", "--Cs", "1"]
+    assert cli_main.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'e.txt'}: the data has no feature values (all 4 instances are empty rows): there is nothing " \
+           "to learn but the bias" in err, err
+    assert not (tmp_path / "out").exists()

@@ -143,3 +143,25 @@ def test_bad_input_leaves_no_output(tmp_path):
     # the data file cannot be written: no vectorizer directory either
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "no" / "o.xmc", "--fit-vectorizer", tmp_path / "v3")
     assert out.returncode != 0 and not (tmp_path / "v3").exists()
+
+
+def test_info_describes_a_vectorizer_directory(tmp_path):
+    """info on a vectorizer directory: what it is, its features and labels and settings,
+    the command that applies it (helper-80: "missing manifest", as if a broken model);
+    on one of its files: the directory to describe instead."""
+    rng = np.random.default_rng(2)
+    train, _ = corpus(30, rng, ["b", "a", "c"])
+    (tmp_path / "tr.txt").write_text(train)
+    TextVectorizer.fit(read_text(tmp_path / "tr.txt"), ngram_range=(1, 2)).save(tmp_path / "vec")
+    vec = TextVectorizer.load(tmp_path / "vec")
+    out = cli("info", tmp_path / "vec", "--json")
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert (info["kind"], info["features"], info["labels"]) == ("vectorizer", len(vec.vocabulary), 3)
+    assert info["idf"]["shape"] == [len(vec.vocabulary)] and info["settings"]["ngram_range"] == [1, 2]
+    assert info["first_labels"] == "a, b, c" and "--vectorizer DIR" in info["made_by"]
+    out = cli("info", tmp_path / "vec")
+    assert out.returncode == 0 and out.stdout.startswith(f"{tmp_path / 'vec'}: text vectorizer directory\n")
+    assert f"  features: {len(vec.vocabulary)}\n" in out.stdout and "    ngram range: [1, 2]\n" in out.stdout
+    out = cli("info", tmp_path / "vec" / "idf.npy")
+    assert out.returncode == 2 and "part of the text vectorizer directory" in out.stderr

@@ -526,3 +526,117 @@ def test_hashing_with_an_absolute_prune_threshold_warns(counts, caplog):
         assert said == (["feature hashing with 4 hash functions makes every weight about 1/4 as large: pruning "
                          "below 0.01 then removes much more than without hashing; consider prune=0.0025 "
                          "(--prune) or sparsify"] if warned else []), params
+
+
+# --------------------------------------------------------------------------- raw ids beyond int32
+RAW_TOP = 2**63 - 2          # the largest raw feature id the readers take for hashing
+
+
+def _widen(X: sp.csr_matrix) -> sp.csr_matrix:
+    """X with feature j renamed to the raw id j * 2^40 + 12345 (all beyond int32), and its
+    last row's first feature to 2^63 - 2: ids as 64-bit hashes of tokens give them."""
+    ids = X.indices.astype(np.int64) * 2**40 + 12345
+    last = X.indptr[-2]
+    ids[last] = RAW_TOP
+    order = np.concatenate([np.arange(last + 1, X.nnz), [last]])   # keep the last row's ids sorted
+    idx = np.concatenate([ids[:last], ids[order]])
+    data = np.concatenate([X.data[:last], X.data[order]])
+    W = sp.csr_matrix((data, idx, X.indptr.astype(np.int64)), shape=(X.shape[0], RAW_TOP + 1))
+    assert W.indices.dtype == np.int64 and W.has_sorted_indices
+    return W
+
+
+def test_readers_take_raw_ids_up_to_2_63_for_hashing(tmp_path):
+    """wide_ids: ids up to 2^63 - 2 read exactly (int64 indices, the header's width); one
+    more is refused with its line and column; without wide_ids the int32 limit stays and
+    says what would read such ids (helper-80: hashed models refused ids >= 2^31)."""
+    from headstart.io import read_libsvm, read_xmc
+
+    (tmp_path / "w.txt").write_text(f"2 {RAW_TOP + 1} 2\n0 3:1 4294967296:2\n1 {RAW_TOP}:0.5\n")
+    X, Y = read_xmc(tmp_path / "w.txt", wide_ids=True)
+    assert X.shape == (2, RAW_TOP + 1) and X.indices.dtype == np.int64
+    assert X.indices.tolist() == [3, 2**32, RAW_TOP] and X.data.tolist() == [1, 2, 0.5]
+    (tmp_path / "w.svm").write_text(f"0 4:1 4294967297:2\n1 {RAW_TOP}:0.5\n")
+    X, _ = read_libsvm(tmp_path / "w.svm", wide_ids=True)   # 1-based: columns id - 1
+    assert X.shape == (2, RAW_TOP) and X.indices.tolist() == [3, 2**32, RAW_TOP - 1]
+    for name, text, where in (("b.svm", f"0 4:1\n1 {RAW_TOP + 1}:1\n", (2, 3)),
+                              ("c.svm", "0 4:1 99999999999999999999:1\n", (1, 7)),
+                              ("b.txt", f"2 {RAW_TOP + 1} 2\n0 4:1\n1 {RAW_TOP + 1}:1\n", (3, 3))):
+        (tmp_path / name).write_text(text)
+        reader = read_libsvm if name.endswith(".svm") else read_xmc
+        with pytest.raises(DataFormatError, match="out of range .*raw feature ids of hashed data are int64") as e:
+            reader(tmp_path / name, wide_ids=True)
+        assert (e.value.line, e.value.column) == where
+    (tmp_path / "h.txt").write_text(f"1 {RAW_TOP + 2} 2\n0 4:1\n")
+    with pytest.raises(DataFormatError, match="num_features = 9223372036854775808 exceeds the supported maximum "
+                                              "9223372036854775807") as e:
+        read_xmc(tmp_path / "h.txt", wide_ids=True)
+    # without hashing: int32 ids, as before, and the error says what reads more
+    with pytest.raises(DataFormatError, match=r"feature index 4294967297 out of range \[1, 2147483647\] \(feature "
+                                              r"ids are int32; with feature hashing, --hash-buckets") as e:
+        read_libsvm(tmp_path / "w.svm")
+    assert (e.value.line, e.value.column) == (1, 7)
+    with pytest.raises(DataFormatError, match="exceeds the supported maximum 2147483647 .*--hash-buckets"):
+        read_xmc(tmp_path / "w.txt")
+
+
+def test_hashing_keys_are_the_raw_64_bit_ids(counts):
+    """A raw id beyond int32 is hashed as itself (not truncated): the numpy reference of
+    the documented hash, computed on the ids as uint64, agrees; a matrix that wide trains
+    with hashing and is refused without it."""
+    (X, Y), _ = counts
+    W = _widen(X[:300])
+    got, want = hash_features(W, 64, 3, 5), numpy_hash(W, 64, 3, 5)
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+    model, _ = fit_model(W, Y[:300], PARAMS.replace(hash_buckets=64, hash_functions=3, hash_seed=5), num_labels=2)
+    assert model.n_features == 192
+    with pytest.raises(DataFormatError, match="at most 2147483647 are supported without feature hashing"):
+        fit_model(W, Y[:300], PARAMS, num_labels=2)
+
+
+@pytest.mark.parametrize("fmt", ["xmc", "libsvm"])
+def test_cli_hashed_model_takes_raw_ids_beyond_int32(counts, tmp_path, fmt):
+    """train --hash-buckets on a file of raw ids up to 2^63 - 2, predict / evaluate another
+    such file: hashed the same way in both (the scores of the Python API on the same
+    matrices); without hashing train refuses the file (file:line, exit 2, no model), and
+    a raw id beyond 2^63 - 2 is refused before anything is written."""
+    from headstart.io import read_predictions, write_libsvm, write_xmc
+
+    (X, Y), (Xt, Yt) = counts
+    W, Wt = _widen(X[:800]), _widen(Xt[:200])
+    write = write_xmc if fmt == "xmc" else write_libsvm
+    ext = ".txt" if fmt == "xmc" else ".svm"
+    train, test = tmp_path / f"train{ext}", tmp_path / f"test{ext}"
+    if fmt == "xmc":
+        write(train, W, Y[:800])
+        write(test, Wt, Yt[:200])
+    else:   # 1-based in the file: the raw ids are the columns + 1, at most 2^63 - 2
+        write(train, W[:, :RAW_TOP], Y[:800])
+        write(test, Wt[:, :RAW_TOP], Yt[:200])
+        W, Wt = W[:, :RAW_TOP], Wt[:, :RAW_TOP]
+    opts = ["--hash-buckets", 256, "--hash-functions", 2, "--num-labels", NUM, "--threads", 1, "--format", fmt]
+    r = _cli("train", train, "-o", tmp_path / "m", *opts)
+    assert r.returncode == 0, r.stderr
+    r = _cli("predict", tmp_path / "m", test, "-o", tmp_path / "pred.txt", "-k", 3, "--allow-gaps", "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    labels, scores = read_predictions(tmp_path / "pred.txt")
+    model, _ = fit_model(W, Y[:800], TrainParams(threads=1, hash_buckets=256, hash_functions=2), num_labels=NUM)
+    want_l, want_s = predict_topk(model, Wt, 3)
+    np.testing.assert_array_equal(labels, want_l)
+    np.testing.assert_allclose(scores, want_s, rtol=5e-6)
+    r = _cli("evaluate", tmp_path / "m", test, "-k", 3, "--allow-gaps", "--json", "--format", fmt)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1])["P@1"] > 0
+    r = _cli("evaluate", "--predictions", tmp_path / "pred.txt", test, "--json", "--format", fmt)
+    assert r.returncode == 0, r.stderr      # (the predictions' data: its features are not read as int32)
+    r = _cli("train", train, "-o", tmp_path / "plain", "--num-labels", NUM, "--threads", 1, "--format", fmt)
+    assert r.returncode == 2 and f"train{ext}:" in r.stderr and "--hash-buckets" in r.stderr, r.stderr
+    assert not (tmp_path / "plain").exists()
+    if fmt == "libsvm":
+        with open(test, "a") as f:
+            f.write(f"0 {RAW_TOP + 1}:1\n")
+        r = _cli("predict", tmp_path / "m", test, "-o", tmp_path / "bad.txt", "--allow-gaps", "--format", fmt)
+        assert r.returncode == 2 and f"test{ext}:201:3: feature index {RAW_TOP + 1} out of range" in r.stderr, r.stderr
+        assert not (tmp_path / "bad.txt").exists()

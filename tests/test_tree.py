@@ -603,3 +603,63 @@ def test_root_renumbers_only_owned_data_and_small_nodes_report_early_stops(monke
     with caplog.at_level(logging.WARNING):
         fit_tree(X, Y, p.replace(max_iter=1, epsilon=1e-9), branching=4, max_depth=3)
     assert sum("stopped with status max_iter" in r.getMessage() for r in caplog.records) >= 2   # root and batch
+
+
+@pytest.mark.parametrize("liblinear", [None, "-s 1"])
+def test_cli_tree_writes_statistics_like_train(tmp_path, liblinear):
+    """tree --stats FILE.csv: one row per trained output in train's CSV columns (helper-81
+    left the tree without), with its node, the node's instances and the label a leaf's
+    output is; checked against the tree saved beside it: a leaf output's positives are
+    its label's, an internal output's are those of its child's labels; with --trees a
+    'tree' column; anything but .csv refused before anything is written."""
+    import csv
+
+    from headstart.io import read_xmc
+    from headstart.tree import load_ensemble
+
+    train = BIBTEX / "train.txt.gz"
+    extra = ["--liblinear", liblinear] if liblinear else []
+    r = _cli("tree", train, "-o", tmp_path / "m", "--branching", "8", "--threads", "1", "--stats",
+             tmp_path / "s.csv", *extra)
+    assert r.returncode == 0, r.stderr
+    r0 = _cli("train", train, "-o", tmp_path / "flat", "--num-labels", "2", "--threads", "1", "--stats",
+              tmp_path / "flat.csv", *extra)
+    assert r0.returncode == 0, r0.stderr
+    with open(tmp_path / "s.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(tmp_path / "flat.csv", newline="") as f:
+        flat = next(csv.reader(f))
+    assert list(rows[0])[:len(flat)] == flat and list(rows[0])[len(flat):] == ["rows", "node", "label_id"]
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    t = load_tree(tmp_path / "m").tree
+    _, Y = read_xmc(train)
+    counts = np.asarray(Y.sum(axis=0)).ravel()
+    under = node_labels(t)
+    out = np.array([int(r["label"]) for r in rows])
+    assert np.all(out[1:] > out[:-1]) and set(out) <= set(range(t.num_outputs))
+    node_of = np.repeat(np.arange(t.num_nodes), np.diff(t.node_ptr))
+    Yc = sp.csc_matrix(Y)
+    for r in rows:
+        o, v = int(r["label"]), int(float(r["node"]))
+        assert v == node_of[o]
+        assert int(float(r["rows"])) == (Y.shape[0] if v == 0 else np.unique(Yc[:, under[v]].indices).size)
+        if t.leaf[v]:
+            assert int(float(r["label_id"])) == t.target[o] and int(r["n_pos"]) == counts[t.target[o]]
+        else:
+            assert int(float(r["label_id"])) == -1
+            assert int(r["n_pos"]) == np.unique(Yc[:, under[t.target[o]]].indices).size
+        assert r["status"] == "converged"
+    if liblinear is None:        # every output of the Newton trainer has its row
+        assert len(rows) == t.num_outputs
+        r = _cli("tree", train, "-o", tmp_path / "e", "--branching", "8", "--threads", "1", "--trees", "2",
+                 "--stats", tmp_path / "e.csv")
+        assert r.returncode == 0, r.stderr
+        with open(tmp_path / "e.csv", newline="") as f:
+            erows = list(csv.DictReader(f))
+        e = load_ensemble(tmp_path / "e")
+        assert len(erows) == sum(m.tree.num_outputs for m in e.trees)
+        assert [float(r["tree"]) for r in erows] == sorted(float(r["tree"]) for r in erows) == \
+            [0.0] * e.trees[0].tree.num_outputs + [1.0] * e.trees[1].tree.num_outputs
+        r = _cli("tree", train, "-o", tmp_path / "j", "--stats", tmp_path / "s.json")
+        assert r.returncode == 2 and "must end in .csv" in r.stderr
+        assert not (tmp_path / "j").exists() and not (tmp_path / "s.json").exists()

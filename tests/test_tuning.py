@@ -6,6 +6,7 @@ Macro-F1 on bibtex, and the command line."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -468,3 +469,48 @@ def test_no_command_writes_its_output_over_an_input(bibtex_dir, tmp_path, capsys
         code, _, err = run(capsys, *argv)
         assert code == 2 and "would replace an input" in err, (argv, err)
     assert test.read_bytes() == before and np.loadtxt(thr).shape == (159,)
+
+
+def test_npy_thresholds_carry_their_training_options(tmp_path, capsys):
+    """thresholds -o FILE.npy: the options go in FILE.npy.json beside it (a .npy has no room
+    for the text form's '# headstart' line), which names the .npy's checksum; predict and
+    evaluate warn of a model trained otherwise as for the text form (helper-80 left .npy
+    thresholds without); a plain .npy of the user's, or one replaced after its sidecar,
+    reads as before and is compared with nothing (the replaced one said)."""
+    from pathlib import Path
+
+    from headstart.io.labelvec import read_label_header, sidecar, write_label_values
+
+    data = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "medical"
+    train, test = data / "train.txt.gz", data / "test.txt.gz"
+    thr, txt = tmp_path / "t.npy", tmp_path / "t.txt"
+    opts = ["--threads", "1", "--folds", "2"]
+    for out in (thr, txt):
+        code, _, err = run(capsys, "thresholds", train, "-o", out, *opts)
+        assert code == 0, err
+    np.testing.assert_array_equal(np.load(thr), np.loadtxt(txt))
+    assert read_label_header(thr) == read_label_header(txt) and read_label_header(thr)["params"]["loss"] == "squared-hinge"
+    assert json.loads(Path(sidecar(thr)).read_text())["header"] == read_label_header(txt)
+    model, other = tmp_path / "m", tmp_path / "m2"
+    assert run(capsys, "train", train, "-o", model, "-q", "--threads", "1")[0] == 0
+    assert run(capsys, "train", train, "-o", other, "-q", "--threads", "1", "--loss", "logistic")[0] == 0
+    code, _, err = run(capsys, "predict", model, test, "-o", tmp_path / "p.txt", "--thresholds", thr)
+    assert code == 0 and "chosen for" not in err, err
+    for cmd in (["predict", other, test, "-o", tmp_path / "p2.txt"], ["evaluate", other, test]):
+        code, _, err = run(capsys, *cmd, "--thresholds", thr)
+        assert code == 0 and err.count("chosen for models trained with --loss 'squared-hinge' (model: "
+                                       "'logistic')") == 1, err
+    code, out, err = run(capsys, "info", thr)
+    assert code == 0 and "made for: headstart thresholds (its header: " in out, err
+    # a user's own .npy (no sidecar) and one replaced after its sidecar: read, not compared
+    plain = tmp_path / "plain.npy"
+    np.save(plain, np.load(thr))
+    code, _, err = run(capsys, "predict", other, test, "-o", tmp_path / "p3.txt", "--thresholds", plain)
+    assert code == 0 and "chosen for" not in err and "checksum" not in err, err
+    assert (tmp_path / "p3.txt").read_bytes() == (tmp_path / "p2.txt").read_bytes()
+    np.save(thr, np.load(thr) + 0.25)
+    code, _, err = run(capsys, "predict", other, test, "-o", tmp_path / "p4.txt", "--thresholds", thr)
+    assert code == 0 and "chosen for" not in err and "t.npy.json describes other values than" in err, err
+    # written again without a header (e.g. costs): the old sidecar goes
+    write_label_values(thr, np.zeros(3))
+    assert not Path(sidecar(thr)).exists() and read_label_header(thr) is None

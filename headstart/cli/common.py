@@ -242,11 +242,16 @@ def labels_word(n: int) -> str:
     return f"{n} label{'' if n == 1 else 's'}"
 
 
-def read_training_data(path: str, args: argparse.Namespace):
-    """:func:`read_dataset` for a command that trains: dense (slice) features become the
-    CSR matrix the kernels read right here, so the dense array is not kept beside its
-    copy for the whole run (a third of the data's memory, docs/robustness.md)."""
+def read_training_data(path: str, args: argparse.Namespace, params):
+    """:func:`read_dataset` for a command that trains with ``params``: dense (slice)
+    features become the CSR matrix the kernels read right here, so the dense array is not
+    kept beside its copy for the whole run (a third of the data's memory,
+    docs/robustness.md).  With feature hashing the raw feature ids may go up to 2^63 - 2
+    (:func:`wide_ids`)."""
+    args.wide_ids = params.hash_buckets > 0
     X, Y = read_dataset(path, args)
+    if X.shape[0] == 0:    # (before the label count: a comment-only libsvm file has 0 of both)
+        raise no_instances(path, args, "train on")
     if Y.shape[1] == 0:      # a model of no labels could never predict anything
         raise DataFormatError("the data has no labels (a label count of 0): there is nothing to train", path)
     if X.shape[1] == 0:      # (the library says so too, but without the file)
@@ -257,7 +262,20 @@ def read_training_data(path: str, args: argparse.Namespace):
         from ..validation import check_features
 
         X = check_features(X)
+    if X.shape[0] and not X.nnz:
+        # as a feature count of 0: every label would learn its bias alone (helper-80: the
+        # all-pruned warning then advised --normalize, which cannot help)
+        raise DataFormatError(f"the data has no feature values (all {X.shape[0]} instances are empty rows): there is "
+                              "nothing to learn but the bias, which scores every instance alike", path)
     return X, Y
+
+
+def wide_ids(args: argparse.Namespace) -> bool:
+    """Whether DATA's feature ids are read as raw ids up to 2^63 - 2 (int64; the readers'
+    ``wide_ids``), not int32 ones: set by the command when the features are hashed (a model
+    with --hash-buckets, whose raw ids are only keys of the hash, e.g. 64-bit hashes of
+    tokens) or not used at all."""
+    return bool(getattr(args, "wide_ids", False))
 
 
 _MAIN = object()   # read_dataset's labels_file: the command's --labels
@@ -319,7 +337,7 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
         return hio.read_xmc(path, one_based=getattr(args, "one_based", False),
                             one_based_labels=getattr(args, "one_based_labels", False),
-                            dtype=getattr(args, "read_dtype", "float32"))
+                            dtype=getattr(args, "read_dtype", "float32"), wide_ids=wide_ids(args))
     if getattr(args, "one_based", False):
         raise ParameterError("--one-based is for xmc files; libsvm files are 1-based unless --zero-based")
     if getattr(args, "one_based_labels", False):
@@ -329,9 +347,10 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
     from ..validation import model_width
 
     zero = getattr(args, "zero_based", False)
+    wide = wide_ids(args)
     if getattr(args, "labels_unused", False):
         # prediction: the labels are read for their syntax only, whatever their ids
-        X, _ = hio.read_libsvm(path, zero_based=zero)
+        X, _ = hio.read_libsvm(path, zero_based=zero, wide_ids=wide)
         return _without_labels(model_width(X, n_features, path), n_labels)
     if n_labels is not None and getattr(args, "labels_beyond_model", False):
         if int(n_labels) == 1:
@@ -339,13 +358,14 @@ def _read_dataset(path: str, args: argparse.Namespace, n_features: int | None = 
             # it binary): read at the model's one label first, which reads such a file as
             # LIBLINEAR does; a '1' there is otherwise a second label, beyond the model's
             try:
-                X, Y = hio.read_libsvm(path, n_labels=1, zero_based=zero)
+                X, Y = hio.read_libsvm(path, n_labels=1, zero_based=zero, wide_ids=wide)
                 return model_width(X, n_features, path), Y
             except DataFormatError:
                 pass
-        X, Y = hio.read_libsvm(path, zero_based=zero)
+        X, Y = hio.read_libsvm(path, zero_based=zero, wide_ids=wide)
         return model_width(X, n_features, path), _label_width(Y, int(n_labels), path)
-    X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero, dtype=getattr(args, "read_dtype", "float32"))
+    X, Y = hio.read_libsvm(path, n_labels=n_labels, zero_based=zero, dtype=getattr(args, "read_dtype", "float32"),
+                           wide_ids=wide)
     return model_width(X, n_features, path), Y
 
 
@@ -643,6 +663,16 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def no_instances(path: str, args: argparse.Namespace, what: str) -> DataFormatError:
+    """The error for DATA without a single instance, whatever a command would do with
+    them (``what``: "predict", "train on" ...): an empty predictions file or model,
+    written silently, is no answer (helper-80: a comment-only libsvm test file).  An
+    empty file is the readers' error already; what else holds no instance is said."""
+    why = {"xmc": "its header announces 0 points", "libsvm": "no data rows, only comments and blank lines",
+           "slice": "0 rows"}.get(data_format(path, args), "no rows")
+    return DataFormatError(f"the data has no instances ({why}): there is nothing to {what}", path)
+
+
 def data_format(path: str, args: argparse.Namespace) -> str:
     """The format DATA is read in: --format, or the one detected."""
     from .. import io as hio
@@ -688,7 +718,7 @@ def announced_rows(path: str, args: argparse.Namespace) -> int | None:
 
     fmt = data_format(path, args)
     if fmt == "xmc":
-        return hio.read_xmc_header(path)[0]
+        return hio.read_xmc_header(path, wide_ids(args))[0]
     slice_ = fmt == "slice" or (fmt == "auto" and getattr(args, "labels_file", None))   # (--labels: slice)
     return hslice.announced_rows(path) if slice_ else None
 
@@ -704,7 +734,8 @@ def iter_batches(path: str, args: argparse.Namespace, chunk_rows: int, n_feature
         if getattr(args, "zero_based", False):
             raise ParameterError("--zero-based is for libsvm files; xmc files are 0-based unless --one-based")
         yield from hio.iter_xmc_chunks(path, chunk_rows=chunk_rows, one_based=getattr(args, "one_based", False),
-                                       one_based_labels=getattr(args, "one_based_labels", False))
+                                       one_based_labels=getattr(args, "one_based_labels", False),
+                                       wide_ids=wide_ids(args))
         return
     X, Y = read_dataset(path, args, n_features=n_features, n_labels=n_labels)
     for r0 in range(0, X.shape[0], chunk_rows):

@@ -148,7 +148,9 @@ def run(args: argparse.Namespace) -> int:
             log.info("%s: labels not listed best first on some lines: ranked by their scores", args.predictions)
             labels = np.take_along_axis(labels, order, axis=1)
         label_space = _prediction_label_space(args.predictions)
-        X, Y = common.read_dataset(args.data, args, n_labels=label_space)
+        # the features are not used: any raw ids (those of a hashed model's data too)
+        args.wide_ids = True
+        _, Y = common.read_dataset(args.data, args, n_labels=label_space)
         if label_space is None:     # DiSMEC++'s header 'n k': the test data's label space
             label_space = Y.shape[1]
             if labels.size and common.labels_may_widen(args, int(labels.max()) + 1, label_space):
@@ -189,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
             parts_l.append(lab)
             parts_y.append(sp.csr_matrix(Yc))
         if not parts_l:
-            raise DataFormatError("the test data has no instances; there is nothing to evaluate", args.data)
+            raise common.no_instances(args.data, args, "evaluate")
         labels = np.vstack(parts_l)
         Y = sp.vstack(parts_y, format="csr")
         model_counts, model_n = scorer.label_counts()
@@ -229,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
             given = {k: v for k, v in (("A", args.propensity_a), ("B", args.propensity_b)) if v is not None}
             props = propensities(counts, n_train, **given)
     if Y.shape[0] == 0:
-        raise DataFormatError("the test data has no instances: there is nothing to evaluate", args.data)
+        raise common.no_instances(args.data, args, "evaluate")
     if Y.shape[1] == 0:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)

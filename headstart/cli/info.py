@@ -19,7 +19,10 @@ HELP = "describe a model directory or a data file"
 DESCRIPTION = """\
 For a data file: format, instances, features, labels, nonzeros and a label frequency
 summary (how many tail labels).  For a model directory: label space and covered labels,
-features, weights, size on disk, preprocessing and training parameters."""
+features, weights, size on disk, preprocessing and training parameters.  For a text
+vectorizer directory ('headstart convert --fit-vectorizer'): features, labels and its
+tf-idf settings.  For a .npy file without --labels: its shape and dtype (from its header)
+and what it can be used as."""
 
 #: a label with at most this many positives counts as a tail label
 TAIL = 5
@@ -82,6 +85,68 @@ def data_info(path: str, args: argparse.Namespace) -> dict:
         "label_frequency": label_frequency(np.unique(Y.indices, return_counts=True)[1], Y.shape[1]),
         "file_bytes": os.path.getsize(path),
     }
+
+
+def vectorizer_info(path: str) -> dict:
+    """A text vectorizer directory (headstart.io.text): what it turns text into."""
+    from ..io.text import TextVectorizer
+
+    v = TextVectorizer.load(path)
+    return {
+        "kind": "vectorizer", "path": path,
+        "made_by": "'headstart convert TRAIN.txt OUT --fit-vectorizer DIR' (LibMultiLabel raw text to tf-idf "
+                   "features); apply it with 'headstart convert TEST.txt OUT --vectorizer DIR'",
+        "features": len(v.vocabulary), "labels": len(v.label_names),
+        "first_terms": ", ".join(v.vocabulary[:8]) + (", ..." if len(v.vocabulary) > 8 else ""),
+        "first_labels": ", ".join(v.label_names[:8]) + (", ..." if len(v.label_names) > 8 else ""),
+        "idf": {"shape": list(v.idf.shape), "min": float(v.idf.min()) if v.idf.size else 0.0,
+                "max": float(v.idf.max()) if v.idf.size else 0.0},
+        "settings": v.settings,
+        "disk_bytes": sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()),
+    }
+
+
+def npy_info(path: str) -> dict:
+    """A .npy file described from its header alone (nothing is loaded, nothing unpickled):
+    shape, dtype, whether the file holds all the values the header claims, and what
+    headstart can use it as."""
+    from numpy.lib import format as npf
+
+    from ..errors import DataFormatError
+
+    try:
+        with open(path, "rb") as f:
+            version = npf.read_magic(f)
+            shape, fortran, dtype = (npf.read_array_header_1_0(f) if version == (1, 0)
+                                     else npf.read_array_header_2_0(f))
+            offset = f.tell()
+    except (OSError, ValueError) as e:
+        raise DataFormatError(f"not a readable .npy file: {e}", path) from None
+    size = os.path.getsize(path)
+    claimed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    real = dtype.kind in "biuf" and not dtype.hasobject and not dtype.fields
+    if len(shape) == 2 and real:
+        use = (f"dense features (slice format) of {shape[0]} instances x {shape[1]} features: with their label "
+               "file, 'headstart info X.npy --labels Y.txt' describes them as data (and train / predict read them "
+               "so)")
+    elif len(shape) == 1 and real:
+        use = (f"a vector of {shape[0]} values, not dense features (they are 2-d): e.g. thresholds, one per "
+               "label ('headstart thresholds -o FILE.npy', for 'predict --thresholds')")
+    else:
+        use = "not dense features: headstart reads 2-d arrays of real or integer values"
+    out = {"kind": "npy", "path": path, "shape": list(shape), "dtype": str(dtype),
+           "order": "Fortran (column-major)" if fortran else "C (row-major)", "use": use,
+           "file_bytes": size}
+    from ..io.labelvec import read_label_header, sidecar
+
+    header = read_label_header(path) if real else None
+    if header is not None:   # thresholds written by headstart: what they were made for
+        out["made_for"] = f"{header.get('made_by', 'headstart')} (its header: {sidecar(path)})"
+    if dtype.hasobject:
+        out["warning"] = "an object array (pickled Python objects): headstart never loads it (allow_pickle=False)"
+    elif offset + claimed > size:
+        out["damaged"] = f"truncated: the header claims {claimed} bytes of values, the file holds {size - offset}"
+    return out
 
 
 def damaged_files(path: str, manifest: dict, verify: bool = False) -> list[str]:
@@ -208,7 +273,8 @@ def ensemble_info(path: str) -> dict:
 def _text(info: dict) -> str:
     lines = []
     skip = {"kind", "path", "params"}
-    title = "model directory" if info["kind"] == "model" else f"{info['format']} data file"
+    title = {"model": "model directory", "vectorizer": "text vectorizer directory",
+             "npy": "numpy .npy array"}.get(info["kind"]) or f"{info['format']} data file"
     lines.append(f"{info['path']}: {title}")
     for key, value in info.items():
         if key in skip:
@@ -222,7 +288,7 @@ def _text(info: dict) -> str:
                     continue
                 if k2 == "tail_labels":
                     k2 = f"tail labels (<= {value.get('tail_max_positives', TAIL)} positives)"
-                v2 = f"{v2:.2f}" if isinstance(v2, float) else v2
+                v2 = f"{v2:.2f}" if isinstance(v2, float) else " x ".join(map(str, v2)) if k2 == "shape" else v2
                 lines.append(f"    {k2.replace('_', ' ')}: {v2}")
             continue
         if isinstance(value, float):
@@ -231,7 +297,9 @@ def _text(info: dict) -> str:
             lines.append("  damaged files:")
             lines += [f"    {v}" for v in value]
             continue
-        if isinstance(value, list):
+        if key == "shape":
+            value = " x ".join(map(str, value)) or "() (a scalar)"
+        elif isinstance(value, list):
             value = ", ".join(f"[{a}, {b})" for a, b in value) or "none"
         lines.append(f"  {key.replace('_', ' ')}: {value}")
     if "params" in info:
@@ -257,6 +325,19 @@ _OTHER_KINDS = {
 }
 
 
+def _bare_npy(args: argparse.Namespace) -> bool:
+    """A .npy file (by its magic bytes) without the label file that would make it data."""
+    from ..io._common import NPY_MAGIC
+
+    if getattr(args, "labels_file", None) or args.data_format not in ("auto", "slice"):
+        return False
+    try:
+        with open(args.path, "rb") as f:
+            return f.read(len(NPY_MAGIC)) == NPY_MAGIC
+    except OSError:
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     p = Path(args.path)
     # (tab-separated label names are not told apart from an XMC file with tabs between
@@ -275,8 +356,24 @@ def run(args: argparse.Namespace) -> int:
         from ..errors import DataFormatError
 
         raise DataFormatError(f"this is {other}", args.path)
-    info = model_info(args.path, args.verify) if p.is_dir() else data_info(args.path, args)
+    vectorizer = p.parent if p.is_file() and (p.parent / "vectorizer.json").is_file() else None
+    if vectorizer is not None and p.name in ("vectorizer.json", "idf.npy", "labels.txt"):
+        from ..errors import DataFormatError
+
+        raise DataFormatError(f"this file is part of the text vectorizer directory {vectorizer}: describe it with "
+                              f"'headstart info {vectorizer}'", args.path)
+    if p.is_dir() and (p / "vectorizer.json").is_file():
+        info = vectorizer_info(args.path)
+    elif p.is_dir():
+        info = model_info(args.path, args.verify)
+    elif _bare_npy(args):
+        info = npy_info(args.path)
+    else:
+        info = data_info(args.path, args)
     print(json.dumps(info, indent=1) if args.json else _text(info))
+    if info.get("damaged"):
+        log.error("%s: the array is damaged (%s): no reader takes it", args.path, info["damaged"])
+        return 2
     if info.get("damaged_files"):
         log.error("%s: the model is damaged: %d file(s) listed in its manifest are missing or not as written "
                   "(predict and --resume refuse it; retrain the labels of those shards into a new directory, "

@@ -260,6 +260,7 @@ class ModelScorer:
         # libsvm data (no header) is read at the model's width, except for a hashed model:
         # its raw features may be any ids, hashing maps them to the model's features
         self.data_features = None if m["preprocessing"]["hash"] else self.n_features
+        args.wide_ids = self.data_features is None   # and any raw ids, up to 2^63 - 2
         self.label_space = int(m["label_space"])
         self.missing = missing_ranges_of(m)
         self.allow_gaps = bool(getattr(args, "allow_gaps", False))
@@ -308,6 +309,7 @@ class ModelScorer:
         self.max_memory = None
         self.n_features = self.tree.model.n_features
         self.data_features = None if self.tree.model.preprocessing.hashing else self.n_features
+        args.wide_ids = self.data_features is None
         self.label_space = self.num_trained = self.tree.num_labels
         self.missing = []
         trees = getattr(self.tree, "trees", [self.tree])
@@ -422,7 +424,7 @@ def count_rows(path: str, args: argparse.Namespace) -> int | None:
     if fmt == "auto" and not args.labels_file:
         fmt = hio.detect_format(path)
     if fmt == "xmc":
-        return hio.read_xmc_header(path)[0]
+        return hio.read_xmc_header(path, common.wide_ids(args))[0]
     return None
 
 
@@ -433,6 +435,7 @@ def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: 
     place in the file; with a progress bar over instances."""
     total = count_rows(args.data, args) if progress else None
     where = common.RowLocator(args.data, args)
+    rows = 0
     with common.ProgressBar(total or 0, args.command, "instances",
                             enabled=not args.quiet and total is not None) as bar:
         for X, Y in common.iter_batches(args.data, args, scorer.chunk_rows(args, k), n_features=scorer.data_features,
@@ -442,6 +445,9 @@ def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: 
                 result = score(X)
             yield result, X, Y
             bar.advance(X.shape[0])
+            rows += X.shape[0]
+    if not rows:   # raised into the caller's writer: no output appears
+        raise common.no_instances(args.data, args, args.command)
 
 
 def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
@@ -466,11 +472,15 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
     sent: deque = deque()
 
     def blocks():
+        rows = 0
         for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
                                         n_labels=scorer.label_space):
             scorer.check_block(X, Y, args)
             sent.append((X.shape[0], Y))
+            rows += X.shape[0]
             yield X
+        if not rows:
+            raise common.no_instances(args.data, args, args.command)
 
     for out in iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
                                  n_workers=args.dask_workers, threads=args.threads or None,

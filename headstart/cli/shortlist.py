@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                            fill=args.fill, keep=args.keep)
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
-        raise DataFormatError("the file has no instances: there is nothing to shortlist", args.train)
+        raise common.no_instances(args.train, args, "shortlist")
     if Y.shape[1] == 0:
         raise DataFormatError("the data has no labels: there is nothing to shortlist", args.train)
     Xt = Yt = None

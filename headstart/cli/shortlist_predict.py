@@ -64,8 +64,8 @@ def run(args: argparse.Namespace) -> int:
         # (an xmc header declares its label count; checked before the long scoring pass)
         raise DataFormatError(f"the data has {Y.shape[1]} labels but the model's label space has {label_space}; "
                               "--evaluate needs the same label ids", args.data, 1)
-    if args.evaluate and X.shape[0] == 0:
-        raise DataFormatError("the test data has no instances: there is nothing to evaluate", args.data)
+    if X.shape[0] == 0:     # (an empty predictions file, written silently, is no answer)
+        raise common.no_instances(args.data, args, "evaluate" if args.evaluate else "predict")
     X = same_feature_space(X, fs.n_features, args.data)
     dense = read_dense_features(args.dense) if args.dense else None
     if dense is not None and dense.shape[0] != X.shape[0]:

@@ -26,8 +26,10 @@ label by a nested cross-validation, 15 trainings for 3 folds (the work of about 
 of TRAIN); it aims at Macro-F1 alone and may lower Micro-F1.  Every fold is a
 one-vs-all training of all labels with the training options given here.  Use the same
 options for 'headstart train' on all of TRAIN, then 'predict --thresholds FILE' or
-'evaluate --thresholds FILE'.  FILE holds one threshold per label, one per line (a .npy
-vector if FILE ends in .npy), written atomically."""
+'evaluate --thresholds FILE'.  FILE holds one threshold per label, one per line after a
+first line '# headstart {JSON}' of the training options (a .npy vector if FILE ends in .npy,
+the options then in FILE.npy.json beside it), written atomically; predict and evaluate
+warn when the model's options change its scores."""
 
 log = logging.getLogger("headstart.cli.thresholds")
 
@@ -80,9 +82,7 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
         err("argument --timeout: cross-validation needs every label trained in every fold (no time budget)")
     if args.output:
         common.check_output_file(args.output, f"{what} file", args)
-    X, Y = common.read_training_data(args.train, args)
-    if X.shape[0] == 0:
-        raise DataFormatError("the file has no instances: nothing to train on", args.train)
+    X, Y = common.read_training_data(args.train, args, params)
     if X.shape[0] < min_rows:
         raise DataFormatError(f"{X.shape[0]} instances are too few for --folds {args.folds} (at least {min_rows} "
                               "are needed)", args.train)

@@ -7,7 +7,6 @@ import logging
 import os
 import time
 
-from ..errors import DataFormatError
 from ..params import method_of
 from . import common
 
@@ -115,10 +114,8 @@ def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int
     from ..estimator import resolve_label_range
 
     t0 = time.perf_counter()
-    X, Y = common.read_training_data(args.train, args)
+    X, Y = common.read_training_data(args.train, args, params)
     t_read = time.perf_counter() - t0
-    if X.shape[0] == 0:
-        raise DataFormatError("the file has no instances: nothing to train on", args.train)
     first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
     log.info("read %s: %d points, %d features, %d labels, %d nonzeros in %.2f s",
              args.train, X.shape[0], X.shape[1], Y.shape[1], X.nnz if hasattr(X, "nnz") else X.size, t_read)

@@ -8,7 +8,6 @@ import argparse
 import logging
 import time
 
-from ..errors import DataFormatError
 from . import common
 from .train import _compiled
 
@@ -44,11 +43,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--trees", type=common._number(int), default=1, metavar="T",
                    help="an ensemble of T trees of the seeds --seed .. --seed + T - 1, their beam-search scores "
                         "averaged (LibMultiLabel's train_ensemble_tree, whose default is 3) (default: 1)")
+    g.add_argument("--stats", metavar="FILE.csv",
+                   help="write the training statistics of every binary problem (a node's output), one row each, "
+                        "in the CSV columns of 'headstart train --stats' with 'label' the output's id, plus its "
+                        "'rows' (the node's instances), 'node', 'label_id' (the label a leaf's output is, -1 for "
+                        "a child node) and, with --trees, 'tree'; written atomically")
     common.add_train_params(p)
     for action in p._actions:      # the shared training option, refused for a tree (run)
         if "--timeout" in action.option_strings:
             action.help = "not for a tree: every node must be trained (a time budget is refused)"
     common.add_data_options(p)
+
+
+def tree_stats(trees: list):
+    """The statistics of the trees' outputs (TreeModel.stats) in one table, tree after
+    tree, with a ``tree`` column when there are several (their output ids repeat)."""
+    import numpy as np
+
+    from ..training.stats import ITER_FIELDS, TrainingStats
+
+    if len(trees) == 1:
+        return trees[0].stats
+    parts = [t.stats for t in trees]
+    cols = {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns}
+    cols["tree"] = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
+    return TrainingStats(cols, np.zeros(cols["label"].size + 1, dtype=np.int64),
+                         {f: np.zeros(0) for f in ITER_FIELDS}, {})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,10 +85,12 @@ def run(args: argparse.Namespace) -> int:
             err(f"argument {option}: must be >= {least}, got {value}")
     if params.timeout > 0:
         err("argument --timeout: a tree needs every node trained (no time budget)")
+    if args.stats is not None and not args.stats.endswith(".csv"):
+        err(f"argument --stats: {args.stats!r} must end in .csv (a tree keeps no per-iteration trajectories)")
     common.check_output_dir(args.output, keep_unfinished=True)
-    X, Y = common.read_training_data(args.train, args)
-    if X.shape[0] == 0:
-        raise DataFormatError("the file has no instances: nothing to train on", args.train)
+    if args.stats:
+        common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
+    X, Y = common.read_training_data(args.train, args, params)
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
@@ -81,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
                                  on_built=bar.set_total, own_data=True)
     model.save(args.output)
     trees = [model] if args.trees == 1 else model.trees
+    if args.stats:
+        tree_stats(trees).write(args.stats)
     shape = "; ".join(f"{t.tree.num_nodes} nodes ({int(t.tree.leaf.sum())} leaves, depth "
                       f"{int(t.tree.depth.max()) if t.tree.num_nodes else 0})" for t in trees)
     common.say(args, f"trained {'a tree' if args.trees == 1 else f'{args.trees} trees'} of {shape}, "

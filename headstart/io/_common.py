@@ -18,6 +18,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 NPY_MAGIC = b"\x93NUMPY"
 BOM = b"\xef\xbb\xbf"
 MAX_DIM = K.INDEX_MAX + 1          # largest number of features / labels (int32 ids)
+MAX_RAW_DIM = K.RAW_ID_MAX + 1     # largest number of raw features read for hashing (int64 ids)
 HEADER_LIMIT = 1 << 16             # a header line longer than this is not a header
 
 _DECOMPRESS_ERRORS = (OSError, EOFError, zlib.error, ValueError)
@@ -124,8 +125,11 @@ def cr_only(line: bytes) -> bool:
     return b"\r" in line.rstrip(b"\r\n")
 
 
-def parse_header(buf: bytes, path, names: tuple[str, ...]) -> tuple[list[int], int]:
-    """Parse the header line of ``buf``: (values, offset of the first body byte)."""
+def parse_header(buf: bytes, path, names: tuple[str, ...], wide: str | None = None) -> tuple[list[int], int]:
+    """Parse the header line of ``buf``: (values, offset of the first body byte).
+
+    ``wide``: the name of a count that may go up to MAX_RAW_DIM (the raw features of data
+    read for hashing), not MAX_DIM."""
     if not buf.strip():
         raise DataFormatError("file is empty: expected a header line '" + " ".join(names)
                               + "'", path, 1)
@@ -146,9 +150,13 @@ def parse_header(buf: bytes, path, names: tuple[str, ...]) -> tuple[list[int], i
             f"header must be {len(names)} non-negative integers '{' '.join(names)}'{hint}",
             path, 1, 1, token=_show(line.rstrip(b"\r")))
     for name, v in zip(names[1:], vals[1:]):
-        if v > MAX_DIM:
+        if name == wide and v > MAX_RAW_DIM:
+            raise DataFormatError(f"header {name} = {v} exceeds the supported maximum {MAX_RAW_DIM} (raw feature "
+                                  "ids of hashed data are int64)", path, 1, token=str(v))
+        if name != wide and v > MAX_DIM:
+            hint = " without feature hashing (--hash-buckets)" if name == "num_features" else ""
             raise DataFormatError(f"header {name} = {v} exceeds the supported maximum "
-                                  f"{MAX_DIM} (ids are int32)", path, 1, token=str(v))
+                                  f"{MAX_DIM} (ids are int32){hint}", path, 1, token=str(v))
     return vals, body
 
 
@@ -166,6 +174,7 @@ class SparseSpec:
     feat_offset: int = 0
     label_offset: int = 0         # 1: the file's label ids are 1-based (parsed into [0, n_labels + 1), then shifted)
     n_features: int = -1          # -1: infer
+    feat_max: int = K.INDEX_MAX   # largest (shifted) feature id; above INDEX_MAX: int64 indices
     n_labels: int = -1            # -1: infer
     max_rows: int = -1            # -1: unlimited
     skip_blank: bool = False
@@ -211,12 +220,12 @@ def parse_sparse(buf: np.ndarray, start: int, end: int, spec: SparseSpec, path,
     lab_cap = n_comma + n_lines if spec.has_labels else 0
     indptr = np.empty(rows_cap + 1, dtype=np.int64)
     lptr = np.empty(rows_cap + 1, dtype=np.int64)
-    indices = np.empty(nnz_cap, dtype=np.int32)
+    indices = np.empty(nnz_cap, dtype=np.int32 if spec.feat_max <= K.INDEX_MAX else np.int64)
     data = np.empty(nnz_cap, dtype=spec.dtype)
     labels = np.empty(lab_cap, dtype=np.int32)
     code, pos, aux, rows, nnz, nlab, maxf, maxl = K.parse_sparse(
         buf, start, end, spec.has_labels, spec.allow_features, spec.feat_offset,
-        spec.n_features, spec.n_labels, spec.max_rows, spec.skip_blank, spec.comments, spec.binary, spec.keep_zeros,
+        spec.n_features, spec.feat_max, spec.n_labels, spec.max_rows, spec.skip_blank, spec.comments, spec.binary, spec.keep_zeros,
         indptr, indices, data, lptr, labels)
     if code != K.OK:
         raise sparse_error(code, pos, aux, buf, start, spec, path, first_line_no)
@@ -359,8 +368,13 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
         if spec.n_features >= 0:
             bound = f"[{off}, {spec.n_features + off - 1}]" if spec.n_features else "(none: 0 features)"
         else:
-            bound = f"[{off}, {K.INDEX_MAX + off}]"
+            bound = f"[{off}, {spec.feat_max + off}]"
         msg = f"{fw} index {_show(idx)} out of range {bound}"
+        if fw == "feature" and (not _INT.match(idx) or int(idx) > spec.feat_max + off):
+            # beyond what any header may declare: what would read it
+            msg += (" (raw feature ids of hashed data are int64)" if spec.feat_max > K.INDEX_MAX else
+                    " (feature ids are int32; with feature hashing, --hash-buckets, raw ids may go up to "
+                    f"{K.RAW_ID_MAX})")
         if off == 1 and idx.strip(b"0") == b"":
             msg += " (index 0 in a one-based file; is the file zero-based?)"
         elif off == 0 and spec.n_features > 0 and _INT.match(idx) and int(idx) == spec.n_features:

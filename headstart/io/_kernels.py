@@ -38,7 +38,12 @@ E_TOO_FEW_TOKENS = 12   # predictions: fewer than k tokens on a line
 E_BINARY_LABEL = 13     # binary (+1/-1) labels: a label other than +1, 1 or -1
 
 INDEX_MAX = 2147483646          # largest id that still fits int32 as ``id + 1``
-_SATURATE = 100000000000000000  # 1e17: integers stop growing here (always out of range)
+#: largest raw feature id of data read for feature hashing (``parse_sparse``'s
+#: ``feat_max``): such ids are only keys of the hash (e.g. 64-bit hashes of tokens), kept
+#: as int64 column indices of a matrix as wide as the largest id + 1, which int64 holds
+RAW_ID_MAX = 9223372036854775806
+_UINT_MAX = 9223372036854775807  # integers saturate here: a value >= it is always out of range
+_UINT_LAST = 922337203685477580  # _UINT_MAX // 10: one more digit still fits when it is <= 7
 _MANT_DIGITS = 18               # significant decimal digits kept when parsing a float
 
 _POW10 = np.array([float(10 ** i) for i in range(309)], dtype=np.float64)
@@ -106,7 +111,8 @@ def _next_line(buf, p, end):
 def _parse_uint(buf, p, end):
     """Decimal digits at ``p``: (value, new position, number of digits).
 
-    The value saturates at about 1e17, which is out of range for every id we accept.
+    Exact up to 2^63 - 2; larger values saturate at 2^63 - 1, which is out of range for
+    every id we accept (the raw ids of hashed features go up to RAW_ID_MAX).
     """
     v = np.int64(0)
     nd = 0
@@ -114,8 +120,10 @@ def _parse_uint(buf, p, end):
         d = np.int64(buf[p]) - 48
         if d < 0 or d > 9:
             break
-        if v < _SATURATE:
+        if v < _UINT_LAST or (v == _UINT_LAST and d < 7):
             v = v * 10 + d
+        else:
+            v = _UINT_MAX
         nd += 1
         p += 1
     return v, p, nd
@@ -228,7 +236,7 @@ def _parse_float(buf, p, end):
 
 # --- the sparse body parser ------------------------------------------------------------------
 @njit(nogil=True, cache=True)
-def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_features,
+def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_features, feat_max,
                  n_labels, max_rows, skip_blank, comments, binary, keep_zeros,
                  indptr, indices, data, lptr, labels):
     """Parse lines ``[l1,l2,...] f:v f:v ...`` of ``buf[start:end]`` into CSR arrays.
@@ -240,6 +248,9 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
                     a label whatever its value); else explicit zeros are dropped
     feat_offset     subtracted from each feature index (1 for one-based files)
     n_features      exclusive upper bound of the shifted index; -1: unbounded (inferred)
+    feat_max        largest shifted index accepted whatever ``n_features`` says: INDEX_MAX
+                    (int32 ``indices``), or up to RAW_ID_MAX - feat_offset for the raw ids
+                    of hashed features (int64 ``indices``)
     n_labels        exclusive upper bound of label ids; -1: unbounded (inferred)
     max_rows        rows expected; blank lines after that many rows are ignored, any other
                     line is E_TOO_MANY_ROWS; -1: unlimited
@@ -354,7 +365,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
             if st != 0 or not (_at_eol(buf, p, end, comments) or _is_ws(buf[p])):
                 return E_FEAT_SYNTAX, t, 0, rows, nnz, nl, maxf, maxl
             j = idx - feat_offset
-            if j < 0 or (n_features >= 0 and j >= n_features) or j > INDEX_MAX:
+            if j < 0 or (n_features >= 0 and j >= n_features) or j > feat_max:
                 return E_FEAT_RANGE, t, idx, rows, nnz, nl, maxf, maxl
             if nnz >= cap_nnz:
                 return E_CAPACITY, t, 0, rows, nnz, nl, maxf, maxl

@@ -8,12 +8,18 @@ Errors name the file, and for text the line and token.  Written: text, atomicall
 value with the digits that read back to the same float64, after an optional first line
 ``# headstart {JSON}`` that says what the values were made for (:func:`read_label_header`;
 ``headstart thresholds`` records its training options there, so that thresholds applied
-to a model trained otherwise are noticed).
+to a model trained otherwise are noticed).  A ``.npy`` has no room for that line: its
+header goes beside it, in ``FILE.npy.json`` (``{"sha256": ..., "header": {...}}``), which
+names the ``.npy`` bytes it describes by their checksum, so that a ``.npy`` replaced by
+another (a user's own values) is not taken for the one described.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
+import logging
 import os
 
 import numpy as np
@@ -21,6 +27,8 @@ import numpy as np
 from ..errors import DataFormatError, ParameterError
 from ._common import NPY_MAGIC
 from .atomic import atomic_write
+
+log = logging.getLogger(__name__)
 
 
 def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "label values",
@@ -79,11 +87,23 @@ _HEADER = "# headstart "
 def write_label_values(path: str | os.PathLike, values: np.ndarray, header: dict | None = None) -> None:
     """One number per line (repr: reads back bit for bit), after the line ``# headstart
     {header as JSON}`` when ``header`` is given; or a float64 .npy vector when ``path``
-    ends in .npy (which has no room for the header); written atomically."""
+    ends in .npy, its header in the sidecar ``path + ".json"`` (:func:`sidecar`); each
+    file written atomically (the .npy first: the sidecar names its checksum, so a crash
+    between the two leaves no sidecar that describes the new values wrongly)."""
     values = np.asarray(values, dtype=np.float64).reshape(-1)
     if os.fspath(path).endswith(".npy"):
+        buf = io.BytesIO()
+        np.save(buf, values, allow_pickle=False)
+        raw = buf.getvalue()
         with atomic_write(path, "wb") as fh:
-            np.save(fh, values, allow_pickle=False)
+            fh.write(raw)
+        side = sidecar(path)
+        if header is not None:
+            with atomic_write(side, "w") as fh:
+                fh.write(json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "header": header}, sort_keys=True)
+                         + "\n")
+        elif os.path.isfile(side):    # it described the values this file held before
+            os.unlink(side)
         return
     with atomic_write(path, "w") as fh:
         if header is not None:
@@ -91,12 +111,22 @@ def write_label_values(path: str | os.PathLike, values: np.ndarray, header: dict
         fh.write("".join(f"{float(v)!r}\n" for v in values))
 
 
+def sidecar(path: str | os.PathLike) -> str:
+    """The file beside a .npy that holds its header (``thr.npy`` -> ``thr.npy.json``)."""
+    return os.fspath(path) + ".json"
+
+
 def read_label_header(path: str | os.PathLike) -> dict | None:
-    """The header :func:`write_label_values` wrote in a text file, or None (a .npy file,
-    a file written by hand or by another tool, a header that is not a JSON object)."""
+    """The header :func:`write_label_values` wrote: in a text file's first line, or for a
+    .npy in its sidecar when that names the .npy's checksum; None for a file written by
+    hand or by another tool (a .npy without a sidecar), a header that is not a JSON
+    object, or a sidecar of other values (warned: the .npy was replaced after it)."""
     try:
         with open(path, "rb") as fh:
             first = fh.readline(1 << 20)
+            if first.startswith(NPY_MAGIC):
+                fh.seek(0)
+                return _sidecar_header(path, hashlib.sha256(fh.read()).hexdigest())
     except OSError:
         return None
     text = first.decode("utf-8", errors="replace")
@@ -107,3 +137,24 @@ def read_label_header(path: str | os.PathLike) -> dict | None:
     except ValueError:
         return None
     return header if isinstance(header, dict) else None
+
+
+def _sidecar_header(path, sha256: str) -> dict | None:
+    side = sidecar(path)
+    try:
+        with open(side, encoding="utf-8") as fh:
+            meta = json.load(fh)
+    except FileNotFoundError:
+        return None              # a plain .npy (a user's own values)
+    except (OSError, ValueError) as e:
+        log.warning("%s: cannot read the header of %s (%s): what its values were made for is unknown", side, path, e)
+        return None
+    header = meta.get("header") if isinstance(meta, dict) else None
+    if not isinstance(header, dict):
+        log.warning("%s: not a header of %s (a JSON object with 'sha256' and 'header'): ignored", side, path)
+        return None
+    if meta.get("sha256") != sha256:
+        log.warning("%s describes other values than %s holds (its checksum differs: the .npy was replaced after "
+                    "it): ignored, what the values were made for is unknown", side, path)
+        return None
+    return header

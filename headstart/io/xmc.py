@@ -69,18 +69,24 @@ def _as_u8(raw: bytes) -> np.ndarray:
 
 
 # --- XMC ------------------------------------------------------------------------------------------
-def read_xmc_header(path) -> tuple[int, int, int]:
-    """``(num_points, num_features, num_labels)`` from the first line, without the body."""
+def _wide(wide_ids: bool) -> str | None:
+    """parse_header's ``wide``: the count that may exceed int32 when reading for hashing."""
+    return "num_features" if wide_ids else None
+
+
+def read_xmc_header(path, wide_ids: bool = False) -> tuple[int, int, int]:
+    """``(num_points, num_features, num_labels)`` from the first line, without the body
+    (``wide_ids``: as :func:`read_xmc`)."""
     line = first_line(path)
     if not line.strip():
         raise DataFormatError("file is empty: expected a header line '"
                               + " ".join(XMC_HEADER) + "'", path, 1)
-    vals, _ = parse_header(line + b"\n", path, XMC_HEADER)
+    vals, _ = parse_header(line + b"\n", path, XMC_HEADER, _wide(wide_ids))
     return vals[0], vals[1], vals[2]
 
 
-def read_xmc(path, one_based: bool = False, dtype=np.float32, one_based_labels: bool = False
-             ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def read_xmc(path, one_based: bool = False, dtype=np.float32, one_based_labels: bool = False,
+             wide_ids: bool = False) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Read an XMC repository file (plain or gzip) into ``(X, Y)``.
 
     Parameters
@@ -91,6 +97,9 @@ def read_xmc(path, one_based: bool = False, dtype=np.float32, one_based_labels: 
         are 0-based, as in the XMC repository and in libsvm multi-label files.  Both
         together are DiSMEC++'s ``--xmc-one-based-index``.
     dtype : float32 (default) or float64 for ``X``.
+    wide_ids : feature ids (and the header's num_features) may go up to 2^63 - 2, not
+        2^31 - 2: the raw ids of features that are hashed (``hash_buckets``), e.g. 64-bit
+        hashes of tokens.  ``X`` then has int64 indices and is as wide as the header says.
 
     Returns
     -------
@@ -107,10 +116,10 @@ def read_xmc(path, one_based: bool = False, dtype=np.float32, one_based_labels: 
     # while gunzipping) was the peak memory of a training run.  Now the peak is the parsed
     # arrays plus one block; parsing speed is the same.
     dt = check_dtype(dtype)
-    n, d, L = read_xmc_header(path)
+    n, d, L = read_xmc_header(path, wide_ids)
     xs, ys = [], []
     for Xc, Yc in iter_xmc_chunks(path, chunk_rows=_READ_CHUNK_ROWS, one_based=one_based, dtype=dtype,
-                                  block_bytes=1 << 20, one_based_labels=one_based_labels):
+                                  block_bytes=1 << 20, one_based_labels=one_based_labels, wide_ids=wide_ids):
         xs.append(Xc)
         ys.append(Yc)
     return stack_rows_consuming(xs, (n, d), dt), stack_rows_consuming(ys, (n, L), np.float32)
@@ -148,13 +157,13 @@ def stack_rows_consuming(blocks: list, shape, dtype) -> sp.csr_matrix:
 
 
 def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
-                    dtype=np.float32, block_bytes: int = 16 << 20, one_based_labels: bool = False
-                    ) -> Iterator[tuple[sp.csr_matrix, sp.csr_matrix]]:
+                    dtype=np.float32, block_bytes: int = 16 << 20, one_based_labels: bool = False,
+                    wide_ids: bool = False) -> Iterator[tuple[sp.csr_matrix, sp.csr_matrix]]:
     """Stream an XMC file as ``(X_chunk, Y_chunk)`` blocks of at most ``chunk_rows`` points.
 
     Same grammar and checks as :func:`read_xmc`; memory is bounded by one chunk plus one
     read block (``block_bytes``) whatever the size of the file.  Every chunk has the full
-    width (num_features, num_labels).  A row-count mismatch with the header can only be
+    width (num_features, num_labels).  ``wide_ids``: as :func:`read_xmc`.  A row-count mismatch with the header can only be
     detected at the end, so it is raised after the earlier chunks were yielded.
     """
     if int(chunk_rows) < 1:
@@ -166,14 +175,15 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
         head = stream.readline(HEADER_LIMIT)
         if not head.strip():
             # either an empty file or a blank header line: parse_header tells which
-            parse_header(head + stream.read(1 << 16), path, XMC_HEADER)
+            parse_header(head + stream.read(1 << 16), path, XMC_HEADER, _wide(wide_ids))
         if not head.endswith(b"\n") and len(head) >= HEADER_LIMIT:
             raise DataFormatError("header line too long", path, 1)
-        (n, d, L), _ = parse_header(head, path, XMC_HEADER)
+        (n, d, L), _ = parse_header(head, path, XMC_HEADER, _wide(wide_ids))
         # 1-based label ids: parsed as ids in [0, L] and shifted, id 0 refused below
         shift = 1 if one_based_labels else 0
         spec = SparseSpec(feat_offset=1 if one_based else 0, n_features=d, n_labels=L + shift,
-                          dtype=dt, header_rows=n, label_offset=shift)
+                          dtype=dt, header_rows=n, label_offset=shift,
+                          feat_max=_feat_max(wide_ids, 1 if one_based else 0))
         done = 0
         next_line = 2
         for data, off, cut, before in _line_chunks(stream, chunk_rows, block_bytes, b""):
@@ -195,6 +205,12 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
             next_line = _line_after_range(data, off, cut, first)
         if done != n:
             raise too_few_rows(path, done, n, next_line)
+
+
+def _feat_max(wide_ids: bool, feat_offset: int) -> int:
+    """SparseSpec.feat_max: the largest column of an id in the file (with ``wide_ids``, a
+    raw id up to RAW_ID_MAX, whatever the offset, so that the width id + 1 fits int64)."""
+    return K.RAW_ID_MAX - feat_offset if wide_ids else K.INDEX_MAX
 
 
 def _line_after_range(data: bytes, start: int, end: int, first: int) -> int:
@@ -369,7 +385,7 @@ def _write_text(path, X, Y, header: bool, feat_offset: int, label_offset: int = 
 
 # --- libsvm ------------------------------------------------------------------------------------------
 def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None,
-                zero_based: bool = False, dtype=np.float32
+                zero_based: bool = False, dtype=np.float32, wide_ids: bool = False
                 ) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Read a multi-label libsvm / svmlight file ``l1,l2,... f:v f:v ... [# comment]``.
 
@@ -387,17 +403,20 @@ def read_libsvm(path, n_features: int | None = None, n_labels: int | None = None
       are not points); ``#`` also starts a comment at the end of a line.
     * ``n_features`` / ``n_labels``: the widths of ``X`` / ``Y``; ids beyond them are
       errors.  ``None`` infers ``max id + 1`` (0 when there are none).
+    * ``wide_ids``: feature ids may go up to 2^63 - 2, as in :func:`read_xmc` (for
+      features that are hashed).
     * Everything else (values, duplicates, sorting, zeros, line endings, gzip) is as in
       :func:`read_xmc`.
     """
     dt = check_dtype(dtype)
-    for name, v in (("n_features", n_features), ("n_labels", n_labels)):
-        if v is not None and not (0 <= int(v) <= K.INDEX_MAX + 1):
-            raise ParameterError(f"{name} must be in [0, {K.INDEX_MAX + 1}], got {v}")
+    for name, v, top in (("n_features", n_features, K.RAW_ID_MAX if wide_ids else K.INDEX_MAX),
+                         ("n_labels", n_labels, K.INDEX_MAX)):
+        if v is not None and not (0 <= int(v) <= top + 1):
+            raise ParameterError(f"{name} must be in [0, {top + 1}], got {v}")
     spec = SparseSpec(feat_offset=0 if zero_based else 1,
                       n_features=-1 if n_features is None else int(n_features),
                       n_labels=-1 if n_labels is None else int(n_labels),
-                      skip_blank=True, comments=True, dtype=dt)
+                      skip_blank=True, comments=True, dtype=dt, feat_max=_feat_max(wide_ids, 0 if zero_based else 1))
     try:
         return _read_libsvm(path, spec, n_features, n_labels, dt)
     except DataFormatError as e:

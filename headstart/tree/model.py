@@ -39,6 +39,7 @@ class TreeModel:
     build_seconds: float = 0.0
     train_seconds: float = 0.0
     compile_seconds: float = 0.0     # numba's kernels compiled (or loaded) on first use
+    stats: Any = field(default=None, repr=False)   # TrainingStats of the outputs, when trained here
     _index: Any = field(default=None, repr=False)
     _columns: Any = field(default=None, repr=False)
 

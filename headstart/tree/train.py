@@ -218,7 +218,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
             # report to the sink's owner (this function's caller, for all nodes at once)
             chunks: list = []
             _, st = fit_model(Xp[rows], T, one, progress=progress, own_data=True, sink=chunks.append,
-                              collect=False)
+                              collect=False, part=True)
             chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
             blocks[v] = _block([(r.weights, 0, r.weights.shape[0]) for r in chunks],
                                np.concatenate([r.intercept for r in chunks]), T)
@@ -295,6 +295,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
     blocks: list[Any] = [None] * tree.num_nodes
     small: list[int] = []
     problems = []
+    node_stats: list[TrainingStats] = []    # every trained output's, labelled by output
     col_of = np.full(Yr.shape[1], -1, dtype=np.int64)
     compile_seconds = 0.0
     # the small nodes' training works at the width of the features that occur where a
@@ -314,9 +315,13 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         rows, T = node_problem(Yr, Yc, tree, v, under, col_of)
         if v == 0 or rows.size * T.shape[1] > BIG_NODE_PAIRS:
             model, st = fit_model(Xp if v == 0 else Xp[rows], T, node_params, progress=progress,
-                                  own_data=v > 0 or own_data or data.owned)
+                                  own_data=v > 0 or own_data or data.owned, part=True)
             compile_seconds += float(st.meta.get("compile_seconds", 0.0))
             blocks[v] = _block([(model.weights, 0, T.shape[1])], model.intercept, T)
+            st = st.without_trajectories()
+            st.columns["label"] = st.columns["label"] + tree.node_ptr[v]    # (the node's outputs 0..T-1)
+            st.columns["rows"] = np.full(len(st), rows.size, dtype=np.float64)
+            node_stats.append(st)
         else:
             small.append(v)
             problems.append((rows, T))
@@ -324,6 +329,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         seconds, st = _train_each_node(Xp, Yr, Yc, tree, under, col_of, node_params, blocks, progress)
         compile_seconds += seconds
         _report_nodes(st, node_params, n)
+        node_stats.append(st)
     if small:
         Yo, S = _batch_problems(problems, n)
         del problems
@@ -339,6 +345,7 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
         st.columns["label"] = np.concatenate([np.arange(tree.node_ptr[v], tree.node_ptr[v + 1])
                                               for v in small])[st.columns["label"]]
         _report_nodes(st, node_params, n)
+        node_stats.append(st.without_trajectories())
         counts = np.diff(Yo.indptr).astype(np.int64)
         del Yo, S
         chunks.sort(key=lambda r: int(r.labels[0]) if r.labels.size else -1)
@@ -359,4 +366,21 @@ def fit_tree(X: Any, Y: Any, params: TrainParams | None = None, *, branching: in
                    n_train=data.n_train)
     ova.extensions["tree"] = tree_extension(tree, data.label_space, branching, max_depth, seed)
     return TreeModel(ova, tree, data.label_space, build_seconds=build_seconds, compile_seconds=compile_seconds,
-                     train_seconds=time.perf_counter() - t0 - build_seconds - compile_seconds)
+                     train_seconds=time.perf_counter() - t0 - build_seconds - compile_seconds,
+                     stats=_output_stats(node_stats, tree))
+
+
+def _output_stats(parts: list[TrainingStats], tree: Tree) -> TrainingStats:
+    """The training statistics of a tree's outputs (the binary problems), as a one-vs-all
+    run's of its labels (:class:`TrainingStats`, the columns ``headstart train --stats``
+    writes), ``label`` being the output's id, plus its ``node``, the ``rows`` of that
+    node's problem (its instances) and ``label_id``: the label a leaf's output is, -1 for
+    an output that is a child node.  Outputs of nodes without an instance (labels with
+    no positive, in a subtree of their own) are skipped by the coordinate-descent methods
+    (w = 0 without a solve): they have no row there."""
+    st = TrainingStats.concat(parts)
+    out = st.columns["label"]
+    node = np.repeat(np.arange(tree.num_nodes), np.diff(tree.node_ptr))[out]
+    st.columns["node"] = node
+    st.columns["label_id"] = np.where(tree.leaf[node], tree.target[out], -1)
+    return st

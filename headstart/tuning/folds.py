@@ -69,7 +69,7 @@ class FoldRunner:
         from ..estimator import fit_model
 
         model, stats = fit_model(self.X[rows], self.Y[rows], params or self.params, progress=self.progress,
-                                 own_data=True)
+                                 own_data=True, part=True)
         self.trainings += 1
         return model, stats
 
