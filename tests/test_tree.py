@@ -640,13 +640,13 @@ def test_cli_tree_writes_statistics_like_train(tmp_path, liblinear):
     node_of = np.repeat(np.arange(t.num_nodes), np.diff(t.node_ptr))
     Yc = sp.csc_matrix(Y)
     for r in rows:
-        o, v = int(r["label"]), int(float(r["node"]))
+        o, v = int(r["label"]), int(r["node"])
         assert v == node_of[o]
-        assert int(float(r["rows"])) == (Y.shape[0] if v == 0 else np.unique(Yc[:, under[v]].indices).size)
+        assert int(r["rows"]) == (Y.shape[0] if v == 0 else np.unique(Yc[:, under[v]].indices).size)
         if t.leaf[v]:
-            assert int(float(r["label_id"])) == t.target[o] and int(r["n_pos"]) == counts[t.target[o]]
+            assert int(r["label_id"]) == t.target[o] and int(r["n_pos"]) == counts[t.target[o]]
         else:
-            assert int(float(r["label_id"])) == -1
+            assert int(r["label_id"]) == -1
             assert int(r["n_pos"]) == np.unique(Yc[:, under[t.target[o]]].indices).size
         assert r["status"] == "converged"
     if liblinear is None:        # every output of the Newton trainer has its row

@@ -539,13 +539,17 @@ def _first_ids(ids: np.ndarray) -> str:
     return ", ".join(str(x) for x in ids[:10]) + (" ..." if ids.size > 10 else "")
 
 
-def pruning_meta(params, rows: int) -> dict:
+def pruning_meta(params, rows: int, x_nnz: int | None = None) -> dict:
     """What :func:`note_all_pruned` reads from a run's ``stats.meta``, for every trainer
     to record alike: the instances trained on and the absolute threshold ``--prune``
     applied -- 0 under ``--sparsify``, which replaces it with a threshold per label that
     keeps the objective within that many percent (an all-pruned label there is no
-    matter of the features' scale)."""
-    return {"rows": int(rows), "prune": 0.0 if params.sparsify > 0 else float(params.prune)}
+    matter of the features' scale); where known, the feature values X holds (``x_nnz``:
+    with none there is no weight to prune, and the data's own warning has said so)."""
+    meta = {"rows": int(rows), "prune": 0.0 if params.sparsify > 0 else float(params.prune)}
+    if x_nnz is not None:
+        meta["x_nnz"] = int(x_nnz)
+    return meta
 
 
 def note_all_pruned(stats: TrainingStats) -> int:
@@ -568,7 +572,7 @@ def note_all_pruned(stats: TrainingStats) -> int:
     --prune changes nothing."""
     prune = stats.meta.get("prune", 0.0)
     rows = stats["rows"] if "rows" in stats else stats.meta.get("rows")
-    if rows is None or "nnz" not in stats or not len(stats):
+    if rows is None or "nnz" not in stats or not len(stats) or stats.meta.get("x_nnz") == 0:
         return 0
     n_pos = stats["n_pos"]
     mixed = (n_pos > 0) & (n_pos < rows)    # a label on no row or on every row needs no weight

@@ -368,7 +368,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": threads, "lanes": 1, "groups": False, "shared_solves": same.copied,
                        # every label starts from w = 0 (module text): no start to leave
-                       "restarted_from_zero": 0, **pruning_meta(params, n),
+                       "restarted_from_zero": 0, **pruning_meta(params, n, X.nnz),
                        "zero_starts": note_zero_starts(stats, "dual method's point (the switch to Newton's)")})
     if collect:
         report_problems(stats)

@@ -88,6 +88,11 @@ class FeatureOrder:
         column_counts(X.indices, counts)
         return cls(np.argsort(-counts, kind="stable"), int(np.count_nonzero(counts)))
 
+    def is_identity(self, d: int) -> bool:
+        """Whether this order renumbers nothing on ``d`` features (all of them occur)."""
+        return self.keys is None and self.used == d == self.perm.size and bool(
+            np.array_equal(self.perm, np.arange(d, dtype=self.perm.dtype)))
+
     def _internal(self, indices: np.ndarray, out: np.ndarray) -> None:
         if self.keys is None:
             renumber(self.inv, indices, out)

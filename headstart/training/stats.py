@@ -35,7 +35,9 @@ ITER_FIELDS = ("objective", "active_fraction", "step", "cg_steps", "seconds")
 #: other columns repeat that solve's, so totals of work (``summary``) leave it out
 SHARED = "shared_with"
 
-_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz", SHARED, "nnz_unpruned"}
+# (``rows``, ``node``, ``label_id``, ``tree``: the columns of a tree's statistics, headstart tree --stats)
+_INT_FIELDS = {"label", "n_pos", "status", "iterations", "cg_steps", "nnz", SHARED, "nnz_unpruned", "rows", "node",
+               "label_id", "tree"}
 
 
 @dataclass
