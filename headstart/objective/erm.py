@@ -188,11 +188,12 @@ def _times(P, w, out, add):
     wb = P.bias * w[d]
     i = 0
     while i < n:
-        if i + 4 <= n and full_rows4(P.indptr, i, d):
+        lo, hi = span(P.indptr, i)
+        # (a sparse row pays one comparison, as it did before full rows had a loop)
+        if hi - lo == U64(d) and i + 4 <= n and full_rows4(P.indptr, i, d):
             # four full rows (dense features) side by side: each row's sum in its own
             # order, as below, but four independent chains of additions instead of one
             # (a single chain waits on each addition's latency)
-            lo = U64(P.indptr[i])
             a0, a1, a2, a3 = dots4(P.data, lo, lo + U64(d), lo + U64(2 * d), lo + U64(3 * d), U64(d), w, 0.0)
             _put(out, i, a0 + wb, add)
             _put(out, i + 1, a1 + wb, add)
@@ -201,7 +202,7 @@ def _times(P, w, out, add):
             i += 4
             continue
         acc = 0.0
-        for k in range(*span(P.indptr, i)):
+        for k in range(lo, hi):
             # in float64 whatever w's type: the product of two float32 values is exact
             acc += np.float64(P.data[k]) * w[P.indices[k]]
         _put(out, i, acc + wb, add)
@@ -756,12 +757,15 @@ def hess_vec(P, O, w, v, out):
     ud = U64(d)
     k = 0
     while k < nact:
-        if k + 4 <= nact:
-            l0, h0 = span(P.indptr, act[k])
+        prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
+        i = act[k]
+        lo, hi = span(P.indptr, i)
+        if hi - lo == ud and k + 4 <= nact:     # a sparse row pays this comparison only
+            l0 = lo
             l1, h1 = span(P.indptr, act[k + 1])
             l2, h2 = span(P.indptr, act[k + 2])
             l3, h3 = span(P.indptr, act[k + 3])
-            if h0 - l0 == ud and h1 - l1 == ud and h2 - l2 == ud and h3 - l3 == ud:
+            if h1 - l1 == ud and h2 - l2 == ud and h3 - l3 == ud:
                 # four full rows (dense features): their products x_r . v as four
                 # independent chains, then one contiguous, vectorised pass adding the
                 # four rows to each out[t] in row order -- every sum gets the terms of
@@ -780,9 +784,6 @@ def hess_vec(P, O, w, v, out):
                 ob += c3
                 k += 4
                 continue
-        prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
-        i = act[k]
-        lo, hi = span(P.indptr, i)
         dot = vb
         for p in range(lo, hi):
             dot += P.data[p] * v[P.indices[p]]
@@ -895,14 +896,22 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         a2 = vb2
         a3 = vb3
         lo, hi = span(P.indptr, i)
-        full = full_row(lo, hi, d)
-        for p in range(lo, hi):
-            x = np.float64(P.data[p])
-            row = D[p - lo] if full else D[P.indices[p]]    # a full row: no index to load
-            a0 += x * row[0]
-            a1 += x * row[1]
-            a2 += x * row[2]
-            a3 += x * row[3]
+        if full_row(lo, hi, d):     # no index to load (two loops: no select per nonzero)
+            for t in range(U64(0), hi - lo):
+                x = np.float64(P.data[lo + t])
+                row = D[t]
+                a0 += x * row[0]
+                a1 += x * row[1]
+                a2 += x * row[2]
+                a3 += x * row[3]
+        else:
+            for p in range(lo, hi):
+                x = np.float64(P.data[p])
+                row = D[P.indices[p]]
+                a0 += x * row[0]
+                a1 += x * row[1]
+                a2 += x * row[2]
+                a3 += x * row[3]
         # a problem whose row this is not (h = 0) adds exact zeros (its sums are the
         # same as when it skips the row, as hess_vec does)
         T0[u] = h0 * a0 if h0 != 0.0 else 0.0
@@ -922,14 +931,22 @@ def hess_rows_group(P, U, nU, C, m, run, D, HD, T):
         if c0 != 0.0 or c1 != 0.0 or c2 != 0.0 or c3 != 0.0:
             i = U[u]
             lo, hi = span(P.indptr, i)
-            full = full_row(lo, hi, d)
-            for p in range(lo, hi):
-                x = np.float64(P.data[p])
-                row = HD[p - lo] if full else HD[P.indices[p]]
-                row[0] += c0 * x
-                row[1] += c1 * x
-                row[2] += c2 * x
-                row[3] += c3 * x
+            if full_row(lo, hi, d):
+                for t in range(U64(0), hi - lo):
+                    x = np.float64(P.data[lo + t])
+                    row = HD[t]
+                    row[0] += c0 * x
+                    row[1] += c1 * x
+                    row[2] += c2 * x
+                    row[3] += c3 * x
+            else:
+                for p in range(lo, hi):
+                    x = np.float64(P.data[p])
+                    row = HD[P.indices[p]]
+                    row[0] += c0 * x
+                    row[1] += c1 * x
+                    row[2] += c2 * x
+                    row[3] += c3 * x
             ob0 += c0
             ob1 += c1
             ob2 += c2
@@ -994,11 +1011,11 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
         h1 = C1[i] if run[1] else 0.0
         h2 = C2[i] if run[2] else 0.0
         h3 = C3[i] if run[3] else 0.0
-        if u + 2 <= nU:
+        l0, e0 = span(P.indptr, i)
+        if e0 - l0 == ud and u + 2 <= nU:       # a sparse row pays this comparison only
             i1 = U[u + 1]
-            l0, e0 = span(P.indptr, i)
             l1, e1 = span(P.indptr, i1)
-            if e0 - l0 == ud and e1 - l1 == ud:
+            if e1 - l1 == ud:
                 # two full rows (dense features) in one contiguous pass: each entry of
                 # G and H gets the first row's term, then the second's, as below
                 k0 = GC[0, i1] if run[0] else 0.0
@@ -1042,7 +1059,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
                 continue
         prefetch_ahead(P.indptr, P.indices, P.data, U, u, nU)
         u += 1
-        for p in range(*span(P.indptr, i)):
+        for p in range(l0, e0):
             x = np.float64(P.data[p])
             j = P.indices[p]
             g = G[j]
