@@ -772,14 +772,23 @@ def hess_vec(P, O, w, v, out):
     nact = O.ist[NACT]
     d = P.n_features
     ud = U64(d)
-    k = 0
-    while k < nact:
-        if k + 4 <= nact:
-            l0, h0 = span(P.indptr, act[k])
+    skip = 0
+    for k in range(nact):
+        if skip > 0:    # the rows of a block of four full ones
+            skip -= 1
+            continue
+        i = act[k]
+        lo, hi = span(P.indptr, i)
+        # (a plain loop over the rows that tests this row's length first: on sparse data
+        # a while loop loading the next four rows' spans at every row was 4-5% slower
+        # than before the full rows, this form 7-8% faster -- debian-deps, every row
+        # active, one thread, min of 60 calls in 10-14 alternating processes)
+        if hi - lo == ud and k + 4 <= nact:
+            l0 = lo
             l1, h1 = span(P.indptr, act[k + 1])
             l2, h2 = span(P.indptr, act[k + 2])
             l3, h3 = span(P.indptr, act[k + 3])
-            if h0 - l0 == ud and h1 - l1 == ud and h2 - l2 == ud and h3 - l3 == ud:
+            if h1 - l1 == ud and h2 - l2 == ud and h3 - l3 == ud:
                 # four full rows (dense features): their products x_r . v as four
                 # independent chains, then one contiguous, vectorised pass adding the
                 # four rows to each out[t] in row order -- every sum gets the terms of
@@ -807,11 +816,9 @@ def hess_vec(P, O, w, v, out):
                 ob += c1
                 ob += c2
                 ob += c3
-                k += 4
+                skip = 3
                 continue
         prefetch_ahead(P.indptr, P.indices, P.data, act, k, nact)
-        i = act[k]
-        lo, hi = span(P.indptr, i)
         dot = vb
         for p in range(lo, hi):
             dot += P.data[p] * v[P.indices[p]]
@@ -820,7 +827,6 @@ def hess_vec(P, O, w, v, out):
             for p in range(lo, hi):
                 out[P.indices[p]] += c * P.data[p]
             ob += c
-        k += 1
     out[P.n_features] += ob * P.bias
 
 
