@@ -405,6 +405,9 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
     the weights are returned over all of them.
     """
     t_start = time.perf_counter()
+    # a sub-problem keeps the order of X's rows, and one row (or rows of one support)
+    # holds every feature of it: summed by position (erm.canonical_rows)
+    X = core.canonical_rows(X)
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
     dense = fscale is not None and bool(np.any(np.asarray(fscale) != 1.0))
     loss, reg, cost_scale, d1_zero, post = core.objective_parts(params, dense=dense)

@@ -77,6 +77,9 @@ CONVERGED = _nt.CONVERGED
 _STAMP_RESET = 2**30
 
 
+canonical_rows = _erm.canonical_rows    # what the sub-problems' rows need of X (sorted, unique indices)
+
+
 def solver_settings(params):
     return _nt.settings(params)
 

@@ -21,6 +21,7 @@ from .._threads import Abort
 from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, weighting
+from ..objective.erm import canonical_rows
 from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
 from ..solver.newton import settings
@@ -65,6 +66,9 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     chunk by chunk, releasing each chunk as it is copied (see :func:`.chunks.stack_rows`).
     """
     t_start = time.perf_counter()
+    # the kernels need sorted, unique indices in every row (erm.canonical_rows); the
+    # renumbering below no longer sorts a caller's rows where it is the identity
+    X = canonical_rows(X)
     kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
               groups=groups, trajectories=trajectories, d_out=X.shape[1])
     if internal is not None:
