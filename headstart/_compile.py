@@ -35,7 +35,8 @@ own final optimisation.  Every compilation runs under Numba's global compiler lo
 so no other thread compiles while the switch is on.
 
 While the same compilations run, numba's note that an object-mode block (the clock
-read in :func:`headstart.solver.newton.now`) does not run in parallel despite
+read in :func:`headstart._clock.now` where the C library's clock cannot be called
+directly) does not run in parallel despite
 ``nogil=True`` is silenced (intended: the block holds the GIL for about a microsecond),
 with :class:`warnings.catch_warnings`, so the filter exists only then.
 

@@ -492,3 +492,25 @@ def test_tiny_c_from_a_far_start_does_not_fail_the_line_search():
     ys = np.where(y, 1.0, -1.0)
     g = w + Xa.T @ (1e-8 * -0.5 * (1 - np.tanh(0.5 * ys * (Xa @ w))) * ys)
     assert np.linalg.norm(g) <= st["tolerance"][0] * 10, (np.linalg.norm(g), st["tolerance"][0])
+
+
+def test_the_kernels_clock_is_perf_counters_clock():
+    """nt.now (headstart._clock) reads time.perf_counter()'s clock -- the training
+    deadline is a perf_counter time compared with it inside the kernels -- and on Linux
+    without a trip to the interpreter (clock_gettime called from the compiled code)."""
+    import sys
+    import time
+
+    from headstart import _clock
+    from headstart.solver.newton import now
+
+    assert now is _clock.now
+    if sys.platform.startswith("linux"):
+        assert _clock.NATIVE
+    now()   # compiled (or loaded) outside the measured span
+    for _ in range(5):
+        t0 = time.perf_counter()
+        t = now()
+        t1 = time.perf_counter()
+        # float64 seconds since boot: allow a few ulps either way
+        assert t0 - 1e-6 <= t <= t1 + 1e-6

@@ -87,12 +87,24 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     alpha = zTr / dHd
     sr = 0.0
     sg = 0.0
+    # The next residual's preconditioned form z = r / M and z.r are computed in the same
+    # pass as s and r, although a stop below makes them unneeded: the pass is bound by
+    # its chains of additions (an order-preserving sum cannot be vectorised), so three
+    # chains and the division cost what two did, and a second pass over the support is
+    # saved (medical, 1449 features: this function 27% of a zero start's time).  z goes
+    # into Hd, which this step no longer needs (the next product overwrites it; after a
+    # stop nobody reads it): one division per coordinate instead of two, the same bits.
+    znewTrnew = 0.0
     for q in range(nF):
         j = q if full else F[q]
         s[j] += alpha * dv[j]
-        r[j] -= alpha * Hd[j]
-        sr += s[j] * r[j]
+        rj = r[j] - alpha * Hd[j]
+        r[j] = rj
+        sr += s[j] * rj
         sg += s[j] * g[j]
+        z = rj / M[j]
+        Hd[j] = z
+        znewTrnew += z * rj
     # With no weight outside the support (w_O = 0: a zero start, or a support of every
     # coordinate) s_O = sigma w_O is 0 whatever sigma, and sigma would only enter through
     # the split s = sigma w + (s - sigma w) on the support -- where its meaningless
@@ -114,14 +126,6 @@ def pcg_step(O, g, M, s, r, dv, Hd, cs):
     else:
         return True  # quadratic model positive or increasing: numerical trouble, stop
     cs[QVAL] = newQ
-    # z = r / M goes into Hd, which this step no longer needs (the next product
-    # overwrites it): one division per coordinate instead of two, the same bits
-    znewTrnew = 0.0
-    for q in range(nF):
-        j = q if full else F[q]
-        z = r[j] / M[j]
-        Hd[j] = z
-        znewTrnew += z * r[j]
     zeta = rho / cs[MOUT]
     znewTrnew += zeta * rho * wout2
     beta = znewTrnew / zTr

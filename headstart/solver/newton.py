@@ -19,12 +19,11 @@ caller's record arrays (the paper's figures are built from them).
 from __future__ import annotations
 
 import math
-import time
 from collections import namedtuple
 
-import numba as nb
 import numpy as np
 
+from .._clock import now  # noqa: F401  (the kernels' clock: nt.now)
 from .._compile import njit
 from ..objective import erm
 from .cg import pcg
@@ -71,14 +70,6 @@ def relative_tolerance(epsilon, npos, n):
     primal_solver_tol = eps * max(min(pos, neg), 1) / l).  Every solver path uses it
     (full, sub-problems, the coordinate solvers)."""
     return epsilon * max(min(npos, n - npos), 1) / max(n, 1)
-
-
-@njit(cache=True, nogil=True)
-def now():
-    # numba has no clock: a brief trip to the interpreter (holds the GIL for ~1 us)
-    with nb.objmode(t="f8"):
-        t = time.perf_counter()
-    return t
 
 
 @njit(cache=True, nogil=True)
