@@ -421,3 +421,25 @@ def test_a_strategy_registered_outside_the_package_is_a_choice(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
     assert r.returncode == 0 and r.stdout.strip() == "my-zero", r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("init,loss,bias_init,bias,groups", [
+    ("zero", "squared-hinge", -1.0, 1.0, True),      # every row active at first
+    ("aop", "squared-hinge", -1.0, 1.0, False),      # the mean negative scores -2: sparse
+    ("bias", "squared-hinge", -1.0, 1.0, False),     # every instance at margin 1: inactive
+    ("bias", "squared-hinge", -2.0, 1.0, False),
+    ("bias", "squared-hinge", -0.9, 1.0, True),      # every instance active
+    ("bias", "squared-hinge", -1.0, 0.5, True),      # scores -0.5: active
+    ("bias", "logistic", -1.0, 1.0, True),           # no negative mining: every row counts
+])
+def test_which_runs_form_direction_groups(init, loss, bias_init, bias, groups):
+    """The trainer forms direction groups unless the start leaves the active sets
+    sparse under a loss that mines negatives (budget.use_groups): the bias start
+    declares that when every instance scores bias_init * bias <= -1."""
+    from headstart.objective import losses
+    from headstart.training.budget import use_groups
+
+    p = TrainParams(init=init, loss=loss, bias_init=bias_init, bias=bias)
+    sparse, mines = make_initializer(p).sparse_start, losses.get(loss).mines
+    assert use_groups(kernel.LANES, sparse, mines) is groups
+    assert not use_groups(kernel.HALF_LANES, sparse, mines)
