@@ -252,6 +252,34 @@ def test_libsvm_test_data_with_ids_training_never_saw(tmp_path, capsys):
     assert not (tmp_path / "r2").exists() and not (tmp_path / "r2.partial").exists()
 
 
+def test_hashed_experiment_takes_raw_feature_ids_beyond_int32(tmp_path, capsys):
+    """With --hash-buckets the experiment reads raw feature ids up to 2^63 - 2, as train
+    and predict do (helper-82: it read int32 ids and refused them); without hashing such
+    an id is refused with its location and what would read it, and nothing is written."""
+    rng = np.random.default_rng(5)
+    big = [2**40 + 7, 2**62 + 3, 2**63 - 2]
+
+    def write(path, n):
+        lines = [f"{n} {2**63 - 1} 3"]
+        for i in range(n):
+            ls = sorted(set(rng.integers(0, 3, 2).tolist()))
+            fs = sorted(set(rng.integers(0, 40, 5).tolist()) | {big[i % 3]})
+            lines.append(",".join(map(str, ls)) + " " + " ".join(f"{f}:{rng.random():.3f}" for f in fs))
+        path.write_text("\n".join(lines) + "\n")
+
+    write(tmp_path / "tr.txt", 90)
+    write(tmp_path / "te.txt", 30)
+    code, out, err = run(capsys, "experiment", tmp_path / "tr.txt", tmp_path / "te.txt", "-o", tmp_path / "r",
+                         "--inits", "zero,aop", "--threads", "1", "--hash-buckets", "64", "--quiet")
+    assert code == 0, err
+    doc = json.loads((tmp_path / "r" / "table.json").read_text())
+    assert doc["data"]["n_features"] == 2**63 - 1 and doc["data"]["n_labels"] == 3
+    code, _, err = run(capsys, "experiment", tmp_path / "tr.txt", tmp_path / "te.txt", "-o", tmp_path / "r2",
+                       "--inits", "zero", "--threads", "1", "--quiet")
+    assert code == 2 and "tr.txt:1" in err and "--hash-buckets" in err, err
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "r2.partial").exists()
+
+
 # --------------------------------------------------------------------------- parsing
 def test_parse_inits_and_grid():
     base = TrainParams(threads=1)

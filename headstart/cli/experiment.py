@@ -165,8 +165,10 @@ def run(args: argparse.Namespace) -> int:
         from ..io.xmc import is_xmc_header, read_xmc_header
 
         if is_xmc_header(args.train):
-            _check_label_range(args.labels, first, stop, read_xmc_header(args.train)[2])
-    data = load_dataset(args.train, args.test)
+            _check_label_range(args.labels, first, stop,
+                               read_xmc_header(args.train, wide_ids=base.hash_buckets > 0)[2])
+    # every run shares the base's hashing: raw feature ids beyond int32 then, as 'train' reads them
+    data = load_dataset(args.train, args.test, wide_ids=base.hash_buckets > 0)
     L = data.Y_train.shape[1]
     _check_label_range(args.labels, first, stop, L)
     count = (stop if stop != -1 else L) - first

@@ -60,21 +60,24 @@ class Dataset:
     info: dict
 
 
-def _read(path: str):
-    """(X, Y, the file's format)."""
+def _read(path: str, wide_ids: bool = False):
+    """(X, Y, the file's format); ``wide_ids``: feature ids up to 2^63 - 2 (hashed runs,
+    as ``headstart train --hash-buckets`` reads them)."""
     from .. import io as hio
 
     fmt = hio.detect_format(path)
     if fmt == "xmc":
-        return (*hio.read_xmc(path), fmt)
+        return (*hio.read_xmc(path, wide_ids=wide_ids), fmt)
     if fmt == "libsvm":
-        return (*hio.read_libsvm(path), fmt)
+        return (*hio.read_libsvm(path, wide_ids=wide_ids), fmt)
     raise ParameterError(f"{path}: dense .npy features (slice format) are not supported by the experiment "
                          "command; convert them with 'headstart convert' first")
 
 
-def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
-    """Read train and test data (XMC or libsvm text, gzip or not); the test matrices get
+def load_dataset(train: str | os.PathLike, test: str | os.PathLike, wide_ids: bool = False) -> Dataset:
+    """Read train and test data (XMC or libsvm text, gzip or not); ``wide_ids`` for runs
+    that hash the features (raw ids beyond int32 allowed, as in ``headstart train
+    --hash-buckets``).  The test matrices get
     the training widths (missing trailing features / labels are empty columns).  A
     libsvm test file, which declares no widths, may use feature and label ids that no
     training row has, as ``evaluate`` accepts them (helper-57): the features are dropped
@@ -83,8 +86,8 @@ def load_dataset(train: str | os.PathLike, test: str | os.PathLike) -> Dataset:
     from ..validation import model_width
 
     t0 = time.perf_counter()
-    Xtr, Ytr, _ = _read(str(train))
-    Xte, Yte, test_format = _read(str(test))
+    Xtr, Ytr, _ = _read(str(train), wide_ids)
+    Xte, Yte, test_format = _read(str(test), wide_ids)
     for path, X in ((train, Xtr), (test, Xte)):
         if X.shape[0] == 0:     # refused before the first run (helper-48: after it, unnamed)
             raise DataFormatError(f"{path}: the file has no instances: nothing to train on or evaluate")
