@@ -730,3 +730,37 @@ def test_the_first_direction_is_booked_in_iteration_one_with_or_without_groups(b
         # the label's time is still the sum of its iterations'
         np.testing.assert_allclose([st.trajectory(i, "seconds").sum() for i in range(len(st))], st["seconds"],
                                    rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_labels,threads", [(1, 2), (5, 2), (45, 2), (63, 2), (64, 2), (159, 2), (255, 2),
+                                              (100, 4), (30, 8), (600, 8)])
+def test_few_labels_are_split_among_the_threads(n_labels, threads):
+    """With fewer labels than two full chunks (4 x LANES) per thread, every thread gets
+    a chunk when there are labels for it (the 4 x LANES floor left 45 labels on one of
+    two threads): two per thread while a chunk still fills the lanes, else one."""
+    from headstart.training.chunks import default_chunk_size, label_chunks
+    from headstart.training.kernel import LANES
+
+    size = default_chunk_size(n_labels, threads)
+    chunks = label_chunks(np.arange(n_labels), size, threads)
+    assert sum(c.size for c in chunks) == n_labels
+    assert len(chunks) >= min(threads, n_labels)
+    if n_labels >= 2 * threads * LANES:
+        assert len(chunks) >= 2 * threads and min(c.size for c in chunks[:-1]) >= LANES
+    # many labels: the chunks as before (at least 4 x LANES, at most 256)
+    assert default_chunk_size(10_000, threads) == 256
+    assert default_chunk_size(2 * threads * 4 * LANES, threads) == 4 * LANES
+    assert default_chunk_size(n_labels, 1) == max(4 * LANES, min(256, n_labels // 2))
+
+
+def test_weights_do_not_depend_on_the_chunks(bibtex):
+    """A label's solve is the same in any chunk and on any thread: the default chunks of
+    a few labels on two threads give the one-chunk, one-thread weights bit for bit."""
+    X, Y = bibtex
+    X, Y = X[:800], Y[:800]
+    labels = np.arange(20, 65)
+    p = TrainParams(init="zero", prune=0.0, threads=1)
+    W1, b1, st1 = train_labels(X, Y, p, labels, chunk_size=64)
+    W2, b2, st2 = train_labels(X, Y, p.replace(threads=2), labels)
+    assert st2.meta["threads"] == 2
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2) and np.array_equal(st1["f_final"], st2["f_final"])
