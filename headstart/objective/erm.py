@@ -804,8 +804,8 @@ def hess_vec(P, O, w, v, out):
                         out[t] = (((out[t] + c0 * P.data[l0 + t]) + c1 * P.data[l1 + t]) + c2 * P.data[l2 + t]) \
                             + c3 * P.data[l3 + t]
                 else:
-                    # a row with c = 0 is skipped, as below: adding its zeros is no
-                    # no-op where out[t] is -0.0 (-0.0 + 0.0 is +0.0; e.g. v[t] = -0.0
+                    # a row with c = 0 is skipped, as below: adding its zeros is not
+                    # a no-op where out[t] is -0.0 (-0.0 + 0.0 is +0.0; e.g. v[t] = -0.0
                     # from CG's first direction -g, and every hcoef 0 -- the logistic
                     # loss's phi'' underflows beyond margins of ~745)
                     _add_full_row(out, P.data, l0, ud, c0)
@@ -1021,6 +1021,16 @@ def gradient_coefficients(O, gc, hc, mask):
         gc[act[k]] = O.gcoef[k]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _row_coefficients(GC, C0, C1, C2, C3, run, i):
+    """Row i's gradient and Hessian coefficients for the four group problems (0 for a
+    problem not running): (c0, c1, c2, c3, h0, h1, h2, h3)."""
+    return (GC[0, i] if run[0] else 0.0, GC[1, i] if run[1] else 0.0,
+            GC[2, i] if run[2] else 0.0, GC[3, i] if run[3] else 0.0,
+            C0[i] if run[0] else 0.0, C1[i] if run[1] else 0.0,
+            C2[i] if run[2] else 0.0, C3[i] if run[3] else 0.0)
+
+
 @njit(cache=True, nogil=True)
 def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     """The rows' part of the gradient and of diag(H) of the GROUP problems t with
@@ -1046,14 +1056,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
     u = 0
     while u < nU:
         i = U[u]
-        c0 = GC[0, i] if run[0] else 0.0
-        c1 = GC[1, i] if run[1] else 0.0
-        c2 = GC[2, i] if run[2] else 0.0
-        c3 = GC[3, i] if run[3] else 0.0
-        h0 = C0[i] if run[0] else 0.0
-        h1 = C1[i] if run[1] else 0.0
-        h2 = C2[i] if run[2] else 0.0
-        h3 = C3[i] if run[3] else 0.0
+        c0, c1, c2, c3, h0, h1, h2, h3 = _row_coefficients(GC, C0, C1, C2, C3, run, i)
         l0, e0 = span(P.indptr, i)
         if e0 - l0 == ud and u + 2 <= nU:       # a sparse row pays this comparison only
             i1 = U[u + 1]
@@ -1061,14 +1064,7 @@ def grad_rows_group(P, U, nU, GC, C, m, run, G, H, sums):
             if e1 - l1 == ud:
                 # two full rows (dense features) in one contiguous pass: each entry of
                 # G and H gets the first row's term, then the second's, as below
-                k0 = GC[0, i1] if run[0] else 0.0
-                k1 = GC[1, i1] if run[1] else 0.0
-                k2 = GC[2, i1] if run[2] else 0.0
-                k3 = GC[3, i1] if run[3] else 0.0
-                q0 = C0[i1] if run[0] else 0.0
-                q1 = C1[i1] if run[1] else 0.0
-                q2 = C2[i1] if run[2] else 0.0
-                q3 = C3[i1] if run[3] else 0.0
+                k0, k1, k2, k3, q0, q1, q2, q3 = _row_coefficients(GC, C0, C1, C2, C3, run, i1)
                 for t in range(U64(0), ud):
                     x = np.float64(P.data[l0 + t])
                     y = np.float64(P.data[l1 + t])
