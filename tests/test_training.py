@@ -755,6 +755,8 @@ def test_few_labels_are_split_among_the_threads(n_labels, threads):
     if 2 <= n_labels < 2 * 2 * 4 * LANES:
         few = label_chunks(np.arange(n_labels), default_chunk_size(n_labels, 64, cores=2), 64)
         assert 2 <= len(few) <= 4
+    # one core: no split (two chunks would start a second thread on it)
+    assert default_chunk_size(n_labels, threads, cores=1) == min(256, max(4 * LANES, n_labels // (2 * threads)))
 
 
 def test_weights_do_not_depend_on_the_chunks(bibtex):
@@ -769,3 +771,26 @@ def test_weights_do_not_depend_on_the_chunks(bibtex):
     from headstart._threads import usable_cores
     assert st2.meta["threads"] == min(2, usable_cores())
     assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2) and np.array_equal(st1["f_final"], st2["f_final"])
+
+
+@pytest.mark.parametrize("d", [40, 1_000_000])
+def test_chunk_weights_are_renumbered_and_sorted_as_scipy_does(d):
+    """chunks.chunk_weights maps a chunk's rows back to the caller's features and sorts
+    each row by a scan of the positions (rows of >= d/8 entries) or a sort (shorter
+    ones): the same CSR as renumbering and scipy's sort_indices, empty rows included."""
+    from headstart.training.chunks import chunk_weights
+    from headstart.training.locality import FeatureOrder
+
+    rng = np.random.default_rng(7)
+    used = min(d, 40)
+    perm = rng.permutation(d).astype(np.int32)        # internal position -> feature
+    lengths = [0, used, 1, used // 2, 3, 0, used // 8, used - 1]
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    indices = np.concatenate([np.sort(rng.choice(used, m, replace=False)) for m in lengths]).astype(np.int32)
+    data = rng.standard_normal(indices.size).astype(np.float32)
+    W = chunk_weights(indptr, indices, data, d, FeatureOrder(perm))
+    ref = sp.csr_matrix((data.copy(), perm[indices], indptr), shape=(len(lengths), d))
+    ref.has_sorted_indices = False
+    ref.sort_indices()
+    assert W.has_sorted_indices and np.array_equal(W.indptr, ref.indptr)
+    assert np.array_equal(W.indices, ref.indices) and np.array_equal(W.data, ref.data)

@@ -28,7 +28,7 @@ from .._threads import Abort, check_interrupt, join_pool, usable_cores, wait_all
 from ..solver.newton import CONVERGED, LINE_SEARCH_FAILED, STATUS_NAMES
 from .kernel import LANES, STAT_FIELDS
 from . import pages
-from .locality import FeatureOrder, renumber
+from .locality import FeatureOrder, renumber_rows
 from .packed import PackedRows
 from .sharing import SameProblems, solve_chunk
 from .stats import ITER_FIELDS, TrainingStats
@@ -54,6 +54,8 @@ MAX_RECORDED_ITERATIONS = 1000
 # pinned at 128 KiB, i.e. nothing left to gain there).  A trim costs well under a
 # millisecond per chunk.
 TRIM_MALLOC = True
+#: a chunk that freed less than this (estimated) is not followed by a trim
+TRIM_MIN_BYTES = 1 << 20
 
 
 @dataclass
@@ -85,6 +87,8 @@ def default_chunk_size(n_labels: int, threads: int, cores: int | None = None) ->
     if threads <= 1 or n_labels >= 2 * threads * LANES * 4:
         return size
     workers = max(1, min(threads, usable_cores() if cores is None else int(cores)))
+    if workers == 1:
+        return size    # one core: nothing to split among (two chunks would start two threads)
     per_thread = 2 * workers if n_labels >= 2 * workers * LANES else workers
     return max(1, min(size, -(-n_labels // per_thread)))
 
@@ -353,8 +357,12 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
         else:
             with lock:
                 stats_parts.append(stats)
+        # what the chunk freed in the worker's malloc arena: its weights' copies and the
+        # kernel's per-chunk vectors (~LANES of the features each); below TRIM_MIN_BYTES
+        # a trim (0.1 ms: it walks every arena) returns next to nothing
+        freed = 8 * (W.nnz + LANES * d_out)
         del W
-        if trim:
+        if trim and freed >= TRIM_MIN_BYTES:
             pages.release_free_memory()
         if progress is not None:
             progress(chunk.size)
@@ -497,15 +505,13 @@ def chunk_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, d: 
     """The kernel's rows of a chunk as CSR over the original features, its arrays in
     mappings of their own (:mod:`.pages`): freed chunks are returned to the system while
     the model is assembled, instead of staying in the worker thread's malloc arena."""
-    if order is not None:
-        idx = pages.empty(indices.size, np.int32)
-        renumber(order.perm, indices, idx)
-    else:
-        idx = pages.copy(indices)
-    W = sp.csr_matrix((pages.copy(data), idx, indptr), shape=(indptr.size - 1, d))
-    if order is not None:
-        W.has_sorted_indices = False
-        W.sort_indices()           # in place
+    if order is None:
+        return sp.csr_matrix((pages.copy(data), pages.copy(indices), indptr), shape=(indptr.size - 1, d))
+    idx = pages.empty(indices.size, np.int32)
+    values = pages.empty(data.size, data.dtype)
+    renumber_rows(order.perm, indptr, indices, data, d, idx, values)    # rows sorted
+    W = sp.csr_matrix((values, idx, indptr), shape=(indptr.size - 1, d))
+    W.has_sorted_indices = True
     return W
 
 
@@ -547,7 +553,8 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
             # arenas, which keep what the main thread frees: hand them back as we go
             pages.release_free_memory()
             released = 0
-    pages.release_free_memory()
+    if released >= TRIM_MIN_BYTES:
+        pages.release_free_memory()
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 
