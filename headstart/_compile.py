@@ -85,8 +85,32 @@ import types as _pytypes
 import warnings
 from pathlib import Path
 
-from numba.core import caching, config, event
-from numba.core.errors import NumbaWarning
+import numba
+
+#: The oldest numba this module works with: it subclasses numba's public cache locator
+#: classes (``UserProvidedCacheLocator`` etc., named with a leading underscore before
+#: 0.62) and reuses its memoised content hash of a source file (``_hash_source_file``,
+#: new in 0.68; 0.67 has neither it nor content stamps).  With an older numba ``import
+#: headstart`` failed with an AttributeError from numba's internals (helper hA,
+#: 2026-12-02, numba 0.59.1 and 0.67.0, both allowed by the old ``numba>=0.59``); it now
+#: says what it needs.  pyproject.toml's lower bound is the same (tests/test_imports.py).
+MIN_NUMBA = (0, 68)
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as '0.68.1' or '0.69.0dev0'."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+if _release(numba.__version__) < MIN_NUMBA:
+    raise ImportError(f"headstart needs numba >= {'.'.join(map(str, MIN_NUMBA))}, found numba "
+                      f"{numba.__version__}: pip install 'numba>={'.'.join(map(str, MIN_NUMBA))}'")
+
+from numba.core import caching, config, event  # noqa: E402
+from numba.core.errors import NumbaWarning  # noqa: E402
 
 _PACKAGE = __name__.rpartition(".")[0]
 _OBJMODE_NOTE = "Code running in object mode won't allow parallel execution"

@@ -388,3 +388,33 @@ def test_a_temporary_cache_directory_open_to_others_is_not_used(tmp_path):
     assert own.name.startswith("headstart-numba-cache-")
     assert not own.exists()                 # removed when the process ended
     assert list(shared.iterdir()) == []
+
+
+def test_numba_lower_bound_is_the_oldest_numba_the_package_imports_with():
+    """pyproject.toml allowed numba 0.59, with which ``import headstart`` failed inside
+    numba's internals (0.59-0.61: locator classes of other names; 0.62-0.67: no
+    ``caching._hash_source_file``): the bound is the version _compile checks."""
+    import re
+    import tomllib
+
+    from headstart._compile import MIN_NUMBA
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (numba_dep,) = [d for d in deps if re.match(r"numba\b", d)]
+    m = re.fullmatch(r"numba\s*>=\s*(\d+)\.(\d+)", numba_dep)
+    assert m and (int(m.group(1)), int(m.group(2))) == MIN_NUMBA, numba_dep
+    assert MIN_NUMBA >= (0, 68)
+
+
+def test_too_old_a_numba_is_named_at_import():
+    out = run_python("""
+        import numba
+        numba.__version__ = "0.67.0"        # as installed beside it (pip install --no-deps, conda)
+        try:
+            import headstart
+        except ImportError as e:
+            print(e)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("headstart needs numba >= 0.68, found numba 0.67.0: "
+                                  "pip install 'numba>=0.68'"), out.stdout
