@@ -418,3 +418,28 @@ def test_too_old_a_numba_is_named_at_import():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("headstart needs numba >= 0.68, found numba 0.67.0: "
                                   "pip install 'numba>=0.68'"), out.stdout
+
+
+def test_every_missing_extra_raises_the_named_error():
+    """The text vectorizer (sklearn extra) and the pynndescent first stage (ann extra)
+    raised ParameterError, which ``except ImportError`` (and MissingExtraError) cannot catch."""
+    out = run_python("""
+        import sys
+        import numpy as np, scipy.sparse as sp
+        sys.modules["sklearn"] = None
+        sys.modules["pynndescent"] = None
+        from headstart.errors import HeadstartError, MissingExtraError
+        from headstart.io.text import _sklearn_vectorizer
+        from headstart.shortlist.candidates import PyNNDescentIndex
+        for make in (_sklearn_vectorizer, lambda: PyNNDescentIndex(sp.eye(4, format="csr"))):
+            try:
+                make()
+            except MissingExtraError as e:
+                assert isinstance(e, ImportError) and isinstance(e, HeadstartError)
+                print(e)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "text data needs scikit-learn: pip install 'headstart[sklearn]'",
+        "backend 'pynndescent' needs the pynndescent package: pip install 'headstart[ann]' "
+        "(backend 'exact' needs no extra)"]
