@@ -258,7 +258,9 @@ class _PackageTemp(_PackageStamp, caching.UserWideCacheLocator):
 
     @classmethod
     def from_function(cls, py_func, py_file):
-        if temp_cache_root() is None:
+        # other functions first declined: their cache is not headstart's to place (and no
+        # directory is made for them)
+        if not in_package(py_file) or temp_cache_root() is None:
             return None
         return super().from_function(py_func, py_file)
 

@@ -443,3 +443,26 @@ def test_every_missing_extra_raises_the_named_error():
         "text data needs scikit-learn: pip install 'headstart[sklearn]'",
         "backend 'pynndescent' needs the pynndescent package: pip install 'headstart[ann]' "
         "(backend 'exact' needs no extra)"]
+
+
+def test_the_temporary_cache_directory_is_made_only_for_headstart_kernels(tmp_path):
+    """The last-resort locator declines other functions before it looks for its
+    directory: a user's ``cache=True`` function (which Numba caches in place) made
+    TMPDIR/headstart-numba-cache-UID appear."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "user_kernel.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    code = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import headstart
+import user_kernel
+assert user_kernel.f(1) == 2
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(REPO), TMPDIR=str(tmp_path / "tmp"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert (tmp_path / "__pycache__").is_dir()          # cached where Numba caches it
