@@ -41,7 +41,7 @@ directly) does not run in parallel despite
 with :class:`warnings.catch_warnings`, so the filter exists only then.
 
 What remains in the process after ``import headstart``: one listener in
-``numba.core.event``'s registry and three cache locators at the front of Numba's list
+``numba.core.event``'s registry and four cache locators at the front of Numba's list
 (below), all of which change nothing for functions defined outside headstart; ``os.environ``, ``numba.core.config`` and the warning filters are unchanged
 (``tests/test_imports.py``).  A user who sets ``NUMBA_SLP_VECTORIZE`` chooses for every
 function, headstart's included: then no listener is installed.  Kernels loaded from
@@ -59,19 +59,58 @@ done with locator classes put first in Numba's list, which decline every functio
 defined in this package (Numba then asks its own locators, as before), and which keep
 Numba's cache places (``NUMBA_CACHE_DIR``, the ``__pycache__`` next to the source, the
 user-wide directory) and file names.
+
+Where none of those can be written (a read-only install, e.g. a system-wide one or a
+container's, run by a user whose home directory cannot be written either), Numba has no
+locator for a function with ``cache=True`` and raises ``RuntimeError: cannot cache
+function`` while the function is *defined*: ``import headstart`` itself failed so (helper
+hA, 2026-12-02).  A fourth locator, last, then caches headstart's kernels in a directory
+of this user's in the temporary directory (``tempfile.gettempdir()``, so ``TMPDIR``):
+``headstart-numba-cache-UID``, made mode 0700 and used only while it is a real directory
+of this user's that nobody else can write (Numba unpickles what it loads from a cache, so
+another user's files there would run their code); otherwise a directory of this
+process's own, removed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import os
+import shutil
+import stat
+import tempfile
 import types as _pytypes
 import warnings
 from pathlib import Path
 
-from numba.core import caching, config, event
-from numba.core.errors import NumbaWarning
+import numba
+
+#: The oldest numba this module works with: it subclasses numba's public cache locator
+#: classes (``UserProvidedCacheLocator`` etc., named with a leading underscore before
+#: 0.62) and reuses its memoised content hash of a source file (``_hash_source_file``,
+#: new in 0.68; 0.67 has neither it nor content stamps).  With an older numba ``import
+#: headstart`` failed with an AttributeError from numba's internals (helper hA,
+#: 2026-12-02, numba 0.59.1 and 0.67.0, both allowed by the old ``numba>=0.59``); it now
+#: says what it needs.  pyproject.toml's lower bound is the same (tests/test_imports.py).
+MIN_NUMBA = (0, 68)
+
+
+def _release(version: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as '0.68.1' or '0.69.0dev0'."""
+    import re
+
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+if _release(numba.__version__) < MIN_NUMBA:
+    raise ImportError(f"headstart needs numba >= {'.'.join(map(str, MIN_NUMBA))}, found numba "
+                      f"{numba.__version__}: pip install 'numba>={'.'.join(map(str, MIN_NUMBA))}'")
+
+from numba.core import caching, config, event  # noqa: E402
+from numba.core.errors import NumbaWarning  # noqa: E402
 
 _PACKAGE = __name__.rpartition(".")[0]
 _OBJMODE_NOTE = "Code running in object mode won't allow parallel execution"
@@ -177,12 +216,61 @@ class _PackageUserWide(_PackageStamp, caching.UserWideCacheLocator):
     pass
 
 
-PACKAGE_LOCATORS = (_PackageUserDir, _PackageInTree, _PackageUserWide)
+TEMP_CACHE_PREFIX = "headstart-numba-cache-"
+
+
+@functools.lru_cache(maxsize=None)
+def temp_cache_root() -> str | None:
+    """The cache directory of the last resort (see the module text): ``TMP/headstart-numba-
+    cache-UID`` when it is this user's own directory closed to others, else a new directory
+    of this process's (removed at exit); None when no temporary directory can be written."""
+    try:
+        base = tempfile.gettempdir()
+    except OSError:         # (FileNotFoundError: no usable temporary directory)
+        return None
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    shared = os.path.join(base, TEMP_CACHE_PREFIX + (str(uid) if uid is not None else "user"))
+    try:
+        os.mkdir(shared, 0o700)
+    except OSError:
+        pass                # there already (or not writable: checked below)
+    try:
+        st = os.lstat(shared)
+        if stat.S_ISDIR(st.st_mode) and (uid is None or (st.st_uid == uid and not st.st_mode & 0o077)):
+            return shared
+    except OSError:
+        pass
+    try:
+        own = tempfile.mkdtemp(prefix=TEMP_CACHE_PREFIX)
+    except OSError:
+        return None
+    atexit.register(shutil.rmtree, own, ignore_errors=True)
+    return own
+
+
+class _PackageTemp(_PackageStamp, caching.UserWideCacheLocator):
+    """The last resort: :func:`temp_cache_root`, when no place of Numba's can be written."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        self._cache_path = os.path.join(temp_cache_root(), self.get_suitable_cache_subpath(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        # other functions first declined: their cache is not headstart's to place (and no
+        # directory is made for them)
+        if not in_package(py_file) or temp_cache_root() is None:
+            return None
+        return super().from_function(py_func, py_file)
+
+
+PACKAGE_LOCATORS = (_PackageUserDir, _PackageInTree, _PackageUserWide, _PackageTemp)
 
 
 def install_cache_locators() -> None:
     """Put the package locators first in Numba's list, once per process, in Numba's own
-    order (user directory, then in-tree, then user-wide)."""
+    order (user directory, then in-tree, then user-wide), then the temporary directory."""
     classes = caching.CacheImpl._locator_classes
     if classes[: len(PACKAGE_LOCATORS)] != list(PACKAGE_LOCATORS):
         classes[:0] = PACKAGE_LOCATORS

@@ -587,3 +587,43 @@ def test_a_checkpoint_record_never_pairs_with_another_runs_statistics(tmp_path, 
     if done:     # the C = 1 record may only come with the C = 1 statistics
         again = run_experiment(data, runs1, warmup=False)
         assert done["zero"].stats.columns["f_final"].tolist() == again.runs[0].stats.columns["f_final"].tolist()
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_source_commit_is_headstart_s_own_not_that_of_a_repository_around_the_install(tmp_path, monkeypatch):
+    """The report's 'source' commit: an installed headstart in a virtual environment
+    inside the user's own repository gave that repository's commit; it is recorded only
+    for a git checkout of headstart (run.py tracked), with '-dirty' after an edit."""
+    import shutil
+
+    from headstart.experiment import run as run_module
+
+    project = tmp_path / "project"
+    installed = project / ".venv" / "lib" / "site-packages" / "headstart" / "experiment"
+    installed.mkdir(parents=True)
+    shutil.copy(run_module.__file__, installed / "run.py")
+    (project / ".gitignore").write_text(".venv/\n")
+    _git(project, "init", "-q")
+    _git(project, "add", ".gitignore")
+    _git(project, "commit", "-q", "-m", "the user's project")
+    monkeypatch.setattr(run_module, "__file__", str(installed / "run.py"))
+    assert run_module._git_commit() is None
+
+    checkout = tmp_path / "checkout"
+    (checkout / "headstart" / "experiment").mkdir(parents=True)
+    shutil.copy(installed / "run.py", checkout / "headstart" / "experiment" / "run.py")
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", "headstart")
+    _git(checkout, "commit", "-q", "-m", "headstart")
+    head = _git(checkout, "rev-parse", "HEAD")
+    monkeypatch.setattr(run_module, "__file__", str(checkout / "headstart" / "experiment" / "run.py"))
+    assert run_module._git_commit() == head
+    with open(checkout / "headstart" / "experiment" / "run.py", "a") as fh:
+        fh.write("# an edit\n")
+    assert run_module._git_commit() == head + "-dirty"

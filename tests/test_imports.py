@@ -315,3 +315,154 @@ def test_package_digest_follows_any_file_content(tmp_path):
     assert d1 != d0
     (tmp_path / "sub" / "b.py").write_text("y = 2\n")
     assert package_digest(tmp_path) == d0          # the contents, not the times
+
+
+def _read_only_install(tmp_path) -> tuple[Path, dict]:
+    """A copy of the package where Numba can write none of its cache places: every
+    ``__pycache__`` is a file (the install's directories cannot be written), the user-wide
+    cache directory is below a file (a home directory that cannot be written), no
+    NUMBA_CACHE_DIR; TMPDIR is a writable directory of the test's."""
+    import shutil
+
+    site = tmp_path / "site"
+    shutil.copytree(REPO / "headstart", site / "headstart", ignore=shutil.ignore_patterns("__pycache__"))
+    for d in [site / "headstart", *(p for p in (site / "headstart").rglob("*") if p.is_dir())]:
+        (d / "__pycache__").write_text("not a directory\n")
+    (tmp_path / "home").write_text("not a directory\n")
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env.update(PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1", HOME=str(tmp_path / "home"),
+               XDG_CACHE_HOME=str(tmp_path / "home" / "cache"), TMPDIR=str(tmp_path / "tmp"))
+    return site, env
+
+
+_CACHE_PROBE = """
+import os, numpy as np
+import headstart
+from headstart import _compile
+from headstart._heapsort import heapsort
+from numba.core import caching
+loc = caching.CompileResultCacheImpl(heapsort.py_func).locator
+keys = np.array([3, 1, 2], dtype=np.int64)
+heapsort(keys, np.empty(0, np.int64), 0, 3)        # compiled here, and saved in the cache
+assert sorted(keys) == [1, 2, 3]
+print(type(loc).__name__, loc.get_cache_path())
+"""
+
+
+def test_a_read_only_install_caches_the_kernels_in_the_temporary_directory(tmp_path):
+    """Numba raises 'cannot cache function' when it has nowhere to write a cache: that made
+    ``import headstart`` fail on a read-only install whose user's home cannot be written.
+    The kernels are then cached in a directory of the user's in TMPDIR, and a second process
+    loads them from there."""
+    site, env = _read_only_install(tmp_path)
+    out = subprocess.run([sys.executable, "-c", _CACHE_PROBE], capture_output=True, text=True, env=env,
+                         cwd=str(tmp_path), timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr == ""
+    name, path = out.stdout.split()
+    root = tmp_path / "tmp" / f"headstart-numba-cache-{os.getuid()}"
+    assert name == "_PackageTemp" and Path(path).parent == root, out.stdout
+    assert (root.stat().st_mode & 0o777) == 0o700
+    saved = sorted(p.name for p in Path(path).iterdir())
+    assert any(n.startswith("_heapsort.heapsort-") and n.endswith(".nbi") for n in saved), saved
+    again = subprocess.run([sys.executable, "-c", _CACHE_PROBE + "print(sum(heapsort.stats.cache_hits.values()))"],
+                           capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert int(again.stdout.split()[-1]) >= 1, again.stdout        # loaded, not compiled again
+
+
+def test_a_temporary_cache_directory_open_to_others_is_not_used(tmp_path):
+    """Numba unpickles what it loads from a cache: a shared directory that others can write
+    to is passed over for one of the process's own, removed at exit."""
+    site, env = _read_only_install(tmp_path)
+    shared = tmp_path / "tmp" / f"headstart-numba-cache-{os.getuid()}"
+    shared.mkdir()
+    shared.chmod(0o777)
+    out = subprocess.run([sys.executable, "-c", _CACHE_PROBE], capture_output=True, text=True, env=env,
+                         cwd=str(tmp_path), timeout=600)
+    assert out.returncode == 0, out.stderr
+    name, path = out.stdout.split()
+    own = Path(path).parent
+    assert name == "_PackageTemp" and own.parent == tmp_path / "tmp" and own != shared, out.stdout
+    assert own.name.startswith("headstart-numba-cache-")
+    assert not own.exists()                 # removed when the process ended
+    assert list(shared.iterdir()) == []
+
+
+def test_numba_lower_bound_is_the_oldest_numba_the_package_imports_with():
+    """pyproject.toml allowed numba 0.59, with which ``import headstart`` failed inside
+    numba's internals (0.59-0.61: locator classes of other names; 0.62-0.67: no
+    ``caching._hash_source_file``): the bound is the version _compile checks."""
+    import re
+    import tomllib
+
+    from headstart._compile import MIN_NUMBA
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (numba_dep,) = [d for d in deps if re.match(r"numba\b", d)]
+    m = re.fullmatch(r"numba\s*>=\s*(\d+)\.(\d+)", numba_dep)
+    assert m and (int(m.group(1)), int(m.group(2))) == MIN_NUMBA, numba_dep
+    assert MIN_NUMBA >= (0, 68)
+
+
+def test_too_old_a_numba_is_named_at_import():
+    out = run_python("""
+        import numba
+        numba.__version__ = "0.67.0"        # as installed beside it (pip install --no-deps, conda)
+        try:
+            import headstart
+        except ImportError as e:
+            print(e)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("headstart needs numba >= 0.68, found numba 0.67.0: "
+                                  "pip install 'numba>=0.68'"), out.stdout
+
+
+def test_every_missing_extra_raises_the_named_error():
+    """The text vectorizer (sklearn extra) and the pynndescent first stage (ann extra)
+    raised ParameterError, which ``except ImportError`` (and MissingExtraError) cannot catch."""
+    out = run_python("""
+        import sys
+        import numpy as np, scipy.sparse as sp
+        sys.modules["sklearn"] = None
+        sys.modules["pynndescent"] = None
+        from headstart.errors import HeadstartError, MissingExtraError
+        from headstart.io.text import _sklearn_vectorizer
+        from headstart.shortlist.candidates import PyNNDescentIndex
+        for make in (_sklearn_vectorizer, lambda: PyNNDescentIndex(sp.eye(4, format="csr"))):
+            try:
+                make()
+            except MissingExtraError as e:
+                assert isinstance(e, ImportError) and isinstance(e, HeadstartError)
+                print(e)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "text data needs scikit-learn: pip install 'headstart[sklearn]'",
+        "backend 'pynndescent' needs the pynndescent package: pip install 'headstart[ann]' "
+        "(backend 'exact' needs no extra)"]
+
+
+def test_the_temporary_cache_directory_is_made_only_for_headstart_kernels(tmp_path):
+    """The last-resort locator declines other functions before it looks for its
+    directory: a user's ``cache=True`` function (which Numba caches in place) made
+    TMPDIR/headstart-numba-cache-UID appear."""
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "user_kernel.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n")
+    code = f"""
+import sys
+sys.path.insert(0, {str(tmp_path)!r})
+import headstart
+import user_kernel
+assert user_kernel.f(1) == 2
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(REPO), TMPDIR=str(tmp_path / "tmp"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
+    assert (tmp_path / "__pycache__").is_dir()          # cached where Numba caches it

@@ -215,11 +215,18 @@ def environment() -> dict:
 
 def _git_commit() -> str | None:
     """The commit of the headstart source tree (with '-dirty' if it has local changes), when
-    it is a git checkout."""
+    it is a git checkout: when this file is tracked by the repository around it.  An
+    installed headstart is not: a virtual environment inside the user's own repository
+    (``.venv`` in a project) gave that project's commit as headstart's (helper hA,
+    2026-12-02)."""
     import subprocess
 
     here = Path(__file__).resolve().parent
     try:
+        tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "--", Path(__file__).name], cwd=here,
+                                 capture_output=True, text=True, timeout=10)
+        if tracked.returncode != 0:
+            return None
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
         if rev.returncode != 0:
             return None

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import DataFormatError, ParameterError
+from ..errors import DataFormatError, MissingExtraError, ParameterError
 from ._common import open_stream
 from .atomic import atomic_directory
 
@@ -96,7 +96,7 @@ def _sklearn_vectorizer(**kw):
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
     except ImportError:
-        raise ParameterError("text data needs scikit-learn: pip install 'headstart[sklearn]'") from None
+        raise MissingExtraError("text data needs scikit-learn: pip install 'headstart[sklearn]'") from None
     return TfidfVectorizer(dtype=np.float32, **kw)
 
 

@@ -80,7 +80,7 @@ import scipy.sparse as sp
 
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
-from ..errors import ModelFormatError, ParameterError
+from ..errors import MissingExtraError, ModelFormatError, ParameterError
 
 log = logging.getLogger(__name__)
 
@@ -402,8 +402,8 @@ class PyNNDescentIndex:
         try:
             import pynndescent
         except ImportError:
-            raise ParameterError("backend 'pynndescent' needs the pynndescent package: "
-                                 "pip install 'headstart[ann]' (or use backend='exact')") from None
+            raise MissingExtraError("backend 'pynndescent' needs the pynndescent package: pip install "
+                                    "'headstart[ann]' (backend 'exact' needs no extra)") from None
         self.rows = rows
         self.n = rows.shape[0]
         self.columns = UsedColumns.of(rows)

@@ -1,0 +1,84 @@
+"""What the source distribution and the wheel hold, built from this checkout's tracked
+files with setuptools' own build backend (what ``python -m build`` and ``pip wheel`` call)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _tracked() -> list[str]:
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    except OSError:
+        out = None
+    if out is None or out.returncode != 0:
+        pytest.skip("not a git checkout")
+    return [p for p in out.stdout.split("\0") if p]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> Path:
+    """A copy of the tracked files (a build writes headstart.egg-info beside the sources)."""
+    src = tmp_path_factory.mktemp("src")
+    for rel in _tracked():
+        if (REPO / rel).is_file():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, src / rel)
+    return src
+
+
+def _build(source: Path, dist: Path, what: str) -> subprocess.CompletedProcess:
+    code = f"import sys\nfrom setuptools import build_meta as b\nprint(b.build_{what}(sys.argv[1]))\n"
+    return subprocess.run([sys.executable, "-c", code, str(dist)], cwd=source, capture_output=True, text=True,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def sdist(source, tmp_path_factory) -> set[str]:
+    dist = tmp_path_factory.mktemp("sdist")
+    out = _build(source, dist, "sdist")
+    assert out.returncode == 0, out.stderr
+    name = out.stdout.split()[-1]
+    top = name[: -len(".tar.gz")] + "/"
+    with tarfile.open(dist / name) as t:
+        return {m.name[len(top):] for m in t.getmembers() if m.isfile()}
+
+
+@pytest.fixture(scope="module")
+def wheel(source, tmp_path_factory) -> set[str]:
+    dist = tmp_path_factory.mktemp("wheel")
+    out = _build(source, dist, "wheel")
+    if out.returncode != 0 and "bdist_wheel" in out.stderr:
+        pytest.skip("this setuptools builds wheels only with the wheel package")
+    assert out.returncode == 0, out.stderr
+    with zipfile.ZipFile(dist / out.stdout.split()[-1]) as z:
+        return set(z.namelist())
+
+
+def test_the_sdist_holds_what_its_tests_and_demo_read(sdist):
+    """The sdist held tests/test_*.py (setuptools' default) without conftest.py, the
+    helper modules they import and the data, benchmarks, fuzz corpus and CI script they
+    read: its tests could not run.  It now holds them, the Makefile and the docs that the
+    README and ``--help`` cite."""
+    wanted = {p for p in _tracked()
+              if p.startswith(("headstart/", "tests/", "data/", "benchmarks/", "fuzz/"))
+              or p in {"README.md", "pyproject.toml", "Makefile", ".ci/run"}
+              or (p.startswith("docs/") and p.count("/") == 1 and p.endswith(".md"))}
+    assert wanted - sdist == set()
+    assert not [n for n in sdist if "__pycache__" in n or n.endswith((".pyc", ".nbi", ".nbc"))]
+
+
+def test_the_wheel_holds_the_package_only(wheel):
+    names = wheel
+    package = {n for n in names if not n.startswith("headstart-")}
+    assert package == {p for p in _tracked() if p.startswith("headstart/") and p.endswith(".py")}
+    assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
