@@ -54,8 +54,6 @@ MAX_RECORDED_ITERATIONS = 1000
 # pinned at 128 KiB, i.e. nothing left to gain there).  A trim costs well under a
 # millisecond per chunk.
 TRIM_MALLOC = True
-#: a chunk that freed less than this (estimated) is not followed by a trim
-TRIM_MIN_BYTES = 1 << 20
 
 
 @dataclass
@@ -357,12 +355,8 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
         else:
             with lock:
                 stats_parts.append(stats)
-        # what the chunk freed in the worker's malloc arena: its weights' copies and the
-        # kernel's per-chunk vectors (~LANES of the features each); below TRIM_MIN_BYTES
-        # a trim (0.1 ms: it walks every arena) returns next to nothing
-        freed = 8 * (W.nnz + LANES * d_out)
         del W
-        if trim and freed >= TRIM_MIN_BYTES:
+        if trim:
             pages.release_free_memory()
         if progress is not None:
             progress(chunk.size)
@@ -553,8 +547,7 @@ def stack_rows(results: list[ChunkResult], d: int) -> tuple[sp.csr_matrix, np.nd
             # arenas, which keep what the main thread frees: hand them back as we go
             pages.release_free_memory()
             released = 0
-    if released >= TRIM_MIN_BYTES:
-        pages.release_free_memory()
+    pages.release_free_memory()
     return sp.csr_matrix((data, indices, indptr), shape=(rows, d)), intercept
 
 

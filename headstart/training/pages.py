@@ -63,17 +63,14 @@ def copy(a: np.ndarray) -> np.ndarray:
 def zeros_like_workspace(arrays):
     """Re-home zero-initialised buffers (e.g. a lane workspace) into mappings: same
     shapes and dtypes; contents copied only where an array is not all zero, so the
-    untouched pages of the originals stay untouched in the copies.  Arrays below
-    :data:`MIN_BYTES` are returned as they are (not copied)."""
+    untouched pages of the originals stay untouched in the copies."""
     out = []
     for a in arrays:
-        if a.nbytes < MIN_BYTES and a.flags.c_contiguous:
-            # zeros() would give a fresh numpy array of this size anyway: keep the original
-            # (a copy of each of a small workspace's ~25 arrays was 0.4 ms of every
-            # train_labels call, 2% of a small problem's fit)
-            out.append(a)
-            continue
-        b = zeros(a.shape, a.dtype)
+        # below MIN_BYTES zeros() gives numpy's array: made here without its checks (a
+        # small workspace's ~25 arrays took 0.3 ms through them).  Keeping the originals
+        # instead, no copy at all, raised debian-deps' peak RSS by 4-5 MB (the heap's
+        # layout changed; stop 64), so the copies stay.
+        b = np.zeros(a.shape, a.dtype) if a.nbytes < MIN_BYTES else zeros(a.shape, a.dtype)
         if a.size and np.any(a):
             b[...] = a
         out.append(b)
