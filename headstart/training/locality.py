@@ -58,6 +58,7 @@ def renumber_rows(table, indptr, indices, data, d, out_indices, out_data):
     for r in range(indptr.size - 1):
         most = max(most, indptr[r + 1] - indptr[r])
     pos = np.zeros(d if most * 8 >= d else 0, dtype=np.int64)    # entry + 1, 0 = none
+    keys = np.empty(most, dtype=np.int64)                         # a short row's new indices
     for r in range(indptr.size - 1):
         a, b = indptr[r], indptr[r + 1]
         m = b - a
@@ -73,10 +74,9 @@ def renumber_rows(table, indptr, indices, data, d, out_indices, out_data):
                     pos[j] = 0
                     o += 1
         elif m > 0:
-            keys = np.empty(m, dtype=np.int64)
             for k in range(m):
                 keys[k] = table[indices[a + k]]
-            rank = np.argsort(keys)
+            rank = np.argsort(keys[:m])
             for k in range(m):
                 out_indices[a + k] = keys[rank[k]]
                 out_data[a + k] = data[a + rank[k]]
