@@ -80,5 +80,7 @@ def test_the_sdist_holds_what_its_tests_and_demo_read(sdist):
 def test_the_wheel_holds_the_package_only(wheel):
     names = wheel
     package = {n for n in names if not n.startswith("headstart-")}
-    assert package == {p for p in _tracked() if p.startswith("headstart/") and p.endswith(".py")}
+    # py.typed: the PEP 561 marker, without which type checkers skip the package's hints
+    assert package == {p for p in _tracked() if p.startswith("headstart/") and p.endswith((".py", "/py.typed"))}
+    assert "headstart/py.typed" in package
     assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
