@@ -1107,6 +1107,36 @@ def test_an_instance_the_preprocessing_refuses_is_named_by_its_place_in_the_file
     assert code == 2 and "not to standard output" in err and not os.path.exists("-")
 
 
+def test_an_output_where_no_file_can_be_created_is_named_with_the_reason(trained, bibtex_dir, tmp_path, capsys):
+    """-o /proc/p.txt said only "/proc/p.txt: No such file or directory", after the
+    prediction (outsider probe): /proc exists but takes no new files, which the permission
+    bits did not tell (root passes them).  Now refused before the work, with the reason;
+    nothing is left behind."""
+    from headstart.io.atomic import atomic_write
+
+    _, model = trained
+    data = bibtex_dir / "test.txt.gz"
+    cases = [(tmp_path / "none" / "p.txt", f"{tmp_path / 'none'} does not exist"),
+             (Path(__file__) / "p.txt", f"{Path(__file__)} is not a directory")]
+    if os.path.isdir("/proc/self"):
+        cases.append((Path("/proc/p.txt"), "cannot create a file in /proc: No such file or directory (the "
+                                           "directory exists but takes no new files)"))
+    if os.geteuid() != 0:     # (root writes into a mode-555 directory)
+        (tmp_path / "ro").mkdir(mode=0o555)
+        cases.append((tmp_path / "ro" / "p.txt", f"{tmp_path / 'ro'} is not writable"))
+    for out, why in cases:
+        code, _, err = run(capsys, "predict", model, data, "-o", out, "--allow-gaps")
+        assert code == 2 and f"error: {out}: cannot write the predictions file: {why}" in err, err
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["ro"] if os.geteuid() != 0 else [])
+    if os.path.isdir("/proc/self"):
+        # the library's writer (no check before it) says the same of the file asked for
+        with pytest.raises(FileNotFoundError, match="cannot create a file in /proc") as e:
+            with atomic_write("/proc/p.txt", "w"):
+                pass
+        assert e.value.filename == "/proc/p.txt"
+
+
 # --------------------------------------------------------------------------- process level
 def test_python_dash_m_headstart_exit_codes(tmp_path):
     bad = tmp_path / "bad.txt"
