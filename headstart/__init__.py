@@ -10,6 +10,8 @@ from .errors import DataFormatError, HeadstartError, ModelFormatError, Parameter
 from .estimator import OvAClassifier, load, precision_at_k_scorer
 from .params import TrainParams
 
+# The package's one version: pyproject.toml reads it (tool.setuptools.dynamic) as a
+# literal, without importing headstart, so it stays a plain string.
 __version__ = "0.1.0"
 
 

@@ -490,7 +490,7 @@ class OvAClassifier:
         return kw
 
     # --------------------------------------------------------------- prediction
-    def predict(self, X, threshold=0.0, **kw) -> sp.csr_matrix:
+    def predict(self, X, threshold=0.0, **kw) -> sp.csr_matrix | np.ndarray:
         """Sparse indicator matrix (CSR, int32, n x L): a 1 where a label's score is >
         ``threshold`` (0, or one number per label, e.g. from
         :func:`headstart.tuning.scutfbr`).

@@ -294,6 +294,24 @@ def test_every_train_param_is_an_option_with_its_default(capsys):
         assert alias in out
 
 
+def test_help_citing_docs_says_where_they_are(capsys):
+    """--help texts cite docs/NAME.md, which an installed wheel does not hold (outsider
+    probe): such a help ends saying where they are; each file cited exists (MANIFEST.in
+    ships docs/*.md in the sdist, tests/test_packaging.py checks)."""
+    import importlib
+
+    names = [importlib.import_module(f"headstart.cli.{m}").NAME for m in cli_main.COMMANDS]
+    cited = 0
+    for argv in [["--help"]] + [[name, "--help"] for name in names]:
+        code, out, _ = run(capsys, *argv)
+        assert code == 0, argv
+        docs = re.findall(r"docs/([\w.-]+\.md)", out)
+        assert out.rstrip().endswith(cli_main.DOCS_WHERE) == bool(docs), argv
+        assert [d for d in docs if not (REPO / "docs" / d).is_file()] == [], argv
+        cited += bool(docs)
+    assert cited >= 5      # headstart, train, predict, tree, shortlist-train at least
+
+
 def test_print_params_and_params_file_round_trip(tmp_path, capsys):
     code, out, err = run(capsys, "train", "--print-params", "--C", "2", "--s", "0.5", "--t", "-1",
                          "--normalize", "--init", "bias", "--bias-init", "-0.9", "--max-iter", "50")
@@ -1087,6 +1105,36 @@ def test_an_instance_the_preprocessing_refuses_is_named_by_its_place_in_the_file
     assert code == 2 and "not a regular file" in err, err
     code, _, err = run(capsys, "predict", model, tmp_path / "train.txt", "-o", "-")
     assert code == 2 and "not to standard output" in err and not os.path.exists("-")
+
+
+def test_an_output_where_no_file_can_be_created_is_named_with_the_reason(trained, bibtex_dir, tmp_path, capsys):
+    """-o /proc/p.txt said only "/proc/p.txt: No such file or directory", after the
+    prediction (outsider probe): /proc exists but takes no new files, which the permission
+    bits did not tell (root passes them).  Now refused before the work, with the reason;
+    nothing is left behind."""
+    from headstart.io.atomic import atomic_write
+
+    _, model = trained
+    data = bibtex_dir / "test.txt.gz"
+    cases = [(tmp_path / "none" / "p.txt", f"{tmp_path / 'none'} does not exist"),
+             (Path(__file__) / "p.txt", f"{Path(__file__)} is not a directory")]
+    if os.path.isdir("/proc/self"):
+        cases.append((Path("/proc/p.txt"), "cannot create a file in /proc: No such file or directory (the "
+                                           "directory exists but takes no new files)"))
+    if os.geteuid() != 0:     # (root writes into a mode-555 directory)
+        (tmp_path / "ro").mkdir(mode=0o555)
+        cases.append((tmp_path / "ro" / "p.txt", f"{tmp_path / 'ro'} is not writable"))
+    for out, why in cases:
+        code, _, err = run(capsys, "predict", model, data, "-o", out, "--allow-gaps")
+        assert code == 2 and f"error: {out}: cannot write the predictions file: {why}" in err, err
+        assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["ro"] if os.geteuid() != 0 else [])
+    if os.path.isdir("/proc/self"):
+        # the library's writer (no check before it) says the same of the file asked for
+        with pytest.raises(FileNotFoundError, match="cannot create a file in /proc") as e:
+            with atomic_write("/proc/p.txt", "w"):
+                pass
+        assert e.value.filename == "/proc/p.txt"
 
 
 # --------------------------------------------------------------------------- process level

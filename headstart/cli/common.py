@@ -589,9 +589,16 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
 def _check_writable(directory: Path, path: str, what: str) -> None:
     """Before hours of work: a file is written atomically, as a temporary file in its
     directory renamed over the target, so the directory itself must take new files (a
-    read-only mount, a directory without write permission fail here, not at the end)."""
+    read-only mount, a directory without write permission, /proc fail here, not at the
+    end).  Checked by creating and removing a file there, as the write will."""
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ParameterError(f"{path}: cannot write {what}: {directory} is not writable")
+    from ..io.atomic import check_can_create
+
+    try:   # the mode bits do not tell all: root passes them, /proc takes no files at all
+        check_can_create(directory / Path(path).name)
+    except OSError as e:
+        raise ParameterError(f"{path}: cannot write {what}: {e.strerror}") from None
 
 
 # --------------------------------------------------------------------------- progress

@@ -31,8 +31,19 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 log = logging.getLogger("headstart.cli")
 
 
+#: The help texts cite docs/NAME.md for the details; a wheel installs no docs, so a user
+#: of an installed headstart is told where those files are.
+DOCS_WHERE = "docs/*.md: files of headstart's source distribution (sdist) and repository, not installed with it."
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in two lines (the full usage of 'train' would fill a screen)."""
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        # said under any help that cites a doc file (descriptions, option groups, the
+        # command list), checked here so that a new citation gets it too
+        return text + f"\n{DOCS_WHERE}\n" if "docs/" in text else text
 
     def error(self, message: str):  # type: ignore[override]
         for theirs, here in DISMEC_VALUES.items():

@@ -25,6 +25,7 @@ write left behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -39,7 +40,7 @@ from typing import IO, Any
 from .._threads import check_interrupt
 from ..errors import ParameterError
 
-__all__ = ["atomic_write", "atomic_directory", "fsync_dir", "TEMP_NAME_RE"]
+__all__ = ["atomic_write", "atomic_directory", "check_can_create", "fsync_dir", "TEMP_NAME_RE"]
 
 log = logging.getLogger("headstart.io")
 
@@ -71,6 +72,32 @@ def _create_temp(directory: str, name: str) -> tuple[int, str]:
         except FileExistsError:
             continue
     raise FileExistsError(f"could not create a temporary file in {directory}")
+
+
+def creation_error(e: OSError, path: str | os.PathLike[str], directory: str | os.PathLike[str],
+                   kind: str = "a file") -> OSError:
+    """``e``, met creating the temporary ``kind`` for ``path`` in ``directory``, as an
+    error of the same type that names ``path`` and says a creation failed: the temporary's
+    name means nothing to the user, and a bare "No such file or directory" for a
+    directory that exists (/proc takes no new files: ENOENT) read as a mistyped path."""
+    reason = e.strerror or str(e)
+    if e.errno == errno.ENOENT and os.path.isdir(directory):
+        reason += " (the directory exists but takes no new files)"
+    return type(e)(e.errno, f"cannot create {kind} in {directory}: {reason}", os.fspath(path))
+
+
+def check_can_create(path: str | os.PathLike[str]) -> None:
+    """Raise what :func:`atomic_write` of ``path`` would meet creating its temporary file
+    (as :func:`creation_error`), by creating one and removing it: permission bits
+    (``os.access``) do not tell, root passes them everywhere and /proc or /sys refuse new
+    files whatever they say.  For a check before long work."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = _create_temp(directory, os.path.basename(path))
+    except OSError as e:
+        raise creation_error(e, path, directory) from None
+    os.close(fd)
+    os.unlink(tmp)
 
 
 def regular_target(path: str | os.PathLike[str]) -> str:
@@ -114,7 +141,7 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
     try:
         fd, tmp = _create_temp(directory, os.path.basename(path))
     except OSError as e:   # name the file asked for, not the temporary one
-        raise type(e)(e.errno, e.strerror, path) from None
+        raise creation_error(e, path, directory) from None
     try:
         if mode == "wb":
             f = os.fdopen(fd, "wb")
@@ -157,7 +184,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         tmp.mkdir()
     except OSError as e:   # name the directory asked for, not the temporary one
-        raise type(e)(e.errno, e.strerror, os.fspath(path)) from None
+        raise creation_error(e, path, tmp.parent, "a directory") from None
     try:
         yield tmp
         # a Ctrl-C that numba's compiler swallowed replaces nothing (a file's rename is
