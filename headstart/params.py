@@ -150,7 +150,7 @@ class TrainParams:
         "help": "shortlisted training: a sub-problem of at most this many rows (fewer than the data's) is solved "
                 "by exact Newton steps in the span of its rows, O(rows^2) per step instead of O(columns) "
                 "(0 = never; docs/shortlist.md)"})
-    threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use)"})
+    threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use: the affinity mask, a CPU quota; more run as asked, with a warning: each thread holds its own lane workspace)"})
     remove_no_label_data: bool = field(default=False, metadata={
         "help": "drop the training rows that have no label at all (in the whole label space) before anything "
                 "else (LibMultiLabel's remove_no_label_data); by default they are kept, as negatives of every label"})
