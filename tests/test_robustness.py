@@ -340,13 +340,27 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     assert e.details["lanes"] == LANES and 12 * 2**30 < e.parts["workspaces"] < 16 * 2**30
 
 
+def test_the_memory_is_probed_only_when_the_lanes_exceed_every_budgets_floor(monkeypatch):
+    """plan_lanes asks the system for its memory (/proc, cgroups: ~0.2 ms) only when 16
+    lanes of all threads would exceed MIN_LANE_BUDGET, which every budget has."""
+    from headstart.training import budget
+    from headstart.training.kernel import HALF_LANES, LANES
+
+    probes = []
+    monkeypatch.setattr(budget, "lane_budget", lambda memory=None: probes.append(1) or 12 * 2**30)
+    assert budget.plan_lanes(5000, 3000, 2) == (LANES, None) and not probes
+    assert budget.thread_workspace_bytes(490449, 135909, LANES) * 64 > budget.MIN_LANE_BUDGET
+    assert budget.plan_lanes(490449, 135909, 64) == (HALF_LANES, 12 * 2**30) and len(probes) == 1
+    assert budget.plan_lanes(490449, 135909, 64, 4 * 2**30) == (1, 4 * 2**30) and len(probes) == 1
+
+
 def test_fewer_lanes_are_reported(monkeypatch, caplog):
     """When the lane buffers do not fit the budget the trainer says how many lanes it
     took: 8 at INFO, one (several times slower) as a WARNING; the weights are the same."""
     from headstart.validation import check_features, check_labels
     from headstart.params import TrainParams
     from headstart.training.budget import thread_workspace_bytes
-    from headstart.training import trainer
+    from headstart.training import budget as budget_module, trainer
 
     rng = np.random.default_rng(3)
     X = check_features(sp.random(300, 60, density=0.1, format="csr", random_state=3, dtype=np.float32))
@@ -358,10 +372,10 @@ def test_fewer_lanes_are_reported(monkeypatch, caplog):
     assert st16.meta["lanes"] == 16
     for budget, lanes, level in [(thread_workspace_bytes(n, d, 8), 8, logging.INFO),
                                  (thread_workspace_bytes(n, d, 1), 1, logging.WARNING)]:
-        monkeypatch.setattr(trainer, "lane_budget", lambda memory=None, b=budget: b)
+        monkeypatch.setattr(budget_module, "lane_budget", lambda memory=None, b=budget: b)
         # a budget below the floor no real machine gets (lane_budget >= MIN_LANE_BUDGET,
-        # which lets the trainer skip the memory probe for small problems)
-        monkeypatch.setattr(trainer, "MIN_LANE_BUDGET", 0)
+        # which lets plan_lanes skip the memory probe for small problems)
+        monkeypatch.setattr(budget_module, "MIN_LANE_BUDGET", 0)
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="headstart.training.trainer"):
             W, _, st = trainer.train_labels(X, Y, p, labels)

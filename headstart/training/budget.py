@@ -45,12 +45,23 @@ def choose_lanes(n: int, d: int, threads: int, budget: float | None = None) -> i
     would exceed ``budget`` bytes (default :func:`lane_budget`); then HALF_LANES (8, no
     direction groups: a bit more than half the memory, twice the sweeps; see
     kernel.lanes_scores8) if those fit, else one lane per thread."""
-    if budget is None:
-        budget = lane_budget()
+    return plan_lanes(n, d, threads, budget)[0]
+
+
+def plan_lanes(n: int, d: int, threads: int, budget: float | None = None) -> tuple[int, float | None]:
+    """(lanes, the budget they were weighed against) as :func:`choose_lanes`.  Without a
+    ``budget`` the memory is probed only when the lanes exceed the floor every budget
+    has (MIN_LANE_BUDGET): the /proc and cgroup reads of :func:`lane_budget` take
+    ~0.2 ms, 1% of a small problem's fit (stop 64).  The budget is then None."""
     for lanes in (LANES, HALF_LANES):
-        if thread_workspace_bytes(n, d, lanes) * threads <= budget:
-            return lanes
-    return 1
+        need = thread_workspace_bytes(n, d, lanes) * threads
+        if budget is None and need <= MIN_LANE_BUDGET:
+            return lanes, None
+        if budget is None:
+            budget = lane_budget()   # once: it reads the memory available, which changes
+        if need <= budget:
+            return lanes, budget
+    return 1, budget
 
 
 def use_groups(lanes: int, sparse_start: bool, mines: bool) -> bool:

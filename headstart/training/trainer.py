@@ -25,7 +25,7 @@ from ..objective.erm import canonical_rows
 from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
 from ..solver.newton import settings
-from .budget import MIN_LANE_BUDGET, choose_lanes, lane_budget, thread_workspace_bytes, use_groups
+from .budget import plan_lanes, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
                      label_columns, make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
                      shared_label_chunks, sorted_unique, warmup_records)
@@ -139,13 +139,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     if chunk_size is None:
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
-    if lanes is None and thread_workspace_bytes(n, d, LANES) * threads <= MIN_LANE_BUDGET:
-        # the budget is never below MIN_LANE_BUDGET: 16 lanes without asking the system
-        # for its memory (/proc and cgroup files, 0.2 ms: 1% of a small problem's fit)
-        lanes = LANES
     if lanes is None:
-        budget = lane_budget()   # once: it reads the memory available, which changes
-        lanes = choose_lanes(n, d, threads, budget)
+        lanes, budget = plan_lanes(n, d, threads)
         if lanes < LANES:
             # the user should know: 8 lanes cost ~3%, one lane several times the time
             (log.info if lanes == HALF_LANES else log.warning)(
