@@ -886,3 +886,41 @@ def test_the_search_reports_progress_and_warns_of_its_work(bib, monkeypatch, cap
         build_shortlist(X, Y, FirstStageParams(K=15, method="centroids", backend="pruned"), threads=2)
     assert not caplog.messages
     assert r.train_recall > 0
+
+
+@pytest.mark.parametrize("d, density, enumerated", [(200, 0.2, True), (200000, 0.00002, False), (64 * 3, 1.0, True)])
+def test_extract_gives_the_rows_on_their_own_columns_in_ascending_order(d, density, enumerated):
+    """A sub-problem's CSR (rows gathered, the columns it uses renumbered in ascending
+    global order) and its column sums, against scipy and a sequential float64 sum, both
+    ways of listing the columns: by one pass over the column bitmap (many used columns
+    per word), or by sorting what the marking pass collected (few, among very many);
+    the bitmap is left all zero for the next label.  Two labels in a row share the
+    buffers, as in a chunk."""
+    from headstart.shortlist.training import ENUMERATE_SHARE, extract
+
+    rng = np.random.default_rng(d)
+    X = sp.random(300, d, density=density, format="csr", random_state=rng, dtype=np.float32)
+    X.sort_indices()
+    colmap = np.empty(d, dtype=np.int32)
+    bits = np.zeros((d + 63) // 64, dtype=np.uint64)
+    for take in (20, 40):
+        rows = np.sort(rng.choice(300, take, replace=False)).astype(np.int64)
+        sub = X[rows]
+        used = np.unique(sub.indices)
+        assert (bits.size <= ENUMERATE_SHARE * used.size) == enumerated
+        nnz = sub.nnz
+        feats = np.empty(min(nnz, d) + 1, dtype=np.int32)
+        ip, ix, dt = np.empty(take + 1, dtype=np.int64), np.empty(nnz, dtype=np.int32), np.empty(nnz, dtype=np.float32)
+        colsum = np.empty(min(nnz, d) + 1)
+        nf = extract(X.indptr.astype(np.int64), X.indices, X.data, rows, take, colmap, bits, feats, ip, ix, dt, colsum)
+        assert nf == used.size
+        np.testing.assert_array_equal(feats[:nf], used)
+        got = sp.csr_matrix((dt, ix, ip), shape=(take, nf))
+        want = sub[:, used]
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.indices, want.indices)
+        np.testing.assert_array_equal(got.data, want.data)
+        sums = np.zeros(nf)
+        np.add.at(sums, ix, dt.astype(np.float64))      # in the order of the rows, as the kernel sums
+        np.testing.assert_array_equal(colsum[:nf], sums)
+        assert not bits.any()
