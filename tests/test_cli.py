@@ -1137,6 +1137,30 @@ def test_an_output_where_no_file_can_be_created_is_named_with_the_reason(trained
         assert e.value.filename == "/proc/p.txt"
 
 
+
+def test_an_output_through_a_symbolic_link_is_checked_where_it_will_be_written(trained, bibtex_dir, tmp_path,
+                                                                                capsys):
+    """The atomic write creates its file beside a link's target, so the check before the
+    work looks there (helper-88): -o /proc/self/fd/N (or /dev/fd/N, as a shell's
+    redirection gives) onto a file was refused since /proc takes no new files, and a link
+    into a missing directory passed the check and failed after the work."""
+    _, model = trained
+    data = bibtex_dir / "test.txt.gz"
+    (tmp_path / "lnk").symlink_to(tmp_path / "missing" / "p.txt")
+    code, _, err = run(capsys, "predict", model, data, "-o", tmp_path / "lnk", "--allow-gaps")
+    assert code == 2 and f"cannot write the predictions file: {tmp_path / 'missing'} does not exist" in err, err
+    if os.path.isdir("/proc/self/fd"):
+        fd = os.open(tmp_path / "out.txt", os.O_WRONLY | os.O_CREAT)
+        try:
+            code, _, err = run(capsys, "predict", model, data, "-o", f"/proc/self/fd/{fd}", "-k", 1,
+                               "--allow-gaps")
+        finally:
+            os.close(fd)
+        assert code == 0, err
+        assert len((tmp_path / "out.txt").read_text().splitlines()) == 2516     # header + every test row
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lnk"] + (["out.txt"] if os.path.isdir("/proc/self/fd")
+                                                                    else [])
+
 # --------------------------------------------------------------------------- process level
 def test_python_dash_m_headstart_exit_codes(tmp_path):
     bad = tmp_path / "bad.txt"

@@ -577,26 +577,30 @@ def check_output_file(path: str, what: str, args: argparse.Namespace | None = No
         if out == Path(os.path.realpath(p)) or out in Path(os.path.realpath(p)).parents:
             raise ParameterError(f"{path}: the {what} would be written into {model_dir}, the model directory this "
                                  "command writes; write it elsewhere")
-    parent = p.parent if str(p.parent) else Path(".")
+    # where the atomic write will create its file: beside a symbolic link's target (-o
+    # /dev/fd/1 redirected to a file writes in that file's directory, not in /dev/fd);
+    # regular_target also refuses a FIFO, a device or a socket before any work
+    target = Path(regular_target(path))
+    parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         why = "is not a directory" if parent.exists() else "does not exist"
         raise ParameterError(f"{path}: cannot write the {what}: {parent} {why}")
-    _check_writable(parent, path, f"the {what}")
-    regular_target(path)   # refuses a FIFO, a device or a socket before any work
+    _check_writable(parent, path, f"the {what}", name=target.name)
     warn_file_leftovers(path)
 
 
-def _check_writable(directory: Path, path: str, what: str) -> None:
+def _check_writable(directory: Path, path: str, what: str, name: str | None = None) -> None:
     """Before hours of work: a file is written atomically, as a temporary file in its
     directory renamed over the target, so the directory itself must take new files (a
     read-only mount, a directory without write permission, /proc fail here, not at the
-    end).  Checked by creating and removing a file there, as the write will."""
+    end).  Checked by creating and removing a file there, as the write will (``name``:
+    the file's, default ``path``'s last part)."""
     if not os.access(directory, os.W_OK | os.X_OK):
         raise ParameterError(f"{path}: cannot write {what}: {directory} is not writable")
     from ..io.atomic import check_can_create
 
     try:   # the mode bits do not tell all: root passes them, /proc takes no files at all
-        check_can_create(directory / Path(path).name)
+        check_can_create(directory / (name or Path(path).name))
     except OSError as e:
         raise ParameterError(f"{path}: cannot write {what}: {e.strerror}") from None
 

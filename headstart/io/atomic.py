@@ -90,14 +90,18 @@ def check_can_create(path: str | os.PathLike[str]) -> None:
     """Raise what :func:`atomic_write` of ``path`` would meet creating its temporary file
     (as :func:`creation_error`), by creating one and removing it: permission bits
     (``os.access``) do not tell, root passes them everywhere and /proc or /sys refuse new
-    files whatever they say.  For a check before long work."""
+    files whatever they say.  For a check before long work; ``path`` is where the file
+    will be (for a symbolic link, its target: :func:`regular_target`, which the caller
+    applies -- a model directory's path is checked here too, and is no regular file)."""
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = _create_temp(directory, os.path.basename(path))
     except OSError as e:
         raise creation_error(e, path, directory) from None
-    os.close(fd)
-    os.unlink(tmp)
+    try:       # removed whatever happens (a Ctrl-C here must not leave it behind)
+        os.close(fd)
+    finally:
+        os.unlink(tmp)
 
 
 def regular_target(path: str | os.PathLike[str]) -> str:
@@ -112,7 +116,7 @@ def regular_target(path: str | os.PathLike[str]) -> str:
         # through the link itself: /dev/stdout into a pipe resolves to "/proc/N/fd/pipe:[M]",
         # a name that exists nowhere, while the link leads to the pipe
         st = os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):   # nothing there (yet): its directory's checks name why
         return target
     except OSError as e:
         raise ParameterError(f"{path}: cannot write there: {e.strerror or e}") from None
