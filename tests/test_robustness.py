@@ -387,7 +387,8 @@ def test_fewer_lanes_are_reported(monkeypatch, caplog):
 def test_more_threads_than_cores_are_run_as_asked_and_reported(monkeypatch, caplog):
     """A thread count beyond the usable cores is honoured (the weights do not depend on
     it) but named in a warning: each thread holds a lane workspace and gains nothing.
-    Not said when the threads fit the cores, nor when the labels make fewer chunks."""
+    Not said when the threads fit the cores, nor when the labels make fewer chunks, nor
+    twice in a process (a Dask worker trains many ranges)."""
     from headstart.validation import check_features, check_labels
     from headstart.params import TrainParams
     from headstart.training import trainer
@@ -398,14 +399,16 @@ def test_more_threads_than_cores_are_run_as_asked_and_reported(monkeypatch, capl
     labels = np.arange(12)
     W1, _, _ = trainer.train_labels(X, Y, TrainParams(threads=1), labels)
     monkeypatch.setattr(trainer, "usable_cores", lambda: 2)
-    for threads, chunk_size, warned in [(2, 4, False), (3, 4, True), (3, 6, False)]:   # 12 / 6: two chunks
+    monkeypatch.setattr(trainer, "_OVERSUBSCRIBED", set())
+    for threads, chunk_size, warned in [(2, 4, False), (3, 4, True), (3, 6, False), (3, 4, False)]:
+        # (12 / 6: two chunks; the last: said once per process already)
         caplog.clear()
         with caplog.at_level(logging.WARNING, logger="headstart.training.trainer"):
             W, _, st = trainer.train_labels(X, Y, TrainParams(threads=threads), labels, chunk_size=chunk_size)
         assert (W != W1).nnz == 0 and st.meta["threads"] == min(threads, 12 // chunk_size)
         hits = [r.getMessage() for r in caplog.records if "usable core" in r.getMessage()]
         assert hits == (["3 training threads on 2 usable core(s) (affinity mask / CPU quota): each thread takes "
-                         "its own lane workspace and runs no faster; --threads 2 (or 0) would do"] if warned else [])
+                         "its own lane workspace and runs no faster; threads=2 (or 0) would do"] if warned else [])
 
 
 def test_training_estimate_follows_the_trainer():

@@ -37,6 +37,10 @@ from .sharing import SameProblems
 log = logging.getLogger(__name__)
 
 
+#: (threads, usable cores) pairs already warned about in this process (see _train)
+_OVERSUBSCRIBED: set[tuple[int, int]] = set()
+
+
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
@@ -156,12 +160,14 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     same = SameProblems(y_indptr, n, cost_pos, cost_neg) if init.label_free else None
     chunks = shared_label_chunks(labels, chunk_size, threads, same)
     threads = max(1, min(threads, len(chunks)))
-    if threads > 1 and threads > (cores := usable_cores()):
+    if threads > 1 and threads > (cores := usable_cores()) and (threads, cores) not in _OVERSUBSCRIBED:
         # a thread count asked for is run as asked (params.effective_threads), but each
         # thread holds a lane workspace and sweeps X on its own: beyond the cores that
-        # buys contention and memory, never speed -- say so rather than cap silently
+        # buys contention and memory, never speed -- say so rather than cap silently;
+        # once per process (a Dask worker trains many ranges, a grid search many fits)
+        _OVERSUBSCRIBED.add((threads, cores))
         log.warning("%d training threads on %d usable core(s) (affinity mask / CPU quota): each thread "
-                    "takes its own lane workspace and runs no faster; --threads %d (or 0) would do",
+                    "takes its own lane workspace and runs no faster; threads=%d (or 0) would do",
                     threads, cores, cores)
     # Compile (first run) or load (later runs) the kernels for these types before the
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
