@@ -1263,6 +1263,44 @@ def test_a_ctrl_c_swallowed_while_compiling_still_stops_the_run(bibtex_dir, tmp_
     assert run(capsys, "train", data, "-o", str(out), "--threads", "1", "--num-labels", 4, "-q")[0] == 0   # reset
 
 
+def test_a_ctrl_c_during_a_kernel_cache_write_is_raised_when_the_write_ends(monkeypatch):
+    """numba removes a cache write's temporary file only on an Exception, so a Ctrl-C
+    in the middle left ``*.nbc.tmp.*`` in the user's cache (helper-88).  The command
+    line holds the interrupt while the main thread writes and raises it afterwards; a
+    write in another thread is left alone (signals reach the main thread only)."""
+    import signal
+    import threading
+
+    from numba.core import caching
+
+    from headstart.cli import main as cli
+
+    finished = []
+
+    def slow_save(self, sig, data):
+        signal.raise_signal(signal.SIGINT)      # arrives in the middle of the write
+        finished.append(sum(range(10000)))      # (bytecode on which the handler runs)
+        return "saved"
+
+    monkeypatch.setattr(caching.Cache, "save_overload", slow_save)
+    previous = signal.signal(signal.SIGINT, cli._on_sigint)
+    try:
+        original = cli._guard_cache_writes()
+        assert original is slow_save
+        with pytest.raises(KeyboardInterrupt):
+            caching.Cache.save_overload(None, None, None)
+        assert finished == [sum(range(10000))] and not cli._CacheWrites.held and cli._CacheWrites.depth == 0
+        other = []
+        monkeypatch.setattr(caching.Cache, "save_overload", lambda self, sig, data: "saved")
+        cli._guard_cache_writes()
+        t = threading.Thread(target=lambda: other.append(caching.Cache.save_overload(None, None, None)))
+        t.start()
+        t.join()
+        assert other == ["saved"]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):
     """-k above the labels a model ranks is cut to them, with a warning, when evaluate
     scores the model itself as when it reads predict's file (which predict cut): the

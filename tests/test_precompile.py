@@ -272,27 +272,44 @@ def test_ctrl_c_while_the_command_compiles_stops_the_run(bibtex_dir, tmp_path):
     program would -- stop 64 took that for a bug; the child here restores the default.)"""
     import signal
 
+    import queue
+    import threading
+
     cache, scratch, out = tmp_path / "cache", tmp_path / "tmp", tmp_path / "m"
     scratch.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "headstart", "-v", "train", str(bibtex_dir / "train.txt.gz"),
+    # Python's own Ctrl-C handler in the child even where this test inherited SIGINT
+    # ignored (a background job), set in the child itself rather than by a preexec_fn
+    # in this multi-threaded process
+    runner = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+              "sys.argv = ['headstart', *sys.argv[1:]]; runpy.run_module('headstart', run_name='__main__')")
+    proc = subprocess.Popen([sys.executable, "-c", runner, "-v", "train", str(bibtex_dir / "train.txt.gz"),
                              "-o", str(out), "--threads", "1", "--num-labels", "8"], env=_env(cache, TMPDIR=str(scratch)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in iter(proc.stderr.readline, "")] and None,
+                              daemon=True)
+    reader.start()
     seen = []
     try:
-        for line in proc.stderr:
-            seen.append(line)
-            if "compiling headstart's training kernels" in line:
-                break
-        assert proc.poll() is None, "".join(seen)[-2000:]
+        deadline = time.perf_counter() + 300
+        while not seen or "compiling headstart's training kernels" not in seen[-1]:
+            try:
+                seen.append(lines.get(timeout=1))
+            except queue.Empty:
+                if not reader.is_alive() or time.perf_counter() > deadline:
+                    pytest.fail("no 'compiling headstart's training kernels' from the run:\n" + "".join(seen)[-2000:])
         time.sleep(1.0)     # inside numba's compiler (seconds of work left on a cold cache)
+        assert proc.poll() is None, "the run ended before the Ctrl-C:\n" + "".join(seen)[-2000:]
         os.killpg(proc.pid, signal.SIGINT)
-        rest = proc.communicate(timeout=120)[1]
+        proc.wait(timeout=120)
+        reader.join(timeout=10)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    err = "".join(seen) + rest
+    while not lines.empty():
+        seen.append(lines.get())
+    err = "".join(seen)
     assert proc.returncode == 130 and "interrupted" in err, err[-2000:]
     assert not out.exists()
     with pytest.raises(ProcessLookupError):     # nothing of the run's group is left running
