@@ -3,6 +3,7 @@ that Ctrl-C and failures stop it promptly."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -30,6 +31,26 @@ def usable_cores() -> int:
     if quota is not None:
         n = min(n, quota)
     return max(1, n)
+
+
+#: (threads, usable cores) pairs already warned about in this process (oversubscribed)
+_OVERSUBSCRIBED: set[tuple[int, int]] = set()
+
+
+def warn_if_oversubscribed(threads: int, log: logging.Logger) -> None:
+    """Warn, once per process and (threads, cores), when a training run starts more
+    label threads than this process has cores.  A thread count asked for is run as
+    asked (``TrainParams.effective_threads``), but each training thread holds its own
+    workspace and sweeps the data on its own: beyond the cores that buys contention and
+    memory, never speed -- said rather than capped silently.  Once per process: a Dask
+    worker trains many ranges, a grid search many fits."""
+    if threads <= 1:
+        return
+    cores = usable_cores()      # (~80 us: affinity mask and cgroup files)
+    if threads > cores and (threads, cores) not in _OVERSUBSCRIBED:
+        _OVERSUBSCRIBED.add((threads, cores))
+        log.warning("%d training threads on %d usable core(s) (affinity mask / CPU quota): each thread "
+                    "takes its own workspace and runs no faster; threads=%d (or 0) would do", threads, cores, cores)
 
 
 def resolve_threads(threads) -> int:

@@ -398,8 +398,10 @@ def test_more_threads_than_cores_are_run_as_asked_and_reported(monkeypatch, capl
     Y = check_labels(sp.csr_matrix((rng.random((200, 12)) < 0.1).astype(np.float32)), 200)
     labels = np.arange(12)
     W1, _, _ = trainer.train_labels(X, Y, TrainParams(threads=1), labels)
-    monkeypatch.setattr(trainer, "usable_cores", lambda: 2)
-    monkeypatch.setattr(trainer, "_OVERSUBSCRIBED", set())
+    from headstart import _threads
+
+    monkeypatch.setattr(_threads, "usable_cores", lambda: 2)
+    monkeypatch.setattr(_threads, "_OVERSUBSCRIBED", set())
     for threads, chunk_size, warned in [(2, 4, False), (3, 4, True), (3, 6, False), (3, 4, False)]:
         # (12 / 6: two chunks; the last: said once per process already)
         caplog.clear()
@@ -407,8 +409,21 @@ def test_more_threads_than_cores_are_run_as_asked_and_reported(monkeypatch, capl
             W, _, st = trainer.train_labels(X, Y, TrainParams(threads=threads), labels, chunk_size=chunk_size)
         assert (W != W1).nnz == 0 and st.meta["threads"] == min(threads, 12 // chunk_size)
         hits = [r.getMessage() for r in caplog.records if "usable core" in r.getMessage()]
-        assert hits == (["3 training threads on 2 usable core(s) (affinity mask / CPU quota): each thread takes "
-                         "its own lane workspace and runs no faster; threads=2 (or 0) would do"] if warned else [])
+        assert hits == ([WARNING_3_ON_2] if warned else [])
+    # shortlisted training, on the same threads of its own (once per process: not again)
+    from headstart.shortlist import train_shortlisted
+
+    every = sp.csc_matrix(np.ones((200, 12), dtype=np.float32))
+    for threads, warned in [(4, True), (4, False)]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="headstart.shortlist.training"):
+            train_shortlisted(X, sp.csc_matrix(Y), every, TrainParams(threads=threads), labels, chunk_size=2)
+        hits = [r.getMessage() for r in caplog.records if "usable core" in r.getMessage()]
+        assert hits == ([WARNING_3_ON_2.replace("3 training", "4 training")] if warned else [])
+
+
+WARNING_3_ON_2 = ("3 training threads on 2 usable core(s) (affinity mask / CPU quota): each thread takes its own "
+                  "workspace and runs no faster; threads=2 (or 0) would do")
 
 
 def test_training_estimate_follows_the_trainer():

@@ -39,7 +39,7 @@ from .._columns import UsedColumns
 from .._compile import njit
 from .._bits import lowest_bit
 from .._prefetch import prefetch_ahead
-from .._threads import Abort
+from .._threads import Abort, warn_if_oversubscribed
 from ..params import TrainParams
 from ..training import one_problem as core
 from ..training.stats import SHARED
@@ -459,6 +459,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         chunk_size = default_chunk_size(labels.size, threads)
     chunks = core.label_chunks(labels, chunk_size, threads, smallest=SMALLEST_CHUNK)
     threads = max(1, min(threads, len(chunks)))
+    warn_if_oversubscribed(threads, log)
 
     def kernel(chunk, state, rec, abort_flag, starts=inputs.starts):
         # no per-thread state (the kernel's buffers grow inside a call, to the largest

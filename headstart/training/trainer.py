@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from .._threads import Abort, usable_cores
+from .._threads import Abort, warn_if_oversubscribed
 from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, weighting
@@ -35,10 +35,6 @@ from .locality import FeatureOrder
 from .sharing import SameProblems
 
 log = logging.getLogger(__name__)
-
-
-#: (threads, usable cores) pairs already warned about in this process (see _train)
-_OVERSUBSCRIBED: set[tuple[int, int]] = set()
 
 
 def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels: np.ndarray,
@@ -160,15 +156,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     same = SameProblems(y_indptr, n, cost_pos, cost_neg) if init.label_free else None
     chunks = shared_label_chunks(labels, chunk_size, threads, same)
     threads = max(1, min(threads, len(chunks)))
-    if threads > 1 and threads > (cores := usable_cores()) and (threads, cores) not in _OVERSUBSCRIBED:
-        # a thread count asked for is run as asked (params.effective_threads), but each
-        # thread holds a lane workspace and sweeps X on its own: beyond the cores that
-        # buys contention and memory, never speed -- say so rather than cap silently;
-        # once per process (a Dask worker trains many ranges, a grid search many fits)
-        _OVERSUBSCRIBED.add((threads, cores))
-        log.warning("%d training threads on %d usable core(s) (affinity mask / CPU quota): each thread "
-                    "takes its own lane workspace and runs no faster; threads=%d (or 0) would do",
-                    threads, cores, cores)
+    warn_if_oversubscribed(threads, log)
     # Compile (first run) or load (later runs) the kernels for these types before the
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
     # first call, which took ~20 s on the first bibtex run and was reported as training.
