@@ -99,8 +99,8 @@ def merge_rows(pos, sl, rows, posl):
 # sorting the list the marking pass collects (a few used columns among very many).
 # Against marking an int32 map of d entries with a branch on "seen before?" (a third of
 # the nonzeros of a small sub-problem are a column's first) and sweeping that map:
-# debian-deps' labels under 200 rows, K = 100, one thread, 2026-12-02: 21.7 -> 9.9 us
-# a label (12.1 -> 5.5 ns per nonzero), the same sub-problems bit for bit.
+# debian-deps' labels under 200 rows, K = 100, one thread, 2026-12-02: 21.7 -> 10.8 us
+# a label (12.1 -> 6.0 ns per nonzero), the same sub-problems bit for bit.
 ENUMERATE_SHARE = 8
 
 
