@@ -1284,21 +1284,59 @@ def test_a_ctrl_c_during_a_kernel_cache_write_is_raised_when_the_write_ends(monk
 
     monkeypatch.setattr(caching.Cache, "save_overload", slow_save)
     previous = signal.signal(signal.SIGINT, cli._on_sigint)
+    guard = cli.CACHE_WRITES
     try:
-        original = cli._guard_cache_writes()
-        assert original is slow_save
+        guard.reset()
+        assert guard.install() is slow_save
         with pytest.raises(KeyboardInterrupt):
             caching.Cache.save_overload(None, None, None)
-        assert finished == [sum(range(10000))] and not cli._CacheWrites.held and cli._CacheWrites.depth == 0
+        assert finished == [sum(range(10000))] and guard.pending is None and guard.depth == 0
+        guard.uninstall()
+        assert caching.Cache.save_overload is slow_save          # numba as it was
         other = []
         monkeypatch.setattr(caching.Cache, "save_overload", lambda self, sig, data: "saved")
-        cli._guard_cache_writes()
+        guard.install()
         t = threading.Thread(target=lambda: other.append(caching.Cache.save_overload(None, None, None)))
         t.start()
         t.join()
         assert other == ["saved"]
     finally:
+        guard.uninstall()
         signal.signal(signal.SIGINT, previous)
+
+
+def test_the_cache_write_guard_defers_one_action_to_the_end_of_the_outermost_write(monkeypatch):
+    """The helper's SIGTERM and the command's Ctrl-C share one guard
+    (cli/cache_writes.py): outside a write nothing is deferred; inside nested writes the
+    action runs once, after the outermost one, also when the write fails."""
+    from numba.core import caching
+
+    from headstart.cli.cache_writes import CacheWriteGuard
+
+    ran = []
+    guard = CacheWriteGuard()
+
+    def inner_save(self, sig, data):
+        ran.append(("deferred", guard.defer(lambda: ran.append("action"))))
+        if data == "nested":
+            caching.Cache.save_overload(None, None, "leaf")
+        elif data == "fail":
+            raise OSError("disk full")
+        ran.append(("wrote", data))
+
+    monkeypatch.setattr(caching.Cache, "save_overload", inner_save)
+    assert guard.defer(lambda: ran.append("never")) is False and guard.pending is None
+    guard.install()
+    try:
+        caching.Cache.save_overload(None, None, "nested")
+        assert ran == [("deferred", True), ("deferred", True), ("wrote", "leaf"), ("wrote", "nested"), "action"]
+        ran.clear()
+        with pytest.raises(OSError):
+            caching.Cache.save_overload(None, None, "fail")
+        assert ran == [("deferred", True), "action"] and guard.depth == 0
+    finally:
+        guard.uninstall()
+    assert caching.Cache.save_overload is inner_save
 
 
 def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):

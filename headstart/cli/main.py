@@ -21,6 +21,7 @@ import traceback
 import warnings
 
 from .._threads import INTERRUPTS, check_interrupt
+from .cache_writes import CacheWriteGuard
 
 #: subcommand modules, in the order ``--help`` lists them
 COMMANDS = ["train", "predict", "evaluate", "cv", "thresholds", "costs", "tree", "info", "convert", "merge", "experiment", "shortlist", "shortlist_train",
@@ -232,73 +233,42 @@ def _stopped(args: argparse.Namespace | None, e: BaseException) -> int:
     return 143 if term else 130
 
 
-class _CacheWrites:
-    """The main thread's numba cache writes in progress, and a Ctrl-C held until they end."""
+#: the main thread's numba cache writes: a Ctrl-C that arrives during one is raised when
+#: the write ends (numba would leave its temporary file behind, see cli/cache_writes.py)
+CACHE_WRITES = CacheWriteGuard()
 
-    depth = 0
-    held = False
+
+def _raise_interrupt() -> None:
+    raise KeyboardInterrupt
 
 
 def _on_sigint(signum, frame):
     # remembered before raising: numba's compiler may swallow the exception (_threads)
     INTERRUPTS.seen = True
-    if _CacheWrites.depth:
-        _CacheWrites.held = True      # raised when the write ends (_guard_cache_writes)
+    if CACHE_WRITES.defer(_raise_interrupt):
         return
     raise KeyboardInterrupt
-
-
-def _guard_cache_writes():
-    """Hold a Ctrl-C while numba writes a kernel into its cache in the main thread, and
-    raise it when the write ends: numba removes its temporary file only when the write
-    fails with an Exception, so a KeyboardInterrupt there left ``*.nbc.tmp.*`` files in
-    the user's cache (helper-88: 2 of 3 runs stopped that way; the precompiling helper
-    process guards its own writes, cli/precompile.py).  Returns the original method, for
-    :func:`main` to put back (the command line may run inside another program)."""
-    import threading
-
-    from numba.core import caching
-
-    save = caching.Cache.save_overload
-
-    def save_whole(self, sig, data):
-        if threading.current_thread() is not threading.main_thread():
-            return save(self, sig, data)    # signal handlers run in the main thread only
-        _CacheWrites.depth += 1
-        try:
-            return save(self, sig, data)
-        finally:
-            _CacheWrites.depth -= 1
-            if _CacheWrites.depth == 0 and _CacheWrites.held:
-                _CacheWrites.held = False
-                raise KeyboardInterrupt
-
-    caching.Cache.save_overload = save_whole
-    return save
 
 
 def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
 
-    previous = previous_int = saver = None
+    previous = previous_int = None
     INTERRUPTS.seen = False
-    _CacheWrites.depth, _CacheWrites.held = 0, False
+    CACHE_WRITES.reset()
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             previous_int = signal.signal(signal.SIGINT, _on_sigint)
     try:
         if previous_int is not None:
-            saver = _guard_cache_writes()
+            CACHE_WRITES.install()
         return _main(argv)
     except KeyboardInterrupt as e:   # before the command started: the imports of a slow start
         return _stopped(None, e)
     finally:
-        if saver is not None:
-            from numba.core import caching
-
-            caching.Cache.save_overload = saver
+        CACHE_WRITES.uninstall()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if previous_int is not None:

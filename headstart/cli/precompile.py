@@ -68,6 +68,7 @@ import sys
 import time
 
 from .._threads import usable_cores
+from .cache_writes import CacheWriteGuard
 
 log = logging.getLogger("headstart.compile")
 
@@ -296,37 +297,22 @@ def compile_in_helper(params, wait_for_go=lambda: True) -> None:
 
 def _exit_safely() -> None:
     """In the helper: exit at once on SIGTERM, except while numba writes a cache file
-    (its temporary file would stay behind): then right after that write.  SIGINT (a
-    Ctrl-C in the terminal reaches the whole process group) is left to the command,
-    which then stops the helper the same way."""
+    (its temporary file would stay behind): then right after that write
+    (:mod:`.cache_writes`).  SIGINT (a Ctrl-C in the terminal reaches the whole process
+    group) is left to the command, which then stops the helper the same way."""
     import signal
 
-    from numba.core import caching
-
-    state = {"saving": False, "stop": False}
+    guard = CacheWriteGuard()
 
     def leave():
         _remove_scratch()
         os._exit(1)
 
     def on_term(signum, frame):
-        if state["saving"]:
-            state["stop"] = True
-        else:
+        if not guard.defer(leave):
             leave()
 
-    save = caching.Cache.save_overload
-
-    def save_then_maybe_exit(self, sig, data):
-        state["saving"] = True
-        try:
-            return save(self, sig, data)
-        finally:
-            state["saving"] = False
-            if state["stop"]:
-                leave()
-
-    caching.Cache.save_overload = save_then_maybe_exit     # this helper process only
+    guard.install()         # this helper process only; it compiles in its main thread
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
