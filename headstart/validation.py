@@ -130,13 +130,18 @@ def check_features(X, name: str = "X", n_features: int | None = None, raw_ids: b
     if X.dtype != np.float32:
         X = X.astype(np.float32)
     canonical = X.has_canonical_format
-    if (not canonical or not X.data.all()) and shares_arrays(X, given):
+    zeros = not X.data.all()
+    if (not canonical or zeros) and shares_arrays(X, given):
         # sorting, summing and dropping zeros work in place: on the caller's own arrays
         # they would change (or, dropping zeros, corrupt) the caller's matrix
         X = X.copy()
     if not canonical:
         X.sum_duplicates()
-    X.eliminate_zeros()
+    if zeros or not canonical:
+        # only then: scipy's in-place kernel needs writeable arrays even when it has
+        # nothing to drop, and a caller's canonical matrix may be read-only (memory-mapped
+        # arrays, joblib's shared inputs: helper-90)
+        X.eliminate_zeros()
     # after summing: duplicate entries, each finite, may add up to more than float32 holds
     check_finite_csr(X, name, "" if canonical else "; duplicate entries are summed")
     if X.shape[1] > np.iinfo(np.int32).max:

@@ -423,6 +423,11 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
     with open(tmp_path / "p.txt", "rb") as src, gzip.open(tmp_path / "p.txt.gz", "wb") as dst:
         shutil.copyfileobj(src, dst)
     (tmp_path / "th.txt").write_text("-0.25\n0.5\n1e-3\ninf\n")
+    # as 'headstart thresholds' writes them: a '# headstart {...}' header line, and whole
+    # numbers too (helper-89: read as data, "label id 0.64... is not an integer")
+    from headstart.io.labelvec import write_label_values
+
+    write_label_values(tmp_path / "thh.txt", np.array([0.0, 1.0, 2.0]), {"made_by": "headstart thresholds"})
     (tmp_path / "sl.txt").write_text("2 3\n0:1 2:1\n1:1\n")
     (tmp_path / "o.json").write_text('{"a": 1}')
     np.savez(tmp_path / "a.npz", x=np.zeros(3))
@@ -431,6 +436,7 @@ def test_info_names_headstart_files_that_are_not_data_or_models(trained, bibtex_
                          (Path(model) / "manifest.json", f"part of the model directory {model}"),
                          (shard, f"part of the model directory {model}"),
                          (tmp_path / "th.txt", "one number per line"),
+                         (tmp_path / "thh.txt", "one number per line"),
                          (tmp_path / "sl.txt", "header is two numbers"),
                          (tmp_path / "o.json", "a JSON file"), (tmp_path / "a.npz", "numpy .npz archive")):
         code, out, err = run(capsys, "info", path)

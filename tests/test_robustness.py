@@ -702,6 +702,15 @@ def test_fit_takes_int64_index_arrays_and_leaves_the_callers_matrix_alone(bibtex
         assert (m.coef_ != ref.coef_).nnz == 0 and np.array_equal(m.intercept_, ref.intercept_)
         for a, b in zip((given.data, given.indices, given.indptr), kept):
             assert np.array_equal(a, b)
+    # read-only arrays (a memory-mapped matrix, joblib's shared inputs): scipy's in-place
+    # zero dropping refused them even with nothing to drop (helper-90)
+    ro = X.copy()
+    for a in (ro.data, ro.indices, ro.indptr):
+        a.flags.writeable = False
+    for kw in ({}, {"normalize": True}):
+        m = OvAClassifier(threads=1, **kw).fit(ro, Y)
+        want = ref if not kw else OvAClassifier(threads=1, **kw).fit(X, Y)
+        assert (m.coef_ != want.coef_).nnz == 0 and np.array_equal(m.intercept_, want.intercept_)
 
 
 def test_pruning_every_weight_of_most_labels_is_warned_about(trainer_log):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 
 import numpy as np
 import pytest
@@ -924,3 +925,116 @@ def test_extract_gives_the_rows_on_their_own_columns_in_ascending_order(d, densi
         np.add.at(sums, ix, dt.astype(np.float64))      # in the order of the rows, as the kernel sums
         np.testing.assert_array_equal(colsum[:nf], sums)
         assert not bits.any()
+
+
+# --------------------------------------------------------------------------- the API's boundary
+def _bad_column(X, at=10**7):
+    """X with one column id far beyond its shape (scipy does not check it)."""
+    B = sp.csr_matrix(X, dtype=np.float32, copy=True)
+    B.indices[0] = at
+    return B
+
+
+def test_the_shortlist_api_refuses_what_its_kernels_cannot_index(bib, first, tmp_path):
+    """helper-90: mismatched or malformed inputs crashed the process (segmentation faults,
+    writes past an array) where the estimator refuses them; every public entry of
+    headstart.shortlist now checks shapes, index arrays and candidate ids first."""
+    X, Y, Xt, Yt = bib
+    X, Y = X[:300], Y[:300]
+    fsp = FirstStageParams(K=5, neighbours=5)
+    with pytest.raises(DataFormatError, match="Y has 295 rows but X has 300"):
+        build_shortlist(X, Y[:-5], fsp, threads=1)
+    with pytest.raises(DataFormatError, match="Y has 600 rows but X has 300"):
+        build_shortlist(X, sp.vstack([Y, Y]).tocsr(), fsp, threads=1)
+    with pytest.raises(DataFormatError, match="row 0 holds the column index 10000000"):
+        build_shortlist(_bad_column(X), Y, fsp, threads=1)
+    with pytest.raises(DataFormatError, match="found the value -1"):
+        build_shortlist(X, 2 * Y.toarray() - 1, fsp, threads=1)
+    Xn = sp.csr_matrix(X, dtype=np.float32, copy=True)
+    Xn.data[3] = np.nan
+    with pytest.raises(DataFormatError, match="NaN|not finite|finite"):
+        build_shortlist(Xn, Y, fsp, threads=1)
+    with pytest.raises(DataFormatError, match="row 0 holds the column index 10000000"):
+        first.first_stage.candidates(_bad_column(Xt))
+    # candidates: one row per instance, integer ids in [-1, L), none twice in a row
+    cand, _ = first.first_stage.candidates(Xt)
+    L = Yt.shape[1]
+    with pytest.raises(DataFormatError, match="candidates has 1 rows but there are 600 instances"):
+        recall(cand[:1], Yt)
+    over = cand.copy()
+    over[2, 1] = L
+    with pytest.raises(DataFormatError, match=rf"row 2, slot 1 holds the label id {L}, outside \[-1, {L}\)"):
+        recall(over, Yt)
+    with pytest.raises(DataFormatError, match="outside"):
+        candidates_to_shortlist(over, L)
+    under = cand.copy()
+    under[0, 0] = -2
+    with pytest.raises(DataFormatError, match="row 0, slot 0 holds the label id -2"):
+        candidates_to_shortlist(under, L)
+    model, _ = fit_shortlisted(X, Y, TrainParams(threads=1), build_shortlist(X, Y, fsp, threads=1).shortlist)
+    twice = cand.copy()
+    twice[4, 2] = twice[4, 0]
+    with pytest.raises(DataFormatError, match=f"row 4 lists label {twice[4, 0]} twice"):
+        predict_model(model, Xt, first.first_stage, 3, candidates=twice)
+    with pytest.raises(DataFormatError, match="integer label ids"):
+        predict_model(model, Xt, first.first_stage, 3, candidates=cand.astype(np.float64))
+    with pytest.raises(DataFormatError, match="row 0 holds the column index 10000000"):
+        predict_model(model, _bad_column(Xt), first.first_stage, 3)
+    Xm = model_features(model, Xt)
+    with pytest.raises(DataFormatError, match="row 0 holds the column index 10000000"):
+        predict_candidates(model.weights, model.intercept, _bad_column(Xm), cand, 3)
+    for b in (model.intercept[:-1], np.concatenate([model.intercept, [0.0]])):
+        with pytest.raises(ParameterError, match="intercept has shape"):
+            predict_candidates(model.weights, b, Xm, cand, 3)
+    # the good inputs still give the same predictions
+    want = predict_model(model, Xt, first.first_stage, 3, candidates=cand)
+    got = predict_candidates(model.weights, model.intercept, Xm, cand, 3)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+
+
+@pytest.mark.parametrize("value", [np.nan, -1.0, 0.3, 2.0])
+def test_a_shortlist_holds_zeros_and_ones_only(bib, value):
+    """A shortlist's stored values are membership: a NaN, -1, a score or a count is a
+    mistake, refused with its place (helper-90: any of them read as "shortlisted")."""
+    X, Y, _, _ = bib
+    X, Y = X[:200], Y[:200]
+    S = sp.csc_matrix(np.ones((200, Y.shape[1]), dtype=np.float64))
+    S.data[5] = value
+    with pytest.raises(DataFormatError, match=r"0/1 matrix: found the value .* at instance 5, label 0"):
+        fit_shortlisted(X, Y, TrainParams(threads=1), S)
+    B = sp.csc_matrix(S, copy=True)
+    B.data[:] = 1
+    B.indices[7] = 10**6
+    with pytest.raises(DataFormatError, match="holds the row index 1000000"):
+        fit_shortlisted(X, Y, TrainParams(threads=1), B)
+
+
+def test_save_first_stage_is_checked_before_the_work(tmp_path, capsys):
+    """--save-first-stage DIR was created under a missing parent, failed after the
+    shortlist was written on a read-only one, and wrote into a model directory, which
+    'info' then no longer recognised (helper-89).  Now refused up front (exit 2, nothing
+    written) unless new, empty, or an earlier first stage (replaced)."""
+    data = tmp_path / "d.txt"
+    data.write_text("3 4 3\n0 0:1 1:0.5\n1 2:1\n0,1 0:0.5 2:0.5\n")
+    sl = tmp_path / "sl.txt"
+    model = tmp_path / "model"
+    assert main(["train", str(data), "-o", str(model), "-q"]) == 0
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "notes.txt").write_text("mine\n")
+    for target, words in ((tmp_path / "nope" / "fs", "parent directory .* does not exist"),
+                          (model, "holds other files than a first stage"),
+                          (junk, r"holds other files than a first stage \(notes.txt\)"),
+                          (data, "names a directory; a file is there")):
+        capsys.readouterr()
+        code = main(["shortlist", str(data), "-o", str(sl), "-K", "2", "--save-first-stage", str(target), "-q"])
+        err = capsys.readouterr().err
+        assert code == 2 and re.search(words, err), (target, err)
+        assert not sl.exists() and not (tmp_path / "nope").exists()
+    assert not (model / "first_stage.json").exists() and not (junk / "first_stage.json").exists()
+    assert main(["info", str(model)]) == 0
+    fs = tmp_path / "fs"
+    for _ in range(2):           # a new directory, then the earlier first stage replaced
+        assert main(["shortlist", str(data), "-o", str(sl), "-K", "2", "--save-first-stage", str(fs), "-q"]) == 0
+        assert sorted(q.name for q in fs.iterdir()) == ["first_stage.json", "first_stage.npz"]
+        sl.unlink()

@@ -494,6 +494,25 @@ def test_tiny_c_from_a_far_start_does_not_fail_the_line_search():
     assert np.linalg.norm(g) <= st["tolerance"][0] * 10, (np.linalg.norm(g), st["tolerance"][0])
 
 
+@pytest.mark.parametrize("init,loss", [("zero", "squared-hinge"), ("aop", "squared-hinge"), ("zero", "logistic")])
+def test_an_overflowing_gradient_norm_is_numerical_not_converged(init, loss):
+    """C ~ 1e160 overflows the squared gradient norms (and the tolerance, relative to
+    ||grad f(0)||): inf <= inf passed the stopping test at the start, so the start came
+    back as "converged" after 0 iterations (helper-90).  Such a label now stops as
+    NUMERICAL, which the run reports; at C = 1e150 the same problem still converges to
+    LIBLINEAR's solution (checked against liblinear-official by helper-90)."""
+    from headstart.solver.newton import CONVERGED, NUMERICAL
+
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.random((60, 10)) * (rng.random((60, 10)) < 0.5), dtype=np.float32)
+    Y = check_labels(sp.csr_matrix((rng.random((60, 3)) < 0.3).astype(np.float32)), 60)
+    for C, want in ((1e150, CONVERGED), (1e160, NUMERICAL)):
+        _, _, st = train_labels(X, Y, TrainParams(C=C, init=init, loss=loss, prune=0, threads=1), np.arange(3))
+        assert (st["status"] == want).all(), (C, st["status"])
+        if want == CONVERGED:
+            assert (st["iterations"] > 0).all()
+
+
 def test_the_kernels_clock_is_perf_counters_clock():
     """nt.now (headstart._clock) reads time.perf_counter()'s clock -- the training
     deadline is a perf_counter time compared with it inside the kernels -- and on Linux

@@ -125,6 +125,13 @@ def test_bad_input_leaves_no_output(tmp_path):
     (tmp_path / "vec").mkdir()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--fit-vectorizer", tmp_path / "vec")
     assert out.returncode == 2 and "exists" in out.stderr and not (tmp_path / "o.xmc").exists()
+    # a directory that takes no new files (/proc here; a read-only mount alike) or a missing
+    # parent: refused before the work, exit 2 (helper-89: a read-only one failed at the end)
+    for where, words in (("/proc/headstart-vec", "cannot write the vectorizer directory"),
+                         (tmp_path / "nope" / "vec", "does not exist")):
+        out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--fit-vectorizer", where)
+        assert out.returncode == 2 and words in out.stderr, out.stderr
+        assert not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "vec")
     assert out.returncode != 0 and "vectorizer.json is missing" in out.stderr and not (tmp_path / "o.xmc").exists()
     out = cli("convert", tmp_path / "ok.txt", tmp_path / "o.xmc", "--vectorizer", tmp_path / "nothere")

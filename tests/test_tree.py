@@ -152,6 +152,29 @@ def test_features_that_never_occur_change_no_tree():
     assert np.array_equal(la, lb) and np.allclose(sa, sb, rtol=1e-5)
 
 
+def test_a_k_above_the_labels_pads_the_rows_as_one_vs_all_does():
+    """TreeModel and TreeEnsemble refused k above their labels where OvAClassifier and
+    headstart.load's models rank every label and pad with -1 / -inf (helper-90)."""
+    from headstart import OvAClassifier
+    from headstart.tree import TreeEnsemble
+
+    rng = np.random.default_rng(8)
+    n, d, L = 60, 12, 6
+    X = sp.csr_matrix((rng.random((n, d)) < 0.4) * rng.random((n, d)))
+    Y = sp.csr_matrix((rng.random((n, L)) < 0.3).astype(np.float32))
+    t = fit_tree(X, Y, TrainParams(**FAST), branching=2, max_depth=3)
+    ova_labels, _ = OvAClassifier(**FAST).fit(X, Y).predict_topk(X, L + 2)
+    for model in (t, TreeEnsemble([t, t])):
+        full_l, full_s = model.predict_topk(X, L)
+        lab, sc = model.predict_topk(X, L + 2)
+        assert lab.shape == sc.shape == ova_labels.shape == (n, L + 2)
+        assert np.array_equal(lab[:, :L], full_l) and np.array_equal(sc[:, :L], full_s)
+        assert (lab[:, L:] == -1).all() and np.isneginf(sc[:, L:]).all()
+        assert (ova_labels[:, L:] == -1).all()
+        with pytest.raises(ParameterError):
+            model.predict_topk(X, 0)
+
+
 def test_bad_tree_parameters():
     R = _clustered(np.random.default_rng(0))
     for kw in (dict(branching=1), dict(max_depth=0), dict(branching=2.5)):

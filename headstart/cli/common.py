@@ -439,8 +439,13 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
     lines = text.splitlines()
     if len(head) == 4096:
         lines = lines[:-1]   # the last line may be cut off
-    if lines and all(len(ln.split()) == 1 and _is_number(ln) for ln in lines) \
-            and any(not ln.strip().lstrip("+-").isdigit() for ln in lines):
+    # a label vector headstart wrote starts with '# headstart {JSON}' (io/labelvec.py), which
+    # says what it is even where every value is an integer (helper-89: info read the file
+    # 'headstart thresholds' wrote as data, "label id 0.64... is not an integer")
+    said = bool(lines) and lines[0].startswith("# headstart ")
+    values = lines[1:] if said else lines
+    if values and all(len(ln.split()) == 1 and _is_number(ln) for ln in values) \
+            and (said or any(not ln.strip().lstrip("+-").isdigit() for ln in values)):
         return "thresholds"
     first = lines[0].split() if lines else []
     named = any("\t" in ln for ln in lines[1:4]) or any(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 
 from ..errors import DataFormatError, ParameterError
 from . import common
@@ -92,6 +93,14 @@ def _text_dataset(args):
     if args.fit_vectorizer and os.path.exists(args.fit_vectorizer):
         raise ParameterError(f"{args.fit_vectorizer}: exists; --fit-vectorizer writes a new directory "
                              "(--vectorizer applies an existing one)")
+    if args.fit_vectorizer:
+        # before the work, as every output (helper-89: a read-only parent failed at the end
+        # with exit 1)
+        parent = Path(args.fit_vectorizer).parent
+        if not parent.is_dir():
+            raise ParameterError(f"{args.fit_vectorizer}: parent directory {parent} "
+                                 f"{'is not a directory' if parent.exists() else 'does not exist'}")
+        common._check_writable(parent, args.fit_vectorizer, "the vectorizer directory")
     for name in ("ngram_max", "min_df"):
         if getattr(args, name) < 1:
             raise ParameterError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")

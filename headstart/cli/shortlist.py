@@ -4,8 +4,8 @@ candidate labels (the first stage), written as DiSMEC++'s shortlist file."""
 from __future__ import annotations
 
 import argparse
-import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -57,6 +57,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     common.add_data_options(p)
 
 
+#: what a first stage's directory holds (FirstStage.save); an earlier one is replaced
+FIRST_STAGE_FILES = {"first_stage.json", "first_stage.npz"}
+
+
+def check_first_stage_dir(path: str) -> None:
+    """Refuse --save-first-stage DIR before the work, as every other output is refused:
+    a file there (helper-48), a missing parent (it was created silently), a directory that
+    cannot take files (it failed after the shortlist was written), or a directory holding
+    anything but an earlier first stage -- a model directory among them, which 'info'
+    then no longer recognised (helper-89)."""
+    from ..errors import ParameterError
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ParameterError(f"{path}: --save-first-stage names a directory; a file is there")
+    if not p.exists():
+        if not p.parent.is_dir():
+            why = "is not a directory" if p.parent.exists() else "does not exist"
+            raise ParameterError(f"{path}: parent directory {p.parent} {why}")
+        common._check_writable(p.parent, path, "the first stage")
+        return
+    other = sorted(q.name for q in p.iterdir() if q.name not in FIRST_STAGE_FILES)
+    if other:
+        raise ParameterError(f"{path}: exists and holds other files than a first stage ({', '.join(other[:3])}"
+                             f"{' ...' if len(other) > 3 else ''}); refusing to write into it: give a new or an "
+                             "empty directory")
+    common._check_writable(p, path, "the first stage", "first_stage.json")
+
+
+def _percent(fraction: float) -> str:
+    """A recall as a percentage; data without a positive has none to recall (not 'nan%')."""
+    return "n/a (no positives)" if fraction != fraction else f"{100 * fraction:.2f}%"
+
+
 def run(args: argparse.Namespace) -> int:
     from ..errors import ParameterError
     from ..shortlist import FirstStageParams, build_shortlist, recall, write_shortlist
@@ -64,9 +98,8 @@ def run(args: argparse.Namespace) -> int:
     if args.test_labels and not args.test:
         raise ParameterError("--test-labels is the label file of --test: give --test too")
     common.check_output_file(args.output, "shortlist file", args)
-    if args.save_first_stage and os.path.exists(args.save_first_stage) and not os.path.isdir(args.save_first_stage):
-        # checked before the work (helper-48: a file there failed after the shortlist was written)
-        raise ParameterError(f"{args.save_first_stage}: --save-first-stage names a directory; a file is there")
+    if args.save_first_stage:
+        check_first_stage_dir(args.save_first_stage)
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
                            fill=args.fill, keep=args.keep)
     X, Y = common.read_dataset(args.train, args)
@@ -93,19 +126,22 @@ def run(args: argparse.Namespace) -> int:
     # without filling an instance may have fewer than K candidates (helper-59: "20
     # candidates" said of 8.8 on average, and a recall that shortlist-predict, which fills
     # the empty slots, contradicted)
-    size = f"{args.K} candidates" if args.fill else \
-        f"at most {args.K} candidates ({r.shortlist.nnz / X.shape[0]:.2f} per instance on average, --no-fill)"
+    # an instance's candidates are at most the labels there are (helper-89: "100 candidates"
+    # said on a 3-label file)
+    K = min(args.K, Y.shape[1])
+    size = f"{K} candidates" if args.fill else \
+        f"at most {K} candidates ({r.shortlist.nnz / X.shape[0]:.2f} per instance on average, --no-fill)"
     common.say(args, f"shortlist of {size} for {X.shape[0]} instances ({fsp.method}, {fsp.backend}) in "
-                     f"{r.seconds:.2f} s: recall {100 * r.train_recall:.2f}% of the training positives "
+                     f"{r.seconds:.2f} s: recall {_percent(r.train_recall)} of the training positives "
                      # (neighbours leave each instance out of its own search; a centroid holds
                      # its label's instances, so its recall is in-sample: helper-54)
                      f"({'leave-one-out' if fsp.method == 'neighbours' else 'in-sample, an optimistic bound'}) "
                      f"-> {args.output}")
     if Xt is not None:
         lab, _ = r.first_stage.candidates(Xt)
-        among = f"{args.K} candidates" if args.fill else (
-            f"at most {args.K} candidates ({np.count_nonzero(lab >= 0) / max(lab.shape[0], 1):.2f} on average; "
+        among = f"{K} candidates" if args.fill else (
+            f"at most {K} candidates ({np.count_nonzero(lab >= 0) / max(lab.shape[0], 1):.2f} on average; "
             "shortlist-predict fills the empty slots with frequent labels, which raises its recall)")
-        common.say(args, f"recall on {args.test}: {100 * recall(lab, Yt):.2f}% of the test positives among "
+        common.say(args, f"recall on {args.test}: {_percent(recall(lab, Yt))} of the test positives among "
                          f"{among} ({time.perf_counter() - t0:.2f} s in all)")
     return 0

@@ -88,5 +88,10 @@ def run(args: argparse.Namespace) -> int:
     if args.evaluate:
         pk = " ".join(f"P@{k} {100 * precision_at_k(Y, labels, k):.2f}" for k in range(1, args.k + 1))
         # the result asked for: printed under -q too, as 'headstart evaluate' prints its table
-        print(f"{pk}; candidates' recall {100 * recall(cand, Y):.2f}% ({cand.shape[1]} per instance)")
+        from .shortlist import _percent
+
+        # the candidates a row really has: at most the labels there are (helper-89: "5 per
+        # instance" said on a 3-label model)
+        per = min(cand.shape[1], label_space)
+        print(f"{pk}; candidates' recall {_percent(recall(cand, Y))} ({per} per instance)")
     return 0

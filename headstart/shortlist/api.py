@@ -50,13 +50,28 @@ def shortlist_fingerprint(shortlist: sp.csc_matrix) -> str:
 
 
 def as_shortlist(shortlist: Any, n: int, L: int, what: str = "shortlist") -> sp.csc_matrix:
-    """Validate an instances x labels 0/1 matrix and return it as CSC with sorted indices."""
+    """Validate an instances x labels 0/1 matrix and return it as CSC with sorted indices.
+
+    Its index arrays are checked (the kernels gather X's rows by them without bounds
+    checks) and so are its values: 0 or 1 (True / False) only -- a NaN, a -1 or a score
+    is a mistake that would otherwise count as "shortlisted" (helper-90)."""
+    from ..validation import check_sparse_structure
+
     if not sp.issparse(shortlist):
         shortlist = sp.csc_matrix(np.asarray(shortlist))
+    check_sparse_structure(shortlist, f"the {what}")
     if shortlist.shape != (n, L):
         raise DataFormatError(f"the {what} is {shortlist.shape[0]} instances x {shortlist.shape[1]} labels, "
                               f"the training data {n} x {L}; refused")
-    S = sp.csc_matrix(shortlist, dtype=np.float32, copy=True)
+    S = sp.csc_matrix(shortlist, copy=True)
+    if S.dtype != np.bool_:
+        bad = np.flatnonzero((S.data != 0) & (S.data != 1))
+        if bad.size:
+            i = int(bad[0])
+            col = int(np.searchsorted(S.indptr, i, side="right") - 1)
+            raise DataFormatError(f"the {what} must be an instances x labels 0/1 matrix: found the value "
+                                  f"{float(S.data[i]):g} at instance {int(S.indices[i])}, label {col}")
+    S = sp.csc_matrix(S, dtype=np.float32)
     S.sum_duplicates()
     S.eliminate_zeros()
     S.sort_indices()
@@ -308,11 +323,15 @@ def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, 
     """Top-k (labels int32, scores float32) of every row of X among its first-stage
     candidates (computed from the sparse part of X unless ``candidates`` is given: then
     :meth:`FirstStage.prediction_candidates`, at least k per row)."""
+    from ..validation import check_features
+
+    X = check_features(X)
     if candidates is None:
-        candidates, _ = first_stage.prediction_candidates(sp.csr_matrix(X), k)
+        candidates, _ = first_stage.prediction_candidates(X, k)
     Xm = model_features(model, X, dense)
     return predict_candidates(model.weights, model.intercept, Xm, candidates, k, first_label=model.first_label,
-                              missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads)
+                              missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads,
+                              label_space=model.label_space)
 
 
 #: predict_model_dir scores consecutive shards together up to this many weights (8 bytes
@@ -373,10 +392,13 @@ def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstSt
     preprocessing, _ = read_extras(model_dir, m)
     ext = {key: m[key] for key in OPTIONAL_MANIFEST_KEYS if key in m}
     check_first_stage(first_stage, m, model_dir)
+    from ..validation import check_features
+
+    X = check_features(X)
     if candidates is None:
-        candidates, _ = first_stage.prediction_candidates(sp.csr_matrix(X), k)
+        candidates, _ = first_stage.prediction_candidates(X, k)
     scores = CandidateScores(_features(ext, preprocessing, m["n_features"], X, dense), candidates,
-                             m["n_features"], threads)
+                             m["n_features"], threads, m["label_space"])
     block: list = []
     nnz = 0
 

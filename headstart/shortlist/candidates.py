@@ -80,7 +80,8 @@ import scipy.sparse as sp
 
 from .._columns import UsedColumns
 from .._threads import resolve_threads, wait_all
-from ..errors import MissingExtraError, ModelFormatError, ParameterError
+from ..errors import DataFormatError, MissingExtraError, ModelFormatError, ParameterError
+from ..validation import check_features, check_labels
 
 log = logging.getLogger(__name__)
 
@@ -507,7 +508,8 @@ class FirstStage:
     def fit(cls, X: sp.csr_matrix, Y: sp.spmatrix, params: FirstStageParams | None = None,
             threads: int | None = None) -> "FirstStage":
         params = params or FirstStageParams()
-        Yr = sp.csr_matrix(Y, dtype=np.float32)
+        X = check_features(X, "X")
+        Yr = check_labels(Y, X.shape[0], "Y")
         Yr.sort_indices()
         counts = np.asarray(Yr.sum(axis=0)).ravel()
         prior = np.lexsort((np.arange(counts.size), -counts)).astype(np.int64)
@@ -540,9 +542,10 @@ class FirstStage:
             search = functools.partial(search, progress=progress)
         K = int(K or self.params.K)
         fill = self.params.fill if fill is None else bool(fill)
+        X = check_features(X, "X")
         if X.shape[1] > self.n_features:
             raise ParameterError(f"X has {X.shape[1]} features, the first stage was fitted on {self.n_features}")
-        Q = normalize_rows(sp.csr_matrix(X))
+        Q = normalize_rows(X)
         if Q.shape[1] < self.n_features:
             Q = sp.csr_matrix((Q.data, Q.indices, Q.indptr), shape=(Q.shape[0], self.n_features))
         t0 = time.perf_counter()
@@ -645,8 +648,64 @@ class FirstStage:
 
 
 # --------------------------------------------------------------------------- shortlists
+@njit(cache=True, nogil=True)
+def _first_bad_candidate(cand, n_labels):
+    """(row, slot, what) of the first candidate slot that is not a label id in
+    [-1, n_labels) (what 1; n_labels < 0: no upper bound) or repeats an earlier one of
+    its row (what 2); (-1, -1, 0) when all are good.  O(n K) with a mark per label."""
+    bound = n_labels if n_labels >= 0 else 0
+    seen = np.zeros(bound, dtype=np.bool_)
+    for r in range(cand.shape[0]):
+        bad = -1
+        what = 0
+        for a in range(cand.shape[1]):
+            lab = cand[r, a]
+            if lab < -1 or (n_labels >= 0 and lab >= n_labels):
+                bad, what = a, 1
+                break
+            if lab >= 0 and n_labels >= 0:
+                if seen[lab]:
+                    bad, what = a, 2
+                    break
+                seen[lab] = True
+        for a in range(cand.shape[1]):          # unmark what this row marked
+            lab = cand[r, a]
+            if 0 <= lab < bound:
+                seen[lab] = False
+        if bad >= 0:
+            return r, bad, what
+    return -1, -1, 0
+
+
+def check_candidates(labels: Any, n_rows: int | None, n_labels: int | None,
+                     name: str = "candidates") -> np.ndarray:
+    """(n, K) candidate label ids as a C-ordered int64 array: refused with the first bad
+    place unless 2-D, of an integer dtype (a float id would be cut silently), with
+    ``n_rows`` rows (when given), every id in [-1, n_labels) (-1: an empty slot; no upper
+    bound when ``n_labels`` is None) and no label twice in a row (when ``n_labels`` is
+    known: prediction would rank it twice).  The kernels index label arrays by these
+    ids without bounds checks, so this runs at every public entry that takes them."""
+    a = np.asarray(labels)
+    if a.ndim != 2:
+        raise DataFormatError(f"{name} must be a 2-D (instances x K) array of label ids, got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise DataFormatError(f"{name} must hold integer label ids (-1 for an empty slot), got dtype {a.dtype}")
+    if n_rows is not None and a.shape[0] != n_rows:
+        raise DataFormatError(f"{name} has {a.shape[0]} rows but there are {n_rows} instances: one row of "
+                              "candidates per instance")
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    r, slot, what = _first_bad_candidate(a, -1 if n_labels is None else int(n_labels))
+    if what == 1:
+        space = f"[-1, {n_labels})" if n_labels is not None else "-1 or above"
+        raise DataFormatError(f"{name}: row {r}, slot {slot} holds the label id {a[r, slot]}, outside {space}")
+    if what == 2:
+        raise DataFormatError(f"{name}: row {r} lists label {a[r, slot]} twice (slot {slot})")
+    return a
+
+
 def candidates_to_shortlist(labels: np.ndarray, n_labels: int) -> sp.csc_matrix:
     """Instances x labels 0/1 CSC (per label its instances, sorted) from (n, K) candidates."""
+    labels = check_candidates(labels, None, n_labels)
     n, K = labels.shape
     rows = np.repeat(np.arange(n, dtype=np.int64), K)
     cols = labels.ravel()
@@ -660,11 +719,11 @@ def candidates_to_shortlist(labels: np.ndarray, n_labels: int) -> sp.csc_matrix:
 def recall(labels: np.ndarray, Y: sp.spmatrix, threads: int | None = None) -> float:
     """Fraction of the positives of Y (rows = instances) found among their candidates:
     an upper bound of the final recall at any k <= K."""
-    Yr = sp.csr_matrix(Y)
+    Yr = check_labels(Y, Y.shape[0] if hasattr(Y, "shape") else len(Y), "Y")
     Yr.sort_indices()
+    lab = check_candidates(labels, Yr.shape[0], Yr.shape[1])
     if Yr.nnz == 0:
         return math.nan
-    lab = np.ascontiguousarray(labels, dtype=np.int64)
     hits = np.zeros(1, dtype=np.int64)
     yi = (Yr.indptr.astype(np.int64), Yr.indices.astype(np.int64))
     n = Yr.shape[0]
@@ -702,6 +761,8 @@ def build_shortlist(X: sp.csr_matrix, Y: sp.spmatrix, params: FirstStageParams |
     (leave-one-out for ``neighbours``), inverted into per-label instance lists;
     ``progress(rows)`` as the instances are searched."""
     t0 = time.perf_counter()
+    X = check_features(X, "X")         # once here: the steps below see it canonical (no copy)
+    Y = check_labels(Y, X.shape[0], "Y")
     fs = FirstStage.fit(X, Y, params, threads)
     labels, _ = fs.candidates(X, training=True, progress=progress)
     sl = candidates_to_shortlist(labels, fs.n_labels)

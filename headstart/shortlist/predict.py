@@ -21,9 +21,9 @@ import scipy.sparse as sp
 
 from .._compile import njit
 from ..errors import ParameterError
-from ..validation import check_k
+from ..validation import check_finite_csr, check_k, real_matrix
 from .._threads import resolve_threads
-from .candidates import _blocks, _drain, _push
+from .candidates import _blocks, _drain, _push, check_candidates
 
 
 # a weight row longer than SEARCH_RATIO x nnz(x) is searched (binary search per feature
@@ -113,16 +113,19 @@ class CandidateScores:
     directory can be scored one shard at a time, so prediction holds one shard of weights
     (plus this (n, K) float32 matrix), never the whole model."""
 
-    def __init__(self, X: sp.csr_matrix, candidates: np.ndarray, n_features: int, threads: int | None = None):
-        X = sp.csr_matrix(X)
+    def __init__(self, X: sp.csr_matrix, candidates: np.ndarray, n_features: int, threads: int | None = None,
+                 label_space: int | None = None):
+        # the kernels index x's dense buffer by X's column ids and the label arrays by the
+        # candidates' ids without bounds checks: both checked here (helper-90: a column id
+        # beyond the shape crashed the process)
+        X = sp.csr_matrix(real_matrix(X, "X"))
         if not X.has_sorted_indices:
             X = X.sorted_indices()      # the merge and the binary search walk x in order
-        if X.shape[0] != candidates.shape[0]:
-            raise ParameterError(f"X has {X.shape[0]} rows but there are candidates for {candidates.shape[0]}")
+        check_finite_csr(X, "X")
         if X.shape[1] > n_features:
             raise ParameterError(f"X has {X.shape[1]} features, the model {n_features}")
         self.n_features = int(n_features)
-        self.cand = np.ascontiguousarray(candidates, dtype=np.int64)
+        self.cand = check_candidates(candidates, X.shape[0], label_space)
         self.scored = np.full(self.cand.shape, np.nan, dtype=np.float32)
         self.x = (X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64))
         self.threads = resolve_threads(threads)
@@ -136,8 +139,13 @@ class CandidateScores:
             raise ParameterError(f"weights have {W.shape[1]} columns, the model {self.n_features} features")
         if covered is None:
             covered = np.ones(W.shape[0], dtype=np.bool_)
-        w = (W.indptr.astype(np.int64, copy=False), W.indices, W.data)
         b = np.asarray(intercept)
+        if b.ndim != 1 or b.size != W.shape[0]:
+            raise ParameterError(f"intercept has shape {b.shape} for {W.shape[0]} rows of weights: one per label")
+        covered = np.asarray(covered, dtype=np.bool_)
+        if covered.shape != (W.shape[0],):
+            raise ParameterError(f"covered has shape {covered.shape} for {W.shape[0]} rows of weights")
+        w = (W.indptr.astype(np.int64, copy=False), W.indices, W.data)
         _blocks(self.cand.shape[0], self.threads,
                 lambda r0, r1: score_candidates(r0, r1, *self.x, self.cand, *w, b, int(first_label), covered,
                                                 self.n_features, self.scored))
@@ -154,17 +162,22 @@ class CandidateScores:
 
 
 def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_matrix, candidates: np.ndarray,
-                       k: int = 5, *, first_label: int = 0, missing_ranges=(), threads: int | None = None):
+                       k: int = 5, *, first_label: int = 0, missing_ranges=(), threads: int | None = None,
+                       label_space: int | None = None):
     """Top-k (labels int32, scores float32), each (n, k), of X (already preprocessed, the
-    model's features) among each row's ``candidates`` (n, K) global label ids."""
+    model's features) among each row's ``candidates`` (n, K) global label ids, each in
+    [-1, label_space) and none twice in a row (``label_space`` defaults to first_label +
+    the rows of ``weights``; a candidate outside those rows is not scored)."""
     check_k(k)
     W = sp.csr_matrix(weights)
+    if label_space is None:
+        label_space = int(first_label) + W.shape[0]
     # a NaN score would be dropped as "not scored" (stored models are checked finite)
     if not (np.isfinite(W.data).all() and np.isfinite(np.asarray(intercept, dtype=np.float64)).all()):
         raise ParameterError("weights and intercepts must be finite")
     covered = np.ones(W.shape[0], dtype=np.bool_)
     for a, b in missing_ranges:
         covered[max(a - first_label, 0): max(b - first_label, 0)] = False
-    sc = CandidateScores(X, candidates, W.shape[1], threads)
+    sc = CandidateScores(X, candidates, W.shape[1], threads, label_space)
     sc.add(W, intercept, first_label, covered)
     return sc.top_k(k)

@@ -121,9 +121,11 @@ def zero_start(O, w):
 
 @njit(cache=True, nogil=True)
 def start_status(f, gnorm, tol):
-    """The status of a start with value f and gradient norm gnorm: NUMERICAL if f is not
-    finite, CONVERGED if it passes the gradient test already, else RUNNING."""
-    if not math.isfinite(f):
+    """The status of a start with value f and gradient norm gnorm: NUMERICAL if f, the
+    norm or the tolerance is not finite, CONVERGED if it passes the gradient test
+    already, else RUNNING.  (A huge C -- about 1e154 -- overflows the squared norms:
+    inf <= inf would otherwise pass the test at the start, helper-90.)"""
+    if not (math.isfinite(f) and math.isfinite(gnorm) and math.isfinite(tol)):
         return NUMERICAL
     if gnorm <= tol:
         return CONVERGED
@@ -196,7 +198,7 @@ def conclude(S, it, fold, f, gnorm, tol, alpha, act_frac, cg_iter, rec_f, rec_ac
     status = RUNNING
     if alpha == 0.0:
         status = LINE_SEARCH_FAILED
-    elif not math.isfinite(f):
+    elif not (math.isfinite(f) and math.isfinite(gnorm)):
         status = NUMERICAL
     elif gnorm <= tol:
         status = CONVERGED

@@ -69,12 +69,15 @@ class TreeEnsemble:
                      sigmoid_a: float = 3.0, threads: int = 0, chunk_rows: int = 65536
                      ) -> tuple[np.ndarray, np.ndarray]:
         """(labels, scores), both (rows, k), best first: the k labels of largest mean score
-        over the trees (ties to the lower label id; unreached labels score 0)."""
+        over the trees (ties to the lower label id; unreached labels score 0); a k above
+        the labels pads the rows with label -1 and score -inf, as every model's
+        ``predict_topk`` does."""
         from ..metrics import topk_from_scores
+        from ..validation import check_k
 
         L = self.num_labels
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= L:
-            raise ParameterError(f"k must be an integer in [1, {L}] (the model's labels), got {k!r}")
+        k_asked = check_k(k)
+        k = min(k_asked, L)
         # every label a tree's last beam reaches: at most beam_width leaves of its widest leaf
         reach = [min(L, max(k, int(beam_width) * int(np.diff(t.tree.node_ptr)[t.tree.leaf].max(initial=1))))
                  for t in self.trees]
@@ -94,6 +97,9 @@ class TreeEnsemble:
             lab, sc = topk_from_scores(S, k)
             labels[r0:r1] = lab
             scores[r0:r1] = sc
+        if k_asked > k:
+            labels = np.pad(labels, ((0, 0), (0, k_asked - k)), constant_values=-1)
+            scores = np.pad(scores, ((0, 0), (0, k_asked - k)), constant_values=-np.inf)
         return labels, scores
 
     def save(self, path: str | os.PathLike) -> None:

@@ -56,11 +56,16 @@ class TreeModel:
                      ) -> tuple[np.ndarray, np.ndarray]:
         """(labels, scores), both (rows, k), best first, by beam search (:mod:`.search`:
         ``score`` "sigmoid" -- log sigmoid(sigmoid_a * s), LibMultiLabel's default -- or
-        "squared-hinge"); X raw (the model's preprocessing is applied here)."""
+        "squared-hinge"); X raw (the model's preprocessing is applied here).  A k above the
+        labels is answered as the one-vs-all model's ``predict_topk`` does: every label
+        ranked, the rest of the row padded with label -1 and score -inf."""
         from ..prediction.topk import _check_X, _chunk_csr
+        from ..validation import check_k
         from .search import beam_search, check_score, node_index
 
         check_score(score, sigmoid_a)
+        k_asked = check_k(k)
+        k = min(k_asked, self.num_labels)
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
             from ..errors import ParameterError
 
@@ -82,8 +87,12 @@ class TreeModel:
             parts.append(beam_search(self._index, m.intercept, self.tree, self.num_labels, Xc, k, beam_width,
                                      score, sigmoid_a, threads))
         if not parts:
-            return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float32)
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            return np.zeros((0, k_asked), dtype=np.int64), np.zeros((0, k_asked), dtype=np.float32)
+        labels, scores = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+        if k_asked > k:
+            labels = np.pad(labels, ((0, 0), (0, k_asked - k)), constant_values=-1)
+            scores = np.pad(scores, ((0, 0), (0, k_asked - k)), constant_values=-np.inf)
+        return labels, scores
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model directory ``path`` atomically (see :mod:`headstart.model.writer`)."""
