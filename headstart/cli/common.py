@@ -242,6 +242,13 @@ def labels_word(n: int) -> str:
     return f"{n} label{'' if n == 1 else 's'}"
 
 
+def trained_range_words(trained: int, first: int, count: int) -> str:
+    """"45 labels [0, 45)" when the run trained the whole range, "20 labels of [0, 45)"
+    when it trained part of it (helper-89: "45 labels of [0, 45)" read as a part)."""
+    span = f"[{first}, {first + count})"
+    return f"{labels_word(trained)} {span}" if trained == count else f"{labels_word(trained)} of {span}"
+
+
 def read_training_data(path: str, args: argparse.Namespace, params):
     """:func:`read_dataset` for a command that trains with ``params``: dense (slice)
     features become the CSR matrix the kernels read right here, so the dense array is not

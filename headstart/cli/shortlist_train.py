@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     s = r.run_summary()
     compiled = float(r.info.get("compile_seconds", 0.0))
-    common.say(args, f"trained {common.labels_word(r.trained_labels)} of [{first}, {first + count}) on their shortlists "
+    common.say(args, f"trained {common.trained_range_words(r.trained_labels, first, count)} on their shortlists "
                      f"({S.nnz} shortlisted pairs) in {r.wall_seconds:.2f} s"
                      + (f" (+ {compiled:.1f} s compiling kernels, first run only)" if compiled > 1.0 else "")
                      + (f", {r.already_finished} were finished before" if r.already_finished else "")

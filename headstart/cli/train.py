@@ -226,7 +226,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     s = r.run_summary()
     not_conv = sum(s["not_converged"].values())
     common.say(args, (
-        f"trained {common.labels_word(r.trained_labels)} of [{first}, {first + count}) of {Y.shape[1]} with {_start(params)} "
+        f"trained {common.trained_range_words(r.trained_labels, first, count)} of {Y.shape[1]} with {_start(params)} "
         f"({r.backend}) in {r.wall_seconds:.2f} s"
         + (f", {r.already_finished} were finished before" if r.already_finished else "")
         + f": {_work(params, s)}, {r.nnz} nonzero weights"
