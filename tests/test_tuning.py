@@ -433,6 +433,37 @@ def test_micromacro_cuts_follow_the_literal_scan():
     assert stats[3] == L
 
 
+def test_a_fold_without_negatives_keeps_every_row_at_most_at_0():
+    """A label positive on every row: each fold's cut predicts every row, just below the
+    fold's lowest score and never above 0, as the fold had nothing to reject.  Before,
+    the fold models' scores (about the bias) were above the final model's, and the mean
+    of thresholds just below them rejected every row (F1 0 on a label that is always on)."""
+    from headstart.tuning import micromacro
+    from headstart.tuning._kernels import micromacro_cuts
+
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.random((60, 8)) * (rng.random((60, 8)) < 0.6))
+    Y = np.zeros((60, 3), dtype=bool)
+    Y[:, 0] = True
+    Y[:, 1] = X.toarray()[:, 0] > 0.3
+    Y[:, 2] = X.toarray()[:, 1] > 0.5
+    params = headstart.TrainParams(threads=1)
+    t = micromacro(X, sp.csr_matrix(Y), params)
+    assert t[0] <= 0
+    clf = headstart.OvAClassifier(threads=1).fit(X, sp.csr_matrix(Y))
+    kept = clf.predict(X, threshold=t).toarray()[:, 0].astype(bool)
+    assert f1(Y[:, 0], kept) == 1.0
+
+    # the kernel on its own: all positives in both folds; scores above 0 give 0, a fold
+    # reaching below 0 gives just below its lowest score
+    S = np.array([[0.5, 2.0, 1.0, -0.25, 3.0, 0.75]], dtype=np.float32)
+    idx = np.arange(6, dtype=np.int64)
+    out = np.empty(1)
+    micromacro_cuts(S, np.array([0, 3, 6]), np.array([0, 6]), idx, np.zeros(4), out)
+    below = float(np.nextafter(np.float32(-0.25), np.float32(-np.inf)))
+    assert out[0] == (0.0 + below) / 2               # the mean of the two folds' cuts
+
+
 def test_micromacro_raises_micro_and_macro_f1_on_bibtex(bib, bibtex_dir, tmp_path, capsys):
     """LibMultiLabel >= 0.4's method: Micro-F1 39.35 -> 47.75 and Macro-F1 21.24 -> 40.17
     on bibtex (its own run: 47.74 / 40.24, docs/benchmarks.md); the CLI's default."""

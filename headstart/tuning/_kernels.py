@@ -37,6 +37,19 @@ def _no_decision(top):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True)
+def _every_decision(low):  # pragma: no cover - compiled
+    """The threshold of a fold's 'predict every instance' cut: just below the fold's
+    lowest score, but never above 0.  It is the cut of a fold without negatives, whose
+    scores are those of a fold model that has seen the label on (nearly) every row and
+    gives it about its bias, which the final model's scores may fall below: a threshold
+    taken from them would reject rows where the fold had nothing to reject.  0 is the
+    classifiers' own boundary, so such a fold never makes the default decision stricter."""
+    if low > 0:
+        return 0.0
+    return np.float64(np.nextafter(np.float32(low), np.float32(-np.inf)))
+
+
+@njit(nogil=True, cache=True)
 def _positive_cuts(s, lo, hi, is_pos, P):  # pragma: no cover - compiled
     """The candidate cuts of one label on instances [lo, hi) with P positives (marked in
     ``is_pos``): ``q`` the positives' scores, highest first, and ``above[r]`` the number
@@ -175,7 +188,8 @@ def micromacro_cuts(S, offsets, y_indptr, y_indices, stats, t_out):  # pragma: n
     (tp, fp, fn of the labels before it, summed over their folds) plus the label's F1
     divided by the number of labels so far (``stats[3]``, counting this one); of equal
     cuts the highest.  As for SCut only the cuts just below a positive (or above every
-    score: no decision) can be best.  The label's threshold is the mean of its folds';
+    score: no decision) can be best; a fold without negatives predicts every row, at a
+    threshold never above 0 (:func:`_every_decision`).  The label's threshold is the mean of its folds';
     then its best counts, summed over the folds, join ``stats``."""
     B, n = S.shape
     folds = offsets.shape[0] - 1
@@ -191,12 +205,14 @@ def micromacro_cuts(S, offsets, y_indptr, y_indices, stats, t_out):  # pragma: n
         for f in range(folds):
             lo, hi = offsets[f], offsets[f + 1]
             P = 0
-            top = -np.inf
+            top, low = -np.inf, np.inf
             for i in range(lo, hi):
                 if is_pos[i]:
                     P += 1
                 if s[i] > top:
                     top = s[i]
+                if s[i] < low:
+                    low = s[i]
             # no decision in this fold (the threshold of _no_decision)
             best = _micro_plus_macro(0.0, 0.0, float(P), stats)
             best_r, best_tp, best_fp = -1, 0, 0
@@ -209,7 +225,12 @@ def micromacro_cuts(S, offsets, y_indptr, y_indices, stats, t_out):  # pragma: n
                 o = _micro_plus_macro(float(r + 1), float(neg), float(P - r - 1), stats)
                 if o > best:
                     best, best_r, best_tp, best_fp = o, r, r + 1, neg
-            t = _no_decision(top) if best_r < 0 else _threshold_below(s, lo, hi, q[best_r])
+            if best_r < 0:
+                t = _no_decision(top)
+            elif P == hi - lo:
+                t = _every_decision(low)          # best_r == P - 1: every row predicted
+            else:
+                t = _threshold_below(s, lo, hi, q[best_r])
             acc += t
             sum_tp += best_tp
             sum_fp += best_fp
