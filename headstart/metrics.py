@@ -107,6 +107,13 @@ def _check_k(k, name: str = "k") -> int:
     return int(k)
 
 
+def capped_k(k: int, labels: int) -> int:
+    """The k of a ranking of ``labels`` labels: ``k`` cut to ``labels``.  A k beyond the
+    labels has no more to rank, and P@k's divisor k would count the missing slots as
+    misses; every command (predict, evaluate, experiment) reports P@labels instead."""
+    return min(k, labels)
+
+
 def _check_ks(ks) -> list[int]:
     ks = list(ks)
     if not ks:

@@ -280,6 +280,41 @@ def test_hashed_experiment_takes_raw_feature_ids_beyond_int32(tmp_path, capsys):
     assert not (tmp_path / "r2").exists() and not (tmp_path / "r2.partial").exists()
 
 
+def test_p_at_k_beyond_the_labels_is_cut_as_evaluate_cuts_k(tmp_path, capsys):
+    """With 3 labels, P@5 is P@3 in the experiment as in evaluate (which cuts -k to the
+    model's labels, predict.k_for_model); it divided 3 hits by 5 before (helper-89), and
+    the table, the report and the summary line say what the column holds."""
+    rng = np.random.default_rng(8)
+
+    def write(path, n):
+        lines = [f"{n} 30 3"]
+        for _ in range(n):
+            ls = sorted(set(rng.integers(0, 3, 2).tolist()))
+            fs = sorted(set(rng.integers(0, 30, 6).tolist()))
+            lines.append(",".join(map(str, ls)) + " " + " ".join(f"{f}:{rng.random():.3f}" for f in fs))
+        path.write_text("\n".join(lines) + "\n")
+
+    write(tmp_path / "tr.txt", 120)
+    write(tmp_path / "te.txt", 50)
+    code, out, err = run(capsys, "experiment", tmp_path / "tr.txt", tmp_path / "te.txt", "-o", tmp_path / "r",
+                         "--inits", "zero", "--threads", "1")
+    assert code == 0, err
+    note = "P@5 is P@3 (3 labels: a k beyond the labels is cut to them, as headstart evaluate cuts it)"
+    assert note in out + err
+    assert note in (tmp_path / "r" / "table.md").read_text()
+    assert html_escape(note) in (tmp_path / "r" / "report.html").read_text()
+    got = json.loads((tmp_path / "r" / "table.json").read_text())["runs"][0]["metrics"]
+    code, _, err = run(capsys, "train", tmp_path / "tr.txt", "-o", tmp_path / "m", "--init", "zero", "--threads",
+                       "1", "-q")
+    assert code == 0, err
+    code, out, err = run(capsys, "evaluate", tmp_path / "m", tmp_path / "te.txt", "-k", "5", "--json")
+    assert code == 0 and "only 3 label(s)" in err, err
+    want = json.loads(out)
+    assert "P@5" not in want
+    assert got["P@1"] == want["P@1"] and got["P@3"] == want["P@3"] and got["P@5"] == want["P@3"]
+    assert got["P@5"] > 3 / 5 * want["P@3"]          # not the 3 hits over 5 slots of before
+
+
 # --------------------------------------------------------------------------- parsing
 def test_parse_inits_and_grid():
     base = TrainParams(threads=1)

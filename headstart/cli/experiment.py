@@ -14,8 +14,9 @@ HELP = "compare initialisations as the paper does: table, figures and report.htm
 DESCRIPTION = """\
 Train one model per initialisation on the same data with statistics on, evaluate each
 on the test data and write a report directory: table.md / table.json (training time,
-time relative to zero, P@1/3/5, label-averaged binary precision and recall, Newton
-iterations, CG steps), the paper's figures as PNG, and report.html showing them all.
+time relative to zero, P@1/3/5 -- a k beyond the labels cut to them, as evaluate cuts
+-k --, label-averaged binary precision and recall, Newton iterations, CG steps), the
+paper's figures as PNG, and report.html showing them all.
 
 Initialisations (--inits, comma separated): zero, bias (bias weight --bias-init,
 default -1), bias:V (bias weight V), ovap, ovap-strict, aop, aop:T (aop with t = T).
@@ -112,14 +113,18 @@ class _Reporter:
         self.args = args
         self.bar = None
         self.zero_seconds = None
+        self.n_labels = 0            # of the run under way (start_run)
 
     def start_run(self, index, total, spec, n_labels):
+        self.n_labels = n_labels
         common.say(self.args, f"[{index + 1}/{total}] training {n_labels} labels with {spec.name} ...")
         self.bar = common.ProgressBar(n_labels, spec.name, "labels", enabled=not self.args.quiet)
         self.bar.__enter__()
         return self.bar.advance
 
     def end_run(self, result):
+        from ..experiment.run import capped_ks_note
+
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
             self.bar = None
@@ -131,7 +136,8 @@ class _Reporter:
         s = result.stats.summary()
         common.say(self.args, f"      {result.spec.name}: {t:.2f} s{rel}, {s['newton_iterations']} Newton iterations, "
                               f"P@1/3/5 {100 * m['P@1']:.2f}/{100 * m['P@3']:.2f}/{100 * m['P@5']:.2f}, "
-                              f"precision {100 * m['precision']:.2f}, recall {100 * m['recall']:.2f}")
+                              f"precision {100 * m['precision']:.2f}, recall {100 * m['recall']:.2f}"
+                              + (f"; {note}" if (note := capped_ks_note(self.n_labels)) else ""))
 
 
 def run(args: argparse.Namespace) -> int:

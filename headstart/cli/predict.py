@@ -10,6 +10,7 @@ import numpy as np
 
 from .._threads import usable_cores
 from ..errors import DataFormatError, ModelFormatError, ParameterError
+from ..metrics import capped_k
 from . import common
 
 NAME = "predict"
@@ -526,9 +527,9 @@ def run(args: argparse.Namespace) -> int:
 def k_for_model(k: int, labels: int, model_dir: str) -> int:
     """``-k`` cut to the model's ``labels`` trained labels, with a warning; a model
     without any is refused."""
-    if k > labels:
+    if capped_k(k, labels) < k:
         log.warning("the model has only %d label(s): k = %d labels per instance", labels, labels)
-        k = labels
+        k = capped_k(k, labels)
     if k == 0:
         raise ModelFormatError(f"{model_dir}: the model has no trained labels")
     return k

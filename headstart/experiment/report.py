@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from .figures import FIGURES, GRID_FIGURE, draw_all
-from .run import STATS_DIR, Experiment, save_stats
+from .run import STATS_DIR, Experiment, capped_ks_note, save_stats
 from .table import (DETAIL_COLUMNS, FIRST_COLUMNS, GRID_COLUMNS, MAIN_COLUMNS, bucket_cell, build_tables,
                     contention_note, describe_settings, fmt, used_buckets, write_tables)
 
@@ -73,6 +73,8 @@ def report_html(exp: Experiment, tables: dict, figures: list[tuple[str, str]]) -
              "(initialiser preparation included); CPU time: process CPU seconds of training. P@k, precision and recall in percent; precision and recall "
              "are label-averaged over the binary decisions score &gt; 0.</p>",
              _html_table(tables["main"], MAIN_COLUMNS)]
+    if capped_ks_note(exp.data["num_labels"]):
+        parts.append(f"<p class=note>{e(capped_ks_note(exp.data['num_labels']))}.</p>")
     if tables["contended"]:
         parts.append(f"<p class=note>{e(contention_note(exp, tables['contended'])).replace('**', '')}</p>")
     parts.append("<h2>Figures</h2>")

@@ -270,18 +270,34 @@ def warm_up(data: Dataset, runs: list[RunSpec], first: int, count: int) -> float
 
 def evaluate_model(model, X_test, Y_test_range: sp.csr_matrix, threads: int) -> dict:
     """P@1/3/5 of the model's top-5 and the label-averaged binary precision / recall of
-    its decisions score > 0, against the test labels of the model's label range."""
-    from ..metrics import binary_precision_recall, evaluate
+    its decisions score > 0, against the test labels of the model's label range.  A k
+    beyond the model's labels is cut to them, as ``headstart evaluate`` cuts it: with 3
+    labels "P@5" is P@3 (:func:`capped_ks_note` says so where it is shown)."""
+    from ..metrics import binary_precision_recall, capped_k, evaluate
     from ..prediction.topk import predict_topk
     from .scores import positive_decisions
 
-    labels, _ = predict_topk(model, X_test, k=max(KS), threads=threads)
+    cut = {k: capped_k(k, model.num_labels) for k in KS}
+    labels, _ = predict_topk(model, X_test, k=max(cut.values()), threads=threads)
     local = np.where(labels >= 0, labels.astype(np.int64) - model.first_label, -1)
-    ranked = evaluate(Y_test_range, local, ks=KS)
-    out = {f"P@{k}": float(ranked[f"P@{k}"]) for k in KS}
+    ranked = evaluate(Y_test_range, local, ks=sorted(set(cut.values())))
+    out = {f"P@{k}": float(ranked[f"P@{c}"]) for k, c in cut.items()}
     binary = binary_precision_recall(Y_test_range, positive_decisions(model, X_test, threads=threads))
     out.update({k: (float(v) if isinstance(v, float) else int(v)) for k, v in binary.items()})
     return out
+
+
+def capped_ks_note(labels: int) -> str:
+    """What the P@k columns of a range of ``labels`` labels hold where a k is beyond
+    them ("P@5 is P@3 (3 labels: ...)"; see :func:`evaluate_model`), or "" where none is."""
+    from ..metrics import capped_k
+
+    cut = [k for k in KS if capped_k(k, labels) < k]
+    if not cut:
+        return ""
+    names = " and ".join(f"P@{k}" for k in cut)
+    return (f"{names} {'is' if len(cut) == 1 else 'are'} P@{labels} ({labels} label{'s' * (labels != 1)}: "
+            "a k beyond the labels is cut to them, as headstart evaluate cuts it)")
 
 
 def run_experiment(data: Dataset, runs: list[RunSpec], first_label: int = 0, num_labels: int | None = None,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .run import FORMAT_VERSION, KS, Experiment, RunResult, _plain, run_record
+from .run import FORMAT_VERSION, KS, Experiment, RunResult, _plain, capped_ks_note, run_record
 
 #: positive-count buckets of the per-frequency table: (title, lowest, highest)
 BUCKETS = (("0", 0, 0), ("1-5", 1, 5), ("6-50", 6, 50), (">50", 51, None))
@@ -245,6 +245,8 @@ def table_markdown(exp: Experiment, tables: dict | None = None) -> str:
               "binary ones of the decisions score > 0 (the paper's Prec / Rec): precision averaged over the labels "
               "predicted at least once, recall over those with a test positive (a 0/0 is left out, "
               "metrics.binary_precision_recall; DiSMEC++ counts it as 0).", ""]
+    if capped_ks_note(exp.data["num_labels"]):
+        lines += [capped_ks_note(exp.data["num_labels"]) + ".", ""]
     if t["contended"]:
         lines += [contention_note(exp, t["contended"]), ""]
     lines += ["## First Newton iteration", ""]
