@@ -277,8 +277,9 @@ class OvAClassifier:
     matrix of the labels, sparse or dense) and sets ``coef_`` (CSR, labels x features, no bias
     column), ``intercept_`` (bias weight times bias value), ``classes_`` (``arange(L)``;
     after a label-range fit the other labels' rows are empty with intercept -inf),
-    ``n_features_in_``, ``stats_`` (:class:`TrainingStats`) and ``model_``
-    (:class:`OvAModel`).
+    ``n_features_in_`` (d; with feature hashing still the width of X, not of ``coef_``,
+    and kept in a saved model's manifest as ``"input"``), ``stats_``
+    (:class:`TrainingStats`) and ``model_`` (:class:`OvAModel`).
 
     A 1-D ``y`` of one class per instance (numbers or strings; at least two classes)
     trains one classifier per class, or one for the second class of two, as LIBLINEAR's
@@ -413,12 +414,14 @@ class OvAClassifier:
                           f"labels {labels}{' ...' if stopped.size > 10 else ''}): see stats_['status'] -- "
                           "max_iter: raise max_iter; line_search_failed: often features of a large scale or "
                           "offset, centre or scale them", _convergence_warning(), stacklevel=2)
-        self._set_model(model)
         shape = getattr(X, "shape", None)
-        if model.preprocessing.hashing is not None and shape is not None and len(shape) == 2:
-            # scikit-learn's meaning: the width of the X fitted on, not the hashed width
-            # of the weights (helper-50); a hashed model takes X of any width
-            self.n_features_in_ = int(shape[1])
+        if (model.preprocessing.hashing is not None and shape is not None and len(shape) == 2
+                and int(shape[1]) != model.n_features):
+            # n_features_in_ in scikit-learn's meaning: the width of the X fitted on, not the
+            # hashed width of the weights (helper-50); in the model, so that save writes it
+            # and a loaded model keeps it (a hashed model takes X of any width)
+            model.extensions = {**(model.extensions or {}), "input": {"n_features": int(shape[1])}}
+        self._set_model(model)
         self.stats_ = stats
         self.n_iter_ = np.asarray(stats["iterations"])   # Newton iterations per trained label
         return self
@@ -426,8 +429,9 @@ class OvAClassifier:
     def _set_model(self, model: OvAModel) -> None:
         self.model_ = model
         self.coef_, self.intercept_ = full_label_space(model)
-        self.n_features_in_ = model.n_features
-        classes = (model.extensions or {}).get("classes")
+        ext = model.extensions or {}
+        self.n_features_in_ = input_width_from_json(ext["input"], model) if "input" in ext else model.n_features
+        classes = ext.get("classes")
         self.classes_ = np.arange(model.label_space) if classes is None else classes_from_json(classes)
 
     @property
@@ -684,6 +688,23 @@ def classes_from_json(field: dict[str, Any]) -> np.ndarray:
             from None
 
 
+def input_width_from_json(field: Any, model: OvAModel) -> int:
+    """``n_features_in_`` from the manifest's "input" field of a hashed model: the width of
+    the X it was fitted on.  Checked here, its only reader: a forged width would otherwise
+    pass into every scikit-learn tool that compares widths."""
+    from .errors import ModelFormatError
+    from .model.manifest import MAX_DIM, is_int
+
+    n = field.get("n_features") if isinstance(field, dict) else None
+    if not (isinstance(field, dict) and set(field) == {"n_features"} and is_int(n) and 1 <= n <= MAX_DIM):
+        raise ModelFormatError('the manifest\'s input field must be {"n_features": N} with N an integer in '
+                               f"[1, {MAX_DIM}] (the width of the X the model was fitted on), got {field!r}")
+    if model.preprocessing.hashing is None:
+        raise ModelFormatError(f"the manifest's input field says the model was fitted on {n} features, but the "
+                               f"model does not hash its features: its input is its n_features, {model.n_features}")
+    return n
+
+
 def full_label_space(model: OvAModel) -> tuple[sp.csr_matrix, np.ndarray]:
     """(coef_, intercept_) with one row per label of the label space, as scikit-learn
     pairs row i with ``classes_[i]``: a label-range model's rows are placed at their
@@ -850,5 +871,8 @@ def load(path, **kw) -> OvAClassifier:
                       "negatives score high everywhere); this estimator scores every label -- "
                       "headstart.shortlist.predict_model scores the candidates", UserWarning, stacklevel=2)
     clf = OvAClassifier(**model.params.to_dict())
-    clf._set_model(model)
+    try:
+        clf._set_model(model)
+    except ModelFormatError as e:       # (its classes or input field) named with the directory
+        raise ModelFormatError(f"{path}: {e}") from None
     return clf

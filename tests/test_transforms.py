@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -435,6 +436,92 @@ def test_manifest_hashing_is_validated(counts, tmp_path):
             load_model(tmp_path / "m", allow_gaps=True)
     (tmp_path / "m" / "manifest.json").write_text(good)
     assert load_model(tmp_path / "m", allow_gaps=True).preprocessing.hashing.n_features == 32
+
+
+def test_a_loaded_hashed_estimator_keeps_the_width_it_was_fitted_on(counts, tmp_path):
+    """n_features_in_ of a hashed estimator is the width of the X it was fitted on; the
+    manifest's "input" field keeps it through save, load and merging (helper-90 found the
+    hashed width after load); a directory without the field loads as before."""
+    from headstart.estimator import load as load_estimator
+    from headstart.model import merge_models
+    from headstart.model.dismec import write_dismec_model
+
+    (X, Y), (Xt, _) = counts
+    d = X.shape[1]
+    hp = dict(threads=1, hash_buckets=150, hash_functions=2, hash_seed=7)
+    clf = OvAClassifier(**hp).fit(X, Y[:, :NUM])
+    assert clf.n_features_in_ == d and clf.model_.n_features == 300 < d
+    clf.save(tmp_path / "m")
+    assert read_manifest(tmp_path / "m")["input"] == {"n_features": d}
+    back = load_estimator(tmp_path / "m")
+    assert back.n_features_in_ == d
+    for a, b in ((clf.predict_topk(Xt, 5), back.predict_topk(Xt, 5)),
+                 ((clf.decision_function(Xt),), (back.decision_function(Xt),))):
+        for got, want in zip(b, a):
+            np.testing.assert_array_equal(got, want)
+    assert (back.predict(Xt) != clf.predict(Xt)).nnz == 0
+
+    # label ranges fitted apart carry the field into their merged model
+    for lo in (0, 8):
+        OvAClassifier(**hp).fit(X, Y[:, :NUM], first_label=lo, num_labels=8).save(tmp_path / f"part{lo}")
+    merged = merge_models(tmp_path / "merged", [tmp_path / "part0", tmp_path / "part8"])
+    assert merged["input"] == {"n_features": d}
+    assert load_estimator(tmp_path / "merged").n_features_in_ == d
+
+    # the DiSMEC++ export ignores the field as it ignores classes: the hashing is what it refuses
+    with pytest.raises(ModelFormatError, match="hashes its features"):
+        write_dismec_model(load_model(tmp_path / "m"), tmp_path / "x.model")
+
+    # a model saved before the field existed: the hashed width, as then, and the same scores
+    m = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    del m["input"]
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(m))
+    old = load_estimator(tmp_path / "m")
+    assert old.n_features_in_ == 300
+    np.testing.assert_array_equal(old.decision_function(Xt), clf.decision_function(Xt))
+
+    # written only where the widths differ: not for a model without hashing
+    OvAClassifier(threads=1).fit(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32))).save(tmp_path / "plain")
+    assert "input" not in read_manifest(tmp_path / "plain")
+
+
+@pytest.mark.parametrize("field, match", [
+    ({"n_features": 0}, 'must be {"n_features": N} with N an integer in [1, 2147483647]'),
+    ({"n_features": -4}, "an integer in [1,"),
+    ({"n_features": 2**31}, "an integer in [1,"),
+    ({"n_features": 12.5}, "got {'n_features': 12.5}"),
+    ({"n_features": True}, "got {'n_features': True}"),
+    ({"n_features": "1836"}, "got {'n_features': '1836'}"),
+    ({}, "got {}"),
+    ({"n_features": 1836, "columns": 2}, 'must be {"n_features": N}'),
+    (1836, "field 'input' must be an object"),
+])
+def test_a_manifest_with_a_bad_input_width_is_refused(counts, tmp_path, field, match):
+    from headstart.estimator import load as load_estimator
+
+    (X, Y), _ = counts
+    OvAClassifier(threads=1, hash_buckets=16, hash_functions=2).fit(X[:200], Y[:200, :3]).save(tmp_path / "m")
+    path = tmp_path / "m" / "manifest.json"
+    m = json.loads(path.read_text())
+    assert m["input"] == {"n_features": X.shape[1]}
+    m["input"] = field
+    path.write_text(json.dumps(m))
+    with pytest.raises(ModelFormatError, match=re.escape(match)) as e:
+        load_estimator(tmp_path / "m")
+    assert str(tmp_path / "m") in str(e.value)
+
+
+def test_an_input_width_on_a_model_without_hashing_is_refused(tmp_path):
+    from headstart.estimator import load as load_estimator
+
+    OvAClassifier(threads=1).fit(X_HAND, sp.csr_matrix(np.eye(2, dtype=np.float32))).save(tmp_path / "m")
+    path = tmp_path / "m" / "manifest.json"
+    m = json.loads(path.read_text())
+    m["input"] = {"n_features": 10}
+    path.write_text(json.dumps(m))
+    with pytest.raises(ModelFormatError, match=r"m: .*fitted on 10 features, but the model does not hash its "
+                                               r"features: its input is its n_features, 4"):
+        load_estimator(tmp_path / "m")
 
 
 def test_models_written_before_hashing_still_load(tmp_path):

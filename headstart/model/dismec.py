@@ -430,7 +430,9 @@ def _check_exportable(model: OvAModel, allow_gaps: bool = False) -> None:
         raise ModelFormatError("the model has weights for some labels only: merge the label ranges first, or "
                                "export it as a partial DiSMEC++ model (allow_gaps; on the command line "
                                "--allow-gaps)")
-    kinds = ", ".join(sorted(k for k in model.extensions or {} if k != "classes"))   # (label ids: exportable)
+    # classes are label ids and the input width a note for the estimator: exportable (a
+    # hashed model's hashing is refused below, in its own words)
+    kinds = ", ".join(sorted(k for k in model.extensions or {} if k not in ("classes", "input")))
     if kinds:
         raise ModelFormatError(f"a {kinds} model has no DiSMEC++ counterpart for its predictor: "
                                "only plain one-vs-all models can be exported")

@@ -50,7 +50,10 @@ _SHARD_ENTRY_KEYS = {"file", "first_label", "num_labels", "nnz", "sha256"}
 # "classes": the class values of a model fitted on one class per instance
 # (OvAClassifier.fit with a 1-D y), label j being classes[j] (or, with two classes, the
 # one label being the second class)
-OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree", "classes")
+# "input": {"n_features": N}, the width of the X an OvAClassifier with feature hashing was
+# fitted on (its n_features_in_) where it differs from the hashed width n_features; a
+# model without it takes its input's width to be n_features
+OPTIONAL_MANIFEST_KEYS = ("dense", "shortlist", "tree", "classes", "input")
 
 
 def settings_of(m: dict[str, Any], key: str) -> Any:
