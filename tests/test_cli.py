@@ -725,6 +725,36 @@ def test_output_checked_before_training(bibtex_dir, tmp_path, capsys):
     _check_error(code, err, ["does not exist"])
 
 
+def test_a_model_directory_holding_a_users_file_is_never_replaced(bibtex_dir, tmp_path, capsys):
+    """Commands that replace a model directory refuse one that also holds a file headstart
+    did not write (naming it) before any training, and the file stays; --resume, which
+    writes into the model in place, still continues it; headstart's own model is
+    replaced as before."""
+    data = bibtex_dir / "train.txt.gz"
+    out = tmp_path / "m"
+    code, _, err = run(capsys, "train", data, "-o", out, "--num-labels", 2, "--threads", 1, "-q")
+    assert code == 0, err
+    (out / "notes.txt").write_text("my results")
+    for argv in (("train", data, "-o", out, "--num-labels", 2, "--stats", tmp_path / "s.csv", "--threads", 1),
+                 ("train", data, "-o", out, "--num-labels", 2, "--shard-size", 1, "--threads", 1),
+                 ("tree", data, "-o", out, "--threads", 1), ("merge", out, out)):
+        code, _, err = run(capsys, *argv)
+        _check_error(code, err, [str(out), "also holds notes.txt, which headstart did not write",
+                                 "refusing to replace it"])
+        assert (out / "notes.txt").read_text() == "my results"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]      # no statistics: refused before
+    code, _, err = run(capsys, "train", data, "-o", out, "--num-labels", 3, "--threads", 1, "-q", "--resume")
+    assert code == 0, err
+    assert (out / "notes.txt").read_text() == "my results"
+    assert json.loads((out / "manifest.json").read_text())["label_range"] == [0, 3]
+    (out / "notes.txt").unlink()
+    code, _, err = run(capsys, "train", data, "-o", out, "--num-labels", 2, "--threads", 1, "-q")
+    assert code == 0, err
+    assert json.loads((out / "manifest.json").read_text())["label_range"] == [0, 2]
+    assert sorted(p.name for p in out.iterdir()) == ["label_counts.npz", "manifest.json", "preprocessing.npz",
+                                                      "shards"]
+
+
 def test_edge_cases_found_by_probing(tmp_path, capsys, monkeypatch):
     """helper-27's findings: no labels at all is refused before training; -o naming a link
     to a model leaves no temporary directory behind (the link becomes the new model, its

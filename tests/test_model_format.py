@@ -194,6 +194,48 @@ def test_save_replaces_model_but_refuses_other_directories(tmp_path):
         save_model(new, tmp_path / "file")
 
 
+def test_a_model_holding_a_users_file_is_not_replaced(tmp_path):
+    """Replacing a model deletes its directory whole: one that also holds a file headstart
+    did not write is refused by every writer (save_model, ModelWriter.create with
+    overwrite), naming the file, which is still there afterwards; headstart's own entries
+    (statistics, a killed write's temporary) do not stop a replacement."""
+    from headstart.training.stats import STATS_DIR
+
+    assert set(writer.MODEL_ENTRIES) == {"manifest.json", "shards", STATS_DIR, "preprocessing.npz",
+                                         "label_counts.npz"}
+    m = tmp_path / "m"
+    save_model(random_model(seed=1), m)
+    before = read_manifest(m)
+    (m / "notes.txt").write_text("my notes")
+    new = random_model(seed=2, num_labels=5)
+    for write in (lambda: save_model(new, m),
+                  lambda: ModelWriter.create(m, 23, 5, new.params, overwrite=True)):
+        with pytest.raises(ModelFormatError, match=r"m: is a headstart model but also holds notes.txt, which "
+                                                   "headstart did not write; refusing to replace it"):
+            write()
+        assert (m / "notes.txt").read_text() == "my notes"
+        assert read_manifest(m) == before
+    with pytest.raises(ModelFormatError, match="notes.txt"):
+        writer.refuse_foreign(m)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
+
+    (m / "notes.txt").unlink()
+    (m / STATS_DIR).mkdir()
+    (m / ".manifest.json.0123456789ab.tmp").write_text("{")
+    save_model(new, m)
+    assert_same_model(new, load_model(m))
+    assert sorted(p.name for p in m.iterdir()) == ["label_counts.npz", "manifest.json", "preprocessing.npz",
+                                                    "shards"]
+    # a directory without a manifest names what it holds
+    (tmp_path / "d").mkdir()
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (tmp_path / "d" / name).write_text(name)
+    with pytest.raises(ModelFormatError, match=r"is not a headstart model \(no manifest.json; it holds a.txt, "
+                                               r"b.txt, c.txt and 1 more\)"):
+        save_model(new, tmp_path / "d")
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["a.txt", "b.txt", "c.txt", "d.txt"]
+
+
 # --------------------------------------------------------------------------- tampering
 @pytest.fixture
 def saved(tmp_path):

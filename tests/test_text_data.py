@@ -172,3 +172,37 @@ def test_info_describes_a_vectorizer_directory(tmp_path):
     assert f"  features: {len(vec.vocabulary)}\n" in out.stdout and "    ngram range: [1, 2]\n" in out.stdout
     out = cli("info", tmp_path / "vec" / "idf.npy")
     assert out.returncode == 2 and "part of the text vectorizer directory" in out.stderr
+
+
+def test_save_replaces_only_a_vectorizer_directory(tmp_path):
+    """Saving replaces the target directory whole: a vectorizer headstart wrote (or an
+    empty directory) may go, a directory holding a user's file is refused and kept."""
+    from headstart.errors import ParameterError
+
+    rng = np.random.default_rng(3)
+    (tmp_path / "tr.txt").write_text(corpus(30, rng, ["a", "b", "c"])[0])
+    vec = TextVectorizer.fit(read_text(tmp_path / "tr.txt"))
+    small = TextVectorizer.fit(read_text(tmp_path / "tr.txt"), max_features=5)
+    vec.save(tmp_path / "vec")
+    small.save(tmp_path / "vec")       # its own directory: replaced
+    assert len(TextVectorizer.load(tmp_path / "vec").vocabulary) == 5
+    (tmp_path / "empty").mkdir()
+    vec.save(tmp_path / "empty")
+    assert TextVectorizer.load(tmp_path / "empty").vocabulary == vec.vocabulary
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("years of work")
+    (tmp_path / "vec" / "notes.txt").write_text("mine too")
+    for target, words in (("mine", ["mine", "is not a headstart text vectorizer", "thesis.tex"]),
+                          ("vec", ["vec", "notes.txt", "headstart did not write"])):
+        with pytest.raises(ParameterError) as e:
+            vec.save(tmp_path / target)
+        assert all(w in str(e.value) for w in words), str(e.value)
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "years of work"
+    assert (tmp_path / "vec" / "notes.txt").read_text() == "mine too"
+    assert len(TextVectorizer.load(tmp_path / "vec").vocabulary) == 5
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ParameterError, match="not a directory"):
+        vec.save(tmp_path / "file")
+    assert (tmp_path / "file").read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "file", "mine", "tr.txt", "vec"]

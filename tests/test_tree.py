@@ -460,6 +460,49 @@ def test_ensemble_scores_are_the_mean_of_its_trees_and_round_trip(bibtex, tmp_pa
         fit_ensemble(X, Y, trees=0)
 
 
+def test_saving_never_deletes_a_users_files(tmp_path):
+    """Saving a tree or an ensemble replaces the target directory whole: what headstart
+    wrote there (an ensemble, a finished model) is replaced as before, a directory that
+    also holds a user's file is refused with its name, and the file stays (an outside
+    probe saw an ensemble's save delete a directory of unrelated files)."""
+    from headstart.tree import TreeEnsemble, load_ensemble
+
+    rng = np.random.default_rng(5)
+    X = sp.csr_matrix(rng.normal(size=(60, 6)).astype(np.float32))
+    Y = sp.csr_matrix(np.eye(8, dtype=np.float32)[rng.integers(0, 8, 60)])
+    trees = [fit_tree(X, Y, TrainParams(**FAST), branching=2, max_depth=3, seed=s) for s in (0, 1, 2)]
+    three, two = TreeEnsemble(trees), TreeEnsemble(trees[:2])
+    e = tmp_path / "e"
+    three.save(e)
+    two.save(e)                        # its own ensemble: replaced (tree-2 goes with it)
+    assert len(load_ensemble(e).trees) == 2 and not (e / "tree-2").exists()
+    trees[0].save(tmp_path / "m")
+    three.save(tmp_path / "m")         # a finished model, as 'headstart tree -o' accepts
+    assert len(load_ensemble(tmp_path / "m").trees) == 3
+    (tmp_path / "empty").mkdir()
+    trees[1].save(tmp_path / "empty")
+    assert np.array_equal(load_tree(tmp_path / "empty").tree.target, trees[1].tree.target)
+
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "holiday.jpg").write_bytes(b"\xff\xd8")
+    (e / "README").write_text("my notes on this ensemble")
+    (tmp_path / "empty" / "notes.txt").write_text("mine")
+    for target, save, words in (
+            ("photos", three.save, ["is not a headstart tree ensemble", "holiday.jpg"]),
+            ("photos", trees[0].save, ["is not a headstart model", "holiday.jpg"]),
+            ("e", three.save, ["is a headstart tree ensemble but also holds README", "did not write"]),
+            ("empty", trees[0].save, ["is a headstart model but also holds notes.txt"]),
+            ("empty", three.save, ["is a headstart model but also holds notes.txt"])):
+        with pytest.raises(ModelFormatError) as err:
+            save(tmp_path / target)
+        assert all(w in str(err.value) for w in [str(tmp_path / target), *words]), str(err.value)
+    assert (tmp_path / "photos" / "holiday.jpg").read_bytes() == b"\xff\xd8"
+    assert (e / "README").read_text() == "my notes on this ensemble"
+    assert len(load_ensemble(e).trees) == 2
+    assert (tmp_path / "empty" / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["e", "empty", "m", "photos"]
+
+
 @pytest.mark.parametrize("liblinear", [None, "-s 1 -B 1", "-s 6 -B 1"])
 def test_dense_features_and_empty_labels(liblinear):
     """Labels without positives (more than K: a subtree of their own, whose nodes have

@@ -518,8 +518,10 @@ def shards_kept_on_interrupt(command: str, output: str):
 
 
 # --------------------------------------------------------------------------- checks
-def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = "") -> None:
-    """Fail before training when ``path`` cannot become a model directory; with
+def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = "", resume: bool = False) -> None:
+    """Fail before training when ``path`` cannot become a model directory (a directory
+    holding files headstart did not write is never replaced: :func:`.model.writer.refuse_foreign`;
+    with ``resume`` a model there is continued in place, deleting nothing of the user's); with
     ``keep_unfinished`` (commands that write a new model whole: tree, merge, import-dismec)
     also when it holds a model a time budget or a kill left unfinished, which only
     'train --resume' completes (train and shortlist-train check that themselves, since
@@ -538,8 +540,10 @@ def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = ""
         return
     if not p.is_dir():
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
-    if any(p.iterdir()) and not (p / "manifest.json").is_file():
-        raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
+    if not (resume and (p / "manifest.json").is_file()):
+        from ..model.writer import refuse_foreign
+
+        refuse_foreign(p)
     if sharded and (p / "manifest.json").is_file():
         raise ModelFormatError(f"{path}: a model is there, and {sharded} writes the new model into the directory "
                                "shard by shard, which would delete it before the new one is complete: continue "

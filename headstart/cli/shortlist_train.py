@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
         # them was recorded in the model but never used (helper-48)
         raise ParameterError(f"{' and '.join(given)}: the per-part starts (--init-sparse / --init-dense) replace "
                              "--init; give one or the other")
-    common.check_output_dir(args.output, sharded="" if args.resume else "shortlist-train")
+    common.check_output_dir(args.output, sharded="" if args.resume else "shortlist-train",
+                            resume=args.resume)
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     from ..io import read_dense_features

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     sharded = next((o for o, v in (("--shard-size", args.shard_size), ("--scheduler", args.scheduler),
                                     ("--dask-workers", args.dask_workers)) if v), "")
     # a finished model is replaced by an unsharded run once the new one is complete
-    common.check_output_dir(args.output, sharded="" if args.resume else sharded)
+    common.check_output_dir(args.output, sharded="" if args.resume else sharded,
+                            resume=args.resume)
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     if params.pretrained:

@@ -33,14 +33,14 @@ import secrets
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from .._threads import check_interrupt
 from ..errors import ParameterError
 
-__all__ = ["atomic_write", "atomic_directory", "check_can_create", "fsync_dir", "TEMP_NAME_RE"]
+__all__ = ["atomic_write", "atomic_directory", "check_can_create", "fsync_dir", "replace_refusal", "TEMP_NAME_RE"]
 
 log = logging.getLogger("headstart.io")
 
@@ -180,7 +180,8 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     once the new one is in place; if the second rename fails the old one is put back.
     An empty or missing ``path`` is replaced by a single rename.  If the ``with`` block
     (or the rename) raises, the temporary directory is removed and ``path`` is untouched.
-    Deciding *whether* ``path`` may be replaced is the caller's job.
+    Deciding *whether* ``path`` may be replaced is the caller's job
+    (:func:`replace_refusal`).
     """
     path = Path(path)
     _warn_leftovers(path)
@@ -198,6 +199,41 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def replace_refusal(path: str | os.PathLike[str], kind: str, marker: str, own: Container[str]) -> str | None:
+    """Why :func:`atomic_directory` must not replace the directory ``path`` with a new
+    ``kind`` (e.g. "a headstart model"), or None when it may.
+
+    Replacing deletes the old directory whole, so only one headstart wrote itself may go:
+    one holding ``marker`` (the file that identifies ``kind``) and no entry but ``marker``,
+    the names in ``own`` (what headstart writes there) and this module's temporaries (a
+    killed write's leftovers).  A user's directory -- or a model someone put notes into --
+    is refused, naming its first foreign entries (an outside probe saw a directory of
+    unrelated files deleted by a save).  A missing path or an empty directory may be
+    written; a file (or another non-directory) is refused."""
+    path = Path(path)
+    if not path.is_dir():
+        return (f"{path}: exists and is not a directory; refusing to replace it"
+                if path.exists() or path.is_symlink() else None)
+    try:
+        names = sorted(e.name for e in path.iterdir())
+    except OSError as e:
+        return f"{path}: cannot list the directory ({e.strerror or e}); refusing to replace it"
+    if not names:
+        return None
+    if marker not in names:
+        return (f"{path}: exists, is not empty and is not {kind} (no {marker}; it holds {_first(names)}); "
+                "refusing to replace it, which would delete those files")
+    foreign = [n for n in names if n != marker and n not in own and not TEMP_NAME_RE.match(n)]
+    if foreign:
+        return (f"{path}: is {kind} but also holds {_first(foreign)}, which headstart did not write; refusing "
+                "to replace it, which would delete them: move them elsewhere, or write to another directory")
+    return None
+
+
+def _first(names: list[str], shown: int = 3) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _warn_leftovers(path: Path, files: bool = False) -> None:

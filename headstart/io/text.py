@@ -33,13 +33,15 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError, MissingExtraError, ParameterError
 from ._common import open_stream
-from .atomic import atomic_directory
+from .atomic import atomic_directory, replace_refusal
 
 #: TfidfVectorizer settings a vectorizer may be fitted with (all plain JSON values)
 SETTINGS = ("lowercase", "ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "stop_words",
             "token_pattern", "norm", "smooth_idf")
 FORMAT = "headstart-text-vectorizer"
 VERSION = 1
+#: a vectorizer directory's files, its index first (nothing else is written there)
+VECTORIZER_FILES = ("vectorizer.json", "idf.npy", "labels.txt")
 
 
 @dataclass
@@ -163,16 +165,23 @@ class TextVectorizer:
 
     # --- saving and loading (no pickle) ------------------------------------------------
     def save(self, directory) -> None:
-        """Write the vectorizer as a new directory, atomically (it appears whole or not at all)."""
+        """Write the vectorizer as a new directory, atomically (it appears whole or not at
+        all).  An existing directory is replaced only when it is empty or a vectorizer
+        headstart wrote, holding nothing else (ParameterError otherwise): replacing
+        deletes it whole, and a user's files must never go with it."""
+        why = replace_refusal(directory, "a headstart text vectorizer", VECTORIZER_FILES[0], VECTORIZER_FILES)
+        if why:
+            raise ParameterError(why)
         with atomic_directory(directory) as tmp:
             self.write_into(tmp)
 
     def write_into(self, tmp: Path) -> None:
-        """The vectorizer's files in the (new, empty) directory ``tmp``."""
+        """The vectorizer's files (:data:`VECTORIZER_FILES`) in the (new, empty) directory ``tmp``."""
+        meta_name, idf_name, labels_name = VECTORIZER_FILES
         meta = {"format": FORMAT, "version": VERSION, "settings": self.settings, "vocabulary": self.vocabulary}
-        (tmp / "vectorizer.json").write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
-        np.save(tmp / "idf.npy", self.idf, allow_pickle=False)
-        (tmp / "labels.txt").write_text("".join(f"{name}\n" for name in self.label_names), encoding="utf-8")
+        (tmp / meta_name).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+        np.save(tmp / idf_name, self.idf, allow_pickle=False)
+        (tmp / labels_name).write_text("".join(f"{name}\n" for name in self.label_names), encoding="utf-8")
 
     @classmethod
     def load(cls, directory) -> "TextVectorizer":

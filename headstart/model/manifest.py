@@ -32,6 +32,8 @@ SHARD_DIR = "shards"
 PREPROCESSING_FILE = "preprocessing.npz"
 LABEL_COUNTS_FILE = "label_counts.npz"
 EXTRA_FILES = (PREPROCESSING_FILE, LABEL_COUNTS_FILE)
+#: the training statistics of each shard (headstart.training.stats), beside the shards
+STATS_DIR = "stats"
 #: parameters that may differ between pieces of one model (they do not change the weights)
 IGNORED_PARAMS = ("threads", "timeout")
 #: largest n_features / label_space (feature and label ids are int32, as in headstart.io)

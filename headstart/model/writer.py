@@ -2,8 +2,9 @@
 
 Whole models (:func:`save_model`, :meth:`ModelWriter.create`) are built in a temporary
 sibling directory and renamed into place (:func:`headstart.io.atomic.atomic_directory`).
-Only a missing or empty directory or an existing headstart model may be replaced;
-anything else is refused before a byte is written.
+Only a missing or empty directory or an existing headstart model holding nothing but
+headstart's own files (:data:`MODEL_ENTRIES`) may be replaced -- replacing deletes the
+old directory whole; anything else is refused before a byte is written.
 
 :meth:`ModelWriter.add_shard` writes the shard file first and the manifest last, so a
 crash in between leaves an unlisted file, which readers ignore and
@@ -39,22 +40,41 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import ModelFormatError
-from ..io.atomic import TEMP_NAME_RE, atomic_directory
+from ..io.atomic import TEMP_NAME_RE, atomic_directory, replace_refusal
 from ..params import TrainParams
 from .archive import read_verified
 from .extras import read_extras, write_extras
 from .lock import model_dir_lock
-from .manifest import (RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, base_manifest, costs_digest, is_headstart_model, is_int,
-                       model_params_difference, read_manifest, shard_file_name, write_manifest)
+from .manifest import (EXTRA_FILES, MANIFEST, RANGE_KEY, SHARD_DIR, SHARD_NAME_RE, STATS_DIR, base_manifest,
+                       costs_digest, is_headstart_model, is_int, model_params_difference, read_manifest,
+                       shard_file_name, write_manifest)
 from .model import OvAModel, Preprocessing
 from .ranges import Range, finished_ranges_of, fmt_range, missing_ranges_of, unfinished_ranges_of, uncovered
 from .shards import canonical_intercept, canonical_weights, row_view, write_shard_file
 
 log = logging.getLogger(__name__)
 
+#: every entry headstart writes at the top of a model directory: a directory holding
+#: anything else is not replaced (:func:`refuse_foreign`)
+MODEL_ENTRIES = (MANIFEST, SHARD_DIR, STATS_DIR, *EXTRA_FILES)
+
+
+def refuse_foreign(path: Path) -> None:
+    """ModelFormatError unless the existing directory ``path`` may be replaced by a new
+    model: it is empty, or a headstart model holding only :data:`MODEL_ENTRIES` (and a
+    killed write's temporaries) -- replacing deletes it whole, a user's files with it.
+    Shared by the writers and the command line's check before training."""
+    why = replace_refusal(path, "a headstart model", MANIFEST, MODEL_ENTRIES)
+    if why is None and (path / MANIFEST).exists() and not is_headstart_model(path):
+        why = f"{path}: exists, is not empty and is not a headstart model (its {MANIFEST} is another's); " \
+              "refusing to replace it"
+    if why:
+        raise ModelFormatError(why)
+
 
 def prepare_target(path: Path, overwrite: bool | str = True, unknown_range_unfinished: bool = True) -> None:
-    """Refuse a target that exists and is not replaceable: not a headstart model, or
+    """Refuse a target that exists and is not replaceable: not a headstart model or one
+    holding files headstart did not write (:func:`refuse_foreign`), or
     (``overwrite`` False) any model, or (``overwrite`` "complete") an unfinished one --
     labels a time budget left untrained, which ``--resume`` would train.  A model without
     a recorded label range (earlier versions) counts as unfinished when it misses labels
@@ -68,8 +88,7 @@ def prepare_target(path: Path, overwrite: bool | str = True, unknown_range_unfin
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
     if not any(path.iterdir()):
         return
-    if not is_headstart_model(path):
-        raise ModelFormatError(f"{path}: exists, is not empty and is not a headstart model; refusing to replace it")
+    refuse_foreign(path)
     if not overwrite:
         raise ModelFormatError(f"{path}: a model already exists there (open it to resume, or remove it)")
     if overwrite == "complete":
@@ -111,8 +130,9 @@ def save_model(model: OvAModel, path: str | os.PathLike, *, shard_size: int | No
 
     The labels are split into shards of at most ``shard_size`` labels (default: one
     shard).  An existing finished headstart model at ``path`` is replaced; an unfinished
-    one (labels a time budget or a kill left untrained, which resuming would train), any
-    other non-empty directory or a file is refused with :class:`ModelFormatError`.
+    one (labels a time budget or a kill left untrained, which resuming would train), one
+    holding files headstart did not write, any other non-empty directory or a file is
+    refused with :class:`ModelFormatError`.
     """
     path = Path(os.path.abspath(path))
     if shard_size is not None and (not is_int(shard_size) or shard_size < 1):

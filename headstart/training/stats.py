@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ModelFormatError
 from ..model.archive import write_npz
-from ..model.manifest import read_manifest
+from ..model.manifest import STATS_DIR, read_manifest
 from ..solver.newton import STATUS_NAMES
 from .kernel import STAT_FIELDS
 
@@ -265,8 +265,8 @@ def _add_missing_columns(cols: dict) -> None:
 
 # --------------------------------------------------------------------------- statistics files
 # A model directory keeps the statistics of each shard beside it (stats/labels-A-B.npz,
-# no pickles), so that a resumed or merged run still has the statistics of every label.
-STATS_DIR = "stats"
+# no pickles), so that a resumed or merged run still has the statistics of every label
+# (the folder's name, STATS_DIR, is the model format's: headstart.model.manifest).
 
 
 def stats_file_name(first_label: int, num_labels: int) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -103,15 +104,47 @@ class TreeEnsemble:
         return labels, scores
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the ensemble directory ``path`` atomically."""
+        """Write the ensemble directory ``path`` atomically, replacing only what headstart
+        wrote there itself (:func:`check_replaceable`); anything else: ModelFormatError."""
         from ..io.atomic import atomic_directory
 
+        check_replaceable(Path(os.path.abspath(path)))
         with atomic_directory(path) as tmp:
             names = [f"tree-{i}" for i in range(len(self.trees))]
             for name, t in zip(names, self.trees):
                 t.save(tmp / name)
             (tmp / FILE).write_text(json.dumps({"format": FORMAT, "version": VERSION, "trees": names,
                                                 "num_labels": self.num_labels}, indent=1) + "\n")
+
+
+#: the tree directories an ensemble holds beside its index (``tree-0``, ``tree-1``, ...)
+TREE_DIR_RE = re.compile(r"^tree-\d+$")
+
+
+class _EnsembleEntries:
+    """The names an ensemble directory is made of, for :func:`~headstart.io.atomic.replace_refusal`
+    (its trees' count is not fixed, so a pattern rather than a list)."""
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (name == FILE or bool(TREE_DIR_RE.match(name)))
+
+
+def check_replaceable(path: Path) -> None:
+    """ModelFormatError unless saving an ensemble may replace what is at ``path``: nothing,
+    an empty directory, an ensemble headstart wrote or a finished headstart model (what
+    ``headstart tree -o`` accepts; the same rules as :func:`~headstart.model.writer.save_model`),
+    each holding nothing else.  Replacing deletes the old directory whole: a user's files
+    there must never go with it."""
+    from ..io.atomic import replace_refusal
+    from ..model.manifest import is_headstart_model
+    from ..model.writer import prepare_target
+
+    if path.is_dir() and is_headstart_model(path):
+        prepare_target(path, overwrite="complete", unknown_range_unfinished=False)
+        return
+    why = replace_refusal(path, "a headstart tree ensemble", FILE, _EnsembleEntries())
+    if why:
+        raise ModelFormatError(why)
 
 
 def is_ensemble(path: str | os.PathLike) -> bool:
