@@ -38,7 +38,7 @@ import scipy.sparse as sp
 from ..errors import DataFormatError, ParameterError
 from ..params import TrainParams
 from ..training.stats import ITER_FIELDS, TrainingStats
-from .spec import GRID_GROUP, INIT_GROUP, RunSpec
+from .spec import INIT_GROUP, RunSpec
 from ..validation import same_feature_space
 
 log = logging.getLogger(__name__)
