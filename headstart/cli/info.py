@@ -356,13 +356,16 @@ def run(args: argparse.Namespace) -> int:
         from ..errors import DataFormatError
 
         raise DataFormatError(f"this is {other}", args.path)
-    vectorizer = p.parent if p.is_file() and (p.parent / "vectorizer.json").is_file() else None
-    if vectorizer is not None and p.name in ("vectorizer.json", "idf.npy", "labels.txt"):
+    from ..io.text import VECTORIZER_FILES
+
+    index = VECTORIZER_FILES[0]
+    vectorizer = p.parent if p.is_file() and (p.parent / index).is_file() else None
+    if vectorizer is not None and p.name in VECTORIZER_FILES:
         from ..errors import DataFormatError
 
         raise DataFormatError(f"this file is part of the text vectorizer directory {vectorizer}: describe it with "
                               f"'headstart info {vectorizer}'", args.path)
-    if p.is_dir() and (p / "vectorizer.json").is_file():
+    if p.is_dir() and (p / index).is_file():
         info = vectorizer_info(args.path)
     elif p.is_dir():
         info = model_info(args.path, args.verify)

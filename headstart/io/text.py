@@ -189,13 +189,13 @@ class TextVectorizer:
         if not d.is_dir():
             raise DataFormatError("no such text vectorizer directory (made by 'headstart convert "
                                   "--fit-vectorizer')", directory)
-        meta_path = d / "vectorizer.json"
+        meta_path, idf_path, labels_path = (d / name for name in VECTORIZER_FILES)
         part = meta_path
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            part = d / "idf.npy"
+            part = idf_path
             idf = np.load(part, allow_pickle=False)
-            part = d / "labels.txt"
+            part = labels_path
             names = part.read_text(encoding="utf-8").splitlines()
         except FileNotFoundError as e:
             raise DataFormatError(f"not a text vectorizer directory (made by 'headstart convert "
@@ -211,6 +211,6 @@ class TextVectorizer:
                 or not all(isinstance(x, int) and x >= 1 for x in ngrams)):
             raise DataFormatError("text vectorizer: vocabulary or settings malformed", meta_path)
         if idf.ndim != 1 or idf.size != len(vocab):
-            raise DataFormatError(f"idf.npy holds {idf.size} values for a vocabulary of {len(vocab)} terms",
-                                  d / "idf.npy")
+            raise DataFormatError(f"{idf_path.name} holds {idf.size} values for a vocabulary of {len(vocab)} terms",
+                                  idf_path)
         return cls(settings, vocab, idf.astype(np.float64), names)
