@@ -13,6 +13,8 @@ function's address; its size is the gap to the next one), then attaches
 ``--seconds``, and prints ``perf report`` by symbol.  The mangled names are shortened to
 module.function.  Requires ``perf`` (linux-perf) and permission to profile the process.
 
+``--shortlist FILE`` profiles shortlisted training (docs/shortlist.md) instead.
+
 Written for stop 63 (2026-12-02): on medical it showed CG's step at 27% and the
 object-mode clock at 8% of a zero start (docs/benchmarks.md, "Small problems").
 """
@@ -91,6 +93,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--out", default="", help="perf.data path (default: a temporary file)")
+    ap.add_argument("--shortlist", default="", help="profile shortlisted training on this shortlist "
+                    "(instances x labels, scipy.sparse.save_npz)")
     a = ap.parse_args(argv)
 
     cache = tempfile.mkdtemp(prefix="hs-perf-numba-")
@@ -110,14 +114,25 @@ def main(argv=None) -> int:
     first, stop = (map(int, a.labels.split(":")) if a.labels else (0, Y.shape[1]))
     labels = np.arange(first, min(stop, Y.shape[1]))
     p = TrainParams(init=a.init, loss=a.loss, threads=a.threads)
-    train_labels(X, Y, p, labels)        # compiles, in this process
+    train = train_labels
+    if a.shortlist:
+        from functools import partial
+
+        from headstart.shortlist import train_shortlisted
+
+        S = sp.csc_matrix(sp.load_npz(a.shortlist))
+        S.sort_indices()
+        Yc = sp.csc_matrix(Y)
+        Yc.sort_indices()
+        train = partial(lambda X, Y, p, labels: train_shortlisted(X, Yc, S, p, labels))
+    train(X, Y, p, labels)        # compiles, in this process
     print(f"{write_perf_map()} functions mapped", file=sys.stderr)
     out = a.out or os.path.join(cache, "perf.data")
     rec = subprocess.Popen(["perf", "record", "-F", "4000", "-p", str(os.getpid()), "-o", out, "--",
                             "sleep", str(a.seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t0, runs = time.perf_counter(), 0
     while rec.poll() is None:
-        train_labels(X, Y, p, labels)
+        train(X, Y, p, labels)
         runs += 1
     print(f"{runs} runs in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     report = subprocess.run(["perf", "report", "-i", out, "--no-children", "--sort", "sym"],

@@ -95,7 +95,8 @@ def run_debian(args) -> dict:
     X, Y, Xt, Yt, p, data = prepared(args.dataset, args.threads)
     L = data.label_space
     out = {"dataset": args.dataset, "threads": args.threads, "K": args.K, "neighbours": args.neighbours,
-           "method": args.method, "backend": args.backend, "fill": not args.no_fill, "machine": machine_info(),
+           "method": args.method, "backend": args.backend, "fill": not args.no_fill,
+           "train_K": args.train_K or args.K, "random_negatives": args.random_negatives, "machine": machine_info(),
            "quiet_before": quiet_check(), "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     # --- warm-up: compile every kernel on a little data
     small = build_shortlist(X[:500], Y[:500], FirstStageParams(K=10, backend=args.backend), threads=args.threads)
@@ -105,7 +106,7 @@ def run_debian(args) -> dict:
     train_shortlisted(dsmall.X, dsmall.Y, small.shortlist, p, np.arange(40))
     # --- 1. first stage
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
-                           fill=not args.no_fill)
+                           fill=not args.no_fill, train_K=args.train_K, random_negatives=args.random_negatives)
     probe = LoadProbe()
     r, t_build = timed(build_shortlist, X, Y, fsp, threads=args.threads)
     (cand, _), t_cand = timed(r.first_stage.candidates, Xt)
@@ -233,17 +234,40 @@ def _insert_targets(path: Path) -> None:
     path.write_text(doc[:i].rstrip("\n") + "\n" + "\n".join(shortlist_section(RESULTS)) + "\n" + doc[i:])
 
 
+def variant_tag(r: dict) -> str:
+    """File / block name suffix of a run's first-stage variant (empty for the defaults)."""
+    return (("" if r.get("method", "neighbours") == "neighbours" else f"-{r['method']}")
+            + ("" if r.get("fill", True) else "-nofill")
+            + ("" if r.get("train_K", r["K"]) == r["K"] else f"-train{r['train_K']}")
+            + ("" if not r.get("random_negatives") else f"-rand{r['random_negatives']}")
+            + ("" if r.get("neighbours", 30) == 30 else f"-k{r['neighbours']}"))
+
+
+def variant_options(r: dict) -> str:
+    """The command-line options of a run's first-stage variant beyond --K."""
+    return (("" if r.get("fill", True) else " --no-fill")
+            + ("" if r.get("neighbours", 30) == 30 else f" --neighbours {r['neighbours']}")
+            + ("" if r.get("train_K", r["K"]) == r["K"] else f" --train-K {r['train_K']}")
+            + ("" if not r.get("random_negatives") else f" --random-negatives {r['random_negatives']}"))
+
+
+def variant_words(r: dict) -> str:
+    return (("" if r.get("fill", True) else ", no fill")
+            + ("" if r.get("train_K", r["K"]) == r["K"] else f", training shortlist K = {r['train_K']}")
+            + ("" if not r.get("random_negatives") else f", {r['random_negatives']} random negatives per label"))
+
+
 def debian_table(r: dict) -> str:
     fs, sl, fsm = r["first_stage"], r["shortlisted"], r["full_sample"]
     lines = [f"Measured {r['started']} on this machine, {r['threads']} threads, in one process "
              f"(`python benchmarks/shortlist.py {r['dataset']} --threads {r['threads']} --K {r['K']}"
-             + ("" if r.get("fill", True) else " --no-fill")
+             + variant_options(r)
              + (f" --repeat {len(r['sample_repeats'])}" if len(r.get("sample_repeats", [])) > 1 else "")
              + (" --full all" if "full_all" in r else "") + "`); load average before "
              f"{r['quiet_before']['loadavg']} (busy cores while idle: {r['quiet_before']['busy_cores']}).", "",
              "| step | seconds | CPU seconds | notes |", "|---|---:|---:|---|",
              f"| first stage, training shortlist ({r['method']}, K={r['K']}, k={r['neighbours']}, {r['backend']}"
-             + ("" if r.get("fill", True) else ", no fill") + f") | "
+             + variant_words(r) + f") | "
              f"{fs['train_seconds']} | | recall {100 * fs['train_recall']:.2f}% (leave-one-out), "
              f"{fs['shortlist_pairs']} pairs |",
              f"| first stage, test candidates | {fs['test_candidates_seconds']} | | recall "
@@ -300,7 +324,8 @@ def targets_lines(results_dir: Path = RESULTS) -> list[str]:
         r = json.loads(f.read_text())
         sl = r["shortlisted"]
         name = Path(r["dataset"]).name
-        kk = f"{name}, {r.get('method', 'neighbours')}, K = {r['K']}" + ("" if r.get("fill", True) else ", no fill")
+        kk = (f"{name}, {r.get('method', 'neighbours')}, K = {r['K']}" + variant_words(r)
+              + ("" if r.get("neighbours", 30) == 30 else f", k = {r['neighbours']}"))
         if "full_all" in r:
             lines.append(f"| shortlisted ({kk}) vs full one-vs-all training, all labels, "
                          f"{r['threads']} threads (full measured on all labels) | >= 20x | {r['ratio_all']}x ({r['full_all']['seconds']} s "
@@ -372,6 +397,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=2000, help="labels of the full one-vs-all sample")
     ap.add_argument("--full", choices=("sample", "all"), default="sample")
     ap.add_argument("--no-fill", action="store_true", help="first stage without filling empty candidate slots")
+    ap.add_argument("--train-K", type=int, default=0, help="candidates per training instance (default: K)")
+    ap.add_argument("--random-negatives", type=int, default=0, help="random instances added to every label")
     ap.add_argument("--repeat", type=int, default=1,
                     help="run the label sample this many times, full and shortlisted alternating (median ratios)")
     ap.add_argument("--dim", type=int, default=64)
@@ -386,8 +413,7 @@ def main(argv=None) -> int:
                 continue
             r = json.loads(f.read_text())
             dense = f.name.startswith("shortlist-dense-")
-            tag = ("" if r.get("method", "neighbours") == "neighbours" else f"-{r['method']}") + \
-                ("" if r.get("fill", True) else "-nofill")
+            tag = variant_tag(r)
             _replace_block(DOCS / "shortlist.md", f"dense-{r['dataset']}" if dense
                            else f"shortlist-{Path(r['dataset']).name}{tag}-K{r['K']}",
                            dense_table(r) if dense else debian_table(r))
@@ -401,8 +427,7 @@ def main(argv=None) -> int:
     else:
         args.dataset = args.mode_or_dataset
         r = run_debian(args)
-        name = (Path(args.dataset).name + ("" if args.method == "neighbours" else f"-{args.method}")
-                + ("-nofill" if args.no_fill else ""))
+        name = Path(args.dataset).name + variant_tag(r)
         path = RESULTS / f"shortlist-{name}-K{args.K}.json"
         table, block = debian_table(r), f"shortlist-{name}-K{args.K}"
     path.write_text(json.dumps(r, indent=1) + "\n")

@@ -2,6 +2,7 @@
 on the same labels.
 
     python benchmarks/shortlist_by_size.py debian-deps [--K 100] [--no-fill] [--per-bucket 300] [--repeat 2]
+        [--train-K N --random-negatives R --neighbours k]
 
 One thread for the training (the first stage uses two), one process: the labels are
 bucketed by the rows of their sub-problem (positives + shortlisted instances), at most
@@ -37,12 +38,16 @@ def main(argv=None) -> int:
     ap.add_argument("dataset")
     ap.add_argument("--K", type=int, default=100)
     ap.add_argument("--no-fill", action="store_true")
+    ap.add_argument("--train-K", type=int, default=0)
+    ap.add_argument("--random-negatives", type=int, default=0)
+    ap.add_argument("--neighbours", type=int, default=30)
     ap.add_argument("--per-bucket", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=2)
     a = ap.parse_args(argv)
 
     X, Y, _, _, p, data = prepared(a.dataset, 1)
-    r = build_shortlist(X, Y, FirstStageParams(K=a.K, fill=not a.no_fill), threads=2)
+    r = build_shortlist(X, Y, FirstStageParams(K=a.K, fill=not a.no_fill, train_K=a.train_K,
+                                                 random_negatives=a.random_negatives, neighbours=a.neighbours), threads=2)
     # rows of a label's sub-problem: its positives and its shortlisted instances (a
     # positive the first stage also lists counts once in training, twice here: close
     # enough for bucketing)

@@ -320,6 +320,61 @@ def test_pruned_first_stage_round_trips_with_its_keep(tmp_path, bib):
         FirstStageParams(backend="pruned", keep=0)
 
 
+def test_training_shortlist_can_be_larger_than_the_prediction_candidates(tmp_path, bib):
+    """train_K: the training shortlist holds each instance's train_K best candidates (the
+    same ranking, longer), prediction still ranks among K; smaller train_K is refused;
+    saved, loaded, and a file without the new keys loads as before."""
+    X, Y, Xt, _ = bib
+    r = build_shortlist(X, Y, FirstStageParams(K=8, train_K=20, neighbours=7), threads=2)
+    wide, _ = FirstStage.fit(X, Y, FirstStageParams(K=20, neighbours=7)).candidates(X, training=True)
+    assert r.train_candidates.shape == (X.shape[0], 20) and np.array_equal(r.train_candidates, wide)
+    assert np.array_equal(r.shortlist.toarray(), candidates_to_shortlist(wide, Y.shape[1]).toarray())
+    test, _ = r.first_stage.candidates(Xt)
+    assert test.shape == (Xt.shape[0], 8)
+    assert np.array_equal(test, r.first_stage.prediction_candidates(Xt, 5)[0])
+    narrow, _ = FirstStage.fit(X, Y, FirstStageParams(K=20, neighbours=7)).candidates(Xt)
+    assert np.array_equal(test, narrow[:, :8])           # the best 8 of the same ranking
+    r.first_stage.save(tmp_path / "fs")
+    back = FirstStage.load(tmp_path / "fs")
+    assert back.params == r.first_stage.params and back.params.training_K == 20
+    meta = json.loads((tmp_path / "fs" / "first_stage.json").read_text())
+    for key in ("train_K", "random_negatives", "seed"):
+        del meta[key]
+    (tmp_path / "fs" / "first_stage.json").write_text(json.dumps(meta))
+    assert FirstStage.load(tmp_path / "fs").params.training_K == 8
+    with pytest.raises(ParameterError, match="train_K"):
+        FirstStageParams(K=10, train_K=5)
+    with pytest.raises(ParameterError, match="random_negatives"):
+        FirstStageParams(random_negatives=-1)
+
+
+def test_random_negatives_are_added_to_every_label_deterministically(bib):
+    """random_negatives R: every label's shortlist is its candidates' instances plus R
+    instances drawn uniformly (duplicates once), the same for the same seed; the recall
+    is the candidates'."""
+    from headstart.shortlist.candidates import add_random_negatives
+
+    X, Y, _, _ = bib
+    base = build_shortlist(X, Y, FirstStageParams(K=10), threads=2)
+    r = build_shortlist(X, Y, FirstStageParams(K=10, random_negatives=6, seed=3), threads=2)
+    again = build_shortlist(X, Y, FirstStageParams(K=10, random_negatives=6, seed=3), threads=2)
+    other = build_shortlist(X, Y, FirstStageParams(K=10, random_negatives=6, seed=4), threads=2)
+    assert r.train_recall == base.train_recall
+    A, B = base.shortlist.tocsc(), r.shortlist.tocsc()
+    added = np.diff(B.indptr) - np.diff(A.indptr)
+    assert (added >= 0).all() and (added <= 6).all() and added.sum() > 0.8 * 6 * Y.shape[1]
+    for j in range(Y.shape[1]):
+        assert set(A[:, j].indices) <= set(B[:, j].indices)
+    assert (B != again.shortlist).nnz == 0 and (B != other.shortlist).nnz > 0
+    assert B.has_sorted_indices and set(np.unique(B.data)) == {1.0}
+    # the draws are numpy's: rows uniform in [0, n), R per label in label order
+    one = add_random_negatives(sp.csc_matrix((5, 3), dtype=np.float32), 4, seed=9)
+    rows = np.random.default_rng(9).integers(0, 5, size=12, dtype=np.int64).reshape(3, 4)
+    for j in range(3):
+        assert set(one[:, j].indices) == set(rows[j])
+    assert add_random_negatives(sp.csc_matrix((0, 3), dtype=np.float32), 4).nnz == 0
+
+
 def test_shortlist_inversion(first, bib):
     cand = first.train_candidates
     S = candidates_to_shortlist(cand, bib[1].shape[1])
@@ -663,6 +718,11 @@ def test_cli_no_fill_says_how_many_candidates_there_are(tmp_path, bibtex_dir, ca
     S = read_shortlist(sl)
     assert f"at most 20 candidates ({S.nnz / 4880:.2f} per instance on average, --no-fill)" in out
     assert "shortlist-predict fills the empty slots" in out
+    # a training shortlist larger than K, with random negatives: said as such
+    assert main(["shortlist", train, "-o", str(sl), "-K", "10", "--train-candidates", "20", "--random-negatives",
+                 "3", "--neighbours", "5", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "shortlist of 20 candidates and 3 random instances per label for 4880 instances" in out
 
 
 def test_cli_few_or_no_labels(tmp_path, capsys):

@@ -47,6 +47,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-fill", dest="fill", action="store_false",
                    help="method neighbours: leave the slots the neighbours' labels do not fill empty instead of "
                         "filling them with the most frequent labels (fewer pairs, cheaper training)")
+    g.add_argument("--train-candidates", dest="train_K", type=common._number(int), default=0, metavar="N",
+                   help="candidate labels per training instance, i.e. the shortlist's size, when it should be "
+                        "larger than the K that prediction ranks among (at least K; default: K). Training on more "
+                        "candidates than prediction asks for is the cheaper way to accuracy: docs/shortlist.md")
+    g.add_argument("--random-negatives", type=common._number(int), default=0, metavar="R",
+                   help="also give every label R training instances drawn at random: easy negatives that anchor "
+                        "its scores away from its neighbourhood (default: 0)")
+    g.add_argument("--seed", type=common._number(int), default=0, help="seed of --random-negatives (default: 0)")
     g.add_argument("--threads", type=common._number(int), default=0, help="threads (default: 0 = all cores)")
     g.add_argument("--test", metavar="DATA", help="also report the recall of the candidates of this data")
     g.add_argument("--test-labels", metavar="FILE",
@@ -101,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save_first_stage:
         check_first_stage_dir(args.save_first_stage)
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
-                           fill=args.fill, keep=args.keep)
+                           fill=args.fill, keep=args.keep, train_K=args.train_K,
+                           random_negatives=args.random_negatives, seed=args.seed)
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
         raise common.no_instances(args.train, args, "shortlist")
@@ -128,9 +137,12 @@ def run(args: argparse.Namespace) -> int:
     # the empty slots, contradicted)
     # an instance's candidates are at most the labels there are (helper-89: "100 candidates"
     # said on a 3-label file)
-    K = min(args.K, Y.shape[1])
+    K = min(fsp.training_K, Y.shape[1])
     size = f"{K} candidates" if args.fill else \
-        f"at most {K} candidates ({r.shortlist.nnz / X.shape[0]:.2f} per instance on average, --no-fill)"
+        f"at most {K} candidates ({np.count_nonzero(r.train_candidates >= 0) / X.shape[0]:.2f} per instance on " \
+        "average, --no-fill)"
+    if fsp.random_negatives:
+        size += f" and {fsp.random_negatives} random instances per label"
     common.say(args, f"shortlist of {size} for {X.shape[0]} instances ({fsp.method}, {fsp.backend}) in "
                      f"{r.seconds:.2f} s: recall {_percent(r.train_recall)} of the training positives "
                      # (neighbours leave each instance out of its own search; a centroid holds
@@ -139,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
                      f"-> {args.output}")
     if Xt is not None:
         lab, _ = r.first_stage.candidates(Xt)
+        K = min(args.K, Y.shape[1])
         among = f"{K} candidates" if args.fill else (
             f"at most {K} candidates ({np.count_nonzero(lab >= 0) / max(lab.shape[0], 1):.2f} on average; "
             "shortlist-predict fills the empty slots with frequent labels, which raises its recall)")
