@@ -489,7 +489,7 @@ def train_shortlisted(X: sp.csr_matrix, Y: sp.csc_matrix, shortlist: sp.csc_matr
         t_train += restart.compile_seconds
         restart.report(inputs.starts.name)
     # the model's rows copied chunk by chunk, each chunk released once copied
-    weights, intercept, stats = core.assemble(results, parts, collect, d, fields)
+    weights, intercept, stats = core.assemble(results, parts, collect, d, fields, threads=threads)
     del results, parts
     stats.meta.update({"init": inputs.starts.name, "solver": "newton", "compile_seconds": compile_seconds,
                        "init_prepare_seconds": inputs.prepare_seconds,

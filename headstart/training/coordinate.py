@@ -362,7 +362,7 @@ def train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, t
         cap=cap, reg_scale=params.reg_scale, trajectories=trajectories, d_out=d_out, order=order, sink=sink,
         collect=collect, progress=progress, deadline=deadline, same=same, fields=FIELDS)
     del P
-    weights, intercept, stats = assemble(results, stats_parts, collect, d_out, FIELDS)
+    weights, intercept, stats = assemble(results, stats_parts, collect, d_out, FIELDS, threads=threads)
     stats.meta.update({"init": "zero", "solver": method, "init_prepare_seconds": 0.0,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,

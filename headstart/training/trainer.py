@@ -196,7 +196,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     # the renumbered X and the init's plan are not needed for the assembly (nor the
     # restart's closures, which hold them)
     del P, X, plan, colsum, y_indices, y_indptr, kernel, restart
-    weights, intercept, stats = assemble(results, stats_parts, collect, d_out)
+    weights, intercept, stats = assemble(results, stats_parts, collect, d_out, threads=threads)
     del results, stats_parts
     stats.meta.update({"init": init.name, "solver": "newton", "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
