@@ -723,6 +723,9 @@ def test_cli_no_fill_says_how_many_candidates_there_are(tmp_path, bibtex_dir, ca
                  "3", "--neighbours", "5", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     assert "shortlist of 20 candidates and 3 random instances per label for 4880 instances" in out
+    assert main(["shortlist", train, "-o", str(tmp_path / "sl2.txt"), "-K", "10", "--train-candidates", "5"]) == 2
+    assert "--train-candidates 5 is fewer than -K 10" in capsys.readouterr().err
+    assert not (tmp_path / "sl2.txt").exists()
 
 
 def test_cli_few_or_no_labels(tmp_path, capsys):

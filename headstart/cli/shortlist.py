@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
     common.check_output_file(args.output, "shortlist file", args)
     if args.save_first_stage:
         check_first_stage_dir(args.save_first_stage)
+    if 0 < args.train_K < args.K:
+        raise ParameterError(f"--train-candidates {args.train_K} is fewer than -K {args.K}: the training shortlist "
+                             "must hold at least the candidates prediction ranks among (docs/shortlist.md)")
     fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
                            fill=args.fill, keep=args.keep, train_K=args.train_K,
                            random_negatives=args.random_negatives, seed=args.seed)
