@@ -453,6 +453,10 @@ def test_a_loaded_hashed_estimator_keeps_the_width_it_was_fitted_on(counts, tmp_
     assert clf.n_features_in_ == d and clf.model_.n_features == 300 < d
     clf.save(tmp_path / "m")
     assert read_manifest(tmp_path / "m")["input"] == {"n_features": d}
+    from headstart.cli.info import model_info
+
+    shown = model_info(str(tmp_path / "m"))
+    assert shown["input_features"] == d and shown["features"] == 300
     back = load_estimator(tmp_path / "m")
     assert back.n_features_in_ == d
     for a, b in ((clf.predict_topk(Xt, 5), back.predict_topk(Xt, 5)),

@@ -205,6 +205,10 @@ def model_info(path: str, verify: bool = False) -> dict:
         "preprocessing": m["preprocessing"],
         "params": m["params"],
     }
+    if isinstance(m.get("input"), dict) and "n_features" in m["input"]:
+        # a hashed model saved by OvAClassifier: the width of the X it was fitted on, before
+        # hashing ("features" is the hashed width; estimator.input_width_from_json)
+        out["input_features"] = m["input"]["n_features"]
     if "classes" in m:
         # fitted on one class per row (OvAClassifier with a 1-D y): label j is class j, or
         # with two classes the one label is the second
