@@ -247,27 +247,29 @@ def _insert_targets(path: Path) -> None:
     path.write_text(doc[:i].rstrip("\n") + "\n" + "\n".join(shortlist_section(RESULTS)) + "\n" + doc[i:])
 
 
+def _variant(r: dict) -> list[tuple[str, str, str]]:
+    """(file / block name suffix, command-line option, words) of each first-stage setting
+    of a run that is not the default; an empty part where that form does not name it
+    (the method is an option of its own, the neighbours' k is printed apart)."""
+    t, R, k = r.get("train_K", r["K"]), r.get("random_negatives", 0), r.get("neighbours", 30)
+    settings = [(r.get("method", "neighbours") != "neighbours", f"-{r.get('method')}", "", ""),
+                (not r.get("fill", True), "-nofill", " --no-fill", ", no fill"),
+                (t != r["K"], f"-train{t}", f" --train-K {t}", f", training shortlist K = {t}"),
+                (bool(R), f"-rand{R}", f" --random-negatives {R}", f", {R} random negatives per label"),
+                (k != 30, f"-k{k}", f" --neighbours {k}", "")]
+    return [parts for differs, *parts in settings if differs]
+
+
 def variant_tag(r: dict) -> str:
-    """File / block name suffix of a run's first-stage variant (empty for the defaults)."""
-    return (("" if r.get("method", "neighbours") == "neighbours" else f"-{r['method']}")
-            + ("" if r.get("fill", True) else "-nofill")
-            + ("" if r.get("train_K", r["K"]) == r["K"] else f"-train{r['train_K']}")
-            + ("" if not r.get("random_negatives") else f"-rand{r['random_negatives']}")
-            + ("" if r.get("neighbours", 30) == 30 else f"-k{r['neighbours']}"))
+    return "".join(tag for tag, _, _ in _variant(r))
 
 
 def variant_options(r: dict) -> str:
-    """The command-line options of a run's first-stage variant beyond --K."""
-    return (("" if r.get("fill", True) else " --no-fill")
-            + ("" if r.get("neighbours", 30) == 30 else f" --neighbours {r['neighbours']}")
-            + ("" if r.get("train_K", r["K"]) == r["K"] else f" --train-K {r['train_K']}")
-            + ("" if not r.get("random_negatives") else f" --random-negatives {r['random_negatives']}"))
+    return "".join(option for _, option, _ in _variant(r))
 
 
 def variant_words(r: dict) -> str:
-    return (("" if r.get("fill", True) else ", no fill")
-            + ("" if r.get("train_K", r["K"]) == r["K"] else f", training shortlist K = {r['train_K']}")
-            + ("" if not r.get("random_negatives") else f", {r['random_negatives']} random negatives per label"))
+    return "".join(words for _, _, words in _variant(r))
 
 
 def debian_table(r: dict) -> str:
