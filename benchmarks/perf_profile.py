@@ -116,15 +116,16 @@ def main(argv=None) -> int:
     p = TrainParams(init=a.init, loss=a.loss, threads=a.threads)
     train = train_labels
     if a.shortlist:
-        from functools import partial
-
         from headstart.shortlist import train_shortlisted
 
         S = sp.csc_matrix(sp.load_npz(a.shortlist))
         S.sort_indices()
         Yc = sp.csc_matrix(Y)
         Yc.sort_indices()
-        train = partial(lambda X, Y, p, labels: train_shortlisted(X, Yc, S, p, labels))
+
+        def shortlisted(X, Y, p, labels):
+            return train_shortlisted(X, Yc, S, p, labels)
+        train = shortlisted
     train(X, Y, p, labels)        # compiles, in this process
     print(f"{write_perf_map()} functions mapped", file=sys.stderr)
     out = a.out or os.path.join(cache, "perf.data")
