@@ -803,7 +803,7 @@ def build_shortlist(X: sp.csr_matrix, Y: sp.spmatrix, params: FirstStageParams |
 # each other when an instance's candidates are ranked.  A few instances drawn uniformly
 # are mostly easy negatives that do: on debian-deps (training shortlist K = 40, candidates
 # K = 20) P@1/3/5 went from 68.72/48.38/37.62 to 69.02/48.53/37.70 with 8 per label, and
-# at K = 30 from 66.82/46.66/36.48 to 68.55/47.68/36.97 with ~4 (docs/shortlist.md,
+# at K = 30 from 67.07/46.75/36.50 to 68.55/47.68/36.97 with ~4 (docs/shortlist.md,
 # "Smaller shortlists").  An easy negative leaves the active set at once (squared hinge),
 # so it costs its row's nonzeros in the sub-problem's passes, little in the Newton steps.
 def add_random_negatives(shortlist: sp.csc_matrix, per_label: int, seed: int = 0) -> sp.csc_matrix:
