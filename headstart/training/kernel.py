@@ -34,6 +34,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .. import _atomic as atomic
 from .. import postproc
 from .._compile import njit
 from .._prefetch import prefetch
@@ -244,9 +245,18 @@ def _bias_terms(P, V, vb):
 # for negative indices, no run-time row stride) one sweep over debian-deps went from
 # 6.57 to 4.20 ns per nonzero (one thread, medians of 11 alternating calls, 2026-11-27,
 # Intel Xeon VM; the same outputs bit for bit).
-@njit(cache=True, nogil=True, fastmath={"contract"})
+@njit(cache=True, nogil=True)
 def lanes_scores(P, V, out, ahead):
-    """out[b] = X V[:, b] (+ bias * V[d, b]) for the 16 lanes in one pass over X.
+    """out[b] = X V[:, b] (+ bias * V[d, b]) for the 16 lanes in one pass over X
+    (:func:`lanes_scores_rows` over all rows)."""
+    lanes_scores_rows(P, V, out, ahead, 0, P.indptr.size - 1)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def lanes_scores_rows(P, V, out, ahead, r0, r1):
+    """out[b, i] = x_i . V[:, b] (+ bias * V[d, b]) for the 16 lanes and the rows i in
+    [r0, r1), in one pass over them (threads sharing lanes split the rows, see
+    :mod:`.team`).
 
     V is (n_features + 1, 16), C order, so the 16 values a nonzero needs are adjacent,
     and float32 (nt.DELTA_DTYPE): the fused multiply-adds give the unfused sums' bits only
@@ -255,14 +265,13 @@ def lanes_scores(P, V, out, ahead):
     :func:`headstart.objective.erm.scores`, so it gives bit-identical results (written out
     lane by lane: LLVM's SLP vectoriser turns the 16 accumulators into vector code).
     """
-    n = P.indptr.size - 1
     vb = np.empty(LANES)
     _bias_terms(P, V, vb)
     Vf = V.reshape(V.size)
     nnz = P.indices.size
     # with ``ahead``, prefetch V's rows (V_AHEAD); unsigned like the positions k
     pf_end = np.uint64(max(nnz - V_AHEAD, 0) if ahead else 0)
-    for i in range(n):
+    for i in range(r0, r1):
         a0 = 0.0
         a1 = 0.0
         a2 = 0.0
@@ -393,6 +402,61 @@ def _touch(V, out):
     out[0] = acc
 
 
+# Threads that share lanes (:mod:`.team`).  The team's sweep buffer V is (blocks,
+# n_features + 1, LANES) and its X-products XV (blocks * LANES, n): a thread owns the
+# ``L`` lanes from global lane ``col`` on (within one block), its lane workspace's xs
+# rows are XV's rows of those lanes, and it sweeps the rows [r0, r1) of X for every
+# lane of the team.  ``sync`` (int64): the barrier's two words (_atomic.COUNT,
+# GENERATION), the label counter, a stop word (out of time) and two busy-lane sums
+# (alternating passes); ``owner[k]``: the thread that took label k.
+Team = namedtuple("Team", ["V", "XV", "col", "r0", "r1", "sync", "owner", "threads", "me"])
+TEAM_NEXT, TEAM_STOP, TEAM_BUSY = 2, 3, 4
+TEAM_SYNC_WORDS = 6
+
+
+@njit(cache=True, nogil=True)
+def team_take(team, nl, deadline, abort):
+    """The next label (index into the chunk) for this thread, or -1: none left, the team
+    aborted, or out of time (then no thread of the team takes one any more).  The labels
+    taken are always 0 .. started-1, every one of them trained."""
+    if atomic.load(abort, 0) != 0 or atomic.load(team.sync, TEAM_STOP) != 0:
+        return -1
+    if deadline > 0.0 and nt.now() > deadline:
+        atomic.store(team.sync, TEAM_STOP, 1)
+        return -1
+    k = atomic.fetch_add(team.sync, TEAM_NEXT, 1)
+    if k >= nl:
+        return -1
+    team.owner[k] = team.me
+    return k
+
+
+@njit(cache=True, nogil=True)
+def team_sweep(P, team, busy, rnd, abort, touched):
+    """This thread's part of the team's pass over X (its ``busy`` lanes need it).  All
+    threads' lanes have their V columns written when the first barrier opens; the
+    second keeps any thread from reading its X-products before every thread has written
+    its rows.  False: no thread had a busy lane (the chunk is done), or the team
+    aborted."""
+    word = TEAM_BUSY + (rnd & 1)    # the sum of the pass after next starts from 0 again
+    atomic.fetch_add(team.sync, word, busy)
+    if not atomic.barrier(team.sync, team.threads, abort):
+        return False
+    if atomic.load(team.sync, word) == 0:
+        return False
+    ahead = P.indices.size > SWEEP_PREFETCH_NNZ
+    for q in range(team.V.shape[0]):
+        _touch(team.V[q], touched)
+        lanes_scores_rows(P, team.V[q], team.XV[q * LANES:(q + 1) * LANES], ahead, team.r0, team.r1)
+    if not atomic.barrier(team.sync, team.threads, abort):
+        return False
+    if team.me == 0:
+        # every thread has read this sum (after the first barrier); the next pass adds
+        # to the other word, and the one after waits for this thread at its barrier
+        atomic.store(team.sync, word, 0)
+    return True
+
+
 @njit(cache=True, nogil=True)
 def _copy(dst, src, n):
     """dst[:n] = src[:n] as a plain loop: numba's array assignment carries shape checks
@@ -453,7 +517,7 @@ def setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero, cost_scal
 
 @njit(cache=True, nogil=True)
 def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
-                cost_pos, cost_neg, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing):
+                cost_pos, cost_neg, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, team):
     """Train ``labels`` with the lane workspace (WS, OS) (arrays with a leading lane axis).
 
     Returns (indptr, indices, data, intercept, stats, started) of the weights kept by the
@@ -465,6 +529,15 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     with nothing trained (started = 0), so that Ctrl-C stops a run within about one
     Newton iteration of the lanes, not a chunk (minutes from a zero start at scale).
     Iteration durations include the label's share of the batched pass over X.
+
+    ``team`` (a :class:`Team`, or None): this thread is one of ``team.threads`` that
+    call train_chunk together with the same ``labels``, each with its own lanes, whose
+    sweep buffers and X-products are columns and rows of the team's (:mod:`.team`).
+    Labels are then handed out from the team's counter (``team.owner[k]`` records the
+    thread), the pass over X is shared (each thread sweeps its rows for all the team's
+    lanes, between two barriers) and the call returns when no thread has a label left;
+    a thread's rows of the labels it did not train are empty.  None: the thread works
+    alone (numba prunes the team's code from that specialisation).
     """
     L = WS.w.shape[0]
     nv = WS.w.shape[1]
@@ -474,7 +547,15 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     # start_vector): keeping every lane's start for the whole solve cost 8 bytes per
     # feature and lane, 2 x 17 MB on the Amazon-670K shape with 2 threads
     w0 = np.zeros(nv)
-    V = np.zeros((nv, L), dtype=nt.DELTA_DTYPE)   # float32: see erm.project
+    # the sweep buffer: lane b's column is V[:, vc + b] (float32: see erm.project);
+    # in a team the block of the team's buffer that holds this thread's lanes
+    if team is None:
+        V = np.zeros((nv, L), dtype=nt.DELTA_DTYPE)
+        vc = 0
+    else:
+        V = team.V[team.col // LANES]
+        vc = team.col % LANES
+    rnd = 0    # the team's passes so far
     XV = OS.xs  # the sweep writes each lane's X-product straight into its xs
     touched = np.zeros(1)
     lo = np.zeros(nv)          # scratch of erm.remainder (zero outside the support in use)
@@ -524,15 +605,20 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
             while phase[b] != NEED_STEP:
                 t0 = nt.now() if timing else 0.0
                 if phase[b] == IDLE:
-                    if abort[0] != 0:
-                        next_k = nl       # stopping: no new label (and none of the chunk is kept)
-                    if next_k < nl and deadline > 0.0 and nt.now() > deadline:
-                        started = next_k
-                        next_k = nl       # out of time: hand out nothing more
-                    if next_k >= nl:
-                        break
-                    k = next_k
-                    next_k += 1
+                    if team is not None:
+                        k = team_take(team, nl, deadline, abort)
+                        if k < 0:
+                            break
+                    else:
+                        if abort[0] != 0:
+                            next_k = nl       # stopping: no new label (and none of the chunk is kept)
+                        if next_k < nl and deadline > 0.0 and nt.now() > deadline:
+                            started = next_k
+                            next_k = nl       # out of time: hand out nothing more
+                        if next_k >= nl:
+                            break
+                        k = next_k
+                        next_k += 1
                     slot[b] = k
                     j = labels[k]
                     pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
@@ -546,14 +632,14 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                     t_label[b] = 0.0
                     t_iter[b] = 0.0
                     if need:
-                        _copy(V[:, b], W.w, nv)
+                        _copy(V[:, vc + b], W.w, nv)
                         phase[b] = NEED_START
                         if timing:
                             t_iter[b] += nt.now() - t0
                         break
                 else:  # NEED_START, its X w0 has just been computed
                     _copy(O.wx, XV[b], O.wx.size)
-                    V[:, b] = 0.0
+                    V[:, vc + b] = 0.0
                 k = slot[b]
                 status, fv[b], gn[b] = nt.start(P, O, W, tol[b], rec_f[k], rec_act[k])
                 t_started = nt.now() if timing else 0.0
@@ -570,7 +656,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                     else:
                         cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
                         cgt[b] += cgi[b]
-                        exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, b])
+                        exact[b] = erm.project(O, W.w, W.s, sig[b], V[:, vc + b])
                 dt = (nt.now() - t0) if timing else 0.0
                 if status == nt.RUNNING:
                     # the start's time is iteration 0's, the first direction's belongs to
@@ -605,13 +691,19 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         for b in range(L):
             if phase[b] != IDLE:
                 busy += 1
-        if busy == 0:
-            break
-        if abort[0] != 0:
-            break         # the lanes' labels are unfinished: started = 0 below
+        if team is None:
+            if busy == 0:
+                break
+            if abort[0] != 0:
+                break         # the lanes' labels are unfinished: started = 0 below
         # --- the shared pass over X: scores of start vectors and search directions --
         t0 = nt.now() if timing else 0.0
-        if L == LANES:
+        if team is not None:
+            # this thread's rows for all the team's lanes, between two barriers
+            if not team_sweep(P, team, busy, rnd, abort, touched):
+                break         # no lane of any thread is busy, or the team gave up
+            rnd += 1
+        elif L == LANES:
             _touch(V, touched)
             lanes_scores(P, V, XV, P.indices.size > SWEEP_PREFETCH_NNZ)
         elif L == HALF_LANES:
@@ -620,8 +712,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         else:
             for b in range(L):
                 if phase[b] != IDLE:
-                    erm.scores(P, np.ascontiguousarray(V[:, b]), XV[b])
-        if timing:
+                    erm.scores(P, np.ascontiguousarray(V[:, vc + b]), XV[b])
+        if timing and busy > 0:
             share = (nt.now() - t0) / busy
             for b in range(L):
                 if phase[b] != IDLE:
@@ -691,8 +783,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
             k = slot[b1]
             t0 = nt.now() if timing else 0.0
             if exact[b1]:
-                erm.remainder(P, O, W.w, W.s, sig[b1], V[:, b1], lo)
-            erm.unproject(O, V[:, b1])  # V[:, b1] is zero outside the support it was written on
+                erm.remainder(P, O, W.w, W.s, sig[b1], V[:, vc + b1], lo)
+            erm.unproject(O, V[:, vc + b1])  # V[:, vc + b1] is zero outside the support it was written on
             if B is not None and ts >= 0:
                 # nt.advance in its parts, so that a dense gradient can wait for the group's
                 act_frac = nt.active_fraction(O)
@@ -732,7 +824,7 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 it[b1] += 1
                 cgi[b1], gTs[b1], sig[b1] = nt.direction(P, S, O, W)
                 cgt[b1] += cgi[b1]
-                exact[b1] = erm.project(O, W.w, W.s, sig[b1], V[:, b1])
+                exact[b1] = erm.project(O, W.w, W.s, sig[b1], V[:, vc + b1])
                 t_iter[b1] += (nt.now() - t0) if timing else 0.0
             else:
                 nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices, labels[k],
@@ -740,6 +832,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                      t_label[b1], stats, intercept, starts, counts, nnz,
                                                      buf_indices, buf_data)
                 phase[b1] = IDLE
+    if team is not None:
+        started = min(atomic.load(team.sync, TEAM_NEXT), nl)   # final: no thread takes a label now
     if abort[0] != 0:
         started = 0   # set while the chunk ran: none of it is kept (labels unfinished or never handed out)
     if started < 0:

@@ -29,10 +29,12 @@ from .budget import plan_lanes, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
                      label_columns, make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
                      shared_label_chunks, sorted_unique, warmup_records)
-from .kernel import HALF_LANES, LANES, make_group, make_lane_workspace, prepare_problem, train_chunk
+from .kernel import (HALF_LANES, LANES, TEAM_SYNC_WORDS, Team, make_group, make_lane_workspace, prepare_problem,
+                     train_chunk)
 from . import pages
 from .locality import FeatureOrder
 from .sharing import SameProblems
+from .team import make_team_state, run_team
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,8 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
                  *, chunk_size: int | None = None, progress: Callable[[int], None] | None = None,
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
                  collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False,
-                 trajectories: bool = True, groups: bool | None = None, internal: FeatureOrder | None = None):
+                 trajectories: bool = True, groups: bool | None = None, internal: FeatureOrder | None = None,
+                 shared: bool | None = None):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
@@ -55,7 +58,9 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     Without ``trajectories`` the statistics keep the per-label scalars only (see
     :meth:`TrainingStats.without_trajectories`).  ``lanes`` and ``groups`` (direction
     groups, 16 lanes only) default to what :func:`.budget.choose_lanes` and :func:`.budget.use_groups`
-    decide; neither changes the weights, bit for bit.  ``internal``: X is already in the
+    decide; ``shared``: the threads share 16 lanes as one team (:mod:`.team`; default:
+    where 16 lanes per thread do not fit the lane budget, :func:`.budget.plan_lanes`).
+    None of them changes the weights, bit for bit.  ``internal``: X is already in the
     kernels' order, renumbered by this full-form :class:`FeatureOrder` (a Dask worker's
     copy, renumbered once when it arrived and shared by its tasks); the same weights.
 
@@ -70,7 +75,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     # renumbering below no longer sorts a caller's rows where it is the identity
     X = canonical_rows(X)
     kw = dict(chunk_size=chunk_size, progress=progress, sink=sink, timing=timing, collect=collect, lanes=lanes,
-              groups=groups, trajectories=trajectories, d_out=X.shape[1])
+              groups=groups, trajectories=trajectories, d_out=X.shape[1], shared=shared)
     if internal is not None:
         if internal.keys is not None:   # the compact form has no position for unseen features
             raise ValueError("train_labels: internal must be a full-form FeatureOrder")
@@ -102,7 +107,7 @@ def narrows(params: TrainParams) -> bool:
 
 
 def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, timing, collect, lanes,
-           trajectories, groups, d_out):
+           trajectories, groups, d_out, shared):
     """train_labels on X in the kernels' feature order (``order`` maps it back to the
     ``d_out`` features of the caller's X)."""
     if method_of(params) != "newton":
@@ -148,6 +153,13 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                 "thread(s) would exceed the lane budget of %.1f GiB (half the memory available)%s",
                 lanes, LANES, threads, budget / 2**30,
                 "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
+    team_threads = 0
+    if shared is None:
+        shared = False
+    if shared and threads > 1:
+        # one team: one worker hands the chunks to it, its threads share the lanes
+        team_threads, threads, lanes = threads, 1, LANES
+        groups = False
     if groups is None:
         groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
     groups = bool(groups) and lanes == LANES
@@ -161,7 +173,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
     # first call, which took ~20 s on the first bibtex run and was reported as training.
     compile_seconds = compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale,
-                                      cost_pos, cost_neg, lanes, groups, chunk_size, cap, timing)
+                                      cost_pos, cost_neg, lanes, groups, chunk_size, cap, timing, team_threads > 0)
     t_train = time.perf_counter()
 
     def new_state():
@@ -169,19 +181,28 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         # writes (parts of act/gcoef/hcoef, ~20% on debian-deps) never become resident,
         # and the whole workspace goes back to the system when the thread runs dry,
         # not when the last thread does.
+        if team_threads:
+            return make_team_state(n, d, team_threads, P.indptr, lambda: make_records(chunk_size, cap)), \
+                make_records(chunk_size, cap)
         WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
         return WS, make_records(chunk_size, cap)
 
-    def kernel(chunk, WS, rec, abort_flag, start=plan):
+    def lone(chunk, WSo, OSo, B, rec, abort_flag, start, team=None):
         rf, ra, rs, rt, rc = rec
-        WSo, OSo, B = WS
         return train_chunk(P, S, WSo, OSo, B, start, post, colsum, y_indptr, y_indices, chunk, params.epsilon,
-                           d1_zero, cost_scale, cost_pos, cost_neg, deadline, abort_flag, rf, ra, rs, rc, rt, timing)
+                           d1_zero, cost_scale, cost_pos, cost_neg, deadline, abort_flag, rf, ra, rs, rc, rt, timing,
+                           team)
+
+    def kernel(chunk, WS, rec, abort_flag, start=plan):
+        if team_threads:
+            return run_team(lambda ch, WSo, OSo, r, team: lone(ch, WSo, OSo, None, r, abort_flag, start, team),
+                            WS, chunk, rec, abort_flag)
+        return lone(chunk, *WS, rec, abort_flag, start)
 
     restart = None if isinstance(plan, ZeroPlan) else Restart(
         lambda chunk, WS, rec, abort_flag: kernel(chunk, WS, rec, abort_flag, start=ZeroPlan()),
         lambda: compile_kernels(P, S, ZeroPlan(), post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale,
-                                cost_pos, cost_neg, lanes, groups, chunk_size, cap, timing))
+                                cost_pos, cost_neg, lanes, groups, chunk_size, cap, timing, team_threads > 0))
 
     results, stats_parts = run_chunks(chunks, threads, new_state, kernel, cap=cap, reg_scale=params.reg_scale,
                                       trajectories=trajectories, d_out=d_out, order=order, sink=sink,
@@ -201,7 +222,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     stats.meta.update({"init": init.name, "solver": "newton", "init_prepare_seconds": prep_seconds,
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
-                       "threads": threads, "lanes": lanes, "groups": groups,
+                       "threads": team_threads or threads, "lanes": lanes, "groups": groups,
+                       "shared_lanes": team_threads > 0,
                        "shared_solves": same.copied if same is not None else 0,
                        "restarted_from_zero": restarted, **pruning_meta(params, n, x_nnz),
                        "zero_starts": note_zero_starts(stats, f"init {init.name!r}")})
@@ -212,16 +234,22 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
 
 
 def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_zero, cost_scale, cost_pos, cost_neg,
-                    lanes: int, groups: bool, chunk_size: int, cap: int, timing: bool) -> float:
+                    lanes: int, groups: bool, chunk_size: int, cap: int, timing: bool, shared: bool = False) -> float:
     """Seconds spent compiling (or loading from numba's cache) the training kernels for
     exactly the argument types of this run: one call of train_chunk with no label, on a
-    one-instance workspace of the same array types."""
+    one-instance workspace of the same array types (``shared``: as a team of one)."""
     WS, OS = make_workspace(1, 1, lanes)     # the same array types as the threads' workspaces
     rf, ra, rs, rt, rc = warmup_records(chunk_size, cap)
+    team = None
+    if shared:
+        state = make_team_state(1, 1, 1, np.zeros(2, dtype=np.int64))
+        team = Team(state.V, state.XV, np.int64(0), np.int64(0), np.int64(1), np.zeros(TEAM_SYNC_WORDS, np.int64),
+                    np.zeros(1, np.int32), np.int64(1), np.int64(0))
+        WS, OS = state.members[0]
     return compile_call("training kernels", lambda: train_chunk(
         P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
         np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0, Abort().flag,
-        rf, ra, rs, rc, rt, timing))
+        rf, ra, rs, rc, rt, timing, team))
 
 
 def make_workspace(n: int, d: int, lanes: int):
