@@ -480,7 +480,8 @@ _SHAPES = (("Amazon-670K", 490449, 135909, 75, 670091, 5.45),
 
 def estimates_section() -> list[str]:
     """headstart's own memory estimate (headstart.resources) for the published shapes,
-    2 threads on a 24 GiB machine and 64 threads on a 256 GiB one: computed, not measured
+    2 threads on a 24 GiB machine and 64 threads on a 256 GiB and a 32 GiB one (where
+    the threads share their lanes, training/team.py): computed, not measured
     (tests/test_memory.py checks the estimate against a measured peak)."""
     from headstart.resources import estimate_training_memory, format_bytes
 
@@ -489,15 +490,18 @@ def estimates_section() -> list[str]:
          "starts) for all labels of the published shapes, X owned by the trainer, weights written as they finish; "
          "the command line keeps no per-iteration trajectories unless its `--stats` file is JSON lines. Computed "
          "by this commit, not measured; `tests/test_memory.py` checks the estimate against the measured peak of a "
-         "mid-size run (within 20%).", "",
+         "mid-size run (within 20%). \"16 shared\": the threads share 16 lanes per 16 threads as one team "
+         "(`headstart/training/team.py`), chosen where not even 8 lanes per thread fit half the memory: per "
+         "thread about one lane's buffers, still one pass over X per 16 labels.", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]
     for name, n, d, per_row, labels, lpr in _SHAPES:
-        for threads, gib in ((2, 24), (64, 256)):
+        for threads, gib in ((2, 24), (64, 256), (64, 32)):
             kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30)
             e = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=False, **kw)
             t = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=True, **kw)
-            L.append(f"| {name} ({n} x {d}, {labels} labels) | {threads} ({gib} GiB) | {e.details['lanes']} | "
+            lanes = f"{e.details['lanes']} shared" if e.details.get("shared_lanes") else e.details["lanes"]
+            L.append(f"| {name} ({n} x {d}, {labels} labels) | {threads} ({gib} GiB) | {lanes} | "
                      f"{format_bytes(e.total)} | {format_bytes(t.total)} | {format_bytes(e.parts['workspaces'])} | "
                      f"{format_bytes(e.parts['data'])} |")
     return L + [""]

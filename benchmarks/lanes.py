@@ -1,15 +1,19 @@
-"""Training with 16, 8 and 1 lanes per thread, in one process, alternately, on the same data.
+"""Training with 16, 8 and 1 lanes per thread, or 16 lanes shared by all threads, in one
+process, alternately, on the same data.
 
 The trainer keeps 16 lanes per thread (one sweep over X serves 16 labels) while all
 threads' lane buffers fit the lane budget (half the memory the process may use), else 8
-(``kernel.lanes_scores8``), else one.  This measures what each step down costs in time and
-saves in memory: per lane count the median wall time over the rounds (the order rotating
-so that no count always runs first), its ratio to 16 lanes, whether the weights equal the
-16-lane weights bit for bit, and the lane buffers of one thread by
-``training.budget.thread_workspace_bytes`` -- for this data set and for the published shapes.
+(``kernel.lanes_scores8``), else one; "team" is 16 lanes shared by all the threads
+(:mod:`headstart.training.team`: 16 / threads lanes each, the pass over X split by rows).
+This measures what each step down costs in time and saves in memory: per mode the median
+wall time over the rounds (the order rotating so that no mode always runs first), its
+ratio to the first, whether the weights equal the first's bit for bit, and the lane
+buffers of one thread by ``training.budget.thread_workspace_bytes`` (a team's: its
+buffers over its threads, ``team_workspace_bytes``) -- for this data set and for the
+published shapes.
 
     python benchmarks/lanes.py debian-deps --labels 0:2000 --threads 2 --rounds 3
-    python benchmarks/lanes.py /work/data/amazon-670k --labels 0:160 --lanes 16,8 --json out.json
+    python benchmarks/lanes.py /work/data/amazon-670k --labels 0:160 --lanes 16,8,team --json out.json
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.before_after import dataset_files  # noqa: E402
 from headstart.io.xmc import read_xmc  # noqa: E402
 from headstart.params import TrainParams  # noqa: E402
-from headstart.training.budget import thread_workspace_bytes  # noqa: E402
+from headstart.training.budget import team_workspace_bytes, thread_workspace_bytes  # noqa: E402
 from headstart.training.trainer import train_labels  # noqa: E402
 
 # (name, rows, features) of the published sets the docs quote
@@ -42,29 +46,39 @@ def main(argv=None) -> int:
     ap.add_argument("--labels", default="0:1000")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--lanes", default="16,8,1")
+    ap.add_argument("--lanes", default="16,8,1,team", help="modes, comma-separated: lanes per thread, or team")
     ap.add_argument("--init", default="aop")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    counts = [int(v) for v in a.lanes.split(",")]
+    counts = [v if v == "team" else int(v) for v in a.lanes.split(",")]
     lo, hi = map(int, a.labels.split(":"))
     train, _ = dataset_files(a.dataset)
     X, Y = read_xmc(train)
     labels = np.arange(lo, min(hi, Y.shape[1]))
     p = TrainParams(threads=a.threads, init=a.init)
     warm = labels[:32]
+    def run(L, labels):
+        if L == "team":
+            return train_labels(X, Y, p, labels, shared=True, trajectories=False)
+        return train_labels(X, Y, p, labels, lanes=L, shared=False, trajectories=False)
+
+    def per_thread(n, d, L):
+        if L == "team":
+            return team_workspace_bytes(n, d, a.threads) / a.threads
+        return thread_workspace_bytes(n, d, L)
+
     for L in counts:          # compile or load the kernels, untimed
-        train_labels(X, Y, p, warm, lanes=L, trajectories=False)
+        run(L, warm)
     times = {L: [] for L in counts}
     weights = {}
     for r in range(a.rounds):
         order = counts[r % len(counts):] + counts[:r % len(counts)]
         for L in order:
             t0 = time.perf_counter()
-            W, b, _ = train_labels(X, Y, p, labels, lanes=L, trajectories=False)
+            W, b, _ = run(L, labels)
             times[L].append(time.perf_counter() - t0)
             weights.setdefault(L, (W, b))
-            print(f"round {r + 1}: {L:2d} lanes {times[L][-1]:8.2f} s", flush=True)
+            print(f"round {r + 1}: {L:>4} lanes {times[L][-1]:8.2f} s", flush=True)
     ref = counts[0]
     W0, b0 = weights[ref]
     n, d = X.shape
@@ -75,17 +89,17 @@ def main(argv=None) -> int:
         rows.append({"lanes": L, "median_s": med, "times": times[L],
                      "slowdown": med / statistics.median(times[ref]),
                      "same_bits": bool((W != W0).nnz == 0 and np.array_equal(b, b0)),
-                     "thread_buffers_bytes": thread_workspace_bytes(n, d, L)})
+                     "thread_buffers_bytes": per_thread(n, d, L)})
     print(f"\n{a.dataset}, labels {lo}:{labels[-1] + 1}, {a.threads} threads, init {a.init}, "
           f"medians of {a.rounds} rounds")
     print("lanes   median s   vs first   same bits   lane buffers per thread")
     for row in rows:
-        print(f"{row['lanes']:5d} {row['median_s']:10.2f} {row['slowdown']:9.2f}x {str(row['same_bits']):>11}"
+        print(f"{row['lanes']:>5} {row['median_s']:10.2f} {row['slowdown']:9.2f}x {str(row['same_bits']):>11}"
               f" {row['thread_buffers_bytes'] / 2**20:12.1f} MiB")
     shapes = []
-    print("\nlane buffers of one thread for the published shapes:")
+    print(f"\nlane buffers of one thread for the published shapes ({a.threads} threads):")
     for name, rn, fd in SHAPES:
-        per = {L: thread_workspace_bytes(rn, fd, L) for L in (16, 8, 1)}
+        per = {L: per_thread(rn, fd, L) for L in (16, 8, 1, "team")}
         shapes.append({"shape": name, "rows": rn, "features": fd, **{f"lanes_{L}": v for L, v in per.items()}})
         print(f"  {name}: " + ", ".join(f"{L} lanes {v / 2**20:.0f} MiB" for L, v in per.items()))
     if a.json:

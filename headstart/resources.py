@@ -131,10 +131,11 @@ class MemoryEstimate:
 
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
-                     lanes: int | None, memory: int | None = None) -> tuple[int, int, int]:
-    """(threads actually used, chunk size, lanes), as :func:`train_labels` decides them
-    on a machine where the process can use ``memory`` bytes (default: this one)."""
-    from .training.budget import choose_lanes, lane_budget
+                     lanes: int | None, memory: int | None = None) -> tuple[int, int, int, bool]:
+    """(threads actually used, chunk size, lanes, whether the threads share 16 lanes as a
+    team), as :func:`train_labels` decides them on a machine where the process can use
+    ``memory`` bytes (default: this one)."""
+    from .training.budget import choose_lanes, lane_budget, share_lanes
     from .training.chunks import default_chunk_size
 
     threads = max(1, int(threads) if threads else usable_cores())
@@ -142,9 +143,14 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         chunk_size = default_chunk_size(n_labels, threads)
     chunk_size = max(1, int(chunk_size))
     used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
+    shared = False
     if lanes is None:
-        lanes = choose_lanes(n, d, used, lane_budget(memory))
-    return used, chunk_size, int(lanes)
+        budget = lane_budget(memory)
+        lanes = choose_lanes(n, d, used, budget)
+        shared = share_lanes(n, d, threads, lanes, budget)
+        if shared:
+            used, lanes = max(1, min(threads, n_labels)), 16
+    return used, chunk_size, int(lanes), shared
 
 
 def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: int = 0, *,
@@ -187,7 +193,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # the kernels work on the features that occur (training/locality.py), except from a
     # pretrained start
     dk = d if init == "pretrained" else fu
-    used, chunk_size, lanes = _training_layout(n, dk, n_labels, threads, chunk_size, lanes, memory)
+    used, chunk_size, lanes, shared = _training_layout(n, dk, n_labels, threads, chunk_size, lanes, memory)
     from .training.budget import thread_workspace_bytes
 
     nv = dk + 1
@@ -251,6 +257,12 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                                + n * _F64)
         parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
+    elif shared:
+        from .training.budget import team_workspace_bytes
+
+        parts["workspaces"] = team_workspace_bytes(n, dk, used)
+        parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
+        parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
     else:
         parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
         parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
@@ -259,11 +271,12 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # trajectories are flat arrays per chunk (no array object per label and quantity)
     per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories and solver != "dual" else 0
     parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + per_label_trajectory)
-    notes = (f"{used} thread(s) x {lanes} lane(s), chunks of {chunk_size} labels",
+    notes = (f"{used} thread(s) sharing {lanes} lanes" if shared else f"{used} thread(s) x {lanes} lane(s)"
+             + f", chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
              else "weights written as they finish (sharded)")
     return MemoryEstimate({k: int(v) for k, v in parts.items()}, notes,
-                          {"threads": used, "lanes": lanes, "chunk_size": chunk_size})
+                          {"threads": used, "lanes": lanes, "chunk_size": chunk_size, "shared_lanes": shared})
 
 
 def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,

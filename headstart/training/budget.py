@@ -15,6 +15,7 @@ from __future__ import annotations
 from .._memory import available_memory
 from ..objective.erm import GROUP
 from .kernel import HALF_LANES, LANES, make_lane_workspace
+from .team import team_blocks
 
 _F64 = 8
 
@@ -128,3 +129,36 @@ def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> i
     group = 7 * GROUP * nv * _F64 + (5 + GROUP * _F64) * n if groups and lanes == LANES else 0
     return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
             + 3 * nv * _F64 + lanes * nv * 4 + group)
+
+
+def team_workspace_bytes(n: int, d: int, threads: int) -> int:
+    """Bytes of the buffers of a team of ``threads`` threads sharing lanes (:mod:`.team`):
+    LANES lanes per block of 16 threads (their X-products are the team's XV), the
+    common float32 sweep buffer, and per thread the lanes' shared vectors and the
+    kernel's three float64 scratch vectors (no direction groups)."""
+    nv = d + 1
+    per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
+    lanes = LANES * team_blocks(threads)
+    return (lanes * (per_nv * nv + per_n * n + fixed) + lanes * nv * 4
+            + threads * (shared_nv * nv + shared_n * n + 3 * nv * _F64))
+
+
+def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None) -> bool:
+    """Whether ``threads`` threads share their lanes as one team (:mod:`.team`) instead of
+    running ``lanes`` (:func:`plan_lanes`) each: where not even 8 lanes per thread fit
+    ``budget`` but the team's buffers (16 lanes per 16 threads, :func:`team_workspace_bytes`)
+    do -- instead of one lane per thread, one pass over X per label.  A team keeps one
+    pass per 16 labels at the memory of one lane per thread from 16 threads on.  Where 8
+    lanes per thread fit they stay: measured on the Amazon-670K shape (2 threads, aop,
+    benchmarks/lanes.py, 2026-12-04, the same weights throughout), labels 0:160: team
+    7.76 s, 8 lanes 8.40 s, 16 lanes 10.26 s (medians of 2); labels 0:1000, one round:
+    team 79.6 s, 8 lanes 66.9 s, 16 lanes 73.0 s -- the barriers' waits cost what the
+    shared pass saves; on debian-deps, whose X fits the cache, the team was 13-40%
+    slower than 16 lanes per thread."""
+    if threads <= 1 or lanes >= HALF_LANES:
+        return False
+    team = team_workspace_bytes(n, d, threads)
+    # also where it does not fit either, if it takes no more than the lone lanes would
+    # (from 16 threads on about one lane each): the same memory, 1/16 of the passes
+    return (team <= (budget if budget is not None else lane_budget())
+            or team <= 1.05 * threads * thread_workspace_bytes(n, d, 1, groups=False))

@@ -25,7 +25,7 @@ from ..objective.erm import canonical_rows
 from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
 from ..solver.newton import settings
-from .budget import plan_lanes, use_groups
+from .budget import plan_lanes, share_lanes, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
                      label_columns, make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
                      shared_label_chunks, sorted_unique, warmup_records)
@@ -140,13 +140,15 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     deadline = (t_start + params.timeout) if params.timeout > 0 else 0.0
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1    # >= 2: max_iter >= 1
 
-    threads = params.effective_threads()
+    threads = asked = params.effective_threads()
     if chunk_size is None:
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
-    if lanes is None:
+    budget = None
+    planned = lanes is None
+    if planned:
         lanes, budget = plan_lanes(n, d, threads)
-        if lanes < LANES:
+        if lanes < LANES and not (shared is not False and share_lanes(n, d, threads, lanes, budget)):
             # the user should know: 8 lanes cost ~3%, one lane several times the time
             (log.info if lanes == HALF_LANES else log.warning)(
                 "lanes per thread: %d instead of %d (labels per pass over X): the lane buffers of %d "
@@ -155,10 +157,14 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                 "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
     team_threads = 0
     if shared is None:
-        shared = False
-    if shared and threads > 1:
+        shared = planned and share_lanes(n, d, threads, lanes, budget)
+        if shared:
+            log.info("lanes: %d shared by the %d threads (8 / thread would exceed the lane budget of %.1f GiB)",
+                     LANES, threads, budget / 2**30)
+    if shared and min(asked, labels.size) > 1:
         # one team: one worker hands the chunks to it, its threads share the lanes
-        team_threads, threads, lanes = threads, 1, LANES
+        # (as many threads as asked: a team shares each chunk, however few the chunks)
+        team_threads, threads, lanes = max(1, min(asked, labels.size)), 1, LANES
         groups = False
     if groups is None:
         groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
@@ -168,7 +174,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     same = SameProblems(y_indptr, n, cost_pos, cost_neg) if init.label_free else None
     chunks = shared_label_chunks(labels, chunk_size, threads, same)
     threads = max(1, min(threads, len(chunks)))
-    warn_if_oversubscribed(threads, log)
+    warn_if_oversubscribed(team_threads or threads, log)
     # Compile (first run) or load (later runs) the kernels for these types before the
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
     # first call, which took ~20 s on the first bibtex run and was reported as training.

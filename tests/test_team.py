@@ -1,0 +1,170 @@
+"""Lanes shared by a team of threads (headstart/training/team.py): the same weights bit
+for bit as threads that each run their own lanes, on real data and on every path
+(aop, zero with the logistic loss, uneven lanes per thread, labels without positives);
+the layout of lanes and rows; the atomics and barrier the team synchronises with; the
+trainer choosing a team where 16 lanes per thread exceed the budget; and the buffers per
+thread no longer growing with the lanes (one lane's worth from 16 threads on)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from headstart import TrainParams
+from headstart.training import budget as budget_module
+from headstart.training import trainer
+from headstart.training.kernel import LANES
+from headstart.training.team import team_blocks, team_layout
+from headstart.validation import check_features, check_labels
+
+import _reference as ref
+
+
+def bibtex(columns=None):
+    d = ref.load_dataset("bibtex", "train")
+    if d is None:
+        pytest.skip("bibtex not found")
+    X, Y = d
+    Y = sp.csr_matrix(Y)
+    if columns is not None:
+        Y = sp.csr_matrix(Y[:, columns])
+    return check_features(X), check_labels(Y, X.shape[0])
+
+
+def same(a, b):
+    (W0, b0, s0), (W1, b1, s1) = a, b
+    assert W0.shape == W1.shape and (W0 != W1).nnz == 0 and np.array_equal(b0, b1)
+    for field in ("label", "iterations", "cg_steps", "f_final", "n_pos", "status"):
+        assert np.array_equal(s0.columns[field], s1.columns[field]), field
+    # the per-iteration records (the helpers' copied into the chunk's), timings apart
+    assert np.array_equal(s0.iter_offsets, s1.iter_offsets)
+    for key, v in s0.iterations.items():
+        if "time" not in key and "second" not in key:
+            assert np.array_equal(v, s1.iterations[key]), key
+
+
+@pytest.mark.parametrize("threads,init,loss", [(2, "aop", "squared-hinge"), (3, "zero", "logistic"),
+                                               (4, "aop", "squared-hinge")])
+def test_a_team_trains_the_same_weights_bit_for_bit(threads, init, loss):
+    """2 threads own 8 lanes each, 3 own 6/5/5, 4 own 4 each; the labels go to whichever
+    thread is free, yet every label's solve is its lone thread's, to the bit."""
+    X, Y = bibtex()
+    labels = np.arange(0, 159, 2)
+    p = TrainParams(threads=threads, init=init, loss=loss)
+    lone = trainer.train_labels(X, Y, p, labels, shared=False)
+    team = trainer.train_labels(X, Y, p, labels, shared=True, chunk_size=40)
+    assert team[2].meta["shared_lanes"] and not lone[2].meta["shared_lanes"]
+    assert team[2].meta["threads"] == threads
+    same(lone, team)
+
+
+def test_a_team_with_labels_without_positives_and_copies():
+    """Empty labels (one solve shared by the chunk's copies, training/sharing.py) and a
+    full one go through the team as through lone threads."""
+    X, Y = bibtex([0, 1, 2, 3])
+    n = X.shape[0]
+    Y = check_labels(sp.hstack([Y, sp.csr_matrix((n, 3)), sp.csr_matrix(np.ones((n, 1)))], format="csr"), n)
+    labels = np.arange(Y.shape[1])
+    p = TrainParams(threads=2)
+    same(trainer.train_labels(X, Y, p, labels, shared=False), trainer.train_labels(X, Y, p, labels, shared=True))
+
+
+def test_the_layout_splits_the_lanes_and_the_rows():
+    indptr = np.concatenate([[0], np.cumsum(np.r_[np.full(50, 100), np.full(950, 1)])]).astype(np.int64)
+    for threads in (1, 2, 3, 5, 16, 17, 64):
+        layout = team_layout(threads, indptr)
+        q = team_blocks(threads)
+        assert q == -(-threads // LANES) and len(layout) == threads
+        lanes = sorted((col, L) for col, L, _, _ in layout)
+        assert sum(L for _, L in lanes) == LANES * q and all(L >= 1 for _, L in lanes)
+        for col, L in lanes:      # a thread's lanes within one block
+            assert col // LANES == (col + L - 1) // LANES
+        assert [c for c, _ in lanes] == list(np.cumsum([0] + [L for _, L in lanes])[:-1])
+        rows = [(r0, r1) for _, _, r0, r1 in layout]
+        assert rows[0][0] == 0 and rows[-1][1] == 1000 and all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
+    # rows split by nonzeros: two threads, 5950 nonzeros, the first 50 rows hold 5000
+    (_, _, a0, a1), (_, _, b0, b1) = team_layout(2, indptr)
+    assert (a0, a1) == (0, 30) and (b0, b1) == (30, 1000)
+
+
+def test_atomics_and_barrier_between_more_threads_than_cores():
+    """Four threads (on a two-core machine), 2000 barriers each: every label counter
+    increment is seen once, and no thread passes a barrier before all arrived."""
+    from headstart import _atomic
+    from headstart._compile import njit
+
+    @njit(nogil=True)
+    def work(sync, counter, seen, threads, rounds, abort):
+        for r in range(rounds):
+            k = _atomic.fetch_add(counter, 0, 1)
+            seen[k] += 1
+            _atomic.fetch_add(counter, 1 + (r & 1), 1)
+            if not _atomic.barrier(sync, threads, abort):
+                return False
+            if _atomic.load(counter, 1 + (r & 1)) != threads * (r // 2 + 1):
+                return False
+            if not _atomic.barrier(sync, threads, abort):
+                return False
+        return True
+
+    T, R = 4, 2000
+    sync = np.zeros(2, np.int64)
+    counter = np.zeros(3, np.int64)
+    seen = np.zeros(T * R, np.int64)
+    abort = np.zeros(1, np.uint8)
+    assert work(np.zeros(2, np.int64), np.zeros(3, np.int64), np.zeros(1, np.int64), 1, 1, abort)
+    out = [None] * T
+
+    def run(t):
+        out[t] = work(sync, counter, seen, T, R, abort)
+
+    ts = [threading.Thread(target=run, args=(t,)) for t in range(T)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert out == [True] * T and counter[0] == T * R and np.all(seen == 1)
+    # an abort frees a thread waiting for others that never come
+    abort[0] = 1
+    assert not work(np.zeros(2, np.int64), np.zeros(3, np.int64), np.zeros(T * R, np.int64), 2, 1, abort)
+
+
+def test_the_trainer_shares_lanes_where_8_per_thread_do_not_fit(monkeypatch, caplog):
+    """A budget below 8 lanes per thread (of 3 threads) but above the team's buffers:
+    the trainer takes the team (said at INFO) instead of one lane per thread, the same
+    weights; forced lane counts stay lone."""
+    rng = np.random.default_rng(5)
+    X = check_features(sp.random(400, 80, density=0.1, format="csr", random_state=5, dtype=np.float32))
+    Y = check_labels(sp.csr_matrix((rng.random((400, 40)) < 0.1).astype(np.float32)), 400)
+    n, d = X.shape
+    p = TrainParams(threads=3)
+    labels = np.arange(40)
+    ref16 = trainer.train_labels(X, Y, p, labels, chunk_size=10)
+    assert not ref16[2].meta["shared_lanes"]
+    limit = budget_module.team_workspace_bytes(n, d, 3)
+    assert limit < 3 * budget_module.thread_workspace_bytes(n, d, 8)
+    monkeypatch.setattr(budget_module, "lane_budget", lambda memory=None: limit)
+    monkeypatch.setattr(budget_module, "MIN_LANE_BUDGET", 0)
+    with caplog.at_level(logging.INFO, logger="headstart.training.trainer"):
+        team = trainer.train_labels(X, Y, p, labels, chunk_size=10)
+    assert team[2].meta["shared_lanes"] and team[2].meta["threads"] == 3
+    assert any("shared by the 3 threads" in r.getMessage() for r in caplog.records)
+    same(ref16, team)
+    forced = trainer.train_labels(X, Y, p, labels, chunk_size=10, lanes=8)
+    assert not forced[2].meta["shared_lanes"] and forced[2].meta["lanes"] == 8
+    same(ref16, forced)
+
+
+def test_a_teams_buffers_per_thread_do_not_grow_with_the_lanes():
+    """16 lanes per thread cost 16 x (n + d) per thread; a team's cost per thread falls
+    with the threads to one lane's worth from 16 threads on (WikiLSHTC-325K's shape)."""
+    n, d = 1778351, 1617899
+    one = budget_module.thread_workspace_bytes(n, d, 1)
+    per = {t: budget_module.team_workspace_bytes(n, d, t) / t for t in (2, 4, 16, 64)}
+    assert per[2] > per[4] > per[16]
+    assert per[16] <= one * 1.01 and per[64] <= one * 1.01
+    assert budget_module.team_workspace_bytes(n, d, 64) < 64 * budget_module.thread_workspace_bytes(n, d, LANES) / 7
