@@ -168,3 +168,19 @@ def test_a_teams_buffers_per_thread_do_not_grow_with_the_lanes():
     assert per[2] > per[4] > per[16]
     assert per[16] <= one * 1.01 and per[64] <= one * 1.01
     assert budget_module.team_workspace_bytes(n, d, 64) < 64 * budget_module.thread_workspace_bytes(n, d, LANES) / 7
+
+
+def test_a_team_out_of_time_keeps_whole_labels_only():
+    """--timeout inside a team's chunk: no label starts after the deadline, every label
+    it returns is whole (its lone thread's weights), none is returned twice."""
+    X, Y = bibtex()
+    labels = np.arange(159)
+    lone = trainer.train_labels(X, Y, TrainParams(threads=2, init="zero"), labels, shared=False)
+    for timeout in (1e-6, 0.4):
+        W, b, st = trainer.train_labels(X, Y, TrainParams(threads=2, init="zero", timeout=timeout), labels,
+                                        shared=True, chunk_size=159)
+        got = st.columns["label"]
+        assert np.array_equal(got, np.unique(got)) and (got.size == 0 if timeout < 1e-3 else True)
+        if got.size:
+            assert np.array_equal(got, np.arange(got.size))     # handed out in order
+            assert (W[:got.size] != lone[0][got]).nnz == 0 and np.array_equal(b[:got.size], lone[1][got])
