@@ -184,3 +184,24 @@ def test_a_team_out_of_time_keeps_whole_labels_only():
         if got.size:
             assert np.array_equal(got, np.arange(got.size))     # handed out in order
             assert (W[:got.size] != lone[0][got]).nnz == 0 and np.array_equal(b[:got.size], lone[1][got])
+
+
+def test_the_team_estimate_is_what_the_team_allocates():
+    """team_workspace_bytes = the team's buffers as make_team_state lays them out (the
+    lanes' xs rows are the common XV) + the kernel's three float64 scratch vectors per
+    thread; headstart.resources counts it where the trainer would share the lanes."""
+    from headstart import resources
+    from headstart.training.team import make_team_state
+
+    n, d = 700, 90
+    for threads in (2, 3, 17):
+        state = make_team_state(n, d, threads, np.arange(n + 1, dtype=np.int64))
+        own = sum(a.nbytes for ws, os_ in state.members for a in (*ws, *os_._replace(xs=np.zeros(0))))
+        assert budget_module.team_workspace_bytes(n, d, threads) == (state.V.nbytes + state.XV.nbytes + own
+                                                                     + threads * 3 * (d + 1) * 8)
+    # WikiLSHTC-325K's shape, 64 threads, 32 GiB: 8 lanes per thread do not fit, the team does
+    n, d = 1778351, 1617899
+    e = resources.estimate_training_memory(n, d, n * 42, 325056, 64, collect=False, locality=False,
+                                           memory=32 * 2**30)
+    assert e.details["shared_lanes"] and e.details["threads"] == 64
+    assert e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64)
