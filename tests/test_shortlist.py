@@ -726,6 +726,14 @@ def test_cli_no_fill_says_how_many_candidates_there_are(tmp_path, bibtex_dir, ca
     assert main(["shortlist", train, "-o", str(tmp_path / "sl2.txt"), "-K", "10", "--train-candidates", "5"]) == 2
     assert "--train-candidates 5 is fewer than -K 10" in capsys.readouterr().err
     assert not (tmp_path / "sl2.txt").exists()
+    # the first stage's own checks name the options, not its fields
+    for opts, said in ((["--random-negatives", "-1"], "--random-negatives must be an integer >= 0, got -1"),
+                       (["--neighbours", "0"], "--neighbours must be an integer >= 1, got 0"),
+                       (["-K", "0"], "-K/--candidates must be an integer >= 1, got 0")):
+        assert main(["shortlist", train, "-o", str(tmp_path / "sl2.txt"), *opts]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "parameter" not in err
+        assert not (tmp_path / "sl2.txt").exists()
 
 
 def test_cli_few_or_no_labels(tmp_path, capsys):

@@ -111,9 +111,12 @@ def run(args: argparse.Namespace) -> int:
     if 0 < args.train_K < args.K:
         raise ParameterError(f"--train-candidates {args.train_K} is fewer than -K {args.K}: the training shortlist "
                              "must hold at least the candidates prediction ranks among (docs/shortlist.md)")
-    fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
-                           fill=args.fill, keep=args.keep, train_K=args.train_K,
-                           random_negatives=args.random_negatives, seed=args.seed)
+    try:
+        fsp = FirstStageParams(method=args.method, K=args.K, neighbours=args.neighbours, backend=args.backend,
+                               fill=args.fill, keep=args.keep, train_K=args.train_K,
+                               random_negatives=args.random_negatives, seed=args.seed)
+    except ParameterError as e:
+        raise ParameterError(_option_wording(str(e), args._parser)) from None
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
         raise common.no_instances(args.train, args, "shortlist")
@@ -161,3 +164,13 @@ def run(args: argparse.Namespace) -> int:
         common.say(args, f"recall on {args.test}: {_percent(recall(lab, Yt))} of the test positives among "
                          f"{among} ({time.perf_counter() - t0:.2f} s in all)")
     return 0
+
+
+def _option_wording(message: str, parser) -> str:
+    """'parameter random_negatives must ...' -> '--random-negatives must ...': the
+    first stage's checks name its fields, the command line user knows the options."""
+    for action in parser._actions:
+        prefix = f"parameter {action.dest} "
+        if action.option_strings and message.startswith(prefix):
+            return "/".join(action.option_strings) + " " + message[len(prefix):]
+    return message
