@@ -147,7 +147,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     if lanes is None:
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
-        shared = share_lanes(n, d, threads, lanes, budget)
+        shared = share_lanes(n, d, used, lanes, budget)   # the trainer weighs the same threads
         if shared:
             used, lanes = max(1, min(threads, n_labels)), 16
     return used, chunk_size, int(lanes), shared
@@ -257,14 +257,13 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                                + n * _F64)
         parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
-    elif shared:
-        from .training.budget import team_workspace_bytes
-
-        parts["workspaces"] = team_workspace_bytes(n, dk, used)
-        parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
-        parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
     else:
-        parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
+        if shared:
+            from .training.budget import team_workspace_bytes
+
+            parts["workspaces"] = team_workspace_bytes(n, dk, used)
+        else:
+            parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
         parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
     parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0

@@ -151,10 +151,10 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None) 
     pass per 16 labels at the memory of one lane per thread from 16 threads on.  Where 8
     lanes per thread fit they stay: measured on the Amazon-670K shape (2 threads, aop,
     benchmarks/lanes.py, 2026-12-04, the same weights throughout), labels 0:160: team
-    7.76 s, 8 lanes 8.40 s, 16 lanes 10.26 s (medians of 2); labels 0:1000, one round:
-    team 79.6 s, 8 lanes 66.9 s, 16 lanes 73.0 s -- the barriers' waits cost what the
-    shared pass saves; on debian-deps, whose X fits the cache, the team was 13-40%
-    slower than 16 lanes per thread."""
+    7.76 s, 8 lanes 8.40 s, 16 lanes 10.26 s; labels 0:1000: team 78.07 s, 8 lanes
+    66.88 s, 16 lanes 74.25 s (medians of 2) -- the barriers' waits cost what the shared
+    pass saves; on debian-deps (labels 0:1000, medians of 3), whose X fits the cache,
+    the team took 1.08x the time of 16 lanes per thread, one lane per thread 2.73x."""
     if threads <= 1 or lanes >= HALF_LANES:
         return False
     team = team_workspace_bytes(n, d, threads)

@@ -148,24 +148,24 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     planned = lanes is None
     if planned:
         lanes, budget = plan_lanes(n, d, threads)
-        if lanes < LANES and not (shared is not False and share_lanes(n, d, threads, lanes, budget)):
-            # the user should know: 8 lanes cost ~3%, one lane several times the time
-            (log.info if lanes == HALF_LANES else log.warning)(
-                "lanes per thread: %d instead of %d (labels per pass over X): the lane buffers of %d "
-                "thread(s) would exceed the lane budget of %.1f GiB (half the memory available)%s",
-                lanes, LANES, threads, budget / 2**30,
-                "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
-    team_threads = 0
     if shared is None:
         shared = planned and share_lanes(n, d, threads, lanes, budget)
         if shared:
             log.info("lanes: %d shared by the %d threads (8 / thread would exceed the lane budget of %.1f GiB)",
                      LANES, threads, budget / 2**30)
+    team_threads = 0
     if shared and min(asked, labels.size) > 1:
         # one team: one worker hands the chunks to it, its threads share the lanes
         # (as many threads as asked: a team shares each chunk, however few the chunks)
-        team_threads, threads, lanes = max(1, min(asked, labels.size)), 1, LANES
+        team_threads, threads, lanes = min(asked, labels.size), 1, LANES
         groups = False
+    elif planned and lanes < LANES:
+        # the user should know: 8 lanes cost ~3%, one lane several times the time
+        (log.info if lanes == HALF_LANES else log.warning)(
+            "lanes per thread: %d instead of %d (labels per pass over X): the lane buffers of %d "
+            "thread(s) would exceed the lane budget of %.1f GiB (half the memory available)%s",
+            lanes, LANES, threads, budget / 2**30,
+            "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
     if groups is None:
         groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
     groups = bool(groups) and lanes == LANES
