@@ -18,7 +18,7 @@ from headstart import TrainParams
 from headstart.training import budget as budget_module
 from headstart.training import trainer
 from headstart.training.kernel import LANES
-from headstart.training.team import team_blocks, team_layout
+from headstart.training.team import team_blocks, team_rows
 from headstart.validation import check_features, check_labels
 
 import _reference as ref
@@ -50,8 +50,9 @@ def same(a, b):
 @pytest.mark.parametrize("threads,init,loss", [(2, "aop", "squared-hinge"), (3, "zero", "logistic"),
                                                (4, "aop", "squared-hinge")])
 def test_a_team_trains_the_same_weights_bit_for_bit(threads, init, loss):
-    """2 threads own 8 lanes each, 3 own 6/5/5, 4 own 4 each; the labels go to whichever
-    thread is free, yet every label's solve is its lone thread's, to the bit."""
+    """2, 3 and 4 threads share 16 lanes: labels go to whichever lane is free, a lane's
+    work in each pass to whichever thread takes it, yet every label's solve is its lone
+    thread's, to the bit."""
     X, Y = bibtex()
     labels = np.arange(0, 159, 2)
     p = TrainParams(threads=threads, init=init, loss=loss)
@@ -73,22 +74,14 @@ def test_a_team_with_labels_without_positives_and_copies():
     same(trainer.train_labels(X, Y, p, labels, shared=False), trainer.train_labels(X, Y, p, labels, shared=True))
 
 
-def test_the_layout_splits_the_lanes_and_the_rows():
+def test_the_rows_are_split_by_nonzeros():
     indptr = np.concatenate([[0], np.cumsum(np.r_[np.full(50, 100), np.full(950, 1)])]).astype(np.int64)
     for threads in (1, 2, 3, 5, 16, 17, 64):
-        layout = team_layout(threads, indptr)
-        q = team_blocks(threads)
-        assert q == -(-threads // LANES) and len(layout) == threads
-        lanes = sorted((col, L) for col, L, _, _ in layout)
-        assert sum(L for _, L in lanes) == LANES * q and all(L >= 1 for _, L in lanes)
-        for col, L in lanes:      # a thread's lanes within one block
-            assert col // LANES == (col + L - 1) // LANES
-        assert [c for c, _ in lanes] == list(np.cumsum([0] + [L for _, L in lanes])[:-1])
-        rows = [(r0, r1) for _, _, r0, r1 in layout]
+        rows = team_rows(threads, indptr)
+        assert team_blocks(threads) == -(-threads // LANES) and len(rows) == threads
         assert rows[0][0] == 0 and rows[-1][1] == 1000 and all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
-    # rows split by nonzeros: two threads, 5950 nonzeros, the first 50 rows hold 5000
-    (_, _, a0, a1), (_, _, b0, b1) = team_layout(2, indptr)
-    assert (a0, a1) == (0, 30) and (b0, b1) == (30, 1000)
+    # two threads, 5950 nonzeros, the first 50 rows hold 5000
+    assert team_rows(2, indptr) == [(0, 30), (30, 1000)]
 
 
 def test_atomics_and_barrier_between_more_threads_than_cores():
@@ -196,7 +189,9 @@ def test_the_team_estimate_is_what_the_team_allocates():
     n, d = 700, 90
     for threads in (2, 3, 17):
         state = make_team_state(n, d, threads, np.arange(n + 1, dtype=np.int64))
-        own = sum(a.nbytes for ws, os_ in state.members for a in (*ws, *os_._replace(xs=np.zeros(0))))
+        # the threads' views share the lanes' rows: each array once
+        arrays = {id(a): a for ws, os_ in state.members for a in (*ws, *os_._replace(xs=np.zeros(0)))}
+        own = sum(a.nbytes for a in arrays.values())
         assert budget_module.team_workspace_bytes(n, d, threads) == (state.V.nbytes + state.XV.nbytes + own
                                                                      + threads * 3 * (d + 1) * 8)
     # WikiLSHTC-325K's shape, 64 threads, 32 GiB: 8 lanes per thread do not fit, the team does

@@ -9,22 +9,28 @@ threads.  Measured on the Amazon-670K shape, those buffers are really used (docs
 size cannot shrink much.  What can change is how many lanes there are.
 
 Here the threads share the batching instead of each doing its own: one team of
-``threads`` threads trains a chunk together, with 16 lanes in all (16 per block, one
-block per 16 threads), each thread owning 16 / threads of them.  A thread does
-everything of its own lanes' labels -- start, line search, gradient, CG -- alone and
-without locks, as before; only the pass over X is common: every thread computes the
-X-products of *all* the team's lanes for its own share of X's rows (split by
-nonzeros), between two barriers (:func:`.kernel.team_sweep`, :mod:`headstart._atomic`).
-So one pass over X still serves 16 labels, but the lanes' buffers no longer grow with
-the threads: per thread 16 / threads lanes (one lane from 16 threads on), instead of
-16.
+``threads`` threads trains a chunk together with 16 lanes in all (16 per block, one
+block per 16 threads).  The lanes belong to the team, not to a thread: their buffers,
+their scheduler state (:class:`.kernel.Lanes`) and the sweep's buffers are common, and
+in every pass each thread takes lanes from a counter and does a taken lane's whole
+work between two passes -- line search, step, gradient, the next direction, or a new
+label's start -- alone and without locks (:func:`.kernel.train_chunk`), with scratch
+vectors of its own.  The pass over X is common too: every thread computes the
+X-products of *all* the lanes for its own share of X's rows (split by nonzeros),
+between two barriers (:func:`.kernel.team_sweep`, :mod:`headstart._atomic`).  So one
+pass over X still serves 16 labels, but the lanes' buffers no longer grow with the
+threads: per thread 16 / threads lanes (one lane from 16 threads on), instead of 16.
 
-Labels are handed out from a shared counter, so a thread whose labels finish takes the
-next one at once; a chunk ends when no thread has a busy lane.  Each label's
-arithmetic is exactly what it is in a thread of its own (same operations, same order,
-the sweep's sums row by row as in :func:`.kernel.lanes_scores`), so the weights are
-the same bit for bit whichever mode trains them.  The price is the waits at the
-barriers: a thread whose lanes took longer holds the others' sweep back.
+Why lanes are taken, not owned: each thread owning 16 / threads lanes (stop 70) made
+the team wait at every barrier for the thread whose lanes had the most work in that
+pass -- ~9% of the time on debian-deps with 2 threads.  Taken from a counter, a lane's
+work goes to whichever thread is free, and the threads arrive at the barrier within
+about one lane's work of each other.
+
+Labels are handed out from a shared counter, and a chunk ends when no lane is busy.
+Each label's arithmetic is exactly what it is in a thread of its own (same operations,
+same order, the sweep's sums row by row as in :func:`.kernel.lanes_scores`), so the
+weights are the same bit for bit whichever mode or thread trains them.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import numpy as np
 
 from ..solver.newton import DELTA_DTYPE
 from . import pages
-from .kernel import LANES, TEAM_SYNC_WORDS, Team, make_lane_workspace
+from .kernel import IDLE, LANES, N_STATS, SCRATCH_O, SCRATCH_W, TEAM_SYNC_WORDS, Team, make_lane_workspace, make_lanes
 
 
 def team_blocks(threads: int) -> int:
@@ -45,78 +51,77 @@ def team_blocks(threads: int) -> int:
     return -(-max(1, threads) // LANES)
 
 
-def team_layout(threads: int, indptr: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Per thread (first global lane, lanes, first row, end row): the team's blocks of
-    LANES lanes split as evenly as possible between the threads of each block (thread t
-    in block t mod blocks), and X's rows split into ``threads`` runs of about equal
+def team_rows(threads: int, indptr: np.ndarray) -> list[tuple[int, int]]:
+    """Per thread the rows [r0, r1) of X it sweeps: ``threads`` runs of about equal
     nonzeros (the sweep's cost)."""
     threads = max(1, threads)
-    q = team_blocks(threads)
-    members = [[t for t in range(threads) if t % q == b] for b in range(q)]
-    col = {}
-    for b, ts in enumerate(members):
-        at = b * LANES
-        for i, t in enumerate(ts):
-            lanes = LANES // len(ts) + (1 if i < LANES % len(ts) else 0)
-            col[t] = (at, lanes)
-            at += lanes
     n = indptr.size - 1
     cuts = np.searchsorted(indptr, np.linspace(0, indptr[-1], threads + 1)[1:-1], side="left")
     bounds = np.concatenate([[0], np.clip(cuts, 0, n), [n]]).astype(np.int64)
-    return [(col[t][0], col[t][1], int(bounds[t]), int(bounds[t + 1])) for t in range(threads)]
+    return [(int(bounds[t]), int(bounds[t + 1])) for t in range(threads)]
 
 
 @dataclass
 class TeamState:
     """A team's buffers, made once per run: the common sweep buffer V (blocks, features
-    + 1, LANES) and X-products XV (blocks x LANES, n); per thread its lane workspace and
-    objective state (their xs rows are XV's rows of the thread's lanes), its layout and
-    (all but the calling thread) its own record arrays."""
+    + 1, LANES) and X-products XV (blocks x LANES, n), the lanes' scheduler state, and
+    per thread its view of the lane workspace and objective state (the lanes' own rows
+    common, xs = XV, the scratch rows its own) and its rows of X."""
     V: np.ndarray
     XV: np.ndarray
+    lanes: tuple
     members: list
-    layout: list
-    records: list
+    rows: list
 
 
-def make_team_state(n: int, d: int, threads: int, indptr: np.ndarray, make_records=None) -> TeamState:
+def make_team_state(n: int, d: int, threads: int, indptr: np.ndarray) -> TeamState:
     """The buffers of a team of ``threads`` threads (mappings of their own, :mod:`.pages`:
-    pages no thread writes cost nothing).  ``make_records()``: record arrays for each
-    helper thread (the calling thread gets the run's own in every call)."""
-    layout = team_layout(threads, indptr)
-    q = team_blocks(threads)
-    V = pages.zeros((q, d + 1, LANES), DELTA_DTYPE)
-    XV = pages.zeros((q * LANES, n), np.float64)
-    members = []
-    for col, lanes, _, _ in layout:
-        ws, os_ = make_lane_workspace(n, d, lanes)
-        os_ = os_._replace(xs=np.zeros((lanes, 0)))   # XV's rows instead (below)
-        ws = type(ws)(*pages.zeros_like_workspace(ws))
-        os_ = type(os_)(*pages.zeros_like_workspace(os_))._replace(xs=XV[col:col + lanes])
-        members.append((ws, os_))
-    records = [None] + [make_records() if make_records is not None else None for _ in layout[1:]]
-    return TeamState(V, XV, members, layout, records)
+    pages no thread writes cost nothing)."""
+    L = LANES * team_blocks(threads)
+    V = pages.zeros((L // LANES, d + 1, LANES), DELTA_DTYPE)
+    XV = pages.zeros((L, n), np.float64)
+    ws, os_ = make_lane_workspace(n, d, L)
+    os_ = os_._replace(xs=np.zeros((L, 0)))   # XV instead (below)
+    ws = type(ws)(*pages.zeros_like_workspace(ws))
+    os_ = type(os_)(*pages.zeros_like_workspace(os_))._replace(xs=XV)
+    members = [(ws, os_)]
+    for _ in range(1, max(1, threads)):
+        # the thread's scratch: the rows one copy of which serves a lane at a time
+        fresh = lambda a: pages.zeros(a.shape, a.dtype)  # noqa: E731
+        members.append((ws._replace(**{f: fresh(getattr(ws, f)) for f in SCRATCH_W}),
+                        os_._replace(**{f: fresh(getattr(os_, f)) for f in SCRATCH_O})))
+    return TeamState(V, XV, make_lanes(L), members, team_rows(threads, indptr))
+
+
+def member(state: TeamState, t: int, sync: np.ndarray, owner: np.ndarray, stats: np.ndarray):
+    """Thread t's (Team, WS, OS) for one chunk (``sync``, ``owner``, ``stats``: the chunk's)."""
+    r0, r1 = state.rows[t]
+    team = Team(state.V, state.XV, np.int64(r0), np.int64(r1), sync, owner, np.int64(len(state.members)),
+                np.int64(t), state.lanes, stats)
+    return (team, *state.members[t])
 
 
 def run_team(call, state: TeamState, chunk: np.ndarray, rec, abort_flag: np.ndarray):
     """Train ``chunk`` with the team: ``call(chunk, WS, OS, records, team)`` is
     :func:`.kernel.train_chunk` with this run's other arguments; thread 0 is the
-    calling one.  Returns what train_chunk returns, for the whole chunk: each label's
-    row from the thread that trained it.  A thread's exception stops the others (the
-    abort flag) and is raised here once all have returned."""
+    calling one, and all write the records ``rec``.  Returns what train_chunk returns,
+    for the whole chunk: each label's row from the thread that finished it.  A thread's
+    exception stops the others (the abort flag) and is raised here once all have
+    returned."""
     T = len(state.members)
     sync = np.zeros(TEAM_SYNC_WORDS, dtype=np.int64)
     owner = np.full(chunk.size, -1, dtype=np.int32)
+    stats = np.zeros((chunk.size, N_STATS))
+    # (an aborted chunk may leave lanes busy; the run stops then, but a caller that
+    # catches the error may train again)
+    state.lanes.phase[:] = IDLE
     outputs: list = [None] * T
     errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        col, _, r0, r1 = state.layout[t]
-        team = Team(state.V, state.XV, np.int64(col), np.int64(r0), np.int64(r1), sync, owner, np.int64(T),
-                    np.int64(t))
-        WS, OS = state.members[t]
+        team, WS, OS = member(state, t, sync, owner, stats)
         try:
-            outputs[t] = call(chunk, WS, OS, rec if t == 0 else state.records[t], team)
+            outputs[t] = call(chunk, WS, OS, rec, team)
         except BaseException as e:   # noqa: BLE001 - raised below, after the others stopped
             abort_flag[0] = 1
             errors.append(e)
@@ -130,12 +135,12 @@ def run_team(call, state: TeamState, chunk: np.ndarray, rec, abort_flag: np.ndar
         h.join()
     if errors:
         raise errors[0]
-    return merge_outputs(outputs, owner, rec, state.records)
+    return merge_outputs(outputs, owner)
 
 
-def merge_outputs(outputs: list, owner: np.ndarray, rec, records: list):
-    """One train_chunk result from the team's: label k's weights, intercept and
-    statistics from thread owner[k]; its records copied into ``rec`` (thread 0's)."""
+def merge_outputs(outputs: list, owner: np.ndarray):
+    """One train_chunk result from the team's: label k's weights and intercept from
+    thread owner[k]; the statistics are the team's (every thread returns them)."""
     started = int(outputs[0][5])
     indptr = np.zeros(started + 1, dtype=np.int64)
     lengths = sum(np.diff(o[0][:started + 1]) for o in outputs)
@@ -143,9 +148,8 @@ def merge_outputs(outputs: list, owner: np.ndarray, rec, records: list):
     indices = np.empty(indptr[-1], dtype=outputs[0][1].dtype)
     data = np.empty(indptr[-1], dtype=outputs[0][2].dtype)
     intercept = np.zeros(started, dtype=outputs[0][3].dtype)
-    stats = np.zeros((started, outputs[0][4].shape[1]), dtype=outputs[0][4].dtype)
     own = owner[:started]
-    for t, (ip, ind, dat, icp, table, _) in enumerate(outputs):
+    for t, (ip, ind, dat, icp, _, _) in enumerate(outputs):
         rows = np.flatnonzero(own == t)
         if rows.size == 0:
             continue
@@ -157,8 +161,4 @@ def merge_outputs(outputs: list, owner: np.ndarray, rec, records: list):
         indices[dst] = ind[src]
         data[dst] = dat[src]
         intercept[rows] = icp[rows]
-        stats[rows] = table[rows]
-        if t > 0 and records[t] is not None:
-            for mine, theirs in zip(rec, records[t]):
-                mine[rows] = theirs[rows]
-    return indptr, indices, data, intercept, stats, started
+    return indptr, indices, data, intercept, outputs[0][4], started

@@ -29,12 +29,12 @@ from .budget import plan_lanes, share_lanes, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
                      label_columns, make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
                      shared_label_chunks, sorted_unique, warmup_records)
-from .kernel import (HALF_LANES, LANES, TEAM_SYNC_WORDS, Team, make_group, make_lane_workspace, prepare_problem,
+from .kernel import (HALF_LANES, LANES, N_STATS, TEAM_SYNC_WORDS, make_group, make_lane_workspace, prepare_problem,
                      train_chunk)
 from . import pages
 from .locality import FeatureOrder
 from .sharing import SameProblems
-from .team import make_team_state, run_team
+from .team import make_team_state, member, run_team
 
 log = logging.getLogger(__name__)
 
@@ -188,8 +188,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         # and the whole workspace goes back to the system when the thread runs dry,
         # not when the last thread does.
         if team_threads:
-            return make_team_state(n, d, team_threads, P.indptr, lambda: make_records(chunk_size, cap)), \
-                make_records(chunk_size, cap)
+            return make_team_state(n, d, team_threads, P.indptr), make_records(chunk_size, cap)
         WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
         return WS, make_records(chunk_size, cap)
 
@@ -248,10 +247,8 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     rf, ra, rs, rt, rc = warmup_records(chunk_size, cap)
     team = None
     if shared:
-        state = make_team_state(1, 1, 1, np.zeros(2, dtype=np.int64))
-        team = Team(state.V, state.XV, np.int64(0), np.int64(0), np.int64(1), np.zeros(TEAM_SYNC_WORDS, np.int64),
-                    np.zeros(1, np.int32), np.int64(1), np.int64(0))
-        WS, OS = state.members[0]
+        team, WS, OS = member(make_team_state(1, 1, 1, np.zeros(2, dtype=np.int64)), 0,
+                              np.zeros(TEAM_SYNC_WORDS, np.int64), np.zeros(1, np.int32), np.zeros((1, N_STATS)))
     return compile_call("training kernels", lambda: train_chunk(
         P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
         np.zeros(0, dtype=np.int64), params.epsilon, d1_zero, cost_scale, cost_pos, cost_neg, 0.0, Abort().flag,
