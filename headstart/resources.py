@@ -131,7 +131,8 @@ class MemoryEstimate:
 
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
-                     lanes: int | None, memory: int | None = None) -> tuple[int, int, int, bool]:
+                     lanes: int | None, memory: int | None = None, groups: bool = False,
+                     cores: int | None = None) -> tuple[int, int, int, bool]:
     """(threads actually used, chunk size, lanes, whether the threads share 16 lanes as a
     team), as :func:`train_labels` decides them on a machine where the process can use
     ``memory`` bytes (default: this one)."""
@@ -139,7 +140,8 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     from .training.chunks import default_chunk_size
 
     threads = max(1, int(threads) if threads else usable_cores())
-    if chunk_size is None:
+    sized = chunk_size is None
+    if sized:
         chunk_size = default_chunk_size(n_labels, threads)
     chunk_size = max(1, int(chunk_size))
     used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
@@ -147,9 +149,12 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     if lanes is None:
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
-        shared = share_lanes(n, d, used, lanes, budget)   # the trainer weighs the same threads
+        team = max(1, min(threads, n_labels))    # the trainer weighs the same threads
+        shared = team > 1 and share_lanes(n, d, team, lanes, budget, groups, cores)
         if shared:
-            used, lanes = max(1, min(threads, n_labels)), 16
+            used, lanes = team, 16
+            if sized:   # as the trainer sizes a team's chunks
+                chunk_size = min(max(n_labels, 1), default_chunk_size(n_labels, 1) * team)
     return used, chunk_size, int(lanes), shared
 
 
@@ -193,7 +198,12 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # the kernels work on the features that occur (training/locality.py), except from a
     # pretrained start
     dk = d if init == "pretrained" else fu
-    used, chunk_size, lanes, shared = _training_layout(n, dk, n_labels, threads, chunk_size, lanes, memory)
+    # (``memory`` given: another machine's, whose threads are taken to have cores)
+    # (the other solvers run no lanes: one label per thread)
+    used, chunk_size, lanes, shared = _training_layout(n, dk, n_labels, threads, chunk_size,
+                                                       lanes if solver == "newton" else 1, memory,
+                                                       groups=_groups(16, init, loss),
+                                                       cores=None if memory is None else threads)
     from .training.budget import thread_workspace_bytes
 
     nv = dk + 1
@@ -258,14 +268,16 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     else:
+        # a team's threads write one set of records and share out a chunk's weights
+        holders = 1 if shared else used
         if shared:
             from .training.budget import team_workspace_bytes
 
             parts["workspaces"] = team_workspace_bytes(n, dk, used)
         else:
             parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
-        parts["records"] = used * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
-        parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * dk * _NNZ))
+        parts["records"] = holders * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
+        parts["chunk buffers"] = int(holders * 3 * chunk_w + used * 2 * dk * _NNZ)
     parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
     # trajectories are flat arrays per chunk (no array object per label and quantity)
     per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories and solver != "dual" else 0

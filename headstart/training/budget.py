@@ -13,6 +13,7 @@ numbers for its estimate of a whole run.  The memory itself is probed by
 from __future__ import annotations
 
 from .._memory import available_memory
+from .._threads import usable_cores
 from ..objective.erm import GROUP
 from .kernel import HALF_LANES, LANES, make_lane_workspace
 from .team import team_blocks
@@ -143,22 +144,37 @@ def team_workspace_bytes(n: int, d: int, threads: int) -> int:
             + threads * (shared_nv * nv + shared_n * n + 3 * nv * _F64))
 
 
-def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None) -> bool:
-    """Whether ``threads`` threads share their lanes as one team (:mod:`.team`) instead of
-    running ``lanes`` (:func:`plan_lanes`) each: where not even 8 lanes per thread fit
-    ``budget`` but the team's buffers (16 lanes per 16 threads, :func:`team_workspace_bytes`)
-    do -- instead of one lane per thread, one pass over X per label.  A team keeps one
-    pass per 16 labels at the memory of one lane per thread from 16 threads on.  Where 8
-    lanes per thread fit they stay: measured on the Amazon-670K shape (2 threads, aop,
-    benchmarks/lanes.py, 2026-12-04, the same weights throughout), labels 0:160: team
-    7.76 s, 8 lanes 8.40 s, 16 lanes 10.26 s; labels 0:1000: team 78.07 s, 8 lanes
-    66.88 s, 16 lanes 74.25 s (medians of 2) -- the barriers' waits cost what the shared
-    pass saves; on debian-deps (labels 0:1000, medians of 3), whose X fits the cache,
-    the team took 1.08x the time of 16 lanes per thread, one lane per thread 2.73x."""
-    if threads <= 1 or lanes >= HALF_LANES:
+def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, groups: bool = False,
+                cores: int | None = None) -> bool:
+    """Whether ``threads`` threads share 16 lanes as one team (:mod:`.team`) instead of
+    running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether lone threads would
+    form direction groups (:func:`use_groups`; a team forms none).
+
+    Without groups -- the sparse starts with a loss that mines negatives, aop with the
+    squared hinge -- a team wherever its buffers (16 lanes per 16 threads,
+    :func:`team_workspace_bytes`) fit ``budget``: as fast as 16 lanes per thread or
+    faster, at 16 / threads lanes' memory per thread.  Measured with
+    benchmarks/lanes.py (2 threads, aop, 2026-12-04, medians, the same weights
+    throughout): on the Amazon-670K shape, labels 0:320, team 13.80 s, 16 lanes 16.96 s,
+    8 lanes 17.74 s; labels 0:1000, team 40.37 s, 16 lanes 49.61 s, 8 lanes 43.59 s; on
+    debian-deps, labels 0:1000, whose X fits the cache, within the runs' noise of 16
+    lanes (1.86 s against 1.81 s, medians of 5).
+    With groups, lone threads keep their lanes while 8 per thread fit: from zero on
+    debian-deps (labels 0:1000) the team took 1.05x the time of 16 lanes with groups.
+    Where they do not fit, the team's 16 lanes instead of one per thread (one pass over X
+    per 16 labels instead of one per label), if its buffers fit or take no more than
+    one lane per thread would (from 16 threads on, about one lane each).
+
+    The speed rule holds only where every thread has a core (``cores``: default
+    :func:`headstart._threads.usable_cores`): the team meets at a barrier twice a pass,
+    and a thread without a core holds all the others back."""
+    if threads <= 1:
         return False
     team = team_workspace_bytes(n, d, threads)
-    # also where it does not fit either, if it takes no more than the lone lanes would
-    # (from 16 threads on about one lane each): the same memory, 1/16 of the passes
-    return (team <= (budget if budget is not None else lane_budget())
-            or team <= 1.05 * threads * thread_workspace_bytes(n, d, 1, groups=False))
+    # (no budget: 16 lanes per thread, more than the team's, were below every budget's floor)
+    fits = budget is None or team <= budget
+    if fits and not groups and threads <= (usable_cores() if cores is None else cores):
+        return True
+    if lanes >= HALF_LANES:
+        return False
+    return fits or team <= 1.05 * threads * thread_workspace_bytes(n, d, 1, groups=False)

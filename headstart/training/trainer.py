@@ -141,24 +141,33 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     cap = min(params.max_iter, MAX_RECORDED_ITERATIONS) + 1    # >= 2: max_iter >= 1
 
     threads = asked = params.effective_threads()
-    if chunk_size is None:
+    sized = chunk_size is None
+    if sized:
         chunk_size = default_chunk_size(labels.size, threads)
     threads = max(1, min(threads, -(-labels.size // chunk_size)))
     budget = None
     planned = lanes is None
     if planned:
         lanes, budget = plan_lanes(n, d, threads)
+    mines = losses.get(params.loss).mines
+    # a team has as many threads as asked: it shares each chunk, however few the chunks
+    team_size = min(asked, labels.size)
     if shared is None:
-        shared = planned and share_lanes(n, d, threads, lanes, budget)
-        if shared:
-            log.info("lanes: %d shared by the %d threads (8 / thread would exceed the lane budget of %.1f GiB)",
-                     LANES, threads, budget / 2**30)
+        shared = planned and share_lanes(n, d, team_size, lanes, budget,
+                                         use_groups(LANES, init.sparse_start, mines) if groups is None else groups)
+        if shared and lanes < LANES:
+            log.info("lanes: %d shared by the %d threads (%d / thread would exceed the lane budget of %.1f GiB)",
+                     LANES, team_size, LANES if lanes == HALF_LANES else HALF_LANES, budget / 2**30)
     team_threads = 0
-    if shared and min(asked, labels.size) > 1:
+    if shared and team_size > 1:
         # one team: one worker hands the chunks to it, its threads share the lanes
-        # (as many threads as asked: a team shares each chunk, however few the chunks)
-        team_threads, threads, lanes = min(asked, labels.size), 1, LANES
+        team_threads, threads, lanes = team_size, 1, LANES
         groups = False
+        if sized:
+            # the team trains a chunk ``team_threads`` times as fast as a lone thread:
+            # as many times the labels keep a chunk's duration (progress, sharded saves)
+            # and cut the share of its last passes, where lanes run out of labels
+            chunk_size = min(labels.size, default_chunk_size(labels.size, 1) * team_threads)
     elif planned and lanes < LANES:
         # the user should know: 8 lanes cost ~3%, one lane several times the time
         (log.info if lanes == HALF_LANES else log.warning)(
@@ -167,7 +176,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
             lanes, LANES, threads, budget / 2**30,
             "" if lanes == HALF_LANES else "; training is several times slower -- fewer threads keep the lanes")
     if groups is None:
-        groups = use_groups(lanes, init.sparse_start, losses.get(params.loss).mines)
+        groups = use_groups(lanes, init.sparse_start, mines)
     groups = bool(groups) and lanes == LANES
     # labels without positives (negatives) of equal costs: one solve per chunk, unless
     # the start depends on the label itself (a pretrained model's rows)
