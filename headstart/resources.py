@@ -140,8 +140,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     from .training.chunks import default_chunk_size
 
     threads = max(1, int(threads) if threads else usable_cores())
-    sized = chunk_size is None
-    if sized:
+    if chunk_size is None:
         chunk_size = default_chunk_size(n_labels, threads)
     chunk_size = max(1, int(chunk_size))
     used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
@@ -153,8 +152,6 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         shared = team > 1 and share_lanes(n, d, team, lanes, budget, groups, cores)
         if shared:
             used, lanes = team, 16
-            if sized:   # as the trainer sizes a team's chunks
-                chunk_size = min(max(n_labels, 1), default_chunk_size(n_labels, 1) * team)
     return used, chunk_size, int(lanes), shared
 
 
@@ -268,7 +265,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     else:
-        # a team's threads write one set of records and share out a chunk's weights
+        # a team's threads train one chunk at a time: one set of records, one chunk's weights
         holders = 1 if shared else used
         if shared:
             from .training.budget import team_workspace_bytes

@@ -325,7 +325,8 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     """16 lanes per thread unless their buffers exceed half of the memory the process may
     use (at least 2 GiB): the Amazon-670K shape at 64 threads keeps them on a 256 GiB
     machine (they take ~14 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
-    one."""
+    one.  The estimate follows the trainer: from zero (direction groups) the threads keep
+    their own lanes; with aop they share 64 lanes as a team (budget.share_lanes), ~2 GiB."""
     from headstart.training.kernel import HALF_LANES, LANES
     from headstart.training.budget import choose_lanes, lane_budget
 
@@ -335,9 +336,15 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     # in between, 8 lanes (one sweep per 8 labels instead of one per label)
     assert choose_lanes(490449, 135909, 64, lane_budget(24 * 2**30)) == HALF_LANES
     assert choose_lanes(490449, 135909, 2, lane_budget(8 * 2**30)) == LANES
+    from headstart.training.budget import team_workspace_bytes
+
     e = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
+                                           collect=False, init="zero")
+    assert e.details["lanes"] == LANES and not e.details["shared_lanes"] and e.parts["workspaces"] > 12 * 2**30
+    t = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
                                            collect=False)
-    assert e.details["lanes"] == LANES and 12 * 2**30 < e.parts["workspaces"] < 16 * 2**30
+    assert t.details["shared_lanes"] and t.details["threads"] == 64
+    assert t.parts["workspaces"] == team_workspace_bytes(490449, 135909, 64) < 2.5 * 2**30
 
 
 def test_the_memory_is_probed_only_when_the_lanes_exceed_every_budgets_floor(monkeypatch):
@@ -427,9 +434,17 @@ WARNING_3_ON_2 = ("3 training threads on 2 usable core(s) (affinity mask / CPU q
 
 
 def test_training_estimate_follows_the_trainer():
-    from headstart.training.budget import choose_lanes
+    from headstart._threads import usable_cores
+    from headstart.training.budget import choose_lanes, team_workspace_bytes
 
-    e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
+    # by default two threads with a core each share their lanes as a team (aop, no
+    # direction groups: budget.share_lanes); lanes given, each thread runs its own
+    t = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
+    assert t.details["shared_lanes"] == (usable_cores() >= 2)
+    if t.details["shared_lanes"]:
+        assert t.parts["workspaces"] == team_workspace_bytes(1000, 500, 2) and t.details["threads"] == 2
+    e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, lanes=16)
+    assert not e.details["shared_lanes"]
     assert e.details["lanes"] == choose_lanes(1000, 500, e.details["threads"])
     assert e.total == sum(e.parts.values()) > 0
     # the lane workspaces: what make_lane_workspace allocates for the lanes of a thread,
@@ -448,15 +463,16 @@ def test_training_estimate_follows_the_trainer():
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
     # from zero the threads form direction groups: their buffers on top, per thread
     g = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, init="zero")
+    assert not g.details["shared_lanes"]
     if g.details["lanes"] == LANES:
         assert g.parts["workspaces"] - e.parts["workspaces"] == g.details["threads"] * (7 * GROUP * 501 * 8 + 5000
                                                                                  + GROUP * 1000 * 8)
-    bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000)
+    bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000, lanes=16)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]
-    sharded = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False)
+    sharded = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False, lanes=16)
     assert sharded.parts["weights"] == 0 and sharded.total < e.total
     bare = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False,
-                                              trajectories=False)
+                                              trajectories=False, lanes=16)
     assert bare.parts["statistics"] == 2 * 64 * 14 * 8 < sharded.parts["statistics"]
     # a problem whose 8 lanes exceed 2 GiB falls back to one lane per thread, as the trainer does
     wide = resources.estimate_training_memory(10, 50_000_000, 10, 1, 1)
