@@ -480,8 +480,9 @@ _SHAPES = (("Amazon-670K", 490449, 135909, 75, 670091, 5.45),
 
 def estimates_section() -> list[str]:
     """headstart's own memory estimate (headstart.resources) for the published shapes,
-    2 threads on a 24 GiB machine and 64 threads on a 256 GiB and a 32 GiB one (where
-    the threads share their lanes, training/team.py): computed, not measured
+    2 threads on a 24 GiB machine and 64 threads on a 256 GiB one, and from zero 64
+    threads on a 256 GiB and a 32 GiB one (where the threads share their lanes,
+    training/team.py, or not): computed, not measured
     (tests/test_memory.py checks the estimate against a measured peak)."""
     from headstart.resources import estimate_training_memory, format_bytes
 
@@ -491,19 +492,24 @@ def estimates_section() -> list[str]:
          "the command line keeps no per-iteration trajectories unless its `--stats` file is JSON lines. Computed "
          "by this commit, not measured; `tests/test_memory.py` checks the estimate against the measured peak of a "
          "mid-size run (within 20%). \"16 shared\": the threads share 16 lanes per 16 threads as one team "
-         "(`headstart/training/team.py`), chosen where not even 8 lanes per thread fit half the memory: per "
-         "thread about one lane's buffers, still one pass over X per 16 labels.", "",
+         "(`headstart/training/team.py`): per thread 16 / threads lanes' buffers (about one lane's from 16 "
+         "threads on), still one pass over X per 16 labels. A team is the default where the lone threads would "
+         "form no direction groups (aop with the squared hinge, as here), every thread has a core and its buffers "
+         "fit half the memory; from zero or with the logistic loss (direction groups) only where not even 8 "
+         "lanes per thread fit -- the last rows, `--init zero`.", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]
-    for name, n, d, per_row, labels, lpr in _SHAPES:
-        for threads, gib in ((2, 24), (64, 256), (64, 32)):
-            kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30)
-            e = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=False, **kw)
-            t = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=True, **kw)
-            lanes = f"{e.details['lanes']} shared" if e.details.get("shared_lanes") else e.details["lanes"]
-            L.append(f"| {name} ({n} x {d}, {labels} labels) | {threads} ({gib} GiB) | {lanes} | "
-                     f"{format_bytes(e.total)} | {format_bytes(t.total)} | {format_bytes(e.parts['workspaces'])} | "
-                     f"{format_bytes(e.parts['data'])} |")
+    runs = [(shape, threads, gib, "aop") for shape in _SHAPES for threads, gib in ((2, 24), (64, 256))]
+    runs += [(shape, 64, gib, "zero") for shape in _SHAPES for gib in (256, 32)]
+    for (name, n, d, per_row, labels, lpr), threads, gib, init in runs:
+        kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30, init=init)
+        e = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=False, **kw)
+        t = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=True, **kw)
+        lanes = f"{e.details['lanes']} shared" if e.details.get("shared_lanes") else e.details["lanes"]
+        L.append(f"| {name} ({n} x {d}, {labels} labels){'' if init == 'aop' else ', --init zero'} "
+                 f"| {threads} ({gib} GiB) | {lanes} | "
+                 f"{format_bytes(e.total)} | {format_bytes(t.total)} | {format_bytes(e.parts['workspaces'])} | "
+                 f"{format_bytes(e.parts['data'])} |")
     return L + [""]
 
 
