@@ -10,14 +10,14 @@ the cache before compiling it: what the helper has saved, the command only loads
 
 Who compiles what.  The three phases of the solver (:mod:`headstart.solver.newton`:
 ``start``, ``direction``, ``advance``) are about half of train_chunk's compile time,
-and they and the kernels of the pass over X (``lanes_scores``, ``_touch`` and the
+and they and the kernels of the pass over X (``lanes_scores_rows``, ``_touch`` and the
 objective's ``project``, ``scores``, ``remainder``, ``unproject``) can be compiled on
 their own, for exactly the types train_chunk calls them with (the run's loss and
 regulariser, a lane's view of the lane workspace, a label's row of the record arrays,
 the float32 sweep buffer).  The command compiles ``start`` first, before reading;
 meanwhile the helper compiles the readers' kernels, ``direction``, ``project`` and
-the direction groups' ``_run_group`` (which shares its solver kernels, in the same
-types, with ``direction``).
+the direction groups' ``group_directions`` (which shares its solver kernels, in the
+same types, with ``direction``).
 When the command is done with ``start`` it tells the helper to go on with ``advance``
 and the rest of the sweep's kernels (then the kernels that pack finished weights), and
 reads (its reader loaded from the cache) and compiles train_chunk, which finds them
@@ -77,7 +77,7 @@ ENV_SWITCH = "HEADSTART_PRECOMPILE"
 #: the command's go (besides the readers' and the packing kernels)
 COMMAND_SHARE = ("start",)
 HELPER_BEFORE_GO = ("direction", "project")
-HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores", "scores", "remainder", "unproject", "_run_group")
+HELPER_AFTER_GO = ("advance", "_touch", "lanes_scores_rows", "scores", "remainder", "unproject", "group_directions")
 #: what the command tells the helper once its own share is compiled
 GO, STOP = "go", "stop"
 #: seconds ``Helper.stop`` waits for the helper to end after SIGTERM before killing it
@@ -198,18 +198,18 @@ def _kernel_args(params):
     col = V[:, 0]
     f, i = 0.0, 0
     lanes = lambda dtype: np.zeros(kernel.LANES, dtype=dtype)  # noqa: E731
-    group = (P, S, WS, OS, kernel.make_group(2, 2, kernel.LANES), i, i, lanes(np.int64), lanes(np.float64),
-             lanes(np.float64), lanes(np.int64), lanes(np.bool_), V, lanes(np.float64), False)
+    group = (P, S, WS, OS, kernel.make_group(2, 2, kernel.LANES), np.int64(0), i, lanes(np.int64),
+             lanes(np.float64), lanes(np.float64))
     return {"start": (newton.start, (P, O, W, f, rf[0], ra[0])),
             "direction": (newton.direction, (P, S, O, W)),
             "advance": (newton.advance, (P, S, O, W, i, f, f, f, i, f, f, rf[0], ra[0], rs[0], rc[0])),
             "project": (erm.project, (O, W.w, W.s, f, col)),
             "_touch": (kernel._touch, (V, np.zeros(1))),
-            "lanes_scores": (kernel.lanes_scores, (P, V, OS.xs, True)),
+            "lanes_scores_rows": (kernel.lanes_scores_rows, (P, V, OS.xs, True, i, i)),
             "scores": (erm.scores, (P, np.ascontiguousarray(col), OS.xs[0])),
             "remainder": (erm.remainder, (P, O, W.w, W.s, f, col, np.zeros(W.w.size))),
             "unproject": (erm.unproject, (O, col)),
-            "_run_group": (kernel._run_group, group)}
+            "group_directions": (kernel.group_directions, group)}
 
 
 def compile_kernels(params, names) -> None:

@@ -255,7 +255,7 @@ def _bias_terms(P, V, vb):
 def lanes_scores(P, V, out, ahead):
     """out[b] = X V[:, b] (+ bias * V[d, b]) for the 16 lanes in one pass over X
     (:func:`lanes_scores_rows` over all rows)."""
-    lanes_scores_rows(P, V, out, ahead, 0, P.indptr.size - 1)
+    lanes_scores_rows(P, V, out, ahead, np.int64(0), P.indptr.size - 1)   # (int64, as a team passes its rows: one specialisation)
 
 
 @njit(cache=True, nogil=True, fastmath={"contract"})
