@@ -553,254 +553,10 @@ def make_lanes(L):
                  np.zeros((L, 4)))
 
 
-# What the lanes' work reads and writes besides the lane itself: the call's arguments,
-# the sweep buffer V and X-products XV, the lanes' state, the label's scratch vectors
-# (positives' sum, start vector, erm.remainder's) and the chunk's outputs.  One tuple,
-# so that a lane's work is a function of its own (_fill_lane, _step_lane) that a lone
-# thread calls lane after lane and a team's threads call for the lanes they take.
-Chunk = namedtuple("Chunk", ["P", "S", "WS", "OS", "plan", "post", "colsum", "y_indptr", "y_indices", "labels",
-                             "epsilon", "d1_zero", "cost_scale", "cost_pos", "cost_neg", "deadline", "abort",
-                             "rec_f", "rec_act", "rec_step", "rec_cg", "rec_time", "timing", "V", "XV", "lanes",
-                             "psum", "w0", "lo", "stats", "intercept", "starts", "counts"])
-
-
 @njit(cache=True, nogil=True)
 def _column(V, b):
     """Lane b's column of the sweep buffer V (blocks, n_features + 1, LANES)."""
     return V[b // LANES, :, b % LANES]
-
-
-@njit(cache=True, nogil=True)
-def _finish_lane(C, team, W, O, b, status, nnz, buf_indices, buf_data):
-    """Lane b's label is done: its weights and statistics into the outputs, the lane
-    idle."""
-    Ls = C.lanes
-    k = Ls.slot[b]
-    nnz, buf_indices, buf_data = _finish(C.P, O, W, C.post, C.plan, C.psum, C.y_indptr, C.y_indices, C.labels[k],
-                                         C.w0, k, status, Ls.it[b], Ls.cgt[b], Ls.fv[b], Ls.gn[b], Ls.t_label[b],
-                                         C.stats, C.intercept, C.starts, C.counts, nnz, buf_indices, buf_data)
-    Ls.phase[b] = IDLE
-    if team is not None:
-        team.owner[k] = team.me
-    return nnz, buf_indices, buf_data
-
-
-@njit(cache=True, nogil=True)
-def _fill_lane(C, B, team, b, nm, next_k, started, nnz, buf_indices, buf_data):
-    """Lane b's work that needs no pass over X: an idle lane takes the next label (none
-    past the deadline, or once aborted) and sets it up; a label whose X w0 the sweep
-    has computed, or whose start needs none, is evaluated and gets its first direction
-    (in a direction group where it is dense, see DENSE_SHARE), or is done at once.
-    Returns (group members, next label, labels started, nnz, buf_indices, buf_data)."""
-    P, S, WS, OS, Ls = C.P, C.S, C.WS, C.OS, C.lanes
-    phase = Ls.phase
-    timing = C.timing
-    nl = C.labels.size
-    n = OS.wx.shape[1]
-    G = erm.GROUP
-    ts = nm if nm < G else -1   # the group slot lane b may join
-    if B is not None and ts >= 0:
-        W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
-    else:
-        W, O = lane(WS, OS, b)
-    while phase[b] != NEED_STEP:
-        t0 = nt.now() if timing else 0.0
-        if phase[b] == IDLE:
-            if team is not None:
-                k = team_take(team, nl, C.deadline, C.abort)
-                if k < 0:
-                    break
-            else:
-                if C.abort[0] != 0:
-                    next_k = nl       # stopping: no new label (and none of the chunk is kept)
-                if next_k < nl and C.deadline > 0.0 and nt.now() > C.deadline:
-                    started = next_k
-                    next_k = nl       # out of time: hand out nothing more
-                if next_k >= nl:
-                    break
-                k = next_k
-                next_k += 1
-            Ls.slot[b] = k
-            j = C.labels[k]
-            pos = C.y_indices[C.y_indptr[j]: C.y_indptr[j + 1]]
-            Ls.tol[b], g0, need = setup_label(P, O, W, C.plan, C.colsum, C.psum, pos, j, C.epsilon, C.d1_zero,
-                                              C.cost_scale, C.cost_pos, C.cost_neg)
-            st = C.stats[k]
-            st[0] = pos.size
-            st[8] = g0
-            st[9] = Ls.tol[b]
-            Ls.it[b] = 0
-            Ls.cgt[b] = 0
-            Ls.t_label[b] = 0.0
-            Ls.t_iter[b] = 0.0
-            if need:
-                _copy(_column(C.V, b), W.w, W.w.size)
-                phase[b] = NEED_START
-                if timing:
-                    Ls.t_iter[b] += nt.now() - t0
-                break
-        else:  # NEED_START, its X w0 has just been computed
-            _copy(O.wx, C.XV[b], O.wx.size)
-            _column(C.V, b)[:] = 0.0
-        k = Ls.slot[b]
-        status, Ls.fv[b], Ls.gn[b] = nt.start(P, O, W, Ls.tol[b], C.rec_f[k], C.rec_act[k])
-        t_started = nt.now() if timing else 0.0
-        C.stats[k, 4] = Ls.fv[b]
-        C.stats[k, 6] = Ls.gn[b]
-        joined = False
-        if status == nt.RUNNING:
-            Ls.it[b] = 1
-            if B is not None and ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
-                erm.group_coefficients(O, OS.xs[b], B.mask)
-                B.members[nm] = b
-                nm += 1
-                joined = True
-            else:
-                Ls.cgi[b], Ls.gTs[b], Ls.sig[b] = nt.direction(P, S, O, W)
-                Ls.cgt[b] += Ls.cgi[b]
-                Ls.exact[b] = erm.project(O, W.w, W.s, Ls.sig[b], _column(C.V, b))
-        dt = (nt.now() - t0) if timing else 0.0
-        if status == nt.RUNNING:
-            # the start's time is iteration 0's, the first direction's belongs to
-            # iteration 1, as in a direction group (_run_group books it after this
-            # reset): helper-57 found it in iteration 0 here, so the figure of
-            # iteration durations compared aop's iteration 0 with zero's iteration 1
-            Ls.t_iter[b] += t_started - t0
-            if C.rec_time.shape[1] > 0:
-                C.rec_time[k, 0] = Ls.t_iter[b]
-            Ls.t_label[b] += Ls.t_iter[b]
-            Ls.t_iter[b] = dt - (t_started - t0)
-            phase[b] = NEED_STEP
-        else:
-            Ls.t_iter[b] += dt
-            if C.rec_time.shape[1] > 0:
-                C.rec_time[k, 0] = Ls.t_iter[b]
-            Ls.t_label[b] += Ls.t_iter[b]
-            nnz, buf_indices, buf_data = _finish_lane(C, team, W, O, b, status, nnz, buf_indices, buf_data)
-        if B is not None and joined and nm == G:
-            _run_group(C, B, nm, erm.group_rows(B.mask, B.U))
-            nm = np.int64(0)
-    return nm, next_k, started, nnz, buf_indices, buf_data
-
-
-@njit(cache=True, nogil=True)
-def _step_lane(C, B, team, b, nm, nnz, buf_indices, buf_data):
-    """Lane b's work after the pass over X computed X delta: line search, step, new
-    gradient and stopping tests, then the next direction or the label's end.  A lane
-    whose gradient is dense waits in a group slot instead (its gradient is summed with
-    the group's, see train_chunk).  Returns (group members, nnz, buf_indices, buf_data)."""
-    P, S, WS, OS, Ls = C.P, C.S, C.WS, C.OS, C.lanes
-    timing = C.timing
-    n = OS.wx.shape[1]
-    ts = nm if nm < erm.GROUP and OS.ist[b, erm.NACT] * DENSE_SHARE >= n else -1
-    if B is not None and ts >= 0:
-        W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
-    else:
-        W, O = lane(WS, OS, b)
-    k = Ls.slot[b]
-    Vb = _column(C.V, b)
-    t0 = nt.now() if timing else 0.0
-    if Ls.exact[b]:
-        erm.remainder(P, O, W.w, W.s, Ls.sig[b], Vb, C.lo)
-    erm.unproject(O, Vb)  # Vb is zero outside the support it was written on
-    if B is not None and ts >= 0:
-        # nt.advance in its parts, so that a dense gradient can wait for the group's
-        act_frac = nt.active_fraction(O)
-        fold = Ls.fv[b]
-        alpha, fnew = erm.line_search(P, O, W.w, W.s, Ls.sig[b], Ls.gTs[b], fold, S.ls_eta, S.ls_max_steps)
-        g2 = Ls.gn[b]
-        if alpha != 0.0:
-            wsq = erm.step_move(P, O, W.w, W.s, Ls.sig[b], alpha)
-            if erm.dense_support(P, O) and O.ist[erm.NACT] * DENSE_SHARE >= n:
-                # (a lane less dense than the direction groups' share would make the
-                # group's pass run over rows that are mostly the others', see
-                # DENSE_SHARE)
-                erm.gradient_coefficients(O, B.GC[ts], OS.xs[b], B.mask)
-                Ls.pend[b, 0] = fold
-                Ls.pend[b, 1] = fnew
-                Ls.pend[b, 2] = alpha
-                Ls.pend[b, 3] = act_frac
-                B.members[nm] = b
-                Ls.t_iter[b] += (nt.now() - t0) if timing else 0.0
-                return nm + 1, nnz, buf_indices, buf_data
-            g2 = erm.step_grad(P, O, W.w, W.g, wsq)
-        status, Ls.fv[b], Ls.gn[b] = nt.conclude(S, Ls.it[b], fold, fnew, g2, Ls.tol[b], alpha, act_frac, Ls.cgi[b],
-                                                 C.rec_f[k], C.rec_act[k], C.rec_step[k], C.rec_cg[k])
-    else:
-        status, Ls.fv[b], Ls.gn[b] = nt.advance(P, S, O, W, Ls.it[b], Ls.fv[b], Ls.gn[b], Ls.tol[b], Ls.cgi[b],
-                                                Ls.gTs[b], Ls.sig[b], C.rec_f[k], C.rec_act[k], C.rec_step[k],
-                                                C.rec_cg[k])
-    Ls.t_iter[b] += (nt.now() - t0) if timing else 0.0
-    _book_iteration(C, b)
-    if status == nt.RUNNING:
-        # (an active set that is not dense enough for the gradients' group is not
-        # for the directions' either: every direction here is the lane's own)
-        Ls.t_iter[b] = 0.0
-        t0 = nt.now() if timing else 0.0
-        Ls.it[b] += 1
-        Ls.cgi[b], Ls.gTs[b], Ls.sig[b] = nt.direction(P, S, O, W)
-        Ls.cgt[b] += Ls.cgi[b]
-        Ls.exact[b] = erm.project(O, W.w, W.s, Ls.sig[b], Vb)
-        Ls.t_iter[b] += (nt.now() - t0) if timing else 0.0
-    else:
-        nnz, buf_indices, buf_data = _finish_lane(C, team, W, O, b, status, nnz, buf_indices, buf_data)
-    return nm, nnz, buf_indices, buf_data
-
-
-@njit(cache=True, nogil=True)
-def _book_iteration(C, b):
-    """Lane b's iteration is over: its duration into the records and the label's time."""
-    Ls = C.lanes
-    if Ls.it[b] < C.rec_time.shape[1]:
-        C.rec_time[Ls.slot[b], Ls.it[b]] = Ls.t_iter[b]
-    Ls.t_label[b] += Ls.t_iter[b]
-
-
-@njit(cache=True, nogil=True)
-def _group_gradients(C, B, nm, gsums, nnz, buf_indices, buf_data):
-    """The gradients of the nm lanes waiting in the group, in one pass over their rows
-    (erm.grad_rows_group); then each one's stopping tests, and the survivors' directions
-    in a direction group.  Returns (nnz, buf_indices, buf_data)."""
-    P, S, WS, OS, Ls = C.P, C.S, C.WS, C.OS, C.lanes
-    timing = C.timing
-    G = erm.GROUP
-    t0 = nt.now() if timing else 0.0
-    ng = nm
-    for t in range(G):
-        B.run[t] = t < ng
-    nU = erm.group_rows(B.mask, B.U)
-    for t in range(ng):
-        erm.group_gradient_start(P, WS.w[B.members[t]], B.D, B.HD, t)
-    erm.grad_rows_group(P, B.U, nU, B.GC, OS.xs, B.members, B.run, B.D, B.HD, gsums)
-    share = ((nt.now() - t0) / ng) if timing else 0.0
-    nm = np.int64(0)   # the survivors that compute their directions in the group
-    for t in range(ng):
-        b = B.members[t]
-        W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, t)
-        k = Ls.slot[b]
-        t0 = nt.now() if timing else 0.0
-        g2 = erm.group_gradient_finish(P, O, W.w, W.g, B.D, B.HD, t, gsums)
-        status, Ls.fv[b], Ls.gn[b] = nt.conclude(S, Ls.it[b], Ls.pend[b, 0], Ls.pend[b, 1], g2, Ls.tol[b],
-                                                 Ls.pend[b, 2], Ls.pend[b, 3], Ls.cgi[b], C.rec_f[k], C.rec_act[k],
-                                                 C.rec_step[k], C.rec_cg[k])
-        Ls.t_iter[b] += share + ((nt.now() - t0) if timing else 0.0)
-        _book_iteration(C, b)
-        if status == nt.RUNNING:
-            # it waited only with an active set dense enough for the direction groups
-            # too, so it joins this one
-            Ls.t_iter[b] = 0.0
-            Ls.it[b] += 1
-            if nm != t:   # slot t -> nm: the group's slots stay packed
-                _copy(B.GG[nm], B.GG[t], WS.w.shape[1])
-                _copy(B.GM[nm], B.GM[t], WS.w.shape[1])
-            B.members[nm] = b
-            nm += 1
-        else:
-            nnz, buf_indices, buf_data = _finish_lane(C, None, W, O, b, status, nnz, buf_indices, buf_data)
-    if nm > 0:
-        # the coefficients are in the survivors' xs rows, their rows within U
-        _run_group(C, B, nm, nU)
-    return nnz, buf_indices, buf_data
 
 
 @njit(cache=True, nogil=True)
@@ -827,11 +583,22 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     output rows are those of the labels it finished (``team.owner``), the statistics
     are the team's.  None: the thread works alone (numba prunes the team's code from
     that specialisation).
+
+    (One loop body serves both: the lane work is written out here, not in functions
+    of its own, because numba compiled such functions -- a tuple of the chunk's ~30
+    arrays passed to each -- in 1.3x the time of the whole kernel: 33.6 s against
+    25.4 s, stop 71.)
     """
     L = WS.w.shape[0]
     nv = WS.w.shape[1]
     nl = labels.size
-    # the sweep buffer: lane b's column is _column(V, b) (float32: see erm.project)
+    psum = np.zeros(nv)
+    # the start vector of a finished label, recomputed for its distance statistic (see
+    # start_vector): keeping every lane's start for the whole solve cost 8 bytes per
+    # feature and lane, 2 x 17 MB on the Amazon-670K shape with 2 threads
+    w0 = np.zeros(nv)
+    # the sweep buffer: lane b's column is _column(V, b) (float32: see erm.project);
+    # per-lane state (:class:`Lanes`) and statistics: a team's are common to its threads
     if team is None:
         V = np.zeros((1, nv, L), dtype=nt.DELTA_DTYPE)
         Ls = make_lanes(L)
@@ -840,78 +607,285 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         V = team.V
         Ls = team.lanes
         stats = team.stats
-    # psum, w0 (the start vector of a finished label, recomputed for its distance
-    # statistic, see start_vector: keeping every lane's start for the whole solve cost 8
-    # bytes per feature and lane, 2 x 17 MB on the Amazon-670K shape with 2 threads) and
-    # lo (erm.remainder's scratch, zero outside the support in use); the sweep writes
-    # each lane's X-product straight into its xs
-    C = Chunk(P, S, WS, OS, plan, post, colsum, y_indptr, y_indices, labels, epsilon, d1_zero, cost_scale,
-              cost_pos, cost_neg, deadline, abort, rec_f, rec_act, rec_step, rec_cg, rec_time, timing, V, OS.xs, Ls,
-              np.zeros(nv), np.zeros(nv), np.zeros(nv), stats, np.zeros(nl, dtype=np.float32),
-              np.zeros(nl, dtype=np.int64), np.zeros(nl, dtype=np.int64))
-    phase, t_iter = Ls.phase, Ls.t_iter
-    XV = OS.xs
+    phase, slot, it, cgi, cgt, exact, fv, gn, gTs, sig, tol, t_iter, t_label, pend = Ls
+    XV = OS.xs  # the sweep writes each lane's X-product straight into its xs
     touched = np.zeros(1)
+    lo = np.zeros(nv)          # scratch of erm.remainder (zero outside the support in use)
     # lanes computing their directions in a group (see DENSE_SHARE).  B is None when the
-    # trainer forms no groups: every use of B below sits under "B is not None", which
-    # numba prunes before typing, so that specialisation compiles no group code (~2 s
-    # of a first run; see use_groups in training/budget.py)
+    # trainer forms no groups (always in a team): every use of B below sits under "B is
+    # not None", which numba prunes before typing, so that specialisation compiles no
+    # group code (~2 s of a first run; see use_groups in training/budget.py)
+    n = OS.wx.shape[1]
     G = erm.GROUP
     nm = np.int64(0)
     gsums = np.zeros((G, 2))    # the group members' bias sums (erm.grad_rows_group)
+    # outputs
+    starts = np.zeros(nl, dtype=np.int64)
+    counts = np.zeros(nl, dtype=np.int64)
     buf_indices = np.empty(1024, dtype=np.int32)
     buf_data = np.empty(1024, dtype=np.float32)
+    intercept = np.zeros(nl, dtype=np.float32)
     nnz = np.int64(0)   # not the literal 0: _finish would be compiled a second time for it
     next_k = 0
     started = -1   # labels handed out before the deadline; -1 while there is time
-    if team is not None:
-        # every pass: each thread takes lanes from the pass's counter and does a lane's
-        # work after the sweep (its line search...) and before the next (a new label,
-        # its start, its direction) at once, then its rows of the sweep
-        rnd = 0         # the team's passes so far
-        share = 0.0     # a busy lane's share of this thread's last pass
+    mine = np.empty(L, dtype=np.int64)   # the lanes this thread worked on in this pass
+    rnd = 0          # passes over X so far
+    share = 0.0      # a busy lane's share of the last pass
+    while True:
+        # --- each lane's work between two passes over X -------------------------------
+        # A lone thread takes its lanes in order: the line searches and new directions of
+        # all of them (C), then their new labels, starts and first directions (A).  A
+        # team's thread takes lanes from the pass's counter and does a lane's C and A at
+        # once (any thread may take any lane: a thread whose lanes are light takes more).
+        # C: a lane whose last gradient was dense takes a group slot: if its new active
+        # set is dense too, its gradient is summed with the group's in one pass over
+        # their rows (erm.grad_rows_group) once GROUP lanes wait or the lanes run out, and
+        # the survivors compute their directions together (group_directions).
+        nmine = 0
+        q = 0
         while True:
-            busy = 0
-            while True:
-                b = team_lane(team, rnd, L)
-                if b < 0:
-                    break
-                if phase[b] != IDLE:
-                    t_iter[b] += share
+            if team is None:
+                bt = q if q < L else -1
+                q += 1
+            else:
+                bt = team_lane(team, rnd, L)
+            if B is not None and nm > 0 and (nm == G or bt < 0):
+                t0 = nt.now() if timing else 0.0
+                ng = nm
+                for t in range(G):
+                    B.run[t] = t < ng
+                nU = erm.group_rows(B.mask, B.U)
+                for t in range(ng):
+                    erm.group_gradient_start(P, WS.w[B.members[t]], B.D, B.HD, t)
+                erm.grad_rows_group(P, B.U, nU, B.GC, OS.xs, B.members, B.run, B.D, B.HD, gsums)
+                gshare = ((nt.now() - t0) / ng) if timing else 0.0
+                nm = np.int64(0)   # the survivors that compute their directions in the group
+                for t in range(ng):
+                    b2 = B.members[t]
+                    W, O = group_lane(WS, OS, b2, B.GG, B.GM, B.GR, t)
+                    k = slot[b2]
+                    t0 = nt.now() if timing else 0.0
+                    g2 = erm.group_gradient_finish(P, O, W.w, W.g, B.D, B.HD, t, gsums)
+                    status, fv[b2], gn[b2] = nt.conclude(S, it[b2], pend[b2, 0], pend[b2, 1], g2, tol[b2],
+                                                         pend[b2, 2], pend[b2, 3], cgi[b2], rec_f[k], rec_act[k],
+                                                         rec_step[k], rec_cg[k])
+                    t_iter[b2] += gshare + ((nt.now() - t0) if timing else 0.0)
+                    if it[b2] < rec_time.shape[1]:
+                        rec_time[k, it[b2]] = t_iter[b2]
+                    t_label[b2] += t_iter[b2]
+                    if status == nt.RUNNING:
+                        # it waited only with an active set dense enough for the
+                        # direction groups too, so it joins this one
+                        t_iter[b2] = 0.0
+                        it[b2] += 1
+                        if nm != t:   # slot t -> nm: the group's slots stay packed
+                            _copy(B.GG[nm], B.GG[t], nv)
+                            _copy(B.GM[nm], B.GM[t], nv)
+                        B.members[nm] = b2
+                        nm += 1
+                    else:
+                        nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices,
+                                                             labels[k], w0, k, status, it[b2], cgt[b2], fv[b2],
+                                                             gn[b2], t_label[b2], stats, intercept, starts, counts,
+                                                             nnz, buf_indices, buf_data)
+                        phase[b2] = IDLE
+                if nm > 0:
+                    # the coefficients are in the survivors' xs rows, their rows within U
+                    _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, timing)
+                    nm = np.int64(0)
+            a0 = nmine    # the first of the lanes whose A follows now (none: later)
+            if bt >= 0:
+                b1 = bt
+                mine[nmine] = b1
+                nmine += 1
+                if timing and phase[b1] != IDLE:
+                    t_iter[b1] += share
+                if team is not None:
+                    a0 = nmine - 1
+                if phase[b1] == NEED_STEP:
+                    ts = nm if nm < G and OS.ist[b1, erm.NACT] * DENSE_SHARE >= n else -1
+                    if B is not None and ts >= 0:
+                        W, O = group_lane(WS, OS, b1, B.GG, B.GM, B.GR, ts)
+                    else:
+                        W, O = lane(WS, OS, b1)
+                    k = slot[b1]
+                    Vb = _column(V, b1)
+                    t0 = nt.now() if timing else 0.0
+                    if exact[b1]:
+                        erm.remainder(P, O, W.w, W.s, sig[b1], Vb, lo)
+                    erm.unproject(O, Vb)  # Vb is zero outside the support it was written on
+                    if B is not None and ts >= 0:
+                        # nt.advance in its parts, so that a dense gradient can wait for the group's
+                        act_frac = nt.active_fraction(O)
+                        fold = fv[b1]
+                        alpha, fnew = erm.line_search(P, O, W.w, W.s, sig[b1], gTs[b1], fold, S.ls_eta,
+                                                      S.ls_max_steps)
+                        g2 = gn[b1]
+                        if alpha != 0.0:
+                            wsq = erm.step_move(P, O, W.w, W.s, sig[b1], alpha)
+                            if erm.dense_support(P, O) and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                                # (a lane less dense than the direction groups' share would
+                                # make the group's pass run over rows that are mostly the
+                                # others', see DENSE_SHARE)
+                                erm.gradient_coefficients(O, B.GC[ts], OS.xs[b1], B.mask)
+                                pend[b1, 0] = fold
+                                pend[b1, 1] = fnew
+                                pend[b1, 2] = alpha
+                                pend[b1, 3] = act_frac
+                                B.members[nm] = b1
+                                nm += 1
+                                t_iter[b1] += (nt.now() - t0) if timing else 0.0
+                                continue   # (a lone thread's lane: its A comes after all C)
+                            g2 = erm.step_grad(P, O, W.w, W.g, wsq)
+                        status, fv[b1], gn[b1] = nt.conclude(S, it[b1], fold, fnew, g2, tol[b1], alpha, act_frac,
+                                                             cgi[b1], rec_f[k], rec_act[k], rec_step[k], rec_cg[k])
+                    else:
+                        status, fv[b1], gn[b1] = nt.advance(P, S, O, W, it[b1], fv[b1], gn[b1], tol[b1], cgi[b1],
+                                                            gTs[b1], sig[b1], rec_f[k], rec_act[k], rec_step[k],
+                                                            rec_cg[k])
+                    t_iter[b1] += (nt.now() - t0) if timing else 0.0
+                    if it[b1] < rec_time.shape[1]:
+                        rec_time[k, it[b1]] = t_iter[b1]
+                    t_label[b1] += t_iter[b1]
+                    if status == nt.RUNNING:
+                        # (an active set that is not dense enough for the gradients' group
+                        # is not for the directions' either: every direction here is the
+                        # lane's own)
+                        t_iter[b1] = 0.0
+                        t0 = nt.now() if timing else 0.0
+                        it[b1] += 1
+                        cgi[b1], gTs[b1], sig[b1] = nt.direction(P, S, O, W)
+                        cgt[b1] += cgi[b1]
+                        exact[b1] = erm.project(O, W.w, W.s, sig[b1], Vb)
+                        t_iter[b1] += (nt.now() - t0) if timing else 0.0
+                    else:
+                        nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices,
+                                                             labels[k], w0, k, status, it[b1], cgt[b1], fv[b1],
+                                                             gn[b1], t_label[b1], stats, intercept, starts, counts,
+                                                             nnz, buf_indices, buf_data)
+                        phase[b1] = IDLE
+                        if team is not None:
+                            team.owner[k] = team.me
+            elif team is None:
+                a0 = 0
+            # A: refill idle lanes and run every phase that needs no pass over X
+            a1 = nmine if (team is not None or bt < 0) else a0
+            for qa in range(a0, a1):
+                b = mine[qa]
                 if phase[b] == NEED_STEP:
-                    nm, nnz, buf_indices, buf_data = _step_lane(C, None, team, b, nm, nnz, buf_indices, buf_data)
-                if phase[b] != NEED_STEP:
-                    nm, next_k, started, nnz, buf_indices, buf_data = _fill_lane(
-                        C, None, team, b, nm, next_k, started, nnz, buf_indices, buf_data)
-                if phase[b] != IDLE:
-                    busy += 1
-            t0 = nt.now() if timing else 0.0
+                    continue
+                ts = nm if nm < G else -1   # the group slot lane b may join
+                if B is not None and ts >= 0:
+                    W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
+                else:
+                    W, O = lane(WS, OS, b)
+                while phase[b] != NEED_STEP:
+                    t0 = nt.now() if timing else 0.0
+                    if phase[b] == IDLE:
+                        if team is not None:
+                            k = team_take(team, nl, deadline, abort)
+                            if k < 0:
+                                break
+                        else:
+                            if abort[0] != 0:
+                                next_k = nl       # stopping: no new label (and none of the chunk is kept)
+                            if next_k < nl and deadline > 0.0 and nt.now() > deadline:
+                                started = next_k
+                                next_k = nl       # out of time: hand out nothing more
+                            if next_k >= nl:
+                                break
+                            k = next_k
+                            next_k += 1
+                        slot[b] = k
+                        j = labels[k]
+                        pos = y_indices[y_indptr[j]: y_indptr[j + 1]]
+                        tol[b], g0, need = setup_label(P, O, W, plan, colsum, psum, pos, j, epsilon, d1_zero,
+                                                       cost_scale, cost_pos, cost_neg)
+                        stats[k, 0] = pos.size
+                        stats[k, 8] = g0
+                        stats[k, 9] = tol[b]
+                        it[b] = 0
+                        cgt[b] = 0
+                        t_label[b] = 0.0
+                        t_iter[b] = 0.0
+                        if need:
+                            _copy(_column(V, b), W.w, nv)
+                            phase[b] = NEED_START
+                            if timing:
+                                t_iter[b] += nt.now() - t0
+                            break
+                    else:  # NEED_START, its X w0 has just been computed
+                        _copy(O.wx, XV[b], O.wx.size)
+                        _column(V, b)[:] = 0.0
+                    k = slot[b]
+                    status, fv[b], gn[b] = nt.start(P, O, W, tol[b], rec_f[k], rec_act[k])
+                    t_started = nt.now() if timing else 0.0
+                    stats[k, 4] = fv[b]
+                    stats[k, 6] = gn[b]
+                    joined = False
+                    if status == nt.RUNNING:
+                        it[b] = 1
+                        if B is not None and ts >= 0 and O.ist[erm.NACT] * DENSE_SHARE >= n:
+                            erm.group_coefficients(O, OS.xs[b], B.mask)
+                            B.members[nm] = b
+                            nm += 1
+                            joined = True
+                        else:
+                            cgi[b], gTs[b], sig[b] = nt.direction(P, S, O, W)
+                            cgt[b] += cgi[b]
+                            exact[b] = erm.project(O, W.w, W.s, sig[b], _column(V, b))
+                    dt = (nt.now() - t0) if timing else 0.0
+                    if status == nt.RUNNING:
+                        # the start's time is iteration 0's, the first direction's belongs
+                        # to iteration 1, as in a direction group (_run_group books it
+                        # after this reset): helper-57 found it in iteration 0 here, so the
+                        # figure of iteration durations compared aop's iteration 0 with
+                        # zero's iteration 1
+                        t_iter[b] += t_started - t0
+                        if rec_time.shape[1] > 0:
+                            rec_time[k, 0] = t_iter[b]
+                        t_label[b] += t_iter[b]
+                        t_iter[b] = dt - (t_started - t0)
+                        phase[b] = NEED_STEP
+                    else:
+                        t_iter[b] += dt
+                        if rec_time.shape[1] > 0:
+                            rec_time[k, 0] = t_iter[b]
+                        t_label[b] += t_iter[b]
+                        nnz, buf_indices, buf_data = _finish(P, O, W, post, plan, psum, y_indptr, y_indices,
+                                                             labels[k], w0, k, status, it[b], cgt[b], fv[b], gn[b],
+                                                             t_label[b], stats, intercept, starts, counts, nnz,
+                                                             buf_indices, buf_data)
+                        phase[b] = IDLE
+                        if team is not None:
+                            team.owner[k] = team.me
+                    if B is not None and joined and nm == G:
+                        _run_group(P, S, WS, OS, B, nm, erm.group_rows(B.mask, B.U), cgi, gTs, sig,
+                                   cgt, exact, V, t_iter, timing)
+                        nm = np.int64(0)
+            if bt < 0:
+                break
+        if B is not None and nm > 0:
+            _run_group(P, S, WS, OS, B, nm, erm.group_rows(B.mask, B.U), cgi, gTs, sig,
+                       cgt, exact, V, t_iter, timing)
+            nm = np.int64(0)
+        busy = 0
+        for qa in range(nmine):
+            if phase[mine[qa]] != IDLE:
+                busy += 1
+        # --- the pass over X: scores of start vectors and search directions ------------
+        t0 = nt.now() if timing else 0.0
+        if team is not None:
+            # this thread's rows for all the team's lanes, between two barriers
             total = team_sweep(P, team, busy, rnd, abort, touched)
             if total <= 0:
                 break         # no lane is busy, or the team gave up
-            share = ((nt.now() - t0) / total) if timing else 0.0
-            rnd += 1
-        started = min(atomic.load(team.sync, TEAM_NEXT), nl)   # final: no thread takes a label now
-    else:
-        while True:
-            # --- refill idle lanes and run every phase that needs no pass over X ------
-            for b in range(L):
-                if phase[b] != NEED_STEP:
-                    nm, next_k, started, nnz, buf_indices, buf_data = _fill_lane(
-                        C, B, None, b, nm, next_k, started, nnz, buf_indices, buf_data)
-            if B is not None and nm > 0:
-                _run_group(C, B, nm, erm.group_rows(B.mask, B.U))
-                nm = np.int64(0)
-            busy = 0
-            for b in range(L):
-                if phase[b] != IDLE:
-                    busy += 1
+        else:
+            total = busy
             if busy == 0:
                 break
             if abort[0] != 0:
                 break         # the lanes' labels are unfinished: started = 0 below
-            # --- the pass over X: scores of start vectors and search directions --------
-            t0 = nt.now() if timing else 0.0
             if L == LANES:
                 _touch(V[0], touched)
                 lanes_scores(P, V[0], XV, P.indices.size > SWEEP_PREFETCH_NNZ)
@@ -922,28 +896,15 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 for b in range(L):
                     if phase[b] != IDLE:
                         erm.scores(P, np.ascontiguousarray(_column(V, b)), XV[b])
-            if timing:
-                share = (nt.now() - t0) / busy
-                for b in range(L):
-                    if phase[b] != IDLE:
-                        t_iter[b] += share
-            # --- line searches and new directions --------------------------------------
-            # A lane whose last gradient was dense takes a group slot: if its new active
-            # set is dense too, its gradient is summed with the group's in one pass over
-            # their rows (erm.grad_rows_group) once GROUP lanes wait or the lanes run out,
-            # and the survivors compute their directions together (group_directions).
-            for b in range(L + 1):
-                if B is not None and nm > 0 and (nm == G or b == L):
-                    nnz, buf_indices, buf_data = _group_gradients(C, B, nm, gsums, nnz, buf_indices, buf_data)
-                    nm = np.int64(0)
-                if b < L and phase[b] == NEED_STEP:
-                    nm, nnz, buf_indices, buf_data = _step_lane(C, B, None, b, nm, nnz, buf_indices, buf_data)
+        share = ((nt.now() - t0) / total) if timing else 0.0
+        rnd += 1
+    if team is not None:
+        started = min(atomic.load(team.sync, TEAM_NEXT), nl)   # final: no thread takes a label now
     if abort[0] != 0:
         started = 0   # set while the chunk ran: none of it is kept (labels unfinished or never handed out)
     if started < 0:
         started = nl
     # gather the rows into label order
-    counts, starts = C.counts, C.starts
     out_indptr = np.zeros(started + 1, dtype=np.int64)
     for k in range(started):
         out_indptr[k + 1] = out_indptr[k] + counts[k]
@@ -953,25 +914,24 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         a = out_indptr[k]
         _copy_range(out_indices, a, buf_indices, starts[k], counts[k])
         _copy_range(out_data, a, buf_data, starts[k], counts[k])
-    return out_indptr, out_indices, out_data, C.intercept[:started], stats[:started], started
+    return out_indptr, out_indices, out_data, intercept[:started], stats[:started], started
 
 
 @njit(cache=True, nogil=True)
-def _run_group(C, B, nm, nU):
+def _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, timing):
     """The group's directions (:func:`group_directions`), then each member's projected
     direction for the sweep; the group's time is shared out among its members."""
-    Ls = C.lanes
-    t0 = nt.now() if C.timing else 0.0
-    group_directions(C.P, C.S, C.WS, C.OS, B, nm, nU, Ls.cgi, Ls.gTs, Ls.sig)
+    t0 = nt.now() if timing else 0.0
+    group_directions(P, S, WS, OS, B, nm, nU, cgi, gTs, sig)
     for t in range(nm):
         b = B.members[t]
-        W, O = group_lane(C.WS, C.OS, b, B.GG, B.GM, B.GR, t)
-        Ls.cgt[b] += Ls.cgi[b]
-        Ls.exact[b] = erm.project(O, W.w, W.s, Ls.sig[b], _column(C.V, b))
-    if C.timing:
+        W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, t)
+        cgt[b] += cgi[b]
+        exact[b] = erm.project(O, W.w, W.s, sig[b], _column(V, b))
+    if timing:
         share = (nt.now() - t0) / nm
         for t in range(nm):
-            Ls.t_iter[B.members[t]] += share
+            t_iter[B.members[t]] += share
 
 
 @njit(cache=True, nogil=True)
