@@ -132,7 +132,7 @@ class MemoryEstimate:
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None, memory: int | None = None, groups: bool = False,
-                     cores: int | None = None) -> tuple[int, int, int, bool]:
+                     cores: int | None = None, nnz: int | None = None) -> tuple[int, int, int, bool]:
     """(threads actually used, chunk size, lanes, whether the threads share 16 lanes as a
     team), as :func:`train_labels` decides them on a machine where the process can use
     ``memory`` bytes (default: this one)."""
@@ -149,7 +149,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
         team = max(1, min(threads, n_labels))    # the trainer weighs the same threads
-        shared = team > 1 and share_lanes(n, d, team, lanes, budget, groups, cores)
+        shared = team > 1 and share_lanes(n, d, team, lanes, budget, groups, cores, nnz)
         if shared:
             used, lanes = team, 16
     return used, chunk_size, int(lanes), shared
@@ -200,7 +200,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     used, chunk_size, lanes, shared = _training_layout(n, dk, n_labels, threads, chunk_size,
                                                        lanes if solver == "newton" else 1, memory,
                                                        groups=_groups(16, init, loss),
-                                                       cores=None if memory is None else threads)
+                                                       cores=None if memory is None else threads, nnz=nnz)
     from .training.budget import thread_workspace_bytes
 
     nv = dk + 1

@@ -437,13 +437,17 @@ def test_training_estimate_follows_the_trainer():
     from headstart._threads import usable_cores
     from headstart.training.budget import choose_lanes, team_workspace_bytes
 
-    # by default two threads with a core each share their lanes as a team (aop, no
-    # direction groups: budget.share_lanes); lanes given, each thread runs its own
-    t = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
+    # by default two threads with a core each share their lanes as a team where X is
+    # larger than the cache (aop, no direction groups: budget.share_lanes); where it
+    # fits, or lanes are given, each thread runs its own
+    big = 9 * 2**20
+    t = resources.estimate_training_memory(100000, 500, big, 64, 2, label_nnz=300000)
     assert t.details["shared_lanes"] == (usable_cores() >= 2)
     if t.details["shared_lanes"]:
-        assert t.parts["workspaces"] == team_workspace_bytes(1000, 500, 2) and t.details["threads"] == 2
-    e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, lanes=16)
+        assert t.parts["workspaces"] == team_workspace_bytes(100000, 500, 2) and t.details["threads"] == 2
+    assert not resources.estimate_training_memory(100000, 500, big, 64, 2, label_nnz=300000,
+                                                  lanes=16).details["shared_lanes"]
+    e = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000)
     assert not e.details["shared_lanes"]
     assert e.details["lanes"] == choose_lanes(1000, 500, e.details["threads"])
     assert e.total == sum(e.parts.values()) > 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 from .._memory import available_memory
 from .._threads import usable_cores
 from ..objective.erm import GROUP
-from .kernel import HALF_LANES, LANES, make_lane_workspace
+from .kernel import HALF_LANES, LANES, SWEEP_PREFETCH_NNZ, make_lane_workspace
 from .team import team_blocks
 
 _F64 = 8
@@ -145,20 +145,25 @@ def team_workspace_bytes(n: int, d: int, threads: int) -> int:
 
 
 def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, groups: bool = False,
-                cores: int | None = None) -> bool:
+                cores: int | None = None, nnz: int | None = None) -> bool:
     """Whether ``threads`` threads share 16 lanes as one team (:mod:`.team`) instead of
     running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether lone threads would
-    form direction groups (:func:`use_groups`; a team forms none).
+    form direction groups (:func:`use_groups`; a team forms none); ``nnz``: X's non-zeros
+    (None: large).
 
     Without groups -- the sparse starts with a loss that mines negatives, aop with the
-    squared hinge -- a team wherever its buffers (16 lanes per 16 threads,
-    :func:`team_workspace_bytes`) fit ``budget``: as fast as 16 lanes per thread or
-    faster, at 16 / threads lanes' memory per thread.  Measured with
-    benchmarks/lanes.py (2 threads, aop, 2026-12-04, medians, the same weights
-    throughout): on the Amazon-670K shape, labels 0:320, team 13.80 s, 16 lanes 16.96 s,
-    8 lanes 17.74 s; labels 0:1000, team 40.37 s, 16 lanes 49.61 s, 8 lanes 43.59 s; on
-    debian-deps, labels 0:1000, whose X fits the cache, within the runs' noise of 16
-    lanes (1.86 s against 1.81 s, medians of 5).
+    squared hinge -- a team wherever X is larger than the cache (more than
+    ``SWEEP_PREFETCH_NNZ`` non-zeros) and its buffers (16 lanes per 16 threads,
+    :func:`team_workspace_bytes`) fit ``budget``: faster than 16 lanes per thread, at
+    16 / threads lanes' memory per thread, since the threads' sweeps over X come from
+    memory once per 16 labels of the team instead of once per 16 labels of each
+    thread.  Measured with benchmarks/lanes.py (2 threads, aop, 2026-12-04, medians,
+    the same weights throughout): on the Amazon-670K shape (36.7M non-zeros), labels
+    0:320, team 13.80 s, 16 lanes 16.96 s, 8 lanes 17.74 s; labels 0:1000, team
+    40.37 s, 16 lanes 49.61 s, 8 lanes 43.59 s.  Where X fits the cache the sweeps
+    cost little and the team's barriers do: on all of debian-deps (1.4M non-zeros)
+    the default team took 1.07x the time of 16 lanes per thread (benchmarks/
+    before_after.py, two runs of 2).
     With groups, lone threads keep their lanes while 8 per thread fit: from zero on
     debian-deps (labels 0:1000) the team took 1.05x the time of 16 lanes with groups.
     Where they do not fit, the team's 16 lanes instead of one per thread (one pass over X
@@ -173,7 +178,8 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     team = team_workspace_bytes(n, d, threads)
     # (no budget: 16 lanes per thread, more than the team's, were below every budget's floor)
     fits = budget is None or team <= budget
-    if fits and not groups and threads <= (usable_cores() if cores is None else cores):
+    large = nnz is None or nnz > SWEEP_PREFETCH_NNZ
+    if fits and large and not groups and threads <= (usable_cores() if cores is None else cores):
         return True
     if lanes >= HALF_LANES:
         return False

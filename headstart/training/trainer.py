@@ -153,7 +153,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     team_size = min(asked, labels.size)
     if shared is None:
         shared = planned and share_lanes(n, d, team_size, lanes, budget,
-                                         use_groups(LANES, init.sparse_start, mines) if groups is None else groups)
+                                         use_groups(LANES, init.sparse_start, mines) if groups is None else groups,
+                                         nnz=x_nnz)
         if shared and lanes < LANES:
             log.info("lanes: %d shared by the %d threads (%d / thread would exceed the lane budget of %.1f GiB)",
                      LANES, team_size, LANES if lanes == HALF_LANES else HALF_LANES, budget / 2**30)
