@@ -144,7 +144,9 @@ def main(argv=None) -> int:
                          "iterations": rs[0]["iterations"], "cg_steps": rs[0]["cg_steps"], "nnz": rs[0]["nnz"],
                          **metrics[name]}
     o, n = summary["old"], summary["new"]
-    result = {"dataset": args.dataset, "labels": args.labels or "all", "threads": args.threads,
+    synth = train.parent / "synth.json"    # a preset of benchmarks/synth.py, whatever the folder's name
+    preset = json.loads(synth.read_text()).get("preset") if synth.is_file() else None
+    result = {"dataset": args.dataset, "preset": preset, "labels": args.labels or "all", "threads": args.threads,
               "base": args.base, "commit": this_commit(), "options": extra, "repeat": args.repeat, "runs": runs,
               "summary": summary,
               "speedup": o["train_seconds"] / n["train_seconds"], "rss_ratio": n["peak_rss_mb"] / o["peak_rss_mb"],

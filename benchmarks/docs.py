@@ -451,7 +451,7 @@ def before_after_section(results_dir: Path) -> list[str]:
     for f in files:
         d = json.loads(f.read_text())
         o, n = d["summary"]["old"], d["summary"]["new"]
-        name = Path(str(d["dataset"])).name
+        name = d.get("preset") or Path(str(d["dataset"])).name
         lab = d.get("labels", "all")
         extra = ""
         if lab not in (None, "all") and name in _LABEL_SPACE:
