@@ -164,8 +164,9 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     cost little and the team's barriers do: on all of debian-deps (1.4M non-zeros)
     the default team took 1.07x the time of 16 lanes per thread (benchmarks/
     before_after.py, two runs of 2).
-    With groups, lone threads keep their lanes while 8 per thread fit: from zero on
-    debian-deps (labels 0:1000) the team took 1.05x the time of 16 lanes with groups.
+    With groups, lone threads keep their lanes while 8 per thread fit: from zero the team
+    took 1.05x the time of 16 lanes with groups on debian-deps (labels 0:1000) and 1.18x
+    on the Amazon-670K shape (labels 0:32, medians of 2).
     Where they do not fit, the team's 16 lanes instead of one per thread (one pass over X
     per 16 labels instead of one per label), if its buffers fit or take no more than
     one lane per thread would (from 16 threads on, about one lane each).
