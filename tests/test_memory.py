@@ -135,7 +135,12 @@ rng = np.random.default_rng(0)
 # load the compiled kernels and start the thread pool's machinery on a tiny problem first:
 # the estimate is of training's own buffers, not of the interpreter and its code
 Xs = sp.random(50, 30, density=0.2, format="csr", dtype=np.float32, random_state=0)
-train_labels(Xs, sp.csr_matrix((rng.random((50, 4)) < 0.3).astype(np.float32)), p, np.arange(4))
+Ys = sp.csr_matrix((rng.random((50, 4)) < 0.3).astype(np.float32))
+train_labels(Xs, Ys, p, np.arange(4))
+if p.regularizer == "l2":
+    # and the team's kernels: threads share 16 lanes on X larger than the cache (8.4M
+    # nonzeros here, budget.share_lanes), a specialisation of its own
+    train_labels(Xs, Ys, p, np.arange(4), shared=True)
 base = status("VmRSS")
 S = synth.generate("amazoncat-13k", scale=0.1, seed=0)
 X, Y = S.X_train.copy(), S.Y_train.copy()
