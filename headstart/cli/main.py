@@ -130,7 +130,12 @@ def unrecognized(parser: argparse.ArgumentParser, extras: list[str]) -> str:
     return f"unrecognized arguments: {' '.join(extras)}" + "".join(f"\n  {h}" for h in hints)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser.  With ``argv``, only the subcommands named in it get
+    their options: some options' choices come from the modules behind them (the
+    shortlist backends, the tuning and experiment defaults), whose imports made every
+    command's process ~2 MB larger (debian-deps' `train` peak is ~250 MB, issue 12);
+    ``--help`` still lists every command, and each one named has all its options."""
     from .. import __version__
 
     parser = _Parser(
@@ -144,7 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
         mod = importlib.import_module(f"{__package__}.{name}")
         sp = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP),
                             formatter_class=_Formatter, parents=[_common_options(False)])
-        mod.add_arguments(sp)
+        if argv is None or mod.NAME in argv:
+            mod.add_arguments(sp)
         sp.set_defaults(_run=mod.run, _parser=sp)
     return parser
 
@@ -276,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else list(argv))
     args, extras = parser.parse_known_args(argv)  # exits 2 on bad usage
     if extras:      # reported by the subcommand that did not know them (its usage, its --help)
         getattr(args, "_parser", parser).error(unrecognized(getattr(args, "_parser", parser), extras))

@@ -343,7 +343,7 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
                                                                     state, rec, abort.flag, stats_of)
         if not trajectories:
             stats = stats.without_trajectories()
-        W = chunk_weights(indptr, indices, data, d_out, order)
+        W = chunk_weights(indptr, indices, data, d_out, order, keep=collect)
         del indptr, indices, data
         if sink is not None:
             sink(ChunkResult(chunk, W, intercept, stats))
@@ -497,10 +497,19 @@ def chunk_stats(chunk: np.ndarray, table: np.ndarray, rec, cap: int, reg_scale: 
 
 
 def chunk_weights(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, d: int,
-                  order: FeatureOrder | None) -> sp.csr_matrix:
-    """The kernel's rows of a chunk as CSR over the original features, its arrays in
-    mappings of their own (:mod:`.pages`): freed chunks are returned to the system while
-    the model is assembled, instead of staying in the worker thread's malloc arena."""
+                  order: FeatureOrder | None, keep: bool = True) -> sp.csr_matrix:
+    """The kernel's rows of a chunk as CSR over the original features.  ``keep`` (the
+    trainer keeps the chunk until the model is assembled): its arrays in mappings of
+    their own (:mod:`.pages`), so that freed chunks are returned to the system while the
+    model is assembled, instead of staying in the worker thread's malloc arena.  Else
+    (the chunk only goes to a sink, then is dropped) the kernel's arrays themselves,
+    renumbered in place: no copy of the chunk beside the kernel's."""
+    if not keep:
+        if order is not None:
+            renumber_rows(order.perm, indptr, indices, data, d, indices, data)    # rows sorted
+        W = sp.csr_matrix((data, indices, indptr), shape=(indptr.size - 1, d))
+        W.has_sorted_indices = order is not None
+        return W
     if order is None:
         return sp.csr_matrix((pages.copy(data), pages.copy(indices), indptr), shape=(indptr.size - 1, d))
     idx = pages.empty(indices.size, np.int32)

@@ -48,38 +48,43 @@ def renumber(table, indices, out):
 @njit(cache=True, nogil=True)
 def renumber_rows(table, indptr, indices, data, d, out_indices, out_data):
     """The CSR rows (indptr, indices, data) with every index k renumbered to table[k], each
-    row's entries sorted by the new index, into out_indices / out_data (same indptr): a
-    row of at least d / 8 entries by a scan of the d positions (linear: the weights of a
-    label are often dense), a shorter one by sorting its new indices.  The result is what
-    renumbering and scipy's ``sort_indices`` give (a row's indices are distinct), without
-    the per-row sort of the dense rows (on a small problem, sorting a chunk's weights was
-    3% of the fit)."""
+    row's entries sorted by the new index, into out_indices / out_data (same indptr),
+    which may be ``indices`` / ``data`` themselves: each row is read into scratch first
+    (renumbering a finished chunk in place spares a copy of it, ~1 MB a thread on
+    debian-deps, at the moment the chunk's other buffers are alive too).  A row of at
+    least d / 8 entries is ordered by a scan of the d positions (linear: the weights of
+    a label are often dense), a shorter one by sorting its new indices.  The result is
+    what renumbering and scipy's ``sort_indices`` give (a row's indices are distinct),
+    without the per-row sort of the dense rows (on a small problem, sorting a chunk's
+    weights was 3% of the fit)."""
     most = 0
     for r in range(indptr.size - 1):
         most = max(most, indptr[r + 1] - indptr[r])
     pos = np.zeros(d if most * 8 >= d else 0, dtype=np.int64)    # entry + 1, 0 = none
-    keys = np.empty(most, dtype=np.int64)                         # a short row's new indices
+    keys = np.empty(most, dtype=np.int64)                         # the row's new indices
+    vals = np.empty(most, dtype=data.dtype)                       # and its values
     for r in range(indptr.size - 1):
         a, b = indptr[r], indptr[r + 1]
         m = b - a
+        for k in range(m):
+            keys[k] = table[indices[a + k]]
+            vals[k] = data[a + k]
         if m * 8 >= d:
-            for k in range(a, b):
-                pos[table[indices[k]]] = k + 1
+            for k in range(m):
+                pos[keys[k]] = k + 1
             o = a
             for j in range(d):
                 p = pos[j]
                 if p:
                     out_indices[o] = j
-                    out_data[o] = data[p - 1]
+                    out_data[o] = vals[p - 1]
                     pos[j] = 0
                     o += 1
         elif m > 0:
-            for k in range(m):
-                keys[k] = table[indices[a + k]]
             rank = np.argsort(keys[:m])
             for k in range(m):
                 out_indices[a + k] = keys[rank[k]]
-                out_data[a + k] = data[a + rank[k]]
+                out_data[a + k] = vals[rank[k]]
 
 
 @njit(cache=True, nogil=True)

@@ -15,7 +15,7 @@ such label is a full solve, and label spaces with many unused ids are common (la
 only in the test split, sparse id spaces, a shard of a huge space): bibtex placed in a
 1M-label space, 20000 labels of which 4 are used, took 205.7 s with ``-s 2 -B 1``.
 
-This is done around the chunk kernels (:func:`solve_chunk`), in numpy, not inside them:
+This is done around the chunk kernels (:func:`solve_chunk`), not inside them:
 the kernels stay as they are, and a chunk without two such labels calls its kernel
 unchanged.  (Written into the Newton lane kernel instead, the bookkeeping raised the
 peak RSS of an ordinary debian-deps run by 15-20 MB although it never ran there:
@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-
+from numba import njit
 
 
 class SameProblems:
@@ -113,5 +113,20 @@ def solve_chunk(kernel: Callable, chunk: np.ndarray, copy_of: np.ndarray | None,
     lengths = np.diff(indptr)[r]
     out_indptr = np.zeros(kept + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_indptr[1:])
-    take = np.repeat(indptr[r] - out_indptr[:-1], lengths) + np.arange(out_indptr[-1])
-    return out_indptr, indices[take], data[take], intercept[r], table, kept, (r, own)
+    out_indices = np.empty(out_indptr[-1], dtype=indices.dtype)
+    out_data = np.empty(out_indptr[-1], dtype=data.dtype)
+    gather_rows(indptr, indices, data, r, out_indptr, out_indices, out_data)
+    return out_indptr, out_indices, out_data, intercept[r], table, kept, (r, own)
+
+
+@njit(cache=True, nogil=True)
+def gather_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data):
+    """Row ``rows[i]`` of the CSR (indptr, indices, data) into row i of the output (its
+    offsets ``out_indptr`` given): numpy's fancy indexing by an int64 position per entry
+    made three such arrays, ~3 MB a chunk on debian-deps beside the chunk itself."""
+    for i in range(rows.size):
+        a = indptr[rows[i]]
+        o = out_indptr[i]
+        for k in range(out_indptr[i + 1] - o):
+            out_indices[o + k] = indices[a + k]
+            out_data[o + k] = data[a + k]
