@@ -466,3 +466,22 @@ print("ok")
     assert out.returncode == 0, out.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
     assert (tmp_path / "__pycache__").is_dir()          # cached where Numba caches it
+
+
+def test_the_command_line_imports_only_what_the_named_command_needs():
+    """`headstart train` builds the options of `train` only: the choices of other commands
+    come from modules (shortlist, tuning, experiment) that cost every process ~2 MB;
+    `--help` still lists every command, and a named command has all its options."""
+    out = run_python("""
+        import json, sys
+        from headstart.cli.main import build_parser
+        p = build_parser(["train", "x.txt", "-o", "m"])
+        args = p.parse_args(["train", "x.txt", "-o", "m", "--init", "zero"])
+        heavy = sorted(m for m in ("headstart.shortlist", "headstart.tuning", "headstart.experiment")
+                       if m in sys.modules)
+        full = build_parser(["shortlist", "x.txt", "-o", "s"]).parse_args(["shortlist", "x.txt", "-o", "s",
+                                                                          "--backend", "exact"])
+        print(json.dumps([heavy, args.init, full.backend]))
+    """)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [[], "zero", "exact"]
