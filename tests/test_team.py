@@ -200,3 +200,46 @@ def test_the_team_estimate_is_what_the_team_allocates():
                                            memory=32 * 2**30)
     assert e.details["shared_lanes"] and e.details["threads"] == 64
     assert e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64)
+
+
+@pytest.mark.parametrize("init,loss,shared", [("aop", "squared-hinge", False), ("zero", "logistic", False),
+                                               ("aop", "squared-hinge", True)])
+def test_support_marks_renumbered_when_their_stamps_run_out_change_nothing(monkeypatch, init, loss, shared):
+    """The support's marks are two-byte stamps (objective/erm.py, MARK_DTYPE), renumbered
+    when they run out (erm._next_stamp).  Lanes that start 3 stamps before the end
+    renumber inside their first solve (the current support kept as mark 1, step_move's
+    old support too) and train the same weights, to the bit, lone (with direction groups
+    from zero) and in a team."""
+    from headstart.objective import erm
+
+    X, Y = bibtex()
+    labels = np.arange(0, 159, 3)
+    p = TrainParams(threads=2, init=init, loss=loss)
+    plain = trainer.train_labels(X, Y, p, labels, shared=shared, chunk_size=40)
+    late = erm.IST_INIT.copy()
+    late[erm.STAMP] = erm.MAX_STAMP - 3
+    monkeypatch.setattr(erm, "IST_INIT", late)
+    wrapped = trainer.train_labels(X, Y, p, labels, shared=shared, chunk_size=40)
+    same(plain, wrapped)
+
+
+def test_a_sub_problem_view_clears_marks_that_a_solve_could_outlast():
+    """The shortlisted trainer's sub-problems are views of one buffer (one_problem): the
+    marks are cleared, and the stamps restarted, when fewer are left than a solve may
+    draw -- the core's renumbering would see the view only."""
+    from headstart.objective import erm
+    from headstart.training import one_problem as core
+
+    B = core.new_buffers(8, 10)
+    O = B[1]
+    O.mark[:] = 7
+    O.ist[erm.STAMP] = erm.MAX_STAMP - 50
+    core.workspace_view(B, 4, 5, 20)         # 50 left, 20 needed: kept
+    assert O.ist[erm.STAMP] == erm.MAX_STAMP - 50 and np.all(O.mark == 7)
+    core.workspace_view(B, 4, 5, 51)         # 51 needed: cleared
+    assert O.ist[erm.STAMP] == 0 and not O.mark.any()
+    S = TrainParams(max_iter=100_000)
+    assert core.solve_stamps(core.solver_settings(S)) > erm.MAX_STAMP   # then cleared before every solve
+    O.ist[erm.STAMP] = 1
+    core.workspace_view(B, 4, 5, core.solve_stamps(core.solver_settings(S)))
+    assert O.ist[erm.STAMP] == 0

@@ -88,8 +88,15 @@ FST_SIZE = 6
 INDEX_DTYPE = np.uint32
 ACT_DTYPE = INDEX_DTYPE
 Y_DTYPE = np.int8
-MARK_DTYPE = INDEX_DTYPE    # the support F (feature ids) and its marks (stamps < 2**31)
-MAX_STAMP = 2**31 - 2
+SUPPORT_DTYPE = INDEX_DTYPE     # the support F: feature ids
+# The support's marks: a stamp per feature (a feature is in the support drawn under
+# stamp t iff its mark is t), so that a new support costs no clearing pass.  Two bytes
+# are enough: when the stamps run out (every 65,534 gradients of a lane, i.e. rarely and
+# then O(d) once) they are renumbered (_next_stamp).  A lane holds one per feature:
+# 4 bytes instead of 2 were 1.4 MB of debian-deps' 2 x 16 lanes, 8.7 MB at the
+# Amazon-670K shape (issue 12's memory targets).
+MARK_DTYPE = np.uint16
+MAX_STAMP = 2**16 - 2
 
 
 def canonical_rows(X):
@@ -144,7 +151,7 @@ def column_moments(indices, data, sums, squares):
 def make_state(n: int, n_features: int) -> State:
     nv = n_features + 1
     return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
-                 np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=MARK_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
+                 np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=SUPPORT_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
                  IST_INIT.copy(), np.zeros(FST_SIZE))
 
 
@@ -331,8 +338,8 @@ def value_at_zero(P, O):
 
 @njit(cache=True, nogil=True)
 def _next_stamp(O):
-    """A mark value never used before (marks hold stamps below 2**31: renumber when they run out; the
-    current support keeps its marks, as value 1)."""
+    """A mark value never used before (marks hold stamps up to MAX_STAMP: renumbered when they run
+    out; the current support keeps its marks, as value 1)."""
     if O.ist[STAMP] >= MAX_STAMP:
         cur = O.ist[STAMP]
         for j in range(O.mark.size):

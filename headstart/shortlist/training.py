@@ -197,6 +197,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
     psum = np.empty(64)
     w0 = np.empty(64)
     B = core.new_buffers(64, 64)
+    stamps = core.solve_stamps(S)     # support marks a solve may draw (the buffers' marks are reused)
     G = core.new_span(0, 0, 0)
     n_data = X_indptr.size - 1
     out_indptr = np.zeros(nl + 1, dtype=np.int64)
@@ -264,7 +265,7 @@ def train_chunk(X_indptr, X_indices, X_data, d, gfeat, y_indptr, y_indices, s_in
             B = core.new_buffers(max(m, 2 * B[1].wx.size), max(nf, 2 * (B[0].w.size - 1)))
         P = core.make_problem(sub_indptr[: m + 1], sub_indices[:tot], sub_data[:tot], nf, bias, loss, reg,
                               regularize_bias)
-        W, O = core.workspace_view(B, m, nf)
+        W, O = core.workspace_view(B, m, nf, stamps)
         cp = cost_scale * (cost_pos[lab] if cost_pos.size > 0 else 1.0)
         cn = cost_scale * (cost_neg[lab] if cost_neg.size > 0 else 1.0)
         tol, gzero = core.setup(P, O, posl[: pos.size], cp, cn, epsilon, d1_zero, colsum, psum, not empty)

@@ -91,7 +91,7 @@ def make_lane_workspace(n: int, n_features: int, lanes: int = LANES) -> tuple[Wo
                   np.zeros((lanes, 1), dtype=nt.DELTA_DTYPE))
     O = State(np.zeros((lanes, n), dtype=erm.Y_DTYPE), np.zeros((lanes, n)), np.zeros((lanes, n)),
               np.zeros((1, n), dtype=erm.ACT_DTYPE), np.zeros((1, n)), np.zeros((1, n)), shared(),
-              own(erm.MARK_DTYPE), own(erm.MARK_DTYPE), np.tile(erm.IST_INIT, (lanes, 1)),
+              own(erm.SUPPORT_DTYPE), own(erm.MARK_DTYPE), np.tile(erm.IST_INIT, (lanes, 1)),
               np.zeros((lanes, erm.FST_SIZE)))
     return W, O
 

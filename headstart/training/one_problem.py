@@ -72,9 +72,6 @@ from ..objective import rowspan as _rowspan
 
 STATUS_NAMES = _nt.STATUS_NAMES
 CONVERGED = _nt.CONVERGED
-# marks are stamps below 2**31: the buffers are cleared and the stamp restarted well before
-# the core would renumber them (its renumbering only sees the current view)
-_STAMP_RESET = 2**30
 
 
 canonical_rows = _erm.canonical_rows    # what the sub-problems' rows need of X (sorted, unique indices)
@@ -133,16 +130,23 @@ def new_buffers(m, d):
     W = _nt.Workspace(np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv), np.zeros(nv),
                       np.zeros(nv), np.zeros(nv, dtype=_nt.DELTA_DTYPE))
     O = _erm.State(np.zeros(m, dtype=_erm.Y_DTYPE), np.zeros(m), np.zeros(m), np.zeros(m, dtype=_erm.ACT_DTYPE),
-                   np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.MARK_DTYPE),
+                   np.zeros(m), np.zeros(m), np.zeros(nv), np.zeros(nv, dtype=_erm.SUPPORT_DTYPE),
                    np.zeros(nv, dtype=_erm.MARK_DTYPE), _erm.new_ist(), np.zeros(_erm.FST_SIZE))
     return W, O
 
 
 @njit(cache=True, nogil=True)
-def workspace_view(B, m, d):
-    """(workspace, state) of an m x d sub-problem: the first m rows / d + 1 features of B."""
+def workspace_view(B, m, d, stamps):
+    """(workspace, state) of an m x d sub-problem: the first m rows / d + 1 features of B,
+    for a solve that draws at most ``stamps`` support marks (:func:`solve_stamps`).
+
+    The marks are cleared (and the stamps restarted) whenever fewer stamps are left
+    before the core would renumber them: its renumbering sees the view only, and marks
+    beyond it, left by a wider sub-problem, could then equal a later stamp.  A solve
+    that needs more than all of them starts from cleared marks every time, and then its
+    renumbering is safe (every mark beyond the view is 0, never a stamp)."""
     W, O = B
-    if O.ist[_erm.STAMP] >= _STAMP_RESET:
+    if O.ist[_erm.STAMP] > _erm.MAX_STAMP - stamps:
         O.mark[:] = 0
         O.ist[_erm.STAMP] = 0
     nv = d + 1
@@ -151,6 +155,14 @@ def workspace_view(B, m, d):
     Ov = _erm.State(O.y[:m], O.wx[:m], O.xs[:m], O.act[:m], O.gcoef[:m], O.hcoef[:m], O.hdiag[:nv], O.F[:nv], O.mark[:nv],
                     O.ist, O.fst)
     return Wv, Ov
+
+
+@njit(cache=True, nogil=True)
+def solve_stamps(S):
+    """A bound on the support marks one solve of :func:`solve` / :func:`solve_direct`
+    draws (erm._next_stamp: one per gradient at the start, one per Newton step), with
+    room to spare."""
+    return 4 * (S.max_iter + 2)
 
 
 @njit(cache=True, nogil=True)
