@@ -635,6 +635,12 @@ def test_cli_tree_predict_evaluate(tmp_path):
     assert r.returncode == 0 and "trees: 2" in r.stdout and "seeds: 3/4" in r.stdout, r.stderr
     r = _cli("export-dismec", tmp_path / "e", "-o", tmp_path / "x.model")
     assert r.returncode == 2 and "is an ensemble of label trees" in r.stderr
+    # an ensemble it wrote is replaced by a new one (only then: a file of the user's there stops it)
+    r = _cli("tree", train, "-o", tmp_path / "e", "--branching", "16", "--threads", "2", "--trees", "2")
+    assert r.returncode == 0 and "trained 2 trees of" in r.stdout, r.stderr
+    (tmp_path / "e" / "notes.txt").write_text("mine")
+    r = _cli("tree", train, "-o", tmp_path / "e", "--branching", "16", "--threads", "2", "--trees", "2")
+    assert r.returncode == 2 and "notes.txt" in r.stderr and (tmp_path / "e" / "notes.txt").exists(), r.stderr
     r = _cli("tree", train, "-o", tmp_path / "e2", "--trees", "0")
     assert r.returncode == 2 and "--trees" in r.stderr and not (tmp_path / "e2").exists()
 

@@ -518,14 +518,17 @@ def shards_kept_on_interrupt(command: str, output: str):
 
 
 # --------------------------------------------------------------------------- checks
-def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = "", resume: bool = False) -> None:
+def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = "", resume: bool = False,
+                     ensemble: bool = False) -> None:
     """Fail before training when ``path`` cannot become a model directory (a directory
     holding files headstart did not write is never replaced: :func:`.model.writer.refuse_foreign`;
     with ``resume`` a model there is continued in place, deleting nothing of the user's); with
     ``keep_unfinished`` (commands that write a new model whole: tree, merge, import-dismec)
     also when it holds a model a time budget or a kill left unfinished, which only
     'train --resume' completes (train and shortlist-train check that themselves, since
-    they may resume it).  ``sharded`` (what makes a run write shards into ``path`` as they
+    they may resume it).  ``ensemble`` (the command writes an ensemble of label trees):
+    an ensemble headstart wrote there may be replaced too, by the ensemble's own rules
+    (:func:`headstart.tree.ensemble.check_replaceable`: nothing else in it).  ``sharded`` (what makes a run write shards into ``path`` as they
     finish, without --resume): also when ``path`` holds any model, since the run would
     delete it before the new one is complete -- the unsharded path replaces a model only
     once the new one is whole."""
@@ -540,7 +543,12 @@ def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = ""
         return
     if not p.is_dir():
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")
-    if not (resume and (p / "manifest.json").is_file()):
+    if ensemble and not (p / "manifest.json").exists():
+        # (a model there is the writer's business, below: an ensemble replaces a finished one)
+        from ..tree.ensemble import check_replaceable
+
+        check_replaceable(p.absolute())
+    elif not (resume and (p / "manifest.json").is_file()):
         from ..model.writer import refuse_foreign
 
         refuse_foreign(p)

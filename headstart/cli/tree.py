@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         err("argument --timeout: a tree needs every node trained (no time budget)")
     if args.stats is not None and not args.stats.endswith(".csv"):
         err(f"argument --stats: {args.stats!r} must end in .csv (a tree keeps no per-iteration trajectories)")
-    common.check_output_dir(args.output, keep_unfinished=True)
+    common.check_output_dir(args.output, keep_unfinished=True, ensemble=args.trees > 1)
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     X, Y = common.read_training_data(args.train, args, params)
