@@ -186,17 +186,15 @@ def test_the_trainer_takes_a_workers_label_columns_as_they_are_and_never_sorts_t
     assert (w2 != ref_w).nnz == 0 and np.array_equal(b2, ref_b)
 
 
-def test_weights_a_sink_receives_equal_the_collected_ones_bit_for_bit():
+def test_weights_a_sink_receives_equal_the_collected_ones_bit_for_bit(bibtex_dir):
     """A chunk that only goes to a sink is renumbered in place (chunks.chunk_weights), the
     rows of labels sharing a solve are gathered by a kernel (gather_rows): the same
     weights as a collected run, in canonical rows, with labels without positives."""
-    from pathlib import Path
-
     from headstart.io import read_xmc
     from headstart.params import TrainParams
     from headstart.training.trainer import train_labels
 
-    X, Y = read_xmc(Path(__file__).resolve().parents[1] / "data" / "bibtex" / "train.txt.gz")[:2]
+    X, Y = read_xmc(bibtex_dir / "train.txt.gz")[:2]
     X, Y = X[:1200], Y[:1200, :60]
     Y = sp.hstack([Y[:, :20], sp.csr_matrix((Y.shape[0], 3), dtype=Y.dtype), Y[:, 20:]], format="csr")
     assert np.count_nonzero(np.diff(Y.tocsc().indptr) == 0) >= 3     # labels that share a solve

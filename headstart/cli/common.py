@@ -528,10 +528,10 @@ def check_output_dir(path: str, keep_unfinished: bool = False, sharded: str = ""
     'train --resume' completes (train and shortlist-train check that themselves, since
     they may resume it).  ``ensemble`` (the command writes an ensemble of label trees):
     an ensemble headstart wrote there may be replaced too, by the ensemble's own rules
-    (:func:`headstart.tree.ensemble.check_replaceable`: nothing else in it).  ``sharded`` (what makes a run write shards into ``path`` as they
-    finish, without --resume): also when ``path`` holds any model, since the run would
-    delete it before the new one is complete -- the unsharded path replaces a model only
-    once the new one is whole."""
+    (:func:`headstart.tree.ensemble.check_replaceable`: nothing else in it).  ``sharded``
+    (what makes a run write shards into ``path`` as they finish, without --resume): also
+    when ``path`` holds any model, since the run would delete it before the new one is
+    complete -- the unsharded path replaces a model only once the new one is whole."""
     from ..errors import ModelFormatError
 
     p = Path(path)

@@ -285,7 +285,9 @@ def _compile_packing() -> None:
     PackedRows.pack(W).to_csr()
     # a chunk's rows over the original features, and those of the labels that share one solve
     # (the kernels' output types: int64 offsets, int32 indices, float32 values)
-    indptr, indices, data = np.array([0, 1, 2], dtype=np.int64), np.array([0, 1], dtype=np.int32), np.ones(2, np.float32)
+    indptr = np.array([0, 1, 2], dtype=np.int64)
+    indices = np.array([0, 1], dtype=np.int32)
+    data = np.ones(2, dtype=np.float32)
     renumber_rows(np.array([1, 0], dtype=np.int32), indptr, indices, data, 2, indices, data)
     gather_rows(indptr, indices, data, np.array([1, 0], dtype=np.int64), indptr, indices.copy(), data.copy())
 

@@ -151,8 +151,8 @@ def column_moments(indices, data, sums, squares):
 def make_state(n: int, n_features: int) -> State:
     nv = n_features + 1
     return State(np.zeros(n, dtype=Y_DTYPE), np.zeros(n), np.zeros(n), np.zeros(n, dtype=ACT_DTYPE),
-                 np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=SUPPORT_DTYPE), np.zeros(nv, dtype=MARK_DTYPE),
-                 IST_INIT.copy(), np.zeros(FST_SIZE))
+                 np.zeros(n), np.zeros(n), np.zeros(nv), np.zeros(nv, dtype=SUPPORT_DTYPE),
+                 np.zeros(nv, dtype=MARK_DTYPE), IST_INIT.copy(), np.zeros(FST_SIZE))
 
 
 @njit(cache=True, nogil=True)

@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from numba import njit
+
+from .._compile import njit
 
 
 class SameProblems:
