@@ -93,8 +93,9 @@ SUPPORT_DTYPE = INDEX_DTYPE     # the support F: feature ids
 # stamp t iff its mark is t), so that a new support costs no clearing pass.  Two bytes
 # are enough: when the stamps run out (every 65,534 gradients of a lane, i.e. rarely and
 # then O(d) once) they are renumbered (_next_stamp).  A lane holds one per feature:
-# 4 bytes instead of 2 were 1.4 MB of debian-deps' 2 x 16 lanes, 8.7 MB at the
-# Amazon-670K shape (issue 12's memory targets).
+# 4 bytes instead of 2 were 1.4 MB of debian-deps' 2 x 16 lanes (measured), and by
+# arithmetic 4.2 MiB of the Amazon-670K shape's 16 shared lanes, 8.3 MiB with 16 lanes
+# per thread on 2 threads (issue 12's memory targets).
 MARK_DTYPE = np.uint16
 MAX_STAMP = 2**16 - 2
 
