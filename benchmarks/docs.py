@@ -495,8 +495,9 @@ def estimates_section() -> list[str]:
          "(`headstart/training/team.py`): per thread 16 / threads lanes' buffers (about one lane's from 16 "
          "threads on), still one pass over X per 16 labels. A team is the default where the lone threads would "
          "form no direction groups (aop with the squared hinge, as here), every thread has a core and its buffers "
-         "fit half the memory; from zero or with the logistic loss (direction groups) only where not even 8 "
-         "lanes per thread fit -- the last rows, `--init zero`.", "",
+         "fit half the memory; from zero or with the logistic loss (direction groups) only where 16 lanes per "
+         "thread do not fit (X larger than the cache) -- the last rows, `--init zero` -- and then its threads "
+         "form direction groups too where their buffers (one group's per thread) fit.", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]
     runs = [(shape, threads, gib, "aop") for shape in _SHAPES for threads, gib in ((2, 24), (64, 256))]

@@ -268,9 +268,11 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         # a team's threads train one chunk at a time: one set of records, one chunk's weights
         holders = 1 if shared else used
         if shared:
-            from .training.budget import team_workspace_bytes
+            from .training.budget import lane_budget, team_groups, team_workspace_bytes
 
-            parts["workspaces"] = team_workspace_bytes(n, dk, used)
+            # (each thread's direction-group buffers where the team forms groups)
+            grouped = team_groups(n, dk, used, lane_budget(memory), _groups(16, init, loss))
+            parts["workspaces"] = team_workspace_bytes(n, dk, used, grouped)
         else:
             parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
         parts["records"] = holders * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64

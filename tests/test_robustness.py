@@ -465,12 +465,15 @@ def test_training_estimate_follows_the_trainer():
     group = 0    # aop with the squared hinge: no direction groups (budget.use_groups)
     assert e.parts["workspaces"] == e.details["threads"] * (lanes + 3 * 501 * 8 + L * 501 * 4 + group)
     assert e.parts["data"] == 20000 * 8 + 1001 * 8 + 3000 * 8 + 1001 * 8
-    # from zero the threads form direction groups: their buffers on top, per thread
+    # from zero the threads form direction groups: their buffers on top, per thread (and
+    # per member its lane, CG scalars and run flag)
+    from headstart.solver.cg import CG_SCALARS
+
     g = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, init="zero")
     assert not g.details["shared_lanes"]
     if g.details["lanes"] == LANES:
-        assert g.parts["workspaces"] - e.parts["workspaces"] == g.details["threads"] * (7 * GROUP * 501 * 8 + 5000
-                                                                                 + GROUP * 1000 * 8)
+        assert g.parts["workspaces"] - e.parts["workspaces"] == g.details["threads"] * (
+            7 * GROUP * 501 * 8 + 5000 + GROUP * 1000 * 8 + GROUP * (8 + CG_SCALARS * 8 + 1))
     bigger = resources.estimate_training_memory(2000, 500, 20000, 64, 2, label_nnz=3000, lanes=16)
     assert bigger.parts["workspaces"] > e.parts["workspaces"]
     sharded = resources.estimate_training_memory(1000, 500, 20000, 64, 2, label_nnz=3000, collect=False, lanes=16)

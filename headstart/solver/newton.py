@@ -86,8 +86,13 @@ def start(P, O, W, tol, rec_f, rec_act):
 
 
 # f(w0) may exceed f(0) by this share before the start is replaced (the two sums round
-# differently: a zero start must not be "replaced" by itself)
+# differently: a zero start must not be "replaced" by itself), or by the rounding bound of
+# a sum of n terms (n units of float64 roundoff) where that is larger: with the logistic
+# loss a zero start's f, n log 2 summed term by term, came out above f(0) = n log 2 by
+# more than 1e-12 on the Amazon-670K shape (490K rows), and every label was reported
+# "started from w = 0 because the init 'zero' scored above f(0)"
 START_SLACK = 1e-12
+ROUNDOFF = 2.0**-52
 
 
 @njit(cache=True, nogil=True)
@@ -108,7 +113,7 @@ def zero_if_worse(P, O, w, f):
 @njit(cache=True, nogil=True)
 def worse_than_zero(P, O, f):
     """Whether a start of value f is above f(0) (beyond the rounding slack)."""
-    return f > erm.value_at_zero(P, O) * (1.0 + START_SLACK)
+    return f > erm.value_at_zero(P, O) * (1.0 + max(START_SLACK, O.wx.size * ROUNDOFF))
 
 
 @njit(cache=True, nogil=True)

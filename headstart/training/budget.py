@@ -15,6 +15,7 @@ from __future__ import annotations
 from .._memory import available_memory
 from .._threads import usable_cores
 from ..objective.erm import GROUP
+from ..solver.cg import CG_SCALARS
 from .kernel import HALF_LANES, LANES, SWEEP_PREFETCH_NNZ, make_lane_workspace
 from .team import team_blocks
 
@@ -127,29 +128,39 @@ def thread_workspace_bytes(n: int, d: int, lanes: int, groups: bool = True) -> i
     :func:`choose_lanes` weighs against the lane budget."""
     nv = d + 1
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
-    group = 7 * GROUP * nv * _F64 + (5 + GROUP * _F64) * n if groups and lanes == LANES else 0
+    group = group_workspace_bytes(n, d) if groups and lanes == LANES else 0
     return (lanes * (per_nv * nv + per_n * n + fixed) + shared_nv * nv + shared_n * n
             + 3 * nv * _F64 + lanes * nv * 4 + group)
 
 
-def team_workspace_bytes(n: int, d: int, threads: int) -> int:
+def group_workspace_bytes(n: int, d: int) -> int:
+    """Bytes of one thread's direction-group buffers (:func:`.kernel.make_group`): seven
+    float64 vectors of ``d + 1`` per member (gradient, preconditioner, residual,
+    direction and product, each also interleaved), the members' gradient coefficients
+    (float64 per instance), the row union (uint32) and its marks, and per member its
+    lane, CG scalars and run flag."""
+    return 7 * GROUP * (d + 1) * _F64 + (5 + GROUP * _F64) * n + GROUP * (_F64 + CG_SCALARS * _F64 + 1)
+
+
+def team_workspace_bytes(n: int, d: int, threads: int, groups: bool = False) -> int:
     """Bytes of the buffers of a team of ``threads`` threads sharing lanes (:mod:`.team`):
     LANES lanes per block of 16 threads (their X-products are the team's XV), the
-    common float32 sweep buffer, and per thread the lanes' shared vectors and the
-    kernel's three float64 scratch vectors (no direction groups)."""
+    common float32 sweep buffer, and per thread the lanes' shared vectors, the kernel's
+    three float64 scratch vectors and (``groups``) its direction-group buffers."""
     nv = d + 1
     per_nv, per_n, fixed, shared_nv, shared_n = lane_workspace_layout()
     lanes = LANES * team_blocks(threads)
     return (lanes * (per_nv * nv + per_n * n + fixed) + lanes * nv * 4
-            + threads * (shared_nv * nv + shared_n * n + 3 * nv * _F64))
+            + threads * (shared_nv * nv + shared_n * n + 3 * nv * _F64
+                         + (group_workspace_bytes(n, d) if groups else 0)))
 
 
 def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, groups: bool = False,
                 cores: int | None = None, nnz: int | None = None) -> bool:
     """Whether ``threads`` threads share 16 lanes as one team (:mod:`.team`) instead of
-    running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether lone threads would
-    form direction groups (:func:`use_groups`; a team forms none); ``nnz``: X's non-zeros
-    (None: large).
+    running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether the run forms
+    direction groups (:func:`use_groups`; a team's threads each form their own where
+    their buffers fit, :func:`team_groups`); ``nnz``: X's non-zeros (None: large).
 
     Without groups -- the sparse starts with a loss that mines negatives, aop with the
     squared hinge -- a team wherever X is larger than the cache (more than
@@ -165,24 +176,43 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     cost little and the team's barriers do: on all of debian-deps (1.4M non-zeros)
     the default team took 1.07x the time of 16 lanes per thread (benchmarks/
     before_after.py, two runs of 2).
-    With groups, lone threads keep their lanes while 8 per thread fit: from zero the team
-    took 1.05x the time of 16 lanes with groups on debian-deps (labels 0:1000) and 1.18x
-    on the Amazon-670K shape (labels 0:32, medians of 2).
-    Where they do not fit, the team's 16 lanes instead of one per thread (one pass over X
-    per 16 labels instead of one per label), if its buffers fit or take no more than
-    one lane per thread would (from 16 threads on, about one lane each).
+    With groups, lone threads keep their lanes while 8 per thread fit: on the
+    Amazon-670K shape (2 threads, medians of 2, stop 74) a team whose threads group the
+    lanes they take took 1.04x the time of 16 lanes per thread from zero (labels
+    0:128) and 1.1-1.2x with the logistic loss (labels 0:32, 0:96) -- the team's
+    barrier waits for the thread still in a group's directions (docs/design.md,
+    "Direction groups in a team") -- at 0.83x the peak memory.  Where 16 lanes per
+    thread do not fit there, the team with groups (where its buffers with them fit)
+    rather than 8 lanes per thread, which form no groups: from zero, labels 0:128, 8
+    lanes took 1.15x the time of 16, the team with groups 1.02x (one run each, the
+    same weights; benchmarks/lanes.py).
+    Where 8 lanes per thread do not fit, the team's 16 lanes instead of one per thread
+    (one pass over X per 16 labels instead of one per label), if its buffers fit or
+    take no more than one lane per thread would (from 16 threads on, about one lane
+    each).
 
     The speed rule holds only where every thread has a core (``cores``: default
     :func:`headstart._threads.usable_cores`): the team meets at a barrier twice a pass,
     and a thread without a core holds all the others back."""
     if threads <= 1:
         return False
-    team = team_workspace_bytes(n, d, threads)
+    grouped = team_groups(n, d, threads, budget, groups)
+    team = team_workspace_bytes(n, d, threads, grouped)
     # (no budget: 16 lanes per thread, more than the team's, were below every budget's floor)
     fits = budget is None or team <= budget
     large = nnz is None or nnz > SWEEP_PREFETCH_NNZ
-    if fits and large and not groups and threads <= (usable_cores() if cores is None else cores):
+    if fits and large and (not groups or (grouped and lanes < LANES)) and threads <= (
+            usable_cores() if cores is None else cores):
         return True
     if lanes >= HALF_LANES:
         return False
     return fits or team <= 1.05 * threads * thread_workspace_bytes(n, d, 1, groups=False)
+
+
+def team_groups(n: int, d: int, threads: int, budget: float | None, groups: bool) -> bool:
+    """Whether a team's threads form direction groups: where the run forms them
+    (``groups``, :func:`use_groups`) and the team's buffers with them fit ``budget``
+    (each thread has its own group buffers, :func:`group_workspace_bytes`: ~10 lanes'
+    worth per feature).  Without them a team from zero took 1.16x the time of one with
+    them, with the logistic loss 1.5x (Amazon-670K shape, docs/design.md)."""
+    return groups and (budget is None or team_workspace_bytes(n, d, threads, True) <= budget)

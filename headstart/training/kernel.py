@@ -615,12 +615,17 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     touched = np.zeros(1)
     lo = np.zeros(nv)          # scratch of erm.remainder (zero outside the support in use)
     # lanes computing their directions in a group (see DENSE_SHARE).  B is None when the
-    # trainer forms no groups (always in a team): every use of B below sits under "B is
+    # trainer forms no groups (aop with the squared hinge): every use of B below sits under "B is
     # not None", which numba prunes before typing, so that specialisation compiles no
     # group code (~2 s of a first run; see use_groups in training/budget.py)
     n = OS.wx.shape[1]
     G = erm.GROUP
     nm = np.int64(0)
+    # the group slots whose lanes wait for their gradients (C), nwait of them; the other
+    # members joined with a gradient of their own (A) -- in a team, where a thread does a
+    # lane's C and A at once, both kinds share a group
+    gwait = np.zeros(G, dtype=np.bool_)
+    nwait = 0
     gsums = np.zeros((G, 2))    # the group members' bias sums (erm.grad_rows_group)
     # outputs
     starts = np.zeros(nl, dtype=np.int64)
@@ -631,7 +636,11 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     nnz = np.int64(0)   # not the literal 0: _finish would be compiled a second time for it
     next_k = 0
     started = -1   # labels handed out before the deadline; -1 while there is time
-    mine = np.empty(L, dtype=np.int64)   # the lanes this thread worked on in this pass
+    # the lanes this thread worked on in this pass (in a team a lane whose label a group
+    # finished comes again, for its A)
+    mine = np.empty(2 * L, dtype=np.int64)
+    counted = np.zeros(L, dtype=np.int64)   # the pass + 1 in which a lane was last counted busy
+    filled = np.zeros(L, dtype=np.int64)    # the pass + 1 in which a lane's A last ran
     rnd = 0          # passes over X so far
     share = 0.0      # a busy lane's share of the last pass
     while True:
@@ -643,8 +652,13 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         # C: a lane whose last gradient was dense takes a group slot: if its new active
         # set is dense too, its gradient is summed with the group's in one pass over
         # their rows (erm.grad_rows_group) once GROUP lanes wait or the lanes run out, and
-        # the survivors compute their directions together (group_directions).
+        # the survivors compute their directions together (group_directions).  A lane
+        # whose new label's start gradient is dense joins a group for its direction (A).
+        # A team's thread groups the lanes it takes, so its groups may hold both kinds
+        # (the gradients' pass then runs for the waiting ones only); a label the
+        # gradients' pass finishes gets its lane's A (the next label) in the same pass.
         nmine = 0
+        apend = 0
         q = 0
         while True:
             if team is None:
@@ -652,19 +666,34 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 q += 1
             else:
                 bt = team_lane(team, rnd, L)
+            # the first of the lanes whose A follows now (a lone thread: none, later); a
+            # team's A may wait for a group that finishes lanes (they come again)
+            a0 = nmine if team is None else apend
             if B is not None and nm > 0 and (nm == G or bt < 0):
                 t0 = nt.now() if timing else 0.0
                 ng = nm
                 for t in range(G):
-                    B.run[t] = t < ng
+                    B.run[t] = t < ng and gwait[t]
                 nU = erm.group_rows(B.mask, B.U)
-                for t in range(ng):
-                    erm.group_gradient_start(P, WS.w[B.members[t]], B.D, B.HD, t)
-                erm.grad_rows_group(P, B.U, nU, B.GC, OS.xs, B.members, B.run, B.D, B.HD, gsums)
-                gshare = ((nt.now() - t0) / ng) if timing else 0.0
+                if nwait > 0:
+                    for t in range(ng):
+                        if gwait[t]:
+                            erm.group_gradient_start(P, WS.w[B.members[t]], B.D, B.HD, t)
+                    erm.grad_rows_group(P, B.U, nU, B.GC, OS.xs, B.members, B.run, B.D, B.HD, gsums)
+                gshare = ((nt.now() - t0) / max(nwait, 1)) if timing else 0.0
                 nm = np.int64(0)   # the survivors that compute their directions in the group
+                nwait = 0
                 for t in range(ng):
                     b2 = B.members[t]
+                    if not gwait[t]:
+                        # (a team's lane that joined with its gradient done, see below)
+                        if nm != t:
+                            _copy(B.GG[nm], B.GG[t], nv)
+                            _copy(B.GM[nm], B.GM[t], nv)
+                        B.members[nm] = b2
+                        nm += 1
+                        continue
+                    gwait[t] = False
                     W, O = group_lane(WS, OS, b2, B.GG, B.GM, B.GR, t)
                     k = slot[b2]
                     t0 = nt.now() if timing else 0.0
@@ -690,19 +719,21 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                              gn[b2], t_label[b2], stats, intercept, starts, counts,
                                                              nnz, buf_indices, buf_data)
                         _release(phase, b2, team, k)
+                        if team is not None:
+                            # its A (a new label) now, not a pass later: no other thread
+                            # takes this lane again in this pass
+                            mine[nmine] = b2
+                            nmine += 1
                 if nm > 0:
                     # the coefficients are in the survivors' xs rows, their rows within U
                     _run_group(P, S, WS, OS, B, nm, nU, cgi, gTs, sig, cgt, exact, V, t_iter, timing)
                     nm = np.int64(0)
-            a0 = nmine    # the first of the lanes whose A follows now (none: later)
             if bt >= 0:
                 b1 = bt
                 mine[nmine] = b1
                 nmine += 1
                 if timing and phase[b1] != IDLE:
                     t_iter[b1] += share
-                if team is not None:
-                    a0 = nmine - 1
                 if phase[b1] == NEED_STEP:
                     ts = nm if nm < G and OS.ist[b1, erm.NACT] * DENSE_SHARE >= n else -1
                     if B is not None and ts >= 0:
@@ -734,6 +765,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                 pend[b1, 2] = alpha
                                 pend[b1, 3] = act_frac
                                 B.members[nm] = b1
+                                gwait[nm] = True
+                                nwait += 1
                                 nm += 1
                                 t_iter[b1] += (nt.now() - t0) if timing else 0.0
                                 continue   # (a lone thread's lane: its A comes after all C)
@@ -767,10 +800,13 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 a0 = 0
             # A: refill idle lanes and run every phase that needs no pass over X
             a1 = nmine if (team is not None or bt < 0) else a0
+            if team is not None:
+                apend = a1
             for qa in range(a0, a1):
                 b = mine[qa]
-                if phase[b] == NEED_STEP:
+                if phase[b] == NEED_STEP or filled[b] == rnd + 1:
                     continue
+                filled[b] = rnd + 1   # (a lane that comes again in a team's pass: once)
                 ts = nm if nm < G else -1   # the group slot lane b may join
                 if B is not None and ts >= 0:
                     W, O = group_lane(WS, OS, b, B.GG, B.GM, B.GR, ts)
@@ -850,7 +886,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                                                              t_label[b], stats, intercept, starts, counts, nnz,
                                                              buf_indices, buf_data)
                         _release(phase, b, team, k)
-                    if B is not None and joined and nm == G:
+                    if B is not None and joined and nm == G and nwait == 0:
+                        # (in a team, a group that still waits for gradients is run at the
+                        # top of the loop, the gradients first)
                         _run_group(P, S, WS, OS, B, nm, erm.group_rows(B.mask, B.U), cgi, gTs, sig,
                                    cgt, exact, V, t_iter, timing)
                         nm = np.int64(0)
@@ -862,7 +900,9 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
             nm = np.int64(0)
         busy = 0
         for qa in range(nmine):
-            if phase[mine[qa]] != IDLE:
+            b = mine[qa]
+            if phase[b] != IDLE and counted[b] != rnd + 1:
+                counted[b] = rnd + 1
                 busy += 1
         # --- the pass over X: scores of start vectors and search directions ------------
         t0 = nt.now() if timing else 0.0

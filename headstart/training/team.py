@@ -42,7 +42,8 @@ import numpy as np
 
 from ..solver.newton import DELTA_DTYPE
 from . import pages
-from .kernel import IDLE, LANES, N_STATS, SCRATCH_O, SCRATCH_W, TEAM_SYNC_WORDS, Team, make_lane_workspace, make_lanes
+from .kernel import (IDLE, LANES, N_STATS, SCRATCH_O, SCRATCH_W, TEAM_SYNC_WORDS, Team, make_group,
+                     make_lane_workspace, make_lanes)
 
 
 def team_blocks(threads: int) -> int:
@@ -66,17 +67,20 @@ class TeamState:
     """A team's buffers, made once per run: the common sweep buffer V (blocks, features
     + 1, LANES) and X-products XV (blocks x LANES, n), the lanes' scheduler state, and
     per thread its view of the lane workspace and objective state (the lanes' own rows
-    common, xs = XV, the scratch rows its own) and its rows of X."""
+    common, xs = XV, the scratch rows its own), its rows of X and its direction-group
+    buffers (None: the team forms no groups)."""
     V: np.ndarray
     XV: np.ndarray
     lanes: tuple
     members: list
     rows: list
+    groups: list
 
 
-def make_team_state(n: int, d: int, threads: int, indptr: np.ndarray) -> TeamState:
+def make_team_state(n: int, d: int, threads: int, indptr: np.ndarray, groups: bool = False) -> TeamState:
     """The buffers of a team of ``threads`` threads (mappings of their own, :mod:`.pages`:
-    pages no thread writes cost nothing)."""
+    pages no thread writes cost nothing); with ``groups`` each thread forms direction
+    groups of the lanes it takes (:func:`.kernel.make_group`, its own buffers)."""
     L = LANES * team_blocks(threads)
     V = pages.zeros((L // LANES, d + 1, LANES), DELTA_DTYPE)
     XV = pages.zeros((L, n), np.float64)
@@ -90,19 +94,21 @@ def make_team_state(n: int, d: int, threads: int, indptr: np.ndarray) -> TeamSta
         fresh = lambda a: pages.zeros(a.shape, a.dtype)  # noqa: E731
         members.append((ws._replace(**{f: fresh(getattr(ws, f)) for f in SCRATCH_W}),
                         os_._replace(**{f: fresh(getattr(os_, f)) for f in SCRATCH_O})))
-    return TeamState(V, XV, make_lanes(L), members, team_rows(threads, indptr))
+    B = [make_group(n, d, LANES) if groups else None for _ in members]
+    return TeamState(V, XV, make_lanes(L), members, team_rows(threads, indptr), B)
 
 
 def member(state: TeamState, t: int, sync: np.ndarray, owner: np.ndarray, stats: np.ndarray):
-    """Thread t's (Team, WS, OS) for one chunk (``sync``, ``owner``, ``stats``: the chunk's)."""
+    """Thread t's (Team, WS, OS, B) for one chunk (``sync``, ``owner``, ``stats``: the
+    chunk's; B: its direction-group buffers or None)."""
     r0, r1 = state.rows[t]
     team = Team(state.V, state.XV, np.int64(r0), np.int64(r1), sync, owner, np.int64(len(state.members)),
                 np.int64(t), state.lanes, stats)
-    return (team, *state.members[t])
+    return (team, *state.members[t], state.groups[t])
 
 
 def run_team(call, state: TeamState, chunk: np.ndarray, rec, abort_flag: np.ndarray):
-    """Train ``chunk`` with the team: ``call(chunk, WS, OS, records, team)`` is
+    """Train ``chunk`` with the team: ``call(chunk, WS, OS, B, records, team)`` is
     :func:`.kernel.train_chunk` with this run's other arguments; thread 0 is the
     calling one, and all write the records ``rec``.  Returns what train_chunk returns,
     for the whole chunk: each label's row from the thread that finished it.  A thread's
@@ -119,9 +125,9 @@ def run_team(call, state: TeamState, chunk: np.ndarray, rec, abort_flag: np.ndar
     errors: list[BaseException] = []
 
     def work(t: int) -> None:
-        team, WS, OS = member(state, t, sync, owner, stats)
+        team, WS, OS, B = member(state, t, sync, owner, stats)
         try:
-            outputs[t] = call(chunk, WS, OS, rec, team)
+            outputs[t] = call(chunk, WS, OS, B, rec, team)
         except BaseException as e:   # noqa: BLE001 - raised below, after the others stopped
             abort_flag[0] = 1
             errors.append(e)

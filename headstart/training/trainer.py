@@ -25,7 +25,7 @@ from ..objective.erm import canonical_rows
 from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
 from ..solver.newton import settings
-from .budget import plan_lanes, share_lanes, use_groups
+from .budget import plan_lanes, share_lanes, team_groups, use_groups
 from .chunks import (MAX_RECORDED_ITERATIONS, ChunkResult, Restart, assemble, compile_call, default_chunk_size,
                      label_columns, make_records, note_zero_starts, pruning_meta, report_problems, run_chunks,
                      shared_label_chunks, sorted_unique, warmup_records)
@@ -162,7 +162,9 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     if shared and team_size > 1:
         # one team: one worker hands the chunks to it, its threads share the lanes
         team_threads, threads, lanes = team_size, 1, LANES
-        groups = False
+        # each thread groups the lanes it takes (docs/design.md, "Direction groups in a team")
+        groups = team_groups(n, d, team_size, budget,
+                             use_groups(LANES, init.sparse_start, mines) if groups is None else bool(groups))
         # (chunks of a lone thread's size: the team's passes take 1 / team_threads of a
         # lone thread's, so the last passes of a chunk, where lanes run out of labels,
         # cost it the same share of the time; and one chunk's weights are in flight,
@@ -197,7 +199,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         # and the whole workspace goes back to the system when the thread runs dry,
         # not when the last thread does.
         if team_threads:
-            return make_team_state(n, d, team_threads, P.indptr), make_records(chunk_size, cap)
+            return make_team_state(n, d, team_threads, P.indptr, groups), make_records(chunk_size, cap)
         WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
         return WS, make_records(chunk_size, cap)
 
@@ -209,7 +211,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
 
     def kernel(chunk, WS, rec, abort_flag, start=plan):
         if team_threads:
-            return run_team(lambda ch, WSo, OSo, r, team: lone(ch, WSo, OSo, None, r, abort_flag, start, team),
+            return run_team(lambda ch, WSo, OSo, B, r, team: lone(ch, WSo, OSo, B, r, abort_flag, start, team),
                             WS, chunk, rec, abort_flag)
         return lone(chunk, *WS, rec, abort_flag, start)
 
@@ -256,7 +258,7 @@ def compile_kernels(P, S, plan, post, colsum, y_indptr, y_indices, params, d1_ze
     rf, ra, rs, rt, rc = warmup_records(chunk_size, cap)
     team = None
     if shared:
-        team, WS, OS = member(make_team_state(1, 1, 1, np.zeros(2, dtype=np.int64)), 0,
+        team, WS, OS, _ = member(make_team_state(1, 1, 1, np.zeros(2, dtype=np.int64)), 0,
                               np.zeros(TEAM_SYNC_WORDS, np.int64), np.zeros(1, np.int32), np.zeros((1, N_STATS)))
     return compile_call("training kernels", lambda: train_chunk(
         P, S, WS, OS, make_group(1, 1, lanes) if groups else None, plan, post, colsum, y_indptr, y_indices,
