@@ -27,6 +27,12 @@ pass -- ~9% of the time on debian-deps with 2 threads.  Taken from a counter, a 
 work goes to whichever thread is free, and the threads arrive at the barrier within
 about one lane's work of each other.
 
+Direction groups (:data:`.kernel.DENSE_SHARE`; from zero, with the logistic loss) form
+per thread, of the lanes it takes, each thread with its own group buffers: a team's thread
+does a lane's line search and its new label's start together, so one group may hold
+lanes waiting for their gradients and lanes with a new label's (stop 74; docs/design.md,
+"Direction groups in a team").
+
 Labels are handed out from a shared counter, and a chunk ends when no lane is busy.
 Each label's arithmetic is exactly what it is in a thread of its own (same operations,
 same order, the sweep's sums row by row as in :func:`.kernel.lanes_scores`), so the
