@@ -311,6 +311,9 @@ def test_padding_when_k_exceeds_labels():
     assert (labels == -1).all() and np.isneginf(scores).all()
     labels, scores = predict_topk(model, X[:0], 4)
     assert labels.shape == (0, 4) and scores.shape == (0, 4)
+    # a k far above the labels whose padding alone would take gigabytes: refused, not allocated
+    with pytest.raises(ParameterError, match=r"k=200000000 is more than the model's 3 labels.*k <= 3"):
+        predict_topk(model, X, 200_000_000)
 
 
 @pytest.mark.parametrize("chunk_rows", [1, 2, 7, 49, 50, 1000])

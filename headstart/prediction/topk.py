@@ -37,7 +37,9 @@ Conventions
   float32) are ordered by lower label id first.  Scores are accumulated in float64 and
   rounded to float32 before ranking.
 * When fewer than ``k`` labels are available, the rest of the row is padded with label
-  ``-1`` and score ``-inf``.
+  ``-1`` and score ``-inf``.  A ``k`` above the label count whose result would exceed
+  1 GiB (``DEFAULT_DENSE_LIMIT``) is refused (ParameterError) rather than allocated:
+  all but the label count's columns would be padding.
 * Labels of a model loaded with ``allow_gaps=True`` that are listed in its
   ``missing_ranges`` are never returned (they have no trained weights).
 * ``X`` may be a scipy sparse matrix or a dense 2-d array.  A sparse ``X`` may have
@@ -559,6 +561,10 @@ def predict_topk(model_or_weights: Any, X: Any, k: int = 5, chunk_rows: int | No
     pred = _as_predictor(model_or_weights)
     X = _check_X(X, pred.n_features, pred.preprocessing if preprocess else None, pred.all_features)
     n = X.shape[0]
+    if k > pred.num_labels and 8 * n * k > DEFAULT_DENSE_LIMIT:
+        raise ParameterError(f"k={k} is more than the model's {pred.num_labels} labels: the {n} x {k} result "
+                             f"would take {8 * n * k / 2**30:.1f} GiB, all but {pred.num_labels} columns "
+                             f"padding; ask for k <= {pred.num_labels}")
     labels = np.empty((n, k), dtype=np.int32)
     scores = np.empty((n, k), dtype=np.float32)
     if n == 0:
