@@ -176,7 +176,7 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     cost little and the team's barriers do: on all of debian-deps (1.4M non-zeros)
     the default team took 1.07x the time of 16 lanes per thread (benchmarks/
     before_after.py, two runs of 2).
-    With groups, lone threads keep their lanes while 8 per thread fit: on the
+    With groups, lone threads keep their lanes while 16 per thread fit: on the
     Amazon-670K shape (2 threads, medians of 2, stop 74) a team whose threads group the
     lanes they take took 1.04x the time of 16 lanes per thread from zero (labels
     0:128) and 1.1-1.2x with the logistic loss (labels 0:32, 0:96) -- the team's

@@ -615,7 +615,8 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
     touched = np.zeros(1)
     lo = np.zeros(nv)          # scratch of erm.remainder (zero outside the support in use)
     # lanes computing their directions in a group (see DENSE_SHARE).  B is None when the
-    # trainer forms no groups (aop with the squared hinge): every use of B below sits under "B is
+    # trainer forms no groups (aop with the squared hinge, or fewer than 16 lanes:
+    # budget.use_groups): every use of B below sits under "B is
     # not None", which numba prunes before typing, so that specialisation compiles no
     # group code (~2 s of a first run; see use_groups in training/budget.py)
     n = OS.wx.shape[1]

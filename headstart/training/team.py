@@ -27,7 +27,8 @@ pass -- ~9% of the time on debian-deps with 2 threads.  Taken from a counter, a 
 work goes to whichever thread is free, and the threads arrive at the barrier within
 about one lane's work of each other.
 
-Direction groups (:data:`.kernel.DENSE_SHARE`; from zero, with the logistic loss) form
+Direction groups (:data:`.kernel.DENSE_SHARE`; unless the start is sparse and the loss
+mines negatives, as aop with the squared hinge: :func:`.budget.use_groups`) form
 per thread, of the lanes it takes, each thread with its own group buffers: a team's thread
 does a lane's line search and its new label's start together, so one group may hold
 lanes waiting for their gradients and lanes with a new label's (stop 74; docs/design.md,
