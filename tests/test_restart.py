@@ -75,3 +75,34 @@ def test_shortlisted_training_restarts_alike(bib):
     assert same.size > redone
     np.testing.assert_array_equal(_rows(W, same), _rows(Wz, same))
     np.testing.assert_array_equal(b[same], bz[same])
+
+
+def test_replace_rows_equals_stacking_and_picking():
+    # the chunk's rows with the restarted ones put back, against scipy's vstack and row
+    # picking (what replace_rows did before copying by runs): first, last, adjacent and
+    # unsorted positions, empty rows on either side
+    from headstart.training.chunks import replace_rows
+    rng = np.random.default_rng(5)
+    k, nv = 12, 30
+    old = sp.random(k, nv, density=0.3, format="csr", random_state=rng, dtype=np.float32)
+    old = sp.diags((np.arange(k) != 3).astype(np.float32)) @ old      # row 3 empty
+    old = sp.csr_matrix(old)
+    old.eliminate_zeros()
+    for idx in ([0], [k - 1], [4, 5, 6], [9, 0, 3], list(range(k)), []):
+        idx = np.array(idx, dtype=np.int64)
+        new = sp.random(idx.size, nv, density=0.4, format="csr", random_state=rng, dtype=np.float32)
+        if idx.size > 1:                                                  # an empty new row
+            new = sp.csr_matrix(sp.diags((np.arange(idx.size) != 1).astype(np.float32)) @ new)
+            new.eliminate_zeros()
+        b_old, b_new = rng.normal(size=k), rng.normal(size=idx.size)
+        got = replace_rows((old.indptr.astype(np.int64), old.indices, old.data, b_old), idx,
+                           (new.indptr.astype(np.int64), new.indices, new.data, b_new))
+        pick = np.arange(k)
+        pick[idx] = k + np.arange(idx.size)
+        want = sp.vstack([old, new], format="csr")[pick]
+        assert np.array_equal(got[0], want.indptr) and np.array_equal(got[1], want.indices)
+        assert np.array_equal(got[2], want.data) and got[1].dtype == old.indices.dtype
+        b_want = b_old.copy()
+        b_want[idx] = b_new
+        assert np.array_equal(got[3], b_want)
+        assert got[3] is not b_old
