@@ -391,6 +391,41 @@ def test_default_objective_matches_liblinear_without_bias_regularisation():
     assert np.all(st["status"] == 0)
 
 
+@pytest.mark.parametrize("C", [1.0, 100.0])
+def test_a_label_without_positives_under_a_regularised_bias_is_solved(C):
+    """aop's start for a label with no positive scores every row -2 through the bias;
+    with LIBLINEAR's regularised bias (-B) that costs 2.0 and its gradient lies below
+    the relative tolerance, so the label stayed there (a checking helper: 2.0 against
+    LIBLINEAR's 0.27 at -c 100).  It now starts from zero, LIBLINEAR's path: the same
+    weights as the zero start, near the optimum (scipy's L-BFGS on the reference
+    objective; LIBLINEAR cannot be asked, it refuses one class).  With an unregularised
+    bias (-R) the -2 start is the optimum itself (f = 0)."""
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(0)
+    n, d = 300, 40
+    X = sp.csr_matrix((rng.normal(size=(n, d)) * rng.uniform(0.5, 3, size=d)).astype(np.float32))
+    Y = sp.csr_matrix(([1.0], ([17], [1])), shape=(n, 2), dtype=np.float32)     # label 0: no positive
+    Xc, Yc = check_features(X), check_labels(Y, n)
+    y = ref.label_vector(Y, 0)
+    Xa = ref.augmented(X, 1.0)
+    best = minimize(lambda w: ref.objective(Xa, y, w, C, "squared-hinge", True), np.zeros(d + 1),
+                    jac=lambda w: ref.gradient(Xa, y, w, C, "squared-hinge", True), method="L-BFGS-B",
+                    options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 10000}).fun
+    fits = {}
+    for init in ("aop", "zero"):
+        W, b, st = train_labels(Xc, Yc, TrainParams(C=C, init=init, regularize_bias=True, prune=0.0, threads=1),
+                                np.arange(2))
+        fits[init] = (W[0].toarray(), b[0])
+        assert st["iterations"][0] >= 1
+        ours = ref.objective(Xa, y, ref.full_weights(W[0], b[0], 1.0), C, "squared-hinge", True)
+        assert best <= ours <= 1.1 * best and ours < 2.0, (init, ours, best)
+    assert np.array_equal(fits["aop"][0], fits["zero"][0]) and fits["aop"][1] == fits["zero"][1]
+    W, b, st = train_labels(Xc, Yc, TrainParams(C=C, regularize_bias=False, prune=0.0, threads=1), np.arange(2))
+    assert W[0].nnz == 0 and b[0] == -2.0 and st["iterations"][0] == 0
+    assert ref.objective(Xa, y, ref.full_weights(W[0], b[0], 1.0), C, "squared-hinge", False) == 0.0
+
+
 @pytest.mark.parametrize("loss", ["squared-hinge", "logistic"])
 @pytest.mark.parametrize("init", ["zero", "aop"])
 def test_features_with_a_large_offset_reach_liblinears_optimum(loss, init):
