@@ -140,7 +140,7 @@ class TrainParams:
                 "magnitudes, whose objective grows by at most this many percent (DiSMEC++ --sparsify; 0 = off)"})
     timeout: float = field(default=0.0, metadata={
         "help": "time budget in seconds (on the command line also 30m, 2h, 1d): no label starts after it; finished work "
-                "is saved (0 = none)"})
+                "is saved, and the command exits with code 3 if labels were left (--resume completes them; 0 = none)"})
     cg_epsilon: float = field(default=0.5, metadata={"help": "CG stops on LIBLINEAR's quadratic-model rule with this eps_cg"})
     pcg_alpha: float = field(default=0.01, metadata={
         "help": "preconditioner (1-alpha) + alpha*diag(H), 0 < alpha < 1"})
@@ -239,7 +239,10 @@ class TrainParams:
             raise ParameterError(f"{path}: cannot read parameters: {e.strerror}") from None
         if not isinstance(d, dict):
             raise ParameterError(f"{path}: parameters must be a JSON object, got {type(d).__name__}")
-        return cls.from_dict(d)
+        try:
+            return cls.from_dict(d)
+        except ParameterError as e:
+            raise ParameterError(f"{path}: {e}") from None
 
     def replace(self, **changes: Any) -> "TrainParams":
         return dataclasses.replace(self, **changes)

@@ -73,7 +73,6 @@ freed, before the check).
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 from dataclasses import dataclass, field
@@ -385,8 +384,8 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
     model: the weights (CSR) and the feature-major copy the kernel scores with (CSC),
     float64 intercepts and the labels in intercept order; when ``streamed`` only the
     largest shard (``shard_labels`` labels, ``shard_nnz`` weights) is in memory.  scratch:
-    per label and thread a float64 accumulator, an int64 row stamp and an int32 touched
-    entry (headstart.prediction.topk).  block: ``row_bytes`` per instance for the block of data and its
+    per label and thread a float64 accumulator, an int64 row stamp, an int32 touched
+    entry and (thresholded) an int32 hit (headstart.prediction.topk).  block: ``row_bytes`` per instance for the block of data and its
     preprocessed copy, the top-k labels and scores (and when streamed a second set for
     merging).
     """
@@ -397,7 +396,7 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
     else:
         L, nnz = int(n_labels), int(weight_nnz)
     model = 2 * nnz * _NNZ + (L + 1) * _F64 + (n_features + 1) * _F64 + L * (_F64 + 4 + 4)
-    scratch = threads * L * (_F64 + 8 + 4)
+    scratch = threads * L * (_F64 + 8 + 4 + 4)
     per_row = 2 * row_bytes + k * 8 * (3 if streamed else 1) + k * 24
     return MemoryEstimate({"model": int(model), "scratch": int(scratch), "block": int(rows * per_row)},
                           details={"per_row": per_row})
@@ -433,20 +432,24 @@ def text_bytes_per_row(path: str | os.PathLike, rows: int | None = None) -> floa
     replaced by 8 x the compressed size).  ``rows`` defaults to the XMC header's count.
     0.0 when unknown.
     """
+    from .errors import DataFormatError
+    from .io._common import GZIP_MAGIC, open_stream
+
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            magic = f.read(2)
-            if magic == b"\x1f\x8b" and size >= 18:
+            magic = f.read(8)
+            if magic[:2] == GZIP_MAGIC and size >= 18:
                 f.seek(-4, os.SEEK_END)
                 isize = int.from_bytes(f.read(4), "little")
                 size = isize if isize >= size else 8 * size
+            elif magic.startswith((b"BZh", b"\xfd7zXZ\x00")):
+                size = 8 * size     # no size recorded: text compresses about that much
         if rows is None:
-            opener = gzip.open if magic == b"\x1f\x8b" else open
-            with opener(path, "rb") as f:
+            with open_stream(path) as f:
                 m = _HEADER.match(f.readline(1 << 16))
             rows = int(m.group(1)) if m else None
-    except (OSError, EOFError, ValueError):
+    except (OSError, EOFError, ValueError, DataFormatError):
         return 0.0
     if not rows:
         return 0.0

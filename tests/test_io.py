@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import logging
 import os
 import stat
 import time
@@ -101,6 +102,31 @@ def test_gzip_detected_by_magic_not_name(tmp_path):
         X, Y = read_xmc(p)
         np.testing.assert_array_equal(dense(X), SMALL_X)
         np.testing.assert_array_equal(dense(Y), SMALL_Y)
+
+
+def test_bz2_and_xz_are_read_and_other_compressors_named(tmp_path):
+    """bz2 and xz inputs are read as gzip is, by their magic bytes, streamed or whole (the
+    label file); zstd or zip data is refused naming the compressor, not misread as a
+    malformed header (helper-102); a truncated bz2 file is corrupt bz2 data."""
+    import bz2
+    import lzma
+
+    for name, pack in (("bz2", bz2.compress), ("xz", lzma.compress)):
+        p = put(tmp_path, pack(SMALL), f"data.{name}")
+        for reader in (read_xmc, lambda q: next(iter_xmc_chunks(q))):
+            X, Y = reader(p)
+            np.testing.assert_array_equal(dense(X), SMALL_X)
+            np.testing.assert_array_equal(dense(Y), SMALL_Y)
+        Y = read_label_file(put(tmp_path, pack(b"2 3\n0,2\n1\n"), f"labels.{name}"))
+        np.testing.assert_array_equal(dense(Y), [[1, 0, 1], [0, 1, 0]])
+    with pytest.raises(DataFormatError, match="corrupt bz2 data"):
+        read_xmc(put(tmp_path, bz2.compress(SMALL * 50)[:60], "cut.bz2"))
+    for magic, word in ((b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "zip-compressed")):
+        p = put(tmp_path, magic + b"\x00" * 40, "data.bin")
+        for reader in (read_xmc, read_label_file):
+            with pytest.raises(DataFormatError, match=f"{word} data, which headstart does not read") as e:
+                reader(p)
+            assert e.value.path == str(p)
 
 
 def test_gz_output_name_in_any_case_is_compressed(tmp_path):
@@ -700,7 +726,7 @@ def test_write_slice_replaces_both_files_or_neither(tmp_path, monkeypatch):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy", "y.txt"]
 
 
-def test_slice_label_file_forms(tmp_path):
+def test_slice_label_file_forms(tmp_path, caplog):
     comma = "3 5\n4,0\n\n2\n"
     pairs = "3 5\n4:1 0:1\n\n2:1.0\r\n"
     for content in (comma, pairs, gzip.compress(pairs.encode())):
@@ -708,8 +734,10 @@ def test_slice_label_file_forms(tmp_path):
         np.testing.assert_array_equal(dense(Y), [[1, 0, 0, 0, 1], [0] * 5, [0, 0, 1, 0, 0]])
     # a decisions file (predict --threshold) lists scores: 0 and negative ones are decisions
     # too (helper-58: "3:0" was dropped, "2:-0.25" kept)
-    Y = read_label_file(put(tmp_path, "2 5\n4:0.5 3:0 0:-0\n2:-0.25\n"))
+    with caplog.at_level(logging.INFO, logger="headstart.io.slice"):
+        Y = read_label_file(put(tmp_path, "2 5\n4:1 3:0 0:-0\n2:-0.25\n"))
     np.testing.assert_array_equal(dense(Y), [[1, 0, 0, 1, 1], [0, 0, 1, 0, 0]])
+    assert "3 label:value tokens have a value other than 1 (first on line 2)" in caplog.text   # said, not silent
     assert Y.dtype == np.float32 and np.all(Y.data == 1)
     cases = [
         ("3 5\n4,0\n", 3, "ends after 1 points"),
@@ -794,7 +822,8 @@ MALFORMED = [
     (b"1 4 99999999999\n", 1, "exceeds"),
     (b"3 4 5\n0 1:1\n1 2:1\n", 4, "ends after 2 points"),
     (b"1 4 5\n0 1:1\n1 2:1\n", 3, "more points"),
-    (b"1 4 5\n0 1:1\n\n\n1 2:1\n", 5, "more points"),
+    (b"1 4 5\n0 1:1\n\n\n1 2:1\n", 5, "more points than the 1 announced in the header \\(line 1\\) \\(token"),
+    (b"3 4 5\n0 1:1\n\n1 2:1\n0 3:1\n", 5, "more points.*; line 3 is blank, and a blank line is a point without"),
     (b"1 4 5\n0,5 1:1\n", 2, "label id 5 out of range"),
     (b"1 4 5\n0,99999999999999999999999 1:1\n", 2, "out of range"),
     (b"1 4 5\n-1 1:1\n", 2, "negative label"),
@@ -1073,7 +1102,7 @@ def test_format_mixups_have_hints(tmp_path):
         read_xmc(put(tmp_path, b"0 1 1" + b" " * 70000 + b"\n0 0:1\n"))
 
 
-def test_label_names_file_forms_and_refusals(tmp_path):
+def test_label_names_file_forms_and_refusals(tmp_path, caplog):
     """read_label_names: a BOM, CRLF and a missing last newline are read; an empty line is
     an empty name; a blank extra last line, a tab, a lone carriage return and bad UTF-8 are
     refused with the file (and line)."""
@@ -1084,7 +1113,9 @@ def test_label_names_file_forms_and_refusals(tmp_path):
         ptr, b = read_label_names(tmp_path / "n.txt", n)
         return [b[ptr[i]:ptr[i + 1]].tobytes().decode() for i in range(n)]
 
-    assert names(b"\xef\xbb\xbfa b\r\n\ne:f\n\xc3\xa9", 4) == ["a b", "", "e:f", "\u00e9"]
+    with caplog.at_level(logging.WARNING, logger="headstart.io.predictions"):
+        assert names(b"\xef\xbb\xbfa b\r\n\ne:f\n\xc3\xa9", 4) == ["a b", "", "e:f", "\u00e9"]
+    assert "1 label name(s) are empty lines (the first is line 2, label id 1)" in caplog.text
     assert names(b"", 0) == [] and names(b"\n", 1) == [""]
     for raw, n, needle in ((b"a\nb\n\n", 2, "n.txt: 3 label names (lines) for a model of 2 labels; the last line is "
                                            "blank"),
@@ -1179,9 +1210,12 @@ def test_dense_text_features(tmp_path):
         with pytest.raises(DataFormatError, match=words) as e:
             read_dense_features(put(tmp_path, content, "bad.txt"))
         assert (e.value.line, e.value.column if col else None) == (line, col), content
-    np.savez(tmp_path / "z.npz", a=np.zeros((2, 2)))
-    with pytest.raises(DataFormatError, match="neither a .npy file"):
+    np.savez(tmp_path / "z.npz", a=np.zeros((2, 2)))      # an archive is named as one
+    with pytest.raises(DataFormatError, match="zip-compressed data.*npz archive, save the array alone as .npy"):
         read_dense_features(tmp_path / "z.npz")
+    put(tmp_path, b"\x01\x02\x00\x00binary", "b.bin")
+    with pytest.raises(DataFormatError, match="neither a .npy file"):
+        read_dense_features(tmp_path / "b.bin")
 
 
 def test_a_commands_output_file_names_a_killed_writers_temporaries(tmp_path, capsys):

@@ -48,6 +48,19 @@ def topk_all_paths(*args, **kw):
     return out["dense"]
 
 
+def above_all_paths(*args, **kw):
+    """predict_above on every path; asserts they agree exactly and returns the result."""
+    out = {}
+    for name in PATHS:
+        with scoring_path(name):
+            out[name] = predict_above(*args, **kw)
+    for name in PATHS:
+        assert (out[name] != out["dense"]).nnz == 0, name
+        np.testing.assert_array_equal(out[name].indptr, out["dense"].indptr, err_msg=name)
+        np.testing.assert_array_equal(out[name].indices, out["dense"].indices, err_msg=name)
+    return out["dense"]
+
+
 def previous_predictor(model, X, k):
     """The predictor before issue 12, step by step in numpy: per row a float64 buffer of all
     labels set to the intercepts, each feature of the row in order adding ``v * W[:, f]``,
@@ -188,6 +201,32 @@ def test_sparse_model_with_intercepts_every_path(zero_intercepts):
     prepared = topk_module.prepare(model)   # the reusable scoring form gives the same result
     for got, ref in zip(predict_topk(prepared, X, 37), (labels, scores)):
         np.testing.assert_array_equal(got, ref)
+
+
+def test_thresholded_labels_of_a_sparse_model_on_every_path():
+    """Labels above a threshold, scored sparsely (touched labels, plus the untouched ones
+    whose intercept alone passes): the same labels, in order, and scores as the dense
+    scores' test, for one threshold and per-label ones, with excluded labels never set,
+    rows without features, thresholds equal to intercepts and scores (dyadic grid)."""
+    rng = np.random.default_rng(12)
+    L, d = 3000, 300
+    W = sp.random(L, d, density=0.005, format="csr", random_state=rng,
+                  data_rvs=lambda n: rng.integers(-8, 9, size=n) / 4.0).astype(np.float32)
+    b = (rng.integers(-6, 3, size=L) / 2.0).astype(np.float32)
+    b[rng.choice(L, 40, replace=False)] = 2.0      # pass a threshold of 0 untouched
+    model = OvAModel(weights=W, intercept=b, n_features=d, label_space=L + 3, first_label=3,
+                     missing_ranges=[(3, 10), (500, 800)], params=TrainParams())
+    X = exact_X(seed=5, n=200, n_features=d, density=0.02)
+    X = sp.vstack([X, sp.csr_matrix((2, d), dtype=np.float32)]).tocsr()
+    S = decision_function(model, X).astype(np.float64)
+    per_label = np.full(L + 3, 0.5)
+    per_label[3:] = rng.integers(-4, 5, size=L) / 2.0
+    for threshold in (0.0, -0.5, 2.0, per_label):
+        Y = above_all_paths(model, X, threshold, threads=2, chunk_rows=64, return_scores=True)
+        t = np.broadcast_to(np.asarray(threshold, np.float64), (L + 3,))[3:]
+        assert np.isneginf(S[:, :7]).all() and np.isneginf(S[:, 497:797]).all()   # excluded
+        np.testing.assert_array_equal(Y.toarray()[:, 3:], np.where(S > t, S, 0.0))
+        assert Y.has_canonical_format and Y.nnz == (S > t).sum()   # a score of 0 above t is stored
 
 
 def _shared_data(name):
@@ -395,7 +434,7 @@ def test_predict_above_is_the_thresholded_dense_scores(threshold, chunk_rows, th
     """On the dyadic grid many scores equal the threshold exactly: strictly above counts."""
     model = exact_model(first_label=2, label_space=50)
     X = exact_X()
-    Y = predict_above(model, X, threshold, chunk_rows=chunk_rows, threads=threads)
+    Y = above_all_paths(model, X, threshold, chunk_rows=chunk_rows, threads=threads)
     S = decision_function(model, X)
     assert sp.isspmatrix_csr(Y) and Y.shape == (X.shape[0], 50) and Y.dtype == np.int32
     assert Y.has_canonical_format and np.all(Y.data == 1)

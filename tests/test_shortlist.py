@@ -824,7 +824,7 @@ def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib)
     """A first stage without filling (rows with few candidates) or with K < k: prediction
     widens the candidates to max(K, k) and fills them with the most frequent training
     labels, so every row gets k real labels with their real scores (the CLI writes them;
-    it failed on the padding before); a first stage of another label space or feature
+    it failed on the padding before), the stage's own K ranked first; a first stage of another label space or feature
     width than the model is refused, naming both."""
     X, Y, Xt, _ = bib
     fs = FirstStage.fit(X, Y, FirstStageParams(K=5, neighbours=2, fill=False))
@@ -842,9 +842,13 @@ def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib)
             own = cand0[r][cand0[r] >= 0]
             assert set(own.tolist()) <= set(cand[r].tolist())   # the stage's own candidates stay
             s = F[r, cand[r]].astype(np.float32)
-            order = np.lexsort((cand[r], -s))[:k]
+            # the stage's own K candidates first, then those added for k > K (helper-102)
+            order = np.lexsort((cand[r], -s, np.arange(cand.shape[1]) >= 5))[:k]
             assert labels[r].tolist() == cand[r][order].tolist()
             np.testing.assert_allclose(scores[r], s[order], rtol=1e-6, atol=1e-6)
+    # so asking for more labels never changes the first ones
+    np.testing.assert_array_equal(predict_model(model, Xt, fs, 8)[0][:, :5], predict_model(model, Xt, fs, 5)[0])
+    np.testing.assert_array_equal(predict_model(model, Xt, fs, 8)[0][:, :3], predict_model(model, Xt, fs, 3)[0])
     out = tmp_path / "m"
     train_shortlisted_dir(X, Y, TrainParams(threads=2), candidates_to_shortlist(
         fs.candidates(X, training=True)[0], Y.shape[1]), out)

@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -118,6 +119,13 @@ def add_train_params(parser: argparse.ArgumentParser) -> None:
                        help="print the effective parameters as JSON and exit")
 
 
+#: exit code of a training command whose time budget (--timeout) ran out before every
+#: label was trained: the model directory holds the finished labels and ``--resume``
+#: completes it.  Not 0, so that a job script can tell (``until headstart train ...
+#: --resume; do ...``); not 1 or 2, which are failures.
+EXIT_INCOMPLETE = 3
+
+
 def _read_params_file(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as fh:
@@ -145,13 +153,17 @@ def _read_params_file(path: str) -> dict[str, Any]:
 def resolve_params(args: argparse.Namespace) -> TrainParams:
     """TrainParams from ``--params FILE`` (if any) updated by the explicit options."""
     values: dict[str, Any] = {}
+    from_file: set[str] = set()     # the parameters whose value is the --params file's
     if getattr(args, "params", None):
         values.update(_read_params_file(args.params))
+        from_file = set(values)
     if getattr(args, "liblinear", None) is not None:
         from ..liblinear import quiet, translate
 
         # headstart cv runs LIBLINEAR's -C and -v itself (liblinear.search)
-        values.update(translate(args.liblinear, search=getattr(args, "liblinear_search", False)))
+        translated = translate(args.liblinear, search=getattr(args, "liblinear_search", False))
+        values.update(translated)
+        from_file -= set(translated)
         if quiet(args.liblinear):
             args.quiet = True
     cli = [f.name for f in fields(TrainParams) if hasattr(args, f.name)]   # given explicitly
@@ -159,10 +171,14 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     # a pretrained model directory implies the pretrained initialisation, a cost file
     # the weighting by files -- unless the command line says otherwise (a --params file
     # written by --print-params names every parameter, the defaults too)
+    from_file -= set(cli)
     values = _params.implied_choices(values, cli)
     try:
         params = TrainParams.from_dict(values)
     except ParameterError as e:
+        bad = re.match(r"parameter (\w+) ", str(e))
+        if bad and bad.group(1) in from_file:   # the file's value: name the file (helper-102)
+            raise ParameterError(f"{args.params}: {e}") from None
         raise ParameterError(_option_wording(str(e))) from None
     # commands that run other initialisers than --init (experiment --inits, per-part
     # starts of shortlist-train): the starts' options are theirs

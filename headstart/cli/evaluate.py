@@ -234,6 +234,9 @@ def run(args: argparse.Namespace) -> int:
         raise common.no_instances(args.data, args, "evaluate")
     if Y.shape[1] == 0:
         raise DataFormatError("the test data has no labels: there is nothing to evaluate", args.data)
+    if Y.nnz == 0:      # (helper-102: a table of zeros came without a word)
+        log.warning("no instance of %s has a label: every metric below is 0 (unlabelled data is for "
+                    "'headstart predict')", args.data)
     metrics = evaluate(Y, labels, ks=metric_ks(k), propensities=props)
     extra, rule = (_threshold_scores(scorer, args, *decision) if thresholded else (None, ""))
     if args.dismec_metrics:

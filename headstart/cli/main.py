@@ -1,7 +1,8 @@
 """Entry point of the ``headstart`` command: parser, logging, error reporting, exit codes.
 
 Exit codes: 0 success, 2 bad usage or bad input (argparse errors and every
-:class:`~headstart.errors.HeadstartError`), 1 any other failure.  Errors are printed as
+:class:`~headstart.errors.HeadstartError`), 1 any other failure, 3 a training run whose
+``--timeout`` left labels untrained (resume it; :data:`common.EXIT_INCOMPLETE`).  Errors are printed as
 one or two lines; ``-v`` adds the Python traceback.
 
 A subcommand is a module of this package with ``NAME``, ``HELP``, ``DESCRIPTION``,

@@ -52,7 +52,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r = p.add_argument_group("labels, output, resumable and distributed training")
     r.add_argument("--first-label", type=common._number(int), default=0, metavar="A")
     r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N")
-    r.add_argument("--stats", metavar="FILE", help="per-label statistics (.csv, .jsonl or .json)")
+    r.add_argument("--stats", metavar="FILE", help="write per-label statistics to FILE: .csv one row per label, .json a "
+                   "list of JSON objects, any other ending (.jsonl) one object per line")
     r.add_argument("--shard-size", type=common._number(int), default=None, metavar="N")
     r.add_argument("--resume", action="store_true", help="continue the model in MODEL_DIR")
     r.add_argument("--scheduler", metavar="ADDRESS", default=None, help="train on this Dask cluster")
@@ -149,4 +150,5 @@ def run(args: argparse.Namespace) -> int:
     if params.timeout > 0 and missing > 0:
         common.say(args, f"time budget of {params.timeout:g} s reached: {missing} label(s) not started; "
                          f"continue with: headstart shortlist-train ... -o {args.output} --resume")
+        return common.EXIT_INCOMPLETE
     return 0

@@ -32,9 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="train labels A, A+1, ... only (default: 0)")
     g.add_argument("--num-labels", type=common._number(int), default=None, metavar="N",
                    help="number of labels to train from --first-label (default: all the rest)")
-    g.add_argument("--stats", metavar="FILE", help="write per-label training statistics: FILE.csv one row per "
-                   "label, FILE.jsonl one JSON object per label with its per-iteration trajectory, FILE.json "
-                   "a list of those objects")
+    g.add_argument("--stats", metavar="FILE", help="write per-label training statistics to FILE, in the form its "
+                   "name ends with: .csv one row per label; .json a list of JSON objects, one per label with its "
+                   "per-iteration trajectory; any other ending (.jsonl) those objects one per line")
     g.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
                    help="labels per shard file of the model, each written as soon as it is trained "
                         "(default: one shard, written at the end)")
@@ -156,8 +156,7 @@ def _train_read(args: argparse.Namespace, params, X, Y, first: int, count: int, 
         f"{s.get('wall_seconds', 0.0):.2f} s{_compiled(stats, compiled_ahead)}: "
         f"{_work(params, s)}, {nnz} nonzero weights"
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
-    _say_timeout(args, params, count - int(s["labels"]), _compile_seconds(stats, compiled_ahead))
-    return 0
+    return _say_timeout(args, params, count - int(s["labels"]), _compile_seconds(stats, compiled_ahead))
 
 
 #: per method (params.method_of): its name in the summary, and what its statistics'
@@ -197,15 +196,18 @@ def _compiled(stats, ahead: float = 0.0) -> str:
     return f" (+ {c:.1f} s compiling kernels, first run only)" if c > 1.0 else ""
 
 
-def _say_timeout(args, params, missing: int, compiled: float = 0.0) -> None:
+def _say_timeout(args, params, missing: int, compiled: float = 0.0) -> int:
     """The budget is wall-clock time from the start of training, compiling included (a
     cluster job's limit is); on a first run the kernels' compiling may take most of it,
-    which is said with the way around it (helper-52)."""
+    which is said with the way around it (helper-52).  Returns the exit code: 0, or
+    ``EXIT_INCOMPLETE`` when labels were left (helper-102: that exited 0)."""
     if params.timeout > 0 and missing > 0:
         first_run = (f" -- this run spent {compiled:.1f} s of it compiling kernels (first run only; "
                      "'headstart compile' does it ahead)" if compiled > 1.0 else "")
         common.say(args, f"time budget of {params.timeout:g} s reached{first_run}: {missing} label(s) not started; "
                          f"continue with: headstart train ... -o {args.output} --resume")
+        return common.EXIT_INCOMPLETE
+    return 0
 
 
 def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int) -> int:
@@ -233,8 +235,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
         + f": {_work(params, s)}, {r.nnz} nonzero weights"
         + (" in the range" if r.already_finished else "")
         + (f", {not_conv} not converged" if not_conv else "") + f" -> {args.output}"))
-    _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
-    return 0
+    return _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
 
 
 def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:

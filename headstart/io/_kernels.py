@@ -277,6 +277,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
     indptr[0] = 0
     lptr[0] = 0
     p = start
+    blank_row = -1      # where the first blank line read as a row starts (for E_TOO_MANY_ROWS)
     while p < end:
         line_start = p
         if _at_eol(buf, p, end, comments):
@@ -286,13 +287,15 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
                 continue
             if rows >= cap_rows:
                 return E_CAPACITY, line_start, 0, rows, nnz, nl, maxf, maxl
+            if blank_row < 0:
+                blank_row = line_start
             rows += 1
             indptr[rows] = nnz
             lptr[rows] = nl
             p = _next_line(buf, p, end)
             continue
         if max_rows >= 0 and rows >= max_rows:
-            return E_TOO_MANY_ROWS, line_start, 0, rows, nnz, nl, maxf, maxl
+            return E_TOO_MANY_ROWS, line_start, blank_row, rows, nnz, nl, maxf, maxl
         if rows >= cap_rows:
             return E_CAPACITY, line_start, 0, rows, nnz, nl, maxf, maxl
         # ---- labels
@@ -447,7 +450,7 @@ def parse_predictions(buf, start, end, k, n_labels, max_rows, out_labels, out_sc
             if blank:
                 p = _next_line(buf, p, end)
                 continue
-            return E_TOO_MANY_ROWS, line_start, 0, rows
+            return E_TOO_MANY_ROWS, line_start, -1, rows    # aux -1: no blank row to point at
         ri = 0 if validate_only else rows
         if ri >= cap_rows:
             return E_CAPACITY, line_start, 0, rows

@@ -366,7 +366,8 @@ def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
     ``i + 1`` of ``path`` (UTF-8, a byte-order mark ignored, CRLF or LF, gzip allowed; the
     XMC repository's label map, or the ``labels.txt`` of a text vectorizer -- whose
     directory may be given instead), exactly ``n_labels`` lines.  A name must not hold a
-    tab (the separator of named predictions) or a carriage return.  Returns ``(offsets,
+    tab (the separator of named predictions) or a carriage return; an empty line is an
+    empty name (with a warning).  Returns ``(offsets,
     bytes)``: name ``i`` is ``bytes[offsets[i]:offsets[i + 1]]``."""
     import codecs
 
@@ -401,6 +402,13 @@ def read_label_names(path, n_labels: int) -> tuple[np.ndarray, np.ndarray]:
         if bad.size:
             raise DataFormatError(f"a label name holds {what}", path, int(np.searchsorted(ends, bad[0])) + 1)
     lengths = ends - starts - cr
+    empty = np.flatnonzero(lengths == 0)
+    if empty.size:
+        # kept (a label map may lack a title), but said: such a label is written as a
+        # nameless ':score' token (helper-102)
+        log.warning("%s: %d label name(s) are empty lines (the first is line %d, label id %d): predictions of "
+                    "these labels are written as ':score', without a name", path, empty.size, int(empty[0]) + 1,
+                    int(empty[0]))
     offsets, names = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), buf[keep]
     _warn_repeated_names(path, offsets, names)
     return offsets, names

@@ -23,6 +23,7 @@ endings, blank trailing lines and the row-count check are as in the XMC format.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -30,10 +31,12 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from . import _kernels as K
-from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, _show, label_matrix, locate, parse_header, parse_sparse,
-                      read_bytes, token_at, too_few_rows)
+from ._common import (MAX_DIM, NPY_MAGIC, SparseSpec, _show, label_matrix, locate, open_stream, parse_header,
+                      parse_sparse, read_bytes, token_at, too_few_rows)
 from .atomic import atomic_write
 from .xmc import _open_out, _write_sparse_body, to_label_csr
+
+log = logging.getLogger(__name__)
 
 LABEL_HEADER = ("num_points", "num_labels")
 
@@ -157,6 +160,14 @@ def read_label_file(path) -> sp.csr_matrix:
     if r.rows != n:
         raise _ends_early(raw, body, path, r.rows, n)
     if pairs:
+        other = np.flatnonzero(r.data != 1)
+        if other.size:
+            # deliberate (module docstring), but said, so that a file of 0/1 relevance
+            # values is not read as all-relevant unnoticed (helper-102)
+            row = int(np.searchsorted(r.indptr, other[0], side="right")) - 1
+            log.info("%s: %d label:value tokens have a value other than 1 (first on line %d): every listed id is "
+                     "read as a label, whatever its value (as in a decisions file of scores)", os.fspath(path),
+                     other.size, 2 + row)
         return label_matrix(r.indptr, r.indices, (n, L))
     return label_matrix(r.lptr, r.labels, (n, L))
 
@@ -166,16 +177,13 @@ def announced_rows(path) -> int | None:
     array's shape, a dense text matrix's header -- or None (unreadable, or not of that
     kind: the reader then says what is wrong).  The reader checks that the file holds
     exactly these rows."""
-    import gzip
-
     try:
         with open(path, "rb") as f:
             magic = f.read(len(NPY_MAGIC))
         if magic == NPY_MAGIC:
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
             return int(arr.shape[0]) if isinstance(arr, np.ndarray) and arr.ndim == 2 else None
-        opener = gzip.open if magic[:2] == b"\x1f\x8b" else open
-        with opener(path, "rb") as f:
+        with open_stream(path) as f:
             first = f.readline(256).split()
     except Exception:  # noqa: BLE001 - any failure: not announced; reading reports it
         return None

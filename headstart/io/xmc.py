@@ -190,6 +190,11 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
             first = 2 + before   # the header is line 1
             spec.max_rows = n - done
             r = parse_sparse(_as_u8(data), off, cut, spec, path, first)
+            if spec.blank_line < 0:
+                # every line of the piece is a point, and a point without labels or
+                # features is a blank line: named if the file turns out too long
+                empty = np.flatnonzero((np.diff(r.indptr) == 0) & (np.diff(r.lptr) == 0))
+                spec.blank_line = first + int(empty[0]) if empty.size else -1
             done += r.rows
             labels = r.labels
             if shift and labels.size:

@@ -322,7 +322,9 @@ def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, 
                   threads: int | None = None, candidates: np.ndarray | None = None):
     """Top-k (labels int32, scores float32) of every row of X among its first-stage
     candidates (computed from the sparse part of X unless ``candidates`` is given: then
-    :meth:`FirstStage.prediction_candidates`, at least k per row)."""
+    :meth:`FirstStage.prediction_candidates`, at least k per row).  The stage's own K
+    candidates (its first K columns) rank before any added to fill k > K slots, so the
+    first K labels of a row are the same whatever k."""
     from ..validation import check_features
 
     X = check_features(X)
@@ -331,7 +333,7 @@ def predict_model(model: OvAModel, X: Any, first_stage: FirstStage, k: int = 5, 
     Xm = model_features(model, X, dense)
     return predict_candidates(model.weights, model.intercept, Xm, candidates, k, first_label=model.first_label,
                               missing_ranges=getattr(model, "missing_ranges", None) or (), threads=threads,
-                              label_space=model.label_space)
+                              label_space=model.label_space, primary=int(first_stage.params.K))
 
 
 #: predict_model_dir scores consecutive shards together up to this many weights (8 bytes
@@ -416,4 +418,4 @@ def predict_model_dir(model_dir: str | os.PathLike, X: Any, first_stage: FirstSt
         block.append((first, weights, intercept))
         nnz += weights.nnz
     flush()
-    return scores.top_k(k)
+    return scores.top_k(k, primary=int(first_stage.params.K))

@@ -89,23 +89,40 @@ def score_candidates(r0, r1, x_indptr, x_indices, x_data, cand, w_indptr, w_indi
 
 
 @njit(cache=True, nogil=True)
-def top_scored(r0, r1, cand, scored, k, out_labels, out_scores):
+def top_scored(r0, r1, cand, scored, k, primary, out_labels, out_scores):
     """The k best scored candidates of rows r0..r1-1 (NaN: not scored), best first; ties
-    go to the lower label id (the order of :mod:`headstart.prediction.topk`)."""
+    go to the lower label id (the order of :mod:`headstart.prediction.topk`).  The
+    candidates in columns [0, primary) -- the first stage's own K -- rank before the
+    others, which are there only to fill k > K slots (frequent labels and the neighbours'
+    labels beyond K, :meth:`FirstStage.prediction_candidates`): so a row's first K labels
+    do not depend on k (helper-102: with k > K an added frequent label could take the
+    top-1 from the shortlist's)."""
     hs = np.empty(k)
     hi = np.empty(k, dtype=np.int64)
     tmp_s = np.empty(k)
     tmp_i = np.empty(k, dtype=np.int64)
+    width = cand.shape[1]
+    primary = min(primary, width)
     for r in range(r0, r1):
-        size = 0
-        for a in range(cand.shape[1]):
-            v = scored[r, a]
-            if v == v:
-                size = _push(hs, hi, size, k, np.float64(v), cand[r, a])
-        _drain(hs, hi, size, tmp_s, tmp_i)
-        for a in range(k):
-            out_labels[r, a] = tmp_i[a]
-            out_scores[r, a] = tmp_s[a]
+        at = 0
+        a0 = 0
+        for tier in range(2):
+            a1 = primary if tier == 0 else width
+            cap = k - at
+            size = 0
+            for a in range(a0, a1):
+                v = scored[r, a]
+                if v == v and cap > 0:
+                    size = _push(hs, hi, size, cap, np.float64(v), cand[r, a])
+            _drain(hs, hi, size, tmp_s[:size], tmp_i[:size])
+            for t in range(size):
+                out_labels[r, at + t] = tmp_i[t]
+                out_scores[r, at + t] = tmp_s[t]
+            at += size
+            a0 = a1
+        for t in range(at, k):
+            out_labels[r, t] = -1
+            out_scores[r, t] = -np.inf
 
 
 class CandidateScores:
@@ -150,24 +167,28 @@ class CandidateScores:
                 lambda r0, r1: score_candidates(r0, r1, *self.x, self.cand, *w, b, int(first_label), covered,
                                                 self.n_features, self.scored))
 
-    def top_k(self, k: int = 5):
+    def top_k(self, k: int = 5, primary: int | None = None):
         """(labels int32, scores float32), each (n, k); label -1 and score -inf pad rows
-        with fewer than k scored candidates."""
+        with fewer than k scored candidates.  ``primary``: the candidates in the first
+        ``primary`` columns rank before the rest (:func:`top_scored`; default: all alike)."""
         k = check_k(k)
-        n = self.cand.shape[0]
+        n, width = self.cand.shape
+        primary = width if primary is None else int(primary)
         labels = np.full((n, k), -1, dtype=np.int64)
         scores = np.full((n, k), -np.inf)
-        _blocks(n, self.threads, lambda r0, r1: top_scored(r0, r1, self.cand, self.scored, k, labels, scores))
+        _blocks(n, self.threads, lambda r0, r1: top_scored(r0, r1, self.cand, self.scored, k, primary, labels,
+                                                           scores))
         return labels.astype(np.int32), scores.astype(np.float32)
 
 
 def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_matrix, candidates: np.ndarray,
                        k: int = 5, *, first_label: int = 0, missing_ranges=(), threads: int | None = None,
-                       label_space: int | None = None):
+                       label_space: int | None = None, primary: int | None = None):
     """Top-k (labels int32, scores float32), each (n, k), of X (already preprocessed, the
     model's features) among each row's ``candidates`` (n, K) global label ids, each in
     [-1, label_space) and none twice in a row (``label_space`` defaults to first_label +
-    the rows of ``weights``; a candidate outside those rows is not scored)."""
+    the rows of ``weights``; a candidate outside those rows is not scored).  With
+    ``primary``, the first ``primary`` columns of candidates rank before the others."""
     check_k(k)
     W = sp.csr_matrix(weights)
     if label_space is None:
@@ -180,4 +201,4 @@ def predict_candidates(weights: sp.csr_matrix, intercept: np.ndarray, X: sp.csr_
         covered[max(a - first_label, 0): max(b - first_label, 0)] = False
     sc = CandidateScores(X, candidates, W.shape[1], threads, label_space)
     sc.add(W, intercept, first_label, covered)
-    return sc.top_k(k)
+    return sc.top_k(k, primary)
