@@ -476,6 +476,10 @@ def test_saving_never_deletes_a_users_files(tmp_path):
     three.save(e)
     two.save(e)                        # its own ensemble: replaced (tree-2 goes with it)
     assert len(load_ensemble(e).trees) == 2 and not (e / "tree-2").exists()
+    # a single model does not replace an ensemble: said as such (it was called "not a headstart model")
+    with pytest.raises(ModelFormatError, match=r"holds an ensemble of label trees .*which a single model does not"):
+        trees[0].save(e)
+    assert len(load_ensemble(e).trees) == 2
     trees[0].save(tmp_path / "m")
     three.save(tmp_path / "m")         # a finished model, as 'headstart tree -o' accepts
     assert len(load_ensemble(tmp_path / "m").trees) == 3

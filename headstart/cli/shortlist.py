@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
                                fill=args.fill, keep=args.keep, train_K=args.train_K,
                                random_negatives=args.random_negatives, seed=args.seed)
     except ParameterError as e:
-        raise ParameterError(_option_wording(str(e), args._parser)) from None
+        raise ParameterError(_stage_option_wording(str(e), args._parser)) from None
     X, Y = common.read_dataset(args.train, args)
     if X.shape[0] == 0:
         raise common.no_instances(args.train, args, "shortlist")
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _option_wording(message: str, parser) -> str:
+def _stage_option_wording(message: str, parser) -> str:
     """'parameter random_negatives must ...' -> '--random-negatives must ...': the
     first stage's checks name its fields, the command line user knows the options."""
     for action in parser._actions:

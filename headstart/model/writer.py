@@ -65,7 +65,11 @@ def refuse_foreign(path: Path) -> None:
     killed write's temporaries) -- replacing deletes it whole, a user's files with it.
     Shared by the writers and the command line's check before training."""
     why = replace_refusal(path, "a headstart model", MANIFEST, MODEL_ENTRIES)
-    if why is None and (path / MANIFEST).exists() and not is_headstart_model(path):
+    if why and not (path / MANIFEST).exists() and (path / "ensemble.json").is_file():
+        # (tree/ensemble.py's marker, named here: the model layer does not import the trees)
+        why = (f"{path}: holds an ensemble of label trees (headstart tree --trees), which a single model does not "
+               "replace: remove it, or write to another directory")
+    elif why is None and (path / MANIFEST).exists() and not is_headstart_model(path):
         why = f"{path}: exists, is not empty and is not a headstart model (its {MANIFEST} is another's); " \
               "refusing to replace it"
     if why:
