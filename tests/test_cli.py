@@ -231,9 +231,10 @@ def test_info_describes_a_bare_npy_file(tmp_path, capsys):
     assert code == 0 and json.loads(out)["kind"] == "data", err
 
 
-def test_predict_on_slice_features_writes_the_final_header(tmp_path, capsys):
+def test_predict_writes_the_final_header(tmp_path, capsys):
     """Slice features announce their rows (a .npy shape, a dense text header), as XMC
-    files do: the header is written final, not padded for a rewrite (helper-54)."""
+    files do: the header is written final, not padded for a rewrite (helper-54); so it
+    is for libsvm input, which announces nothing."""
     rng = np.random.default_rng(3)
     X = rng.random((12, 4)).astype(np.float32)
     np.save(tmp_path / "X.npy", X)
@@ -248,6 +249,15 @@ def test_predict_on_slice_features_writes_the_final_header(tmp_path, capsys):
                            "-o", out, "-k", 2)
         assert code == 0, err
         assert out.read_text().split("\n", 1)[0] == "12 2 3", features
+    # a libsvm file announces nothing: the lines are spooled and the header still written
+    # final, for top-k and for thresholded decisions (helper-102: padded with ~60 blanks)
+    (tmp_path / "X.svm").write_text("".join(f"{i % 3} " + " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row))
+                                            + "\n" for i, row in enumerate(X)))
+    for extra, header in ((["-k", 2], "12 2 3"), (["--threshold", "-1"], "12 3")):
+        out = tmp_path / "p-svm.txt"
+        code, _, err = run(capsys, "predict", tmp_path / "m", tmp_path / "X.svm", "-o", out, *extra)
+        assert code == 0, err
+        assert out.read_text().split("\n", 1)[0] == header and out.read_text().count("\n") == 13
 
 
 def test_info_label_frequency_without_a_count_per_label(tmp_path, capsys):

@@ -400,7 +400,7 @@ def test_prediction_writer_streaming(tmp_path, name):
             w.write(labels[r0:r0 + 4], scores[r0:r0 + 4])
         assert not (tmp_path / name).exists()   # appears only on close
     first = (gzip.decompress if name.endswith(".gz") else bytes)((tmp_path / name).read_bytes()).split(b"\n")[0]
-    assert first.split() == [b"25", b"3"]   # the padded header rewritten in place: 2 numbers
+    assert first == b"25 3"    # written final after the spooled lines, not padded (helper-102)
     lab2, sc2 = read_predictions(tmp_path / name)
     np.testing.assert_array_equal(lab2, labels)
     np.testing.assert_allclose(sc2, scores, rtol=6e-6)

@@ -26,14 +26,14 @@ a file is for people and other tools: :func:`read_predictions` reads ids.
 
 Scores are written with 6 significant digits.  Label ids are 0-based, in
 ``[0, num_labels)``, distinct within a line, and ``k <= num_labels``.  A file written by
-:class:`PredictionWriter` without a known row count has its header padded with trailing
-blanks (the header is rewritten in place at the end); readers split on whitespace, so
-this is invisible to them.  A name ending in ``.gz`` is gzip-compressed; reading detects
+:class:`PredictionWriter` without a known row count spools the lines to a temporary file
+and writes the header, with the final count, before them at the end.  A name ending in ``.gz`` is gzip-compressed; reading detects
 gzip by its magic bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
 import os
@@ -56,7 +56,6 @@ DISMEC_PRED_HEADER = ("num_points", "k")
 #: (LibMultiLabel's files: the lines only)
 HEADERS = ("headstart", "dismec", "none")
 _BLANKS = np.array([32, 11, 12], dtype=np.uint8)   # whitespace a label name may hold (not tab, CR, LF)
-_HEADER_WIDTH = 64  # width of a padded header (rewritten in place when the count is known)
 
 __all__ = ["write_predictions", "read_predictions", "PredictionWriter", "DecisionWriter"]
 
@@ -184,7 +183,8 @@ class PredictionWriter:
     to ``path`` when the ``with`` block (or :meth:`close`) completes; on an exception
     (or :meth:`abort`) the temporary file is removed and nothing appears at ``path``.
     ``n_rows``, when given, is written into the header directly and checked at close;
-    otherwise the header is rewritten with the final count (padded with blanks).
+    otherwise (and for a ``.gz`` name) the body is spooled to a temporary file and written
+    after the header, with the final count, at close.
     ``header``: ``"headstart"`` (``num_points k num_labels``), ``"dismec"``
     (``num_points k``, DiSMEC++'s; pyxclib's reader takes exactly two numbers) or
     ``"none"`` (the lines only, as LibMultiLabel writes them).
@@ -213,22 +213,24 @@ class PredictionWriter:
         self.separator = 32 if names is None or not np.isin(names[1], _BLANKS).any() else 9
         self._gz = self.path.lower().endswith(".gz")
         self._closed = False
-        if self._gz:
-            # body goes to an anonymous temporary file, compressed with its header at close
+        # the body goes to an anonymous temporary file, written after its header at close,
+        # where the file is compressed or its row count is not known yet (a libsvm input has
+        # no header): the header is then written final, never padded for a rewrite in place
+        # (helper-49, -102: a reader splitting the first line on ' ' failed on the padding)
+        self._spooled = self._gz or (self.n_rows is None and self._header(0) != b"")
+        if self._spooled:
             self._body = tempfile.TemporaryFile(dir=os.path.dirname(os.path.abspath(self.path)))
             self._f = self._body
         else:
             self._ctx = atomic_write(self.path, "wb")
             self._f = self._ctx.__enter__()
-            self._f.write(self._header(self.n_rows, pad=self.n_rows is None))
+            self._f.write(self._header(self.n_rows))
 
-    def _header(self, n: int | None, pad: bool) -> bytes:
+    def _header(self, n: int | None) -> bytes:
         if self.header == "none":
             return b""
         text = f"{n if n is not None else 0} {self.k}"
         text = (text if self.header == "dismec" else f"{text} {self.n_labels}").encode()
-        if pad:  # constant width, so that close() can rewrite it in place
-            text = text.ljust(_HEADER_WIDTH)
         return text + b"\n"
 
     def write(self, labels, scores) -> None:
@@ -264,19 +266,15 @@ class PredictionWriter:
             if self.n_rows is not None and self.rows != self.n_rows:
                 raise DataFormatError(f"PredictionWriter: {self.rows} rows written but "
                                       f"n_rows = {self.n_rows} was announced", self.path)
-            if self._gz:
+            if self._spooled:
                 with atomic_write(self.path, "wb") as raw:
-                    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6,
-                                       mtime=0) as gz:
-                        gz.write(self._header(self.rows, pad=False))
+                    with (gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=6, mtime=0)
+                          if self._gz else contextlib.nullcontext(raw)) as out:
+                        out.write(self._header(self.rows))
                         self._body.seek(0)
-                        shutil.copyfileobj(self._body, gz, 1 << 20)
+                        shutil.copyfileobj(self._body, out, 1 << 20)
                 self._body.close()
             else:
-                if self.n_rows is None:
-                    self._f.seek(0)
-                    self._f.write(self._header(self.rows, pad=True))
-                    self._f.seek(0, os.SEEK_END)
                 self._ctx.__exit__(None, None, None)
         except BaseException as e:
             self._closed = True
@@ -285,7 +283,7 @@ class PredictionWriter:
         self._closed = True
 
     def _discard(self, exc: BaseException | None) -> None:
-        if self._gz:
+        if self._spooled:
             self._body.close()
         else:
             try:
@@ -330,11 +328,8 @@ class DecisionWriter(PredictionWriter):
     def __init__(self, path, n_labels: int, n_rows: int | None = None, names=None):
         super().__init__(path, 0, n_labels, n_rows, names)
 
-    def _header(self, n: int | None, pad: bool) -> bytes:
-        text = f"{n if n is not None else 0} {self.n_labels}".encode()
-        if pad:
-            text = text.ljust(_HEADER_WIDTH)
-        return text + b"\n"
+    def _header(self, n: int | None) -> bytes:
+        return f"{n if n is not None else 0} {self.n_labels}".encode() + b"\n"
 
     def write(self, D) -> None:
         """Append the rows of ``D`` (scipy sparse, n_labels columns): its stored entries are
