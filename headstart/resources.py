@@ -433,18 +433,18 @@ def text_bytes_per_row(path: str | os.PathLike, rows: int | None = None) -> floa
     0.0 when unknown.
     """
     from .errors import DataFormatError
-    from .io._common import GZIP_MAGIC, open_stream
+    from .io._common import compression, open_stream
 
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            magic = f.read(8)
-            if magic[:2] == GZIP_MAGIC and size >= 18:
+            kind = compression(f.read(16), path)
+            if kind == "gzip" and size >= 18:
                 f.seek(-4, os.SEEK_END)
                 isize = int.from_bytes(f.read(4), "little")
                 size = isize if isize >= size else 8 * size
-            elif magic.startswith((b"BZh", b"\xfd7zXZ\x00")):
-                size = 8 * size     # no size recorded: text compresses about that much
+            elif kind is not None:
+                size = 8 * size     # bz2, xz: no size recorded; text compresses about that much
         if rows is None:
             with open_stream(path) as f:
                 m = _HEADER.match(f.readline(1 << 16))

@@ -121,6 +121,12 @@ def test_bz2_and_xz_are_read_and_other_compressors_named(tmp_path):
         np.testing.assert_array_equal(dense(Y), [[1, 0, 1], [0, 1, 0]])
     with pytest.raises(DataFormatError, match="corrupt bz2 data"):
         read_xmc(put(tmp_path, bz2.compress(SMALL * 50)[:60], "cut.bz2"))
+    # text that merely starts with bz2's first letters is text (helper-105)
+    from headstart.io import read_label_names
+    ptr, names = read_label_names(put(tmp_path, b"BZhang_Lab\nb\n", "n.txt"), 2)
+    assert names[ptr[0]:ptr[1]].tobytes() == b"BZhang_Lab"
+    with pytest.raises(DataFormatError, match="a NumPy .npz archive, not a data file"):
+        read_xmc(put(tmp_path, b"PK\x03\x04" + b"\x00" * 40, "labels-0000000-0000009.npz"))
     for magic, word in ((b"\x28\xb5\x2f\xfd", "zstd-compressed"), (b"PK\x03\x04", "zip-compressed")):
         p = put(tmp_path, magic + b"\x00" * 40, "data.bin")
         for reader in (read_xmc, read_label_file):
@@ -326,6 +332,25 @@ def test_chunks_equal_full_read(tmp_path):
         np.testing.assert_array_equal(dense(sp.vstack([y for _, y in parts])), dense(Y))
     with pytest.raises(ParameterError):
         list(iter_xmc_chunks(p, chunk_rows=0))
+
+
+def test_a_stray_blank_line_is_named_across_pieces(tmp_path):
+    """More points than the header: the first truly empty line is named, whichever piece
+    it was read in (an earlier piece's first); a line of blanks or of zero-valued
+    features is a point without labels and features but no blank line (helper-105)."""
+    body = ["0 0:1"] * 8
+    for lines, named in ((body[:2] + [""] + body[2:], 4), (body[:2] + ["  ", ""] + body[2:], 5),
+                         (body[:2] + [" 0:0"] + body[2:], None), (body[:5] + ["\r"] + body[5:], 7)):
+        p = put(tmp_path, "8 1 1\n" + "\n".join(lines) + "\n")
+        for reader in (read_xmc, lambda q: list(iter_xmc_chunks(q, chunk_rows=2)),
+                       lambda q: list(iter_xmc_chunks(q, chunk_rows=100))):
+            with pytest.raises(DataFormatError, match="more points") as e:
+                reader(p)
+            assert e.value.line == 10
+            if named is None:
+                assert "is blank" not in str(e.value)
+            else:
+                assert f"; line {named} is blank" in str(e.value), (lines, str(e.value))
 
 
 def test_chunks_errors_have_global_line_numbers(tmp_path):
@@ -737,7 +762,12 @@ def test_slice_label_file_forms(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="headstart.io.slice"):
         Y = read_label_file(put(tmp_path, "2 5\n4:1 3:0 0:-0\n2:-0.25\n"))
     np.testing.assert_array_equal(dense(Y), [[1, 0, 0, 1, 1], [0, 0, 1, 0, 0]])
-    assert "3 label:value tokens have a value other than 1 (first on line 2)" in caplog.text   # said, not silent
+    assert "3 label:value tokens have a value other than 1 (2 of them 0; the first on line 2)" in caplog.text
+    assert caplog.records[-1].levelname == "WARNING"        # 0s: a relevance file's "not relevant"?
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="headstart.io.slice"):
+        read_label_file(put(tmp_path, "1 5\n4:0.5 2:-0.25\n"))
+    assert caplog.records[-1].levelname == "INFO" and "(0 of them 0" in caplog.text
     assert Y.dtype == np.float32 and np.all(Y.data == 1)
     cases = [
         ("3 5\n4,0\n", 3, "ends after 1 points"),

@@ -31,7 +31,10 @@ except ImportError:  # pragma: no cover
 
 #: compressed inputs read transparently, by their first bytes (not their names): gzip, as
 #: the XMC repository ships, and the two other compressors of Python's standard library
-_READABLE = ((GZIP_MAGIC, "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "xz"))
+_READABLE = ((GZIP_MAGIC, "gzip"), (b"\xfd7zXZ\x00", "xz"))
+#: bz2's magic is "BZh" and a block size digit, then the first block's (or an empty
+#: stream's) own magic: the whole of it, since a text file may start with "BZh" (helper-105)
+_BZ2 = re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)")
 #: recognised but not readable without another library: said, rather than parsed as text
 #: (helper-102: a bz2 file was reported as a malformed header)
 _UNREADABLE = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -d FILE"), (b"PK\x03\x04", "zip", "unzip FILE; of a NumPy .npz archive, save the array alone as .npy"),
@@ -41,12 +44,17 @@ _UNREADABLE = ((b"\x28\xb5\x2f\xfd", "zstd", "zstd -d FILE"), (b"PK\x03\x04", "z
 def compression(head: bytes, path) -> str | None:
     """The compressor of a file starting with ``head`` ("gzip", "bz2", "xz"), None for
     plain bytes; DataFormatError for a compressed form this reader cannot open."""
+    if _BZ2.match(head):
+        return "bz2"
     for magic, name in _READABLE:
         if head.startswith(magic):
             if name == "xz" and _lzma is None:  # pragma: no cover
                 raise DataFormatError("xz-compressed, and this Python has no lzma module: decompress it first "
                                       "(xz -d FILE)", path)
             return name
+    if head.startswith(b"PK\x03\x04") and str(path).lower().endswith(".npz"):
+        raise DataFormatError("a NumPy .npz archive, not a data file (a model's shards are read through its "
+                              "directory; features go in a .npy file)", path)
     for magic, name, how in _UNREADABLE:
         if head.startswith(magic):
             raise DataFormatError(f"{name}-compressed data, which headstart does not read: decompress it first "
@@ -82,7 +90,7 @@ def read_bytes(path) -> bytes:
             raw = f.read()
     except OSError as e:
         raise DataFormatError(f"cannot read file: {e.strerror or e}", path) from e
-    name = compression(raw[:8], path)
+    name = compression(raw[:16], path)
     if name is not None:
         import io
 
@@ -137,7 +145,7 @@ def open_stream(path) -> _GuardedStream:
     except OSError as e:
         raise DataFormatError(f"cannot read file: {e.strerror or e}", path) from e
     try:
-        magic = raw.read(8)
+        magic = raw.read(16)
         raw.seek(0)
         name = compression(magic, path)
     except OSError as e:
@@ -446,7 +454,9 @@ def sparse_error(code: int, pos: int, aux: int, buf: np.ndarray, start: int, spe
         return DataFormatError(msg, path, line, col, _show(tok))
     if code == K.E_TOO_MANY_ROWS:
         msg = f"more {spec.what}s than the {spec.header_rows} announced in the header (line 1)"
-        blank = locate(buf, start, aux, first_line_no)[0] if aux >= 0 else spec.blank_line
+        # an earlier piece's blank line first: it came before, so it shifted the rows first
+        blank = spec.blank_line if spec.blank_line >= 0 else locate(buf, start, aux, first_line_no)[0] \
+            if aux >= 0 else -1
         if blank >= 0:
             # helper-102: a stray blank line shifts every row and was only seen at the end
             msg += f"; line {blank} is blank, and a blank line is a {spec.what} without labels or features"

@@ -163,11 +163,15 @@ def read_label_file(path) -> sp.csr_matrix:
         other = np.flatnonzero(r.data != 1)
         if other.size:
             # deliberate (module docstring), but said, so that a file of 0/1 relevance
-            # values is not read as all-relevant unnoticed (helper-102)
+            # values is not read as all-relevant unnoticed (helper-102): a warning where a
+            # value is 0 (such a file's "not relevant"), information otherwise (a
+            # decisions file's scores, which are rarely exactly 0)
             row = int(np.searchsorted(r.indptr, other[0], side="right")) - 1
-            log.info("%s: %d label:value tokens have a value other than 1 (first on line %d): every listed id is "
-                     "read as a label, whatever its value (as in a decisions file of scores)", os.fspath(path),
-                     other.size, 2 + row)
+            zeros = int(np.count_nonzero(r.data == 0))
+            log.log(logging.WARNING if zeros else logging.INFO,
+                    "%s: %d label:value tokens have a value other than 1 (%d of them 0; the first on line %d): "
+                    "every listed id is read as a label, whatever its value (as in a decisions file of scores)",
+                    os.fspath(path), other.size, zeros, 2 + row)
         return label_matrix(r.indptr, r.indices, (n, L))
     return label_matrix(r.lptr, r.labels, (n, L))
 

@@ -191,10 +191,7 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
             spec.max_rows = n - done
             r = parse_sparse(_as_u8(data), off, cut, spec, path, first)
             if spec.blank_line < 0:
-                # every line of the piece is a point, and a point without labels or
-                # features is a blank line: named if the file turns out too long
-                empty = np.flatnonzero((np.diff(r.indptr) == 0) & (np.diff(r.lptr) == 0))
-                spec.blank_line = first + int(empty[0]) if empty.size else -1
+                spec.blank_line = _first_blank_line(data, off, r, first)
             done += r.rows
             labels = r.labels
             if shift and labels.size:
@@ -222,6 +219,24 @@ def _line_after_range(data: bytes, start: int, end: int, first: int) -> int:
     """Number of the line after the text ``data[start:end]`` that begins on line ``first``."""
     n = data.count(b"\n", start, end)
     return first + n + (1 if end > start and data[end - 1] != 10 else 0)
+
+
+def _first_blank_line(data: bytes, off: int, r, first: int) -> int:
+    """The number of the piece's first empty line (LF or CRLF alone), -1 if none: named
+    when the file turns out to hold more points than its header says, as the kernel
+    names one within the piece that fails.  Every line of a piece is a point, and an
+    empty line one without labels or features; among those (a line of blanks, or one
+    whose features all have value 0, is one too) only truly empty lines are named."""
+    rows = np.flatnonzero((np.diff(r.indptr) == 0) & (np.diff(r.lptr) == 0))
+    if rows.size == 0:
+        return -1
+    buf = np.frombuffer(data, dtype=np.uint8)
+    starts = np.concatenate([[off], np.flatnonzero(buf[off:] == 10) + off + 1])[rows]
+    nxt = np.minimum(starts + 1, buf.size - 1)
+    empty = (buf[np.minimum(starts, buf.size - 1)] == 10) | ((buf[np.minimum(starts, buf.size - 1)] == 13)
+                                                               & (buf[nxt] == 10))
+    hit = np.flatnonzero(empty & (starts < buf.size))
+    return first + int(rows[hit[0]]) if hit.size else -1
 
 
 def _line_chunks(stream, chunk_rows: int, block_bytes: int, data: bytes
