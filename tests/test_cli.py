@@ -662,7 +662,7 @@ def test_params_file_errors(tmp_path, capsys):
     # a bad value names the file it came from; the same value given as an option names the option
     bad.write_text('{"C": -1.0}')
     code, _, err = run(capsys, "train", "--params", bad, "--print-params")
-    assert code == 2 and f"{bad}: parameter C must be" in err
+    assert code == 2 and f"{bad}: parameter C (--C) must be" in err
     code, _, err = run(capsys, "train", "--params", bad, "--C", "-2", "--print-params")
     assert code == 2 and "p.json" not in err and "parameter C (--C) must be" in err and "-2" in err
     code, out, _ = run(capsys, "train", "--params", bad, "--C", "2", "--print-params")

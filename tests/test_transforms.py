@@ -270,7 +270,7 @@ def test_cli_refuses_a_bad_transform(tmp_path):
     assert r.returncode == 2 and "invalid choice: 'log'" in r.stderr
     (tmp_path / "p.json").write_text('{"feature_transform": "cube"}')
     r = _cli("train", "x.txt", "-o", tmp_path / "m", "--params", tmp_path / "p.json")
-    assert r.returncode != 0 and "parameter feature_transform (--transform) must be one of identity" in r.stderr
+    assert r.returncode != 0 and "p.json: parameter feature_transform (--transform) must be one of identity" in r.stderr
     assert not (tmp_path / "m").exists()
 
 

@@ -178,7 +178,7 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
     except ParameterError as e:
         bad = re.match(r"parameter (\w+) ", str(e))
         if bad and bad.group(1) in from_file:   # the file's value: name the file (helper-102)
-            raise ParameterError(f"{args.params}: {e}") from None
+            raise ParameterError(f"{args.params}: {_option_wording(str(e))}") from None
         raise ParameterError(_option_wording(str(e))) from None
     # commands that run other initialisers than --init (experiment --inits, per-part
     # starts of shortlist-train): the starts' options are theirs
