@@ -18,6 +18,10 @@ import numpy as np
 import scipy.sparse as sp
 
 
+#: entries renumbered at a time by :meth:`UsedColumns.compact`
+_PIECE = 1 << 20
+
+
 class UsedColumns:
     """The ascending ids of the columns that occur (``used``) out of ``width``."""
 
@@ -62,9 +66,19 @@ class UsedColumns:
         if self.all:
             return M
         k = self.used.size
-        pos = np.searchsorted(self.used, M.indices)
-        hit = self.used[np.minimum(pos, max(k - 1, 0))] == M.indices if k else np.zeros(pos.size, dtype=bool)
+        idx = M.indices[:M.nnz]
+        # in pieces: the int64 positions and their checks of all the entries at once took
+        # 25 bytes an entry beside M (a model's weights, renumbered for prediction)
+        pos = np.empty(idx.size, dtype=np.int32)
+        hit = np.zeros(idx.size, dtype=bool)
+        if k:
+            for a in range(0, idx.size, _PIECE):
+                part = idx[a:a + _PIECE]
+                p = np.searchsorted(self.used, part)
+                np.minimum(p, k - 1, out=p)
+                hit[a:a + _PIECE] = self.used[p] == part
+                pos[a:a + _PIECE] = p
         if hit.all():
-            return sp.csr_matrix((M.data, pos.astype(np.int32), M.indptr), shape=(M.shape[0], k))
+            return sp.csr_matrix((M.data[:M.nnz], pos, M.indptr), shape=(M.shape[0], k))
         kept = np.concatenate([[0], np.cumsum(hit, dtype=np.int64)])
-        return sp.csr_matrix((M.data[hit], pos[hit].astype(np.int32), kept[M.indptr]), shape=(M.shape[0], k))
+        return sp.csr_matrix((M.data[:M.nnz][hit], pos[hit], kept[M.indptr]), shape=(M.shape[0], k))

@@ -94,6 +94,8 @@ DEFAULT_EXPECTED_ITERATIONS = 20
 _F64 = 8
 _NNZ = 8            # float32 value + int32 index of one stored non-zero
 _STAT_SCALARS = 14   # label + 13 statistics
+#: numpy reads an archive member in pieces of up to 256 KiB, each copied once more by zipfile
+_READ_PIECE = 1 << 18
 _ITER_RECORDS = 5    # objective, active_fraction, step, cg_steps, seconds
 
 
@@ -377,17 +379,42 @@ def check_memory(need: int, what: str, *, available: int | None = None, breakdow
 # --------------------------------------------------------------------------- prediction
 def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight_nnz: int, k: int,
                                threads: int = 1, *, row_bytes: float = 0.0, streamed: bool = False,
-                               shard_labels: int | None = None, shard_nnz: int | None = None
-                               ) -> MemoryEstimate:
-    """Memory of scoring ``rows`` instances at a time (see :func:`prediction_chunk_rows`).
+                               shard_labels: int | None = None, shard_nnz: int | None = None,
+                               tfidf: bool = False) -> MemoryEstimate:
+    """Peak memory of scoring ``rows`` instances at a time (see :func:`prediction_chunk_rows`),
+    beyond the interpreter, numpy/scipy/numba and the compiled kernels (about 200 MB,
+    in use before the model is read; not counted, as in the training estimate).
 
-    model: the weights (CSR) and the feature-major copy the kernel scores with (CSC),
-    float64 intercepts and the labels in intercept order; when ``streamed`` only the
-    largest shard (``shard_labels`` labels, ``shard_nnz`` weights) is in memory.  scratch:
-    per label and thread a float64 accumulator, an int64 row stamp, an int32 touched
-    entry and (thresholded) an int32 hit (headstart.prediction.topk).  block: ``row_bytes`` per instance for the block of data and its
-    preprocessed copy, the top-k labels and scores (and when streamed a second set for
-    merging).
+    model: what the model takes at its peak, while it is read and turned into its
+    scoring form (:mod:`headstart.prediction.topk`) -- the larger of
+
+    * reading: a shard file's bytes and the arrays parsed from them (CSR: ``nnz`` float32
+      values and int32 indices, int64 row pointers, float32 intercepts), twice the shard
+      (:func:`headstart.model.shards.read_shard`), and the pieces it is read in; a model
+      of several shards is then stacked into one CSR, again twice its weights;
+    * converting: that CSR and the scoring form beside it -- per weight at most 8 bytes
+      (a sparse column's label and value; a dense column's 4 bytes a label hold at least
+      half of the labels), per feature an int64 column start, dense-column map and
+      placing cursor, per label a float64 intercept and its place in the intercept order
+      -- plus, for a feature space wider than the weights, their renumbered column ids.
+
+    (The conversion used to make a CSC copy of the whole CSR and then split its dense
+    columns off it: about 3 times the weights, where the estimate counted 2.)  When
+    ``streamed``, only the largest shard (``shard_labels`` labels, ``shard_nnz`` weights)
+    is in memory, for every block, while the block is: its peak adds to the block's.
+    Otherwise the model is read once, before any block: then ``loading`` is what its
+    peak holds beyond the scoring form, the scratch and the block (zero when they take
+    more), and ``model`` the scoring form kept while the blocks are scored.  With
+    ``tfidf`` the idf vector (a float32 per feature) is kept too.
+
+    scratch: per label and thread a float64 accumulator, an int64 row stamp, an int32
+    touched entry and (thresholded) an int32 hit (headstart.prediction.topk).  block:
+    ``row_bytes`` per instance for the block of data and its preprocessed copy, the top-k
+    labels and scores (and when streamed a second set for merging).
+
+    ``total`` is the estimated peak; ``details``: ``per_row``, ``held`` (the scoring
+    form), ``model_peak`` (the model's own peak), ``labels`` and ``nnz`` (of the model or
+    its largest shard).
     """
     threads = max(1, int(threads))
     if streamed:
@@ -395,28 +422,62 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
         nnz = weight_nnz if shard_nnz is None else int(shard_nnz)
     else:
         L, nnz = int(n_labels), int(weight_nnz)
-    model = 2 * nnz * _NNZ + (L + 1) * _F64 + (n_features + 1) * _F64 + L * (_F64 + 4 + 4)
+    F = int(n_features)
+    # the columns the scoring form is laid over: the features that occur in the weights
+    # where the others outnumber the weights (headstart._columns.UsedColumns.if_sparse),
+    # so never more than twice the weights
+    Fs = min(F, 2 * nnz)
+    csr = nnz * _NNZ + (L + 1) * _F64 + L * 4           # as read: CSR + float32 intercepts
+    if not streamed:
+        csr += L * _F64                                  # the model's label counts (int64), read with it
+    held = nnz * _NNZ + (Fs + 1) * _F64 + Fs * _F64 + L * (_F64 + 4) + (F * 4 if tfidf else 0)
+    renumbered = nnz * 5 if F > nnz else 0               # int32 column ids + a mark per weight
+    pieces = 2 * min(_READ_PIECE, max(4 * nnz, (L + 1) * _F64)) + _READ_PIECE   # + zipfile's, the header's
+    peak = max(2 * csr + pieces, csr + held + renumbered + Fs * _F64)
     scratch = threads * L * (_F64 + 8 + 4 + 4)
     per_row = 2 * row_bytes + k * 8 * (3 if streamed else 1) + k * 24
-    return MemoryEstimate({"model": int(model), "scratch": int(scratch), "block": int(rows * per_row)},
-                          details={"per_row": per_row})
+    block = rows * per_row
+    if streamed:
+        parts = {"model": peak, "scratch": scratch, "block": block}
+    else:
+        parts = {"model": held, "loading": max(0, peak - held - scratch - block), "scratch": scratch,
+                 "block": block}
+    return MemoryEstimate({k_: int(v) for k_, v in parts.items()},
+                          details={"per_row": per_row, "held": int(held), "model_peak": int(peak), "labels": L,
+                                   "nnz": nnz})
 
 
 def prediction_chunk_rows(max_memory: int, n_features: int, n_labels: int, weight_nnz: int, k: int,
                           threads: int = 1, *, row_bytes: float = 0.0, streamed: bool = False,
                           shard_labels: int | None = None, shard_nnz: int | None = None,
-                          limit: int | None = None) -> int:
+                          limit: int | None = None, tfidf: bool = False) -> int:
     """Largest number of instances to score at a time within ``max_memory`` bytes
-    (at most ``limit``); :class:`ResourceError` when not even one fits."""
+    (at most ``limit``); :class:`ResourceError` when not even one fits, or when reading
+    the model (streamed: its largest shard) alone exceeds the bound."""
     est = estimate_prediction_memory(1, n_features, n_labels, weight_nnz, k, threads, row_bytes=row_bytes,
-                                     streamed=streamed, shard_labels=shard_labels, shard_nnz=shard_nnz)
-    fixed = est.without("block")
+                                     streamed=streamed, shard_labels=shard_labels, shard_nnz=shard_nnz,
+                                     tfidf=tfidf)
+    fixed = est.without("block", "loading")
     per_row = max(1.0, float(est.details["per_row"]))
     rows = int((int(max_memory) - fixed) // per_row)
+    peak = est.details["model_peak"]
+    if peak > max_memory:
+        if streamed:
+            raise ResourceError(
+                f"--max-memory {format_bytes(max_memory)} is too small: reading the model's largest shard "
+                f"({est.details['labels']} labels, {est.details['nnz']} weights) and turning it into its scoring "
+                "form alone needs "
+                f"{format_bytes(peak)}, and shards are the smallest part of a model that is read; raise "
+                "--max-memory, or write the model in smaller shards: train it with --shard-size N (an existing "
+                "model: headstart.load(MODEL).save(NEW_DIR, shard_size=N))")
+        raise ResourceError(
+            f"--max-memory {format_bytes(max_memory)} is too small: reading the model and turning it into its "
+            f"scoring form alone needs {format_bytes(peak)}; raise --max-memory, or lower --model-memory so that "
+            "the model is streamed shard by shard")
     if rows < 1:
         raise ResourceError(
             f"--max-memory {format_bytes(max_memory)} is too small: the model and scratch space alone need "
-            f"{format_bytes(fixed)} ({est.describe(skip=('block',))}) and every instance about "
+            f"{format_bytes(fixed)} ({est.describe(skip=('block', 'loading'))}) and every instance about "
             f"{format_bytes(per_row)}; raise --max-memory or use fewer --threads"
             + ("" if streamed else ", or lower --model-memory so that the model is streamed shard by shard"))
     return rows if limit is None else max(1, min(rows, int(limit)))

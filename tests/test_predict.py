@@ -308,6 +308,81 @@ def test_dense_columns_score_as_the_sparse_scatter_did():
     np.testing.assert_array_equal(Y.toarray()[:, 3:], (S > 0.5).astype(np.int32))
 
 
+def _csc_scoring_form(W):
+    """The scoring form as it was built until the direct conversion: a float32 CSC copy of
+    the weights (repeats summed there), its dense columns split off it -- the reference."""
+    wt = sp.csc_matrix(W, dtype=np.float32)
+    if not wt.has_canonical_format:
+        wt.sum_duplicates()
+    L, F = wt.shape
+    counts = np.diff(wt.indptr)
+    dense = np.flatnonzero((counts > 0) & (counts >= 0.5 * L))
+    dmap = np.full(F, -1, dtype=np.int64)
+    dmap[dense] = np.arange(dense.size)
+    dcols = np.zeros((dense.size, L), dtype=np.float32)
+    for r, f in enumerate(dense):
+        dcols[r, wt.indices[wt.indptr[f]:wt.indptr[f + 1]]] = wt.data[wt.indptr[f]:wt.indptr[f + 1]]
+    keep = np.repeat(dmap < 0, counts)
+    indptr = np.concatenate([[0], np.cumsum(np.where(dmap < 0, counts, 0))])
+    return indptr, wt.indices[keep], wt.data[keep], dmap, dcols
+
+
+@pytest.mark.parametrize("case", ["mixed", "float64", "repeats", "unsorted", "wide", "sparse", "dense", "empty"])
+def test_scoring_form_is_built_as_the_csc_copy_built_it(case):
+    """The feature-major scoring form is built straight from the label-major rows (no CSC
+    copy of the whole model beside them, tests/test_robustness.py for the memory): its
+    columns, labels, values (explicit zeros and -0.0 kept), dense columns and map are those
+    the CSC copy gave, for float64 weights, repeated entries (summed in float32 in the CSC's
+    order), unsorted rows and a feature space the weights hardly use."""
+    rng = np.random.default_rng(11)
+    L, d = 41, 30
+    W = rng.standard_normal((L, d)).astype(np.float32)
+    W *= rng.random((L, d)) < np.linspace(1.0, 0.05, d)               # dense to sparse columns
+    W[3, :5] = 0.0
+    W = sp.csr_matrix(W)
+    W.data[::7] = 0.0                                                 # explicit zeros
+    W.data[1::7] = -0.0
+    if case == "float64":
+        W = W.astype(np.float64) * (1 + 1e-9)
+    elif case == "repeats":
+        # every third entry of a row repeated twice more, at other values, after the row's own
+        rows_i, rows_v = [], []
+        for a, z in zip(W.indptr[:-1], W.indptr[1:]):
+            rep = np.arange(a, z)[::3]
+            rows_i.append(np.r_[W.indices[a:z], W.indices[rep], W.indices[rep]])
+            rows_v.append(np.r_[W.data[a:z], W.data[rep] * np.float32(0.37), W.data[rep] * np.float32(1.3)])
+        indptr = np.r_[0, np.cumsum([r.size for r in rows_i])]
+        W = sp.csr_matrix((np.concatenate(rows_v), np.concatenate(rows_i), indptr), shape=W.shape)
+        assert not W.has_canonical_format
+    elif case == "unsorted":
+        order = np.concatenate([np.arange(a, z)[::-1] for a, z in zip(W.indptr[:-1], W.indptr[1:])])
+        W = sp.csr_matrix((W.data[order], W.indices[order], W.indptr), shape=W.shape)
+        assert not W.has_canonical_format
+    elif case == "wide":
+        cols = np.sort(rng.choice(10 ** 6, d, replace=False))
+        W = sp.csr_matrix((W.data, cols[W.indices], W.indptr), shape=(L, 10 ** 6))
+    elif case == "sparse":
+        W = sp.csr_matrix(W.multiply(rng.random(W.shape) < 0.2))
+    elif case == "dense":
+        W = sp.csr_matrix(np.where(W.toarray() == 0, 0.5, W.toarray()).astype(np.float32))
+    elif case == "empty":
+        W = sp.csr_matrix((L, d), dtype=np.float32)
+    pred = topk_module.prepare((W, np.zeros(L, dtype=np.float32)))
+    ref_W = W if pred.columns is None else pred.columns.compact(W)
+    if case == "wide":
+        assert pred.columns is not None and pred.dmap.shape == (d,)
+    indptr, indices, data, dmap, dcols = _csc_scoring_form(ref_W)
+    np.testing.assert_array_equal(pred.wt_indptr, indptr)
+    np.testing.assert_array_equal(pred.wt_indices, indices)
+    np.testing.assert_array_equal(pred.wt_data.view(np.uint32), data.astype(np.float32).view(np.uint32))
+    np.testing.assert_array_equal(pred.dmap, dmap)
+    np.testing.assert_array_equal(pred.dcols.view(np.uint32), dcols.view(np.uint32))
+    assert pred.wt_indptr.dtype == np.int64 and pred.wt_indices.dtype == np.int32
+    assert pred.wt_data.dtype == np.float32 and pred.dcols.dtype == np.float32
+    if case in ("mixed", "dense"):
+        assert dcols.shape[0] > 0 and (case == "dense" or indices.size > 0)
+
+
 def test_features_the_model_never_uses_change_no_prediction():
     """medical's model and test rows spread over 10^8 feature ids: the predictor keeps
     its feature-major weights over the columns they use only (not 10^8 pointers), x's

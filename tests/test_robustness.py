@@ -633,6 +633,88 @@ def test_predict_max_memory_too_small_is_refused(small_model, capsys, tmp_path):
     assert resources.prediction_chunk_rows(1 << 30, 10, 100, 1000, 5, 1, row_bytes=100, limit=7) == 7
 
 
+@pytest.fixture(scope="module")
+def one_shard_model(tmp_path_factory):
+    """An unpruned model's shape, written as 'headstart train' writes it without
+    --shard-size (one shard): every label has weights on the frequent features (columns
+    set for most labels, kept dense for scoring) and on a share of the rest."""
+    from headstart.model import OvAModel, save_model
+
+    d_ = tmp_path_factory.mktemp("oneshard")
+    rng = np.random.default_rng(3)
+    L, d = 400, 4000
+    keep = rng.random((L, d)) < np.minimum(1.0, 12.0 / np.sqrt(np.arange(1, d + 1)))
+    W = sp.csr_matrix(np.where(keep, rng.standard_normal((L, d)), 0.0).astype(np.float32))
+    save_model(OvAModel(weights=W, intercept=rng.standard_normal(L).astype(np.float32), n_features=d,
+                        label_space=L), d_ / "model")
+    X = sp.random(300, d, density=0.01, format="csr", dtype=np.float32, random_state=4)
+    write_xmc(d_ / "test.txt", X, sp.csr_matrix((300, L), dtype=np.float32))
+    return d_, X, W.nnz
+
+
+def _traced_peak(fn):
+    """fn()'s peak of traced allocations (numpy reports its arrays to tracemalloc), run once
+    untraced first: what a first call loads (numba's cached kernels) is not its memory."""
+    import tracemalloc
+
+    fn()
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_predict_model_memory_within_the_estimate(one_shard_model):
+    """Reading a one-shard model and turning it into its scoring form peaks at about twice
+    its weights -- the shard file's bytes and the arrays parsed from them, then the CSR and
+    the feature-major form built straight from it -- and the estimate that sizes
+    --max-memory's blocks (and refuses a bound too small) counts that peak, within 15%.
+    Measured when written: 9.34 MB for 4.39 MB of weights (2.13x), estimate 9.6 MB; the
+    CSC copy split into its dense columns afterwards peaked at 13.4 MB (3.06x), and the
+    estimate said 8.4 MB.  A shard scored for a block of rows, as the streamed model is,
+    stays within the streamed estimate (9.34 MB, estimate 9.9 MB)."""
+    from headstart.model.reader import load_model
+    from headstart.prediction.topk import predict_topk_streaming, prepare
+
+    d_, X, nnz = one_shard_model
+    L, d = 400, 4000
+    weight_bytes = 8 * nnz
+    peak = _traced_peak(lambda: prepare(load_model(d_ / "model")))
+    est = resources.estimate_prediction_memory(1, d, L, nnz, 5, 1)
+    assert peak <= 2.2 * weight_bytes, (peak, weight_bytes)
+    assert peak <= est.details["model_peak"] <= 1.15 * peak, (peak, est.details)
+
+    row_bytes = (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / X.shape[0]
+    peak = _traced_peak(lambda: predict_topk_streaming(d_ / "model", X, 5, threads=1))
+    est = resources.estimate_prediction_memory(X.shape[0], d, L, nnz, 5, 1, row_bytes=row_bytes, streamed=True,
+                                               shard_labels=L, shard_nnz=nnz)
+    assert peak <= est.total <= 1.25 * peak, (peak, est.total, est.describe())
+
+
+def test_predict_max_memory_below_one_shard_says_to_shard(one_shard_model, capsys, tmp_path):
+    """A bound that one shard alone exceeds is refused before anything is read, saying to
+    write smaller shards; the same model in smaller shards predicts within it, the same
+    labels and scores."""
+    d_, _, nnz = one_shard_model
+    code, _, err = run_cli(capsys, "predict", d_ / "model", d_ / "test.txt", "-o", tmp_path / "p.txt",
+                           "--max-memory", "4", "--threads", "1")
+    assert code == 2 and "Traceback" not in err
+    assert "largest shard (400 labels" in err and "--shard-size" in err and "save(NEW_DIR, shard_size=N)" in err
+    assert not (tmp_path / "p.txt").exists()
+    headstart.load(d_ / "model").save(tmp_path / "sharded", shard_size=40)
+    code, _, err = run_cli(capsys, "predict", tmp_path / "sharded", d_ / "test.txt", "-o", tmp_path / "p.txt",
+                           "--max-memory", "4", "--threads", "1", "-q")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "predict", d_ / "model", d_ / "test.txt", "-o", tmp_path / "ref.txt",
+                           "--threads", "1", "-q")
+    assert code == 0, err
+    got, ref = read_predictions(tmp_path / "p.txt"), read_predictions(tmp_path / "ref.txt")
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+
+
 # --------------------------------------------------------------------------- cores
 def test_threads_zero_means_the_cores_this_process_may_use(monkeypatch, tmp_path):
     """``threads=0`` follows the affinity mask (taskset, SLURM) and a cgroup CPU quota

@@ -43,8 +43,10 @@ def add_prediction_options(p: argparse.ArgumentParser) -> None:
                         f"its shards for every block of instances (default: {DEFAULT_MODEL_MEMORY_MB})")
     g.add_argument("--max-memory", type=common._number(int), default=None, metavar="MB",
                    help="bound the memory of prediction: fewer instances are scored at a time (at most "
-                        "--chunk-rows) and the model is streamed shard by shard unless it fits in half of MB "
-                        "(default: no bound beyond --chunk-rows and --model-memory)")
+                        "--chunk-rows) and the model is streamed shard by shard unless reading it (about twice "
+                        "its weights) fits in half of MB; a shard that alone does not fit is refused (train with "
+                        "--shard-size).  The interpreter, its libraries and the compiled kernels (about 200 MB) "
+                        "come on top (default: no bound beyond --chunk-rows and --model-memory)")
     g.add_argument("--allow-gaps", action="store_true",
                    help="predict with an incomplete model (labels without a shard are never predicted)")
     g.add_argument("--score-all-labels", action="store_true",
@@ -280,9 +282,12 @@ class ModelScorer:
         model_memory = args.model_memory * 2 ** 20
         max_mb = getattr(args, "max_memory", None)
         self.max_memory = None if max_mb is None else max_mb * 2 ** 20
-        if self.max_memory is not None:  # the weights and their scoring copy within half the bound
-            model_memory = min(model_memory, self.max_memory // 4)
-        if weight_bytes <= model_memory:
+        whole = weight_bytes <= model_memory
+        if whole and self.max_memory is not None:
+            # the model's peak while it is read and turned into its scoring form (about twice
+            # the weights) within half the bound; the other half is for the blocks
+            whole = self._memory_estimate(1, 1, streamed=False).details["model_peak"] <= self.max_memory // 2
+        if whole:
             from ..model.reader import load_model
 
             from ..prediction.topk import prepare
@@ -292,8 +297,10 @@ class ModelScorer:
             log.info("%s: %d labels, %d weights loaded (%s)", model_dir, self.num_trained, nnz,
                      common.human_bytes(weight_bytes))
         else:
-            log.info("%s: %s of weights > --model-memory: streaming %d shard(s) per block", model_dir,
-                     common.human_bytes(weight_bytes), len(m["shards"]))
+            log.info("%s: %s of weights > --model-memory%s: streaming %d shard(s) per block", model_dir,
+                     common.human_bytes(weight_bytes),
+                     "" if weight_bytes > model_memory else " (or reading them > half of --max-memory)",
+                     len(m["shards"]))
 
     def _init_tree(self, model_dir: str, args: argparse.Namespace) -> None:
         """A label-tree model or an ensemble of trees (headstart.tree): loaded whole, top-k
@@ -403,18 +410,30 @@ class ModelScorer:
         from .. import resources
 
         m = self.manifest
-        big = max(m["shards"], key=lambda s: s["nnz"], default={"num_labels": 0, "nnz": 0})
-        nnz = sum(int(s["nnz"]) for s in m["shards"])
         # in memory a stored value takes 8 bytes where the text spends at least 4 ("1:1 ")
         row_bytes = 2 * resources.text_bytes_per_row(args.data)
         if m["preprocessing"]["hash"]:  # the hashed copy of a block: up to R values per raw value
             row_bytes *= 1 + m["preprocessing"]["hash"]["functions"]
-        rows = resources.prediction_chunk_rows(
-            self.max_memory, self.n_features, self.label_space, nnz, k, self.threads or usable_cores(),
-            row_bytes=row_bytes, streamed=self.model is None, shard_labels=big["num_labels"],
-            shard_nnz=big["nnz"], limit=args.chunk_rows)
-        log.info("--max-memory %s: %d instances per block", resources.format_bytes(self.max_memory), rows)
+        rows = resources.prediction_chunk_rows(self.max_memory, **self._estimate_args(k), row_bytes=row_bytes,
+                                               streamed=self.model is None, limit=args.chunk_rows)
+        est = self._memory_estimate(rows, k, streamed=self.model is None, row_bytes=row_bytes)
+        log.info("--max-memory %s: %d instances per block (estimated peak %s: %s)",
+                 resources.format_bytes(self.max_memory), rows, resources.format_bytes(est.total), est.describe())
         return rows
+
+    def _estimate_args(self, k: int) -> dict:
+        """The model's numbers for :mod:`headstart.resources`' prediction estimates."""
+        m = self.manifest
+        big = max(m["shards"], key=lambda s: s["nnz"], default={"num_labels": 0, "nnz": 0})
+        return dict(n_features=self.n_features, n_labels=self.label_space,
+                    weight_nnz=sum(int(s["nnz"]) for s in m["shards"]), k=k,
+                    threads=self.threads or usable_cores(), shard_labels=big["num_labels"], shard_nnz=big["nnz"],
+                    tfidf=bool(m["preprocessing"]["tfidf"]))
+
+    def _memory_estimate(self, rows: int, k: int, **kw):
+        from .. import resources
+
+        return resources.estimate_prediction_memory(rows, **self._estimate_args(k), **kw)
 
 
 def count_rows(path: str, args: argparse.Namespace) -> int | None:

@@ -52,7 +52,11 @@ def load_model(path: str | os.PathLike, *, allow_gaps: bool = False) -> OvAModel
         blocks.append(w)
         intercepts.append(b)
         pos = f + w.shape[0]
-    if blocks:
+    if len(blocks) == 1:
+        # one shard (what 'headstart train' writes without --shard-size): its validated
+        # arrays are the model's, not copied while the shard is still held
+        weights, intercept = blocks[0], intercepts[0]
+    elif blocks:
         weights = sp.vstack(blocks, format="csr", dtype=np.float32)
         intercept = np.concatenate(intercepts).astype(np.float32, copy=False)
     else:

@@ -110,7 +110,9 @@ def validate_shard(path: Path, arrs: dict[str, np.ndarray], entry: dict[str, Any
         raise ModelFormatError(f"{path}: indptr is not a monotone row pointer from 0 to nnz={nnz}")
     if nnz and (indices.min() < 0 or indices.max() >= n_features):
         raise ModelFormatError(f"{path}: column index out of range [0, {n_features})")
-    if not np.all(np.isfinite(data)):
+    # (min and max are NaN when a value is, +-inf when one is infinite: no temporary of a
+    # byte per weight, which np.isfinite would make while the file's bytes may be in memory)
+    if nnz and not (np.isfinite(data.min()) and np.isfinite(data.max())):
         raise ModelFormatError(f"{path}: weights contain NaN or infinite values")
     if not np.all(np.isfinite(arrs["intercept"])):
         raise ModelFormatError(f"{path}: intercept contains NaN or infinite values")
@@ -129,8 +131,14 @@ def read_shard_checked(directory: Path, entry: dict[str, Any], n_features: int
 
 
 def read_shard(directory: Path, entry: dict[str, Any], n_features: int) -> tuple[int, sp.csr_matrix, np.ndarray]:
-    """Validated ``(first_label, weights_csr, intercept)`` of the shard ``entry``."""
-    return read_shard_checked(directory, entry, n_features)[1]
+    """Validated ``(first_label, weights_csr, intercept)`` of the shard ``entry``.
+
+    The file's bytes (as large as the arrays parsed from them) are let go as soon as
+    they are parsed, before the checks: a shard costs its size twice only while it is
+    read, which the prediction memory estimate (:mod:`headstart.resources`) counts."""
+    fpath = directory / entry["file"]
+    arrs = load_npz(fpath, read_verified(fpath, entry["sha256"]), SHARD_KEYS)
+    return validate_shard(fpath, arrs, entry, n_features)
 
 
 def iter_shards(path: str | os.PathLike, manifest: dict[str, Any] | None = None

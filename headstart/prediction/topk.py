@@ -440,25 +440,61 @@ class _Predictor:
 _DENSE_COLUMN = 0.5
 
 
-def _split_dense_columns(wt: sp.csc_matrix) -> tuple[sp.csc_matrix, np.ndarray, np.ndarray]:
-    """(wt without its dense columns, dmap, dcols) -- see :class:`_Predictor`."""
-    L, F = wt.shape
-    counts = np.diff(wt.indptr)
+@njit(nogil=True, cache=True)
+def _scatter_columns(indptr, indices, data, dmap, dcols, cursor, wt_indices, wt_data):  # pragma: no cover
+    """Label-major weights (CSR, one row per label) into the feature-major form of
+    :class:`_Predictor` in one pass: an entry of a dense column goes to its row of
+    ``dcols``, any other to its column's next free place (``cursor``, from the column's
+    start in ``wt_indptr``).  The labels are visited in increasing order, so every column
+    lists them ascending, as a CSC conversion would."""
+    for j in range(indptr.shape[0] - 1):
+        p0, p1 = span(indptr, j)
+        for p in range(p0, p1):
+            f = np.uint32(indices[p])
+            c = dmap[f]
+            if c >= 0:
+                dcols[c, j] = data[p]
+            else:
+                q = cursor[f]
+                wt_indices[q] = j
+                wt_data[q] = data[p]
+                cursor[f] = q + 1
+
+
+@njit(nogil=True, cache=True)
+def _column_counts(indices, F):  # pragma: no cover - compiled
+    """Entries per column (np.bincount would first copy int32 ids to int64: 8 bytes a weight)."""
+    counts = np.zeros(F, dtype=np.int64)
+    for p in range(indices.shape[0]):
+        counts[np.uint32(indices[p])] += 1
+    return counts
+
+
+def _feature_major(W: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(wt_indptr, wt_indices, wt_data, dmap, dcols) of the canonical float32 CSR ``W``
+    (labels x features) -- see :class:`_Predictor`.
+
+    Built straight from ``W``'s rows: no CSC copy of the whole matrix is made and then
+    split (that held the CSR, its CSC and the CSC's sparse part at once, about 2.6-3x
+    the weights, where this needs ``W`` and the result, at most 2x: a dense column takes
+    4 bytes a label where the CSC took 8 an entry, for at least half of the labels).
+    The entries and their order are those of ``W.tocsc()``, so the scores are the same."""
+    L, F = W.shape
+    counts = _column_counts(W.indices[:W.nnz], F)
     dense = np.flatnonzero((counts > 0) & (counts >= _DENSE_COLUMN * L))
     dmap = np.full(F, -1, dtype=np.int64)
-    if dense.size == 0:
-        return wt, dmap, np.zeros((0, L), dtype=np.float32)
     dmap[dense] = np.arange(dense.size)
-    # filled column by column from wt's arrays: no sliced copy of wt beside it (a model
-    # of 670K labels holds GBs of weights, and this runs while it is in memory)
+    counts[dense] = 0
+    wt_indptr = np.zeros(F + 1, dtype=np.int64)
+    np.cumsum(counts, out=wt_indptr[1:])
+    del counts
+    stored = int(wt_indptr[-1])
+    wt_indices = np.empty(stored, dtype=np.int32)
+    wt_data = np.empty(stored, dtype=np.float32)
     dcols = np.zeros((dense.size, L), dtype=np.float32)
-    for r, f in enumerate(dense):
-        a, z = wt.indptr[f], wt.indptr[f + 1]
-        dcols[r, wt.indices[a:z]] = wt.data[a:z]
-    keep = np.repeat(dmap < 0, counts)
-    kept = np.where(dmap < 0, counts, 0)
-    indptr = np.concatenate([[0], np.cumsum(kept)]).astype(np.int64)
-    return sp.csc_matrix((wt.data[keep], wt.indices[keep], indptr), shape=wt.shape), dmap, dcols
+    _scatter_columns(W.indptr.astype(np.int64, copy=False), W.indices, W.data, dmap, dcols,
+                     wt_indptr[:-1].copy(), wt_indices, wt_data)
+    return wt_indptr, wt_indices, wt_data, dmap, dcols
 
 
 def _by_intercept(intercept: np.ndarray) -> np.ndarray:
@@ -522,17 +558,21 @@ def _as_predictor(model_or_weights: Any) -> _Predictor:
     columns = UsedColumns.if_sparse(W)
     if columns is not None:
         W = columns.compact(W)
-    wt = sp.csc_matrix(W, dtype=np.float32)  # feature-major view of the weights
-    if not wt.has_canonical_format:
-        # one entry per (feature, label), labels ascending: a dense column holds one weight
-        # a label.  Repeated entries are summed here, in float32 (W's own repeats, which
-        # no headstart model has)
+    # (made before the weights' conversion: its temporaries are then gone when that peaks)
+    by_intercept = _by_intercept(intercept)
+    if W.dtype != np.float32:
+        W = sp.csr_matrix(W, dtype=np.float32)
+    if not W.has_canonical_format:
+        # one entry per (feature, label): a dense column holds one weight a label.
+        # Repeated entries (W's own, which no headstart model has) are summed in float32
+        # in the feature-major order, as they always were
+        wt = sp.csc_matrix(W)
         wt.sum_duplicates()
-    wt, dmap, dcols = _split_dense_columns(wt)
-    return _Predictor(wt_indptr=wt.indptr.astype(np.int64, copy=False),
-                      wt_indices=wt.indices.astype(np.int32, copy=False),
-                      wt_data=wt.data.astype(np.float32, copy=False), dmap=dmap, dcols=dcols,
-                      intercept=intercept, by_intercept=_by_intercept(intercept), first_label=first,
+        W = wt.tocsr()
+        del wt
+    wt_indptr, wt_indices, wt_data, dmap, dcols = _feature_major(W)
+    return _Predictor(wt_indptr=wt_indptr, wt_indices=wt_indices, wt_data=wt_data, dmap=dmap, dcols=dcols,
+                      intercept=intercept, by_intercept=by_intercept, first_label=first,
                       n_features=n_features,
                       preprocessing=preprocessing, all_features=all_features, columns=columns)
 
@@ -820,6 +860,8 @@ def predict_topk_streaming(model_dir: str | os.PathLike, X: Any, k: int = 5, chu
     scores = np.full((X.shape[0], k), -np.inf, dtype=np.float32)
     for first, w, b in iter_shards(model_dir, m):
         la, sa = predict_topk((w, b, first), X, k, chunk_rows, threads, max_memory=max_memory)
+        # the shard goes before the merge and the next shard's read: only one is ever held
+        del w, b
         labels, scores = merge_topk(labels, scores, la, sa, k)
     return labels, scores
 
@@ -840,9 +882,11 @@ def predict_above_streaming(model_dir: str | os.PathLike, X: Any, threshold: Any
     if preprocess:
         pre = scoring_preprocessing(read_extras(model_dir, m)[0] if preprocessing is None else preprocessing, m)
         X = apply_preprocessing(_check_X(X, m["n_features"], pre, "dense" in m), pre)
-    parts = [predict_above((w, b, first), X, threshold, n_columns=L, threads=threads, max_memory=max_memory,
-                           return_scores=return_scores).tocoo()
-             for first, w, b in iter_shards(model_dir, m)]
+    parts = []
+    for first, w, b in iter_shards(model_dir, m):
+        parts.append(predict_above((w, b, first), X, threshold, n_columns=L, threads=threads,
+                                   max_memory=max_memory, return_scores=return_scores).tocoo())
+        del w, b    # before the next shard is read: only one is ever held
     dtype = np.float32 if return_scores else np.int32
     return sp.csr_matrix((np.concatenate([p.data for p in parts] or [np.zeros(0, dtype)]),
                           (np.concatenate([p.row for p in parts] or [np.zeros(0, np.int64)]),
