@@ -1241,7 +1241,7 @@ def test_dense_text_features(tmp_path):
             read_dense_features(put(tmp_path, content, "bad.txt"))
         assert (e.value.line, e.value.column if col else None) == (line, col), content
     np.savez(tmp_path / "z.npz", a=np.zeros((2, 2)))      # an archive is named as one
-    with pytest.raises(DataFormatError, match="zip-compressed data.*npz archive, save the array alone as .npy"):
+    with pytest.raises(DataFormatError, match=r"a NumPy .npz archive, not a data file .*features go in a .npy file"):
         read_dense_features(tmp_path / "z.npz")
     put(tmp_path, b"\x01\x02\x00\x00binary", "b.bin")
     with pytest.raises(DataFormatError, match="neither a .npy file"):
