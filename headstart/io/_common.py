@@ -259,6 +259,7 @@ class SparseResult:
     labels: np.ndarray
     max_feature: int
     max_label: int
+    blank_at: int = -1      # byte offset of the first blank line read as a row, -1 if none
 
 
 def _trim(a: np.ndarray, n: int) -> np.ndarray:
@@ -291,7 +292,7 @@ def parse_sparse(buf: np.ndarray, start: int, end: int, spec: SparseSpec, path,
     if code != K.OK:
         raise sparse_error(code, pos, aux, buf, start, spec, path, first_line_no)
     return SparseResult(rows, indptr[:rows + 1], _trim(indices, nnz), _trim(data, nnz),
-                        lptr[:rows + 1], _trim(labels, nlab), maxf, maxl)
+                        lptr[:rows + 1], _trim(labels, nlab), maxf, maxl, int(aux))
 
 
 def csr(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, shape) -> sp.csr_matrix:

@@ -277,7 +277,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
     indptr[0] = 0
     lptr[0] = 0
     p = start
-    blank_row = -1      # where the first blank line read as a row starts (for E_TOO_MANY_ROWS)
+    blank_row = -1      # where the first blank line read as a row starts (aux of OK and of E_TOO_MANY_ROWS)
     while p < end:
         line_start = p
         if _at_eol(buf, p, end, comments):
@@ -402,7 +402,7 @@ def parse_sparse(buf, start, end, has_labels, allow_features, feat_offset, n_fea
         indptr[rows] = nnz
         lptr[rows] = nl
         p = _next_line(buf, p, end)
-    return OK, end, 0, rows, nnz, nl, maxf, maxl
+    return OK, end, blank_row, rows, nnz, nl, maxf, maxl
 
 
 # --- predictions -------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from ..errors import DataFormatError, ParameterError
 from ..validation import check_sparse_structure
 from . import _kernels as K
 from ._common import (BOM, CR_ONLY_HINT, HEADER_LIMIT, SparseSpec, check_dtype, cr_only, csr, first_line,
-                      header_ints, label_matrix, open_stream, parse_header, parse_sparse,
+                      header_ints, label_matrix, locate, open_stream, parse_header, parse_sparse,
                       too_few_rows)
 from .atomic import atomic_write
 
@@ -189,9 +189,11 @@ def iter_xmc_chunks(path, chunk_rows: int = 65536, one_based: bool = False,
         for data, off, cut, before in _line_chunks(stream, chunk_rows, block_bytes, b""):
             first = 2 + before   # the header is line 1
             spec.max_rows = n - done
-            r = parse_sparse(_as_u8(data), off, cut, spec, path, first)
-            if spec.blank_line < 0:
-                spec.blank_line = _first_blank_line(data, off, r, first)
+            buf = _as_u8(data)
+            r = parse_sparse(buf, off, cut, spec, path, first)
+            if spec.blank_line < 0 and r.blank_at >= 0:
+                # named if the file turns out to hold more points than its header says
+                spec.blank_line = locate(buf, off, r.blank_at, first)[0]
             done += r.rows
             labels = r.labels
             if shift and labels.size:
@@ -219,24 +221,6 @@ def _line_after_range(data: bytes, start: int, end: int, first: int) -> int:
     """Number of the line after the text ``data[start:end]`` that begins on line ``first``."""
     n = data.count(b"\n", start, end)
     return first + n + (1 if end > start and data[end - 1] != 10 else 0)
-
-
-def _first_blank_line(data: bytes, off: int, r, first: int) -> int:
-    """The number of the piece's first empty line (LF or CRLF alone), -1 if none: named
-    when the file turns out to hold more points than its header says, as the kernel
-    names one within the piece that fails.  Every line of a piece is a point, and an
-    empty line one without labels or features; among those (a line of blanks, or one
-    whose features all have value 0, is one too) only truly empty lines are named."""
-    rows = np.flatnonzero((np.diff(r.indptr) == 0) & (np.diff(r.lptr) == 0))
-    if rows.size == 0:
-        return -1
-    buf = np.frombuffer(data, dtype=np.uint8)
-    starts = np.concatenate([[off], np.flatnonzero(buf[off:] == 10) + off + 1])[rows]
-    nxt = np.minimum(starts + 1, buf.size - 1)
-    empty = (buf[np.minimum(starts, buf.size - 1)] == 10) | ((buf[np.minimum(starts, buf.size - 1)] == 13)
-                                                               & (buf[nxt] == 10))
-    hit = np.flatnonzero(empty & (starts < buf.size))
-    return first + int(rows[hit[0]]) if hit.size else -1
 
 
 def _line_chunks(stream, chunk_rows: int, block_bytes: int, data: bytes
