@@ -817,7 +817,7 @@ def test_cli_ctrl_c_says_the_shards_are_kept_and_how_to_resume(tmp_path, capsys,
     capsys.readouterr()
     assert main(["shortlist-train", str(tiny), "--shortlist", sl, "-o", m, "-q"]) == 130
     err = capsys.readouterr().err
-    assert f"shards finished so far are kept in {m}" in err and f"headstart shortlist-train ... -o {m} --resume" in err
+    assert f"before any shard was finished: no trained label is kept in {m}" in err
 
 
 def test_prediction_ranks_k_labels_when_the_first_stage_has_fewer(tmp_path, bib):
@@ -1113,3 +1113,23 @@ def test_save_first_stage_is_checked_before_the_work(tmp_path, capsys):
         assert main(["shortlist", str(data), "-o", str(sl), "-K", "2", "--save-first-stage", str(fs), "-q"]) == 0
         assert sorted(q.name for q in fs.iterdir()) == ["first_stage.json", "first_stage.npz"]
         sl.unlink()
+
+
+def test_ctrl_c_names_the_labels_the_kept_shards_hold(tmp_path, caplog):
+    """With shards listed in the manifest, the interrupt says how many labels they hold and
+    how to continue; without a manifest, that nothing trained is kept."""
+    from headstart.cli.common import shards_kept_on_interrupt
+
+    m = tmp_path / "m"
+    m.mkdir()
+    (m / "manifest.json").write_text(json.dumps({"shards": [{"first_label": 0, "num_labels": 40},
+                                                            {"first_label": 100, "num_labels": 7}]}))
+    with caplog.at_level("WARNING"), pytest.raises(KeyboardInterrupt):
+        with shards_kept_on_interrupt("train", str(m)):
+            raise KeyboardInterrupt
+    assert f"(47 labels) are kept in {m}" in caplog.text and f"headstart train ... -o {m} --resume" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"), pytest.raises(KeyboardInterrupt):
+        with shards_kept_on_interrupt("train", str(tmp_path / "none")):
+            raise KeyboardInterrupt
+    assert "before any shard was finished: no trained label is kept" in caplog.text

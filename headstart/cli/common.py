@@ -528,9 +528,26 @@ def shards_kept_on_interrupt(command: str, output: str):
     try:
         yield
     except KeyboardInterrupt:
-        log.warning("interrupted: the shards finished so far are kept in %s; continue with: "
-                    "headstart %s ... -o %s --resume", output, command, output)
+        done = _finished_labels(output)
+        if not done:
+            log.warning("interrupted before any shard was finished: no trained label is kept in %s", output)
+        else:
+            log.warning("interrupted: the shards finished so far (%d labels) are kept in %s; continue with: "
+                        "headstart %s ... -o %s --resume", done, output, command, output)
         raise
+
+
+def _finished_labels(output: str) -> int | None:
+    """How many labels the shards listed in ``output``'s manifest cover, or None when it
+    holds no manifest yet (interrupted before the first shard) or none that can be read:
+    said on Ctrl-C, where a second error must not hide the interrupt."""
+    from ..model.ranges import finished_ranges_of
+
+    try:
+        m = json.loads((Path(output) / "manifest.json").read_text())
+        return sum(b - a for a, b in finished_ranges_of(m))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 # --------------------------------------------------------------------------- checks
