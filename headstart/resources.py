@@ -60,11 +60,20 @@ weights
     the default assumption is :data:`DEFAULT_WEIGHT_DENSITY` (5%), so that the check does
     not refuse big sparse problems that fit; the refusal message shows the assumption.  Sharded training (``--shard-size``,
     ``--resume``) writes the weights as they finish and keeps none.
+label arrays
+    per label trained: its id (int64: the range the trainer is given) and what the
+    weights keep per row besides the weights -- collected, the model's int64 row pointer
+    and float32 intercept; written as they finish, the spool's label id and row length
+    (int64) and intercept (float32) per label (:mod:`headstart.model.spool`).
 statistics
-    per label 14 scalars and 5 per-iteration trajectories (assumed
+    per label the columns of :class:`headstart.training.stats.TrainingStats` (the label,
+    the kernel's ``STAT_FIELDS``, ``shared_with``: int64 / float64 each) and its int64
+    trajectory offset, plus 5 per-iteration trajectories (assumed
     ``expected_iterations`` long; none with ``trajectories=False``, as the command line
-    trains unless its ``--stats`` file holds them), twice while they are concatenated
-    (after training, when the workspaces are gone).
+    trains unless its ``--stats`` file holds them), twice while the chunks' parts are
+    concatenated (after training, when the workspaces are gone).  (Until stop 79, 14
+    scalars per copy were counted of the 17 a label holds, and the label arrays not at
+    all: at 2M labels and 3,000 instances the estimate said 481 MiB, the run took 673.)
 
 Not counted: the interpreter, numpy/scipy/numba themselves and compiled code (about
 200 MB, already in use when the check runs) and the reading of the data file (done, and
@@ -93,7 +102,9 @@ DEFAULT_EXPECTED_ITERATIONS = 20
 
 _F64 = 8
 _NNZ = 8            # float32 value + int32 index of one stored non-zero
-_STAT_SCALARS = 14   # label + 13 statistics
+#: int64 / float64 arrays of a label's statistics besides the kernel's STAT_FIELDS: the label,
+#: ``shared_with`` (training/stats.py) and the trajectory offset
+_STAT_EXTRA = 3
 #: numpy reads an archive member in pieces of up to 256 KiB, each copied once more by zipfile
 _READ_PIECE = 1 << 18
 _ITER_RECORDS = 5    # objective, active_fraction, step, cg_steps, seconds
@@ -278,10 +289,16 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
             parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
         parts["records"] = holders * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
         parts["chunk buffers"] = int(holders * 3 * chunk_w + used * 2 * dk * _NNZ)
-    parts["weights"] = int(n_labels * per_label_w * _NNZ + n_labels * 4) if collect else 0
+    parts["weights"] = int(n_labels * per_label_w * _NNZ) if collect else 0
+    # the label ids (int64), and per row: collected, the model's indptr (int64) and
+    # intercept (float32); spooled (model.spool), the label, row length (int64) and intercept
+    parts["label arrays"] = n_labels * (_F64 + (_F64 + 4 if collect else 2 * _F64 + 4))
     # trajectories are flat arrays per chunk (no array object per label and quantity)
+    from .training.kernel import STAT_FIELDS
+
     per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories and solver != "dual" else 0
-    parts["statistics"] = 2 * n_labels * (_STAT_SCALARS * _F64 + per_label_trajectory)
+    # the chunks' parts and their concatenation (TrainingStats.concat)
+    parts["statistics"] = 2 * n_labels * ((len(STAT_FIELDS) + _STAT_EXTRA) * _F64 + per_label_trajectory)
     notes = (f"{used} thread(s) sharing {lanes} lanes" if shared else f"{used} thread(s) x {lanes} lane(s)"
              + f", chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect

@@ -188,3 +188,62 @@ def test_training_memory_estimate_matches_the_measured_peak():
     assert r.returncode == 0, r.stderr[-2000:]
     measured, estimate = map(int, r.stdout.split()[-2:])
     assert abs(estimate - measured) <= 0.2 * measured, (measured, estimate)
+
+
+_HUGE_LABELS_CHECK = r"""
+import sys, tempfile, os
+import numpy as np, scipy.sparse as sp
+sys.path.insert(0, sys.argv[1])
+from headstart import resources
+from headstart.estimator import fit_to_directory
+from headstart.params import TrainParams
+
+def status(field):
+    for line in open('/proc/self/status'):
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+def data(n, d, L, used, seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=20 / d, format="csr", dtype=np.float32, random_state=seed)
+    pool = rng.choice(L, size=used, replace=False)
+    rows = np.repeat(np.arange(n), 3)
+    Y = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, rng.choice(pool, rows.size))), shape=(n, L))
+    Y.sum_duplicates()
+    Y.data[:] = 1
+    return X, Y
+
+p = TrainParams(threads=2)
+out = tempfile.mkdtemp()
+# the kernels loaded (or compiled) on a small problem of the same kind first
+X, Y = data(200, 300, 5000, 50, 1)
+fit_to_directory(X, Y, p, os.path.join(out, "warm"), own_data=True, trajectories=False)
+X, Y = data(2000, 2000, 1_000_000, 200, 0)
+# as headstart train estimates it (cli/train.py _check_memory): beyond the data read
+est = resources.training_memory_for(X, Y, p, Y.shape[1], collect=False, own_data=True, trajectories=False)
+base = status("VmRSS")
+with open("/proc/self/clear_refs", "w") as f:
+    f.write("5")                    # reset the peak (VmHWM) to the current RSS
+fit_to_directory(X, Y, p, os.path.join(out, "model"), own_data=True, trajectories=False)
+print(status("VmHWM") - base, est.without("data"))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_training_memory_estimate_matches_the_measured_peak_at_a_million_labels():
+    """At a huge label space (1M labels of which 200 used, 2,000 x 2,000, as headstart
+    train runs it: weights spooled, no trajectories) the per-label arrays are the peak --
+    the chunks' statistics and their concatenation, the label ids, the spool's rows --
+    and the estimate counts them: within 10% (stop 79: 14 of a label's 17 statistics
+    arrays were counted, and no label array; at 2M labels 481 MiB estimated, 673 MiB
+    measured; after: 626 against 628)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", _HUGE_LABELS_CHECK, str(repo)], capture_output=True, text=True,
+                       cwd=repo, timeout=600)
+    if r.returncode != 0 and "clear_refs" in r.stderr:
+        pytest.skip("cannot reset the peak RSS here")
+    assert r.returncode == 0, r.stderr[-2000:]
+    measured, estimate = map(int, r.stdout.split()[-2:])
+    assert abs(estimate - measured) <= 0.1 * measured, (measured, estimate)

@@ -154,9 +154,14 @@ class TrainingStats:
         # without a column a trainer records now (exact L1's nnz_unpruned)
         cols = {k: np.concatenate([p.columns[k] for p in parts]) for k in parts[0].columns
                 if all(k in p.columns for p in parts)}
-        lengths = np.concatenate([np.diff(p.iter_offsets) for p in parts])
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
+        # the offsets part by part: the parts' lengths (np.diff) and their concatenation
+        # were two int64 arrays per label at the peak of this copy (2M labels: 30 MiB)
+        offsets = np.zeros(sum(len(p) for p in parts) + 1, dtype=np.int64)
+        pos = 0
+        for p in parts:
+            k = len(p)
+            offsets[pos + 1: pos + k + 1] = p.iter_offsets[1:] - p.iter_offsets[0] + offsets[pos]
+            pos += k
         iters = {f: np.concatenate([p.iterations[f] for p in parts]) for f in ITER_FIELDS}
         out = cls(cols, offsets, iters, dict(parts[0].meta))
         lab = cols["label"]
@@ -259,8 +264,12 @@ def _add_missing_columns(cols: dict) -> None:
     """Columns added since a version whose statistics a resume or merge may meet, with
     the value they would have had."""
     n = cols["label"].size
-    cols.setdefault("zero_start", np.zeros(n))
-    cols.setdefault(SHARED, np.full(n, -1, dtype=np.int64))
+    # (not setdefault: its default would be allocated for every TrainingStats, a transient
+    # int64 per label at the peak of concatenating 2M labels' statistics)
+    if "zero_start" not in cols:
+        cols["zero_start"] = np.zeros(n)
+    if SHARED not in cols:
+        cols[SHARED] = np.full(n, -1, dtype=np.int64)
 
 
 # --------------------------------------------------------------------------- statistics files
