@@ -1133,3 +1133,29 @@ def test_ctrl_c_names_the_labels_the_kept_shards_hold(tmp_path, caplog):
         with shards_kept_on_interrupt("train", str(tmp_path / "none")):
             raise KeyboardInterrupt
     assert "before any shard was finished: no trained label is kept" in caplog.text
+
+
+def test_a_file_of_shortlist_predict_evaluates_as_the_command_did(tmp_path, capsys):
+    """-k above K: the stage's own candidates are listed before the added ones, so a line
+    need not be in score order; `evaluate --predictions` ranks headstart's files as
+    listed, and gives the P@k the command's --evaluate printed (helper-106: 65.83 against
+    70.00 when it re-ranked by score)."""
+    rng = np.random.default_rng(0)
+    n, d, L = 40, 20, 6
+    X = rng.random((n, d)) * (rng.random((n, d)) < 0.3)
+    rows = [",".join(map(str, sorted({i % 4, 5} | ({(i + 1) % 4} if X[i, 0] > 0.5 else set()))))
+            + " " + " ".join(f"{j}:{X[i, j]:.4f}" for j in range(d) if X[i, j] > 0) for i in range(n)]
+    data = tmp_path / "base.txt"
+    data.write_text(f"{n} {d} {L}\n" + "\n".join(rows) + "\n")
+    sl, fs, m, pred = (str(tmp_path / x) for x in ("sl.txt", "fs", "m", "pred.txt"))
+    assert main(["shortlist", str(data), "-o", sl, "--save-first-stage", fs, "-K", "3", "-q"]) == 0
+    assert main(["shortlist-train", str(data), "--shortlist", sl, "-o", m, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["shortlist-predict", m, str(data), "--first-stage", fs, "-o", pred, "-k", "4", "--evaluate"]) == 0
+    out = capsys.readouterr().out
+    said = {f"P@{k}": float(re.search(rf"P@{k} ([0-9.]+)", out).group(1)) / 100 for k in (1, 3)}
+    lines = [[float(t.split(":")[1]) for t in x.split()] for x in open(pred).read().splitlines()[1:]]
+    assert any(s != sorted(s, reverse=True) for s in lines)     # the case: not in score order
+    assert main(["evaluate", "--predictions", pred, str(data), "-k", "4", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [got[f"P@{k}"] for k in (1, 3)] == pytest.approx([said[f"P@{k}"] for k in (1, 3)], abs=6e-5), (got, said)

@@ -35,7 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="model directory and test data; only TEST with --predictions")
     p.add_argument("--predictions", metavar="FILE",
                    help="evaluate this predictions file instead of predicting with a model (each line's "
-                        "labels ranked by their scores)")
+                        "labels ranked as listed in headstart's own files, whose header 'num_points k "
+                        "num_labels' says they list them best first; by their scores in others)")
     p.add_argument("--json", action="store_true", help='print one JSON object {"P@1": ..., ...}')
     p.add_argument("--save-metrics", metavar="FILE",
                    help="also write every metric computed to FILE as one JSON object (DiSMEC++'s option; "
@@ -141,13 +142,22 @@ def run(args: argparse.Namespace) -> int:
             if hint is None:
                 raise
             raise DataFormatError(f"{e}; {hint}") from None
-        # rank by score (ties: the file's order): a file of another tool need not list
-        # its labels best first, and ranking by position would count them wrongly
+        label_space = _prediction_label_space(args.predictions)
+        # headstart's own files (their header names num_labels) list each line's labels
+        # in the order they were ranked: by score, except where shortlist-predict -k above
+        # the first stage's K puts the added frequent labels after the stage's own
+        # (docs/shortlist.md), which the command's --evaluate counts as listed.  Another
+        # tool's file need not list its labels best first (a sparse score matrix lists
+        # them by id): ranked by score (ties: the file's order)
         order = np.argsort(-scores, axis=1, kind="stable")
         if not np.array_equal(order, np.broadcast_to(np.arange(labels.shape[1]), order.shape)):
-            log.info("%s: labels not listed best first on some lines: ranked by their scores", args.predictions)
-            labels = np.take_along_axis(labels, order, axis=1)
-        label_space = _prediction_label_space(args.predictions)
+            if label_space is not None:
+                log.info("%s: labels not in score order on some lines: ranked as listed (a headstart "
+                         "predictions file)", args.predictions)
+            else:
+                log.info("%s: labels not listed best first on some lines: ranked by their scores",
+                         args.predictions)
+                labels = np.take_along_axis(labels, order, axis=1)
         # the features are not used: any raw ids (those of a hashed model's data too)
         args.wide_ids = True
         _, Y = common.read_dataset(args.data, args, n_labels=label_space)
