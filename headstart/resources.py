@@ -74,6 +74,16 @@ statistics
     concatenated (after training, when the workspaces are gone).  (Until stop 79, 14
     scalars per copy were counted of the 17 a label holds, and the label arrays not at
     all: at 2M labels and 3,000 instances the estimate said 481 MiB, the run took 673.)
+settled labels
+    labels known before training to end at their start (:func:`settled_labels`: no
+    positive instance, and a start that is the optimum -- the defaults') keep no weights
+    and a trajectory of one record, and of them a chunk hands one to the kernel
+    (:mod:`headstart.training.sharing`): the record rows and weights in flight are those
+    of the labels a chunk solves itself, at most its share under guided scheduling
+    (:func:`headstart.training.chunks.label_chunks`).  (Until stop 80 every label was
+    counted with ``expected_iterations`` and ``weight_density``, and a chunk of the
+    shard's full width per thread: ``--shard-size 100000`` at 2M labels, ~9K used, said
+    5.0 GiB where the run took 753 MiB; now 822 MiB.)
 
 Not counted: the interpreter, numpy/scipy/numba themselves and compiled code (about
 200 MB, already in use when the check runs) and the reading of the data file (done, and
@@ -93,7 +103,7 @@ from .errors import ResourceError
 
 __all__ = ["MemoryEstimate", "estimate_training_memory", "training_memory_for", "available_memory",
            "thread_address_space", "check_memory", "estimate_prediction_memory", "prediction_chunk_rows",
-           "text_bytes_per_row", "format_bytes", "DEFAULT_WEIGHT_DENSITY"]
+           "text_bytes_per_row", "format_bytes", "DEFAULT_WEIGHT_DENSITY", "settled_labels"]
 
 #: assumed fraction of ``features_used + 1`` that keeps a weight after pruning (prune > 0)
 DEFAULT_WEIGHT_DENSITY = 0.05
@@ -108,6 +118,7 @@ _STAT_EXTRA = 3
 #: numpy reads an archive member in pieces of up to 256 KiB, each copied once more by zipfile
 _READ_PIECE = 1 << 18
 _ITER_RECORDS = 5    # objective, active_fraction, step, cg_steps, seconds
+_PAGE = 4096         # a page of memory: what becomes resident of a mapping written
 
 
 def format_bytes(n: float) -> str:
@@ -177,7 +188,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              locality: bool = True, memory: int | None = None,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS,
-                             solver: str = "newton") -> MemoryEstimate:
+                             solver: str = "newton", settled_labels: int = 0) -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
     with ``nnz`` non-zeros (see the module docstring for what is counted).  ``solver``:
     "newton" (the Newton-CG lanes), exact L1's coordinate descent, "newglmnet" or "cdn"
@@ -196,6 +207,9 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     frequency (its default, :mod:`headstart.training.locality`); ``memory``: the bytes the
     training process may use on the machine in question (default: this machine's), which
     decides whether the threads keep 16 lanes (:func:`headstart.training.budget.lane_budget`).
+    ``settled_labels``: labels of the ``n_labels`` known to end at their start (Newton
+    only; see :func:`settled_labels` and the module docstring): no weights, a trajectory
+    of one record, and no lane of their own.
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
@@ -218,6 +232,21 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     nv = dk + 1
     cap = min(int(max_iter), 1000) + 1
     per_label_w = weight_density * (fu + 1)
+    settled = min(max(int(settled_labels), 0), n_labels) if solver == "newton" else 0
+    # labels that get weights and run iterations; of the settled ones a chunk hands one
+    # (one per kind of shared problem, at most LANES) to the kernel (training/sharing.py),
+    # whose result the others take, and chunks are cut counting the others only
+    active = n_labels - settled
+    from .training.kernel import LANES
+
+    free = settled > 0 and 2 * settled >= n_labels and chunk_size > 2 * LANES   # (chunks.shared_label_chunks)
+    largest = chunk_size
+    if used > 1 and not shared:
+        # guided scheduling (chunks.label_chunks): no chunk above remaining / (2 x threads)
+        # of the labels it counts, nor below 4 x LANES
+        largest = min(chunk_size, max(4 * LANES, -(-(active if free else n_labels) // (2 * used))))
+    # the most labels a chunk hands to the kernel: record rows and weights in flight
+    solved = min(chunk_size, active + (1 if settled else 0), largest + (LANES if settled else 0))
 
     parts: dict[str, int] = {}
     x_bytes = n * d * 4 if dense_input else nnz * _NNZ + (n + 1) * _F64
@@ -248,7 +277,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # column sums and sums of squares (erm.Problem) + what the initialiser's prepare()
     # keeps (declared with the strategy)
     parts["init"] = 2 * nv * _F64 + (_INITS[init].memory(n, nv) if init in _INITS else 0)
-    chunk_w = min(chunk_size, max(n_labels, 1)) * per_label_w * _NNZ
+    chunk_w = (max(min(solved, active), 1) if solver == "newton" else min(chunk_size, max(n_labels, 1))) \
+        * per_label_w * _NNZ
     if solver in ("newglmnet", "cdn"):
         # no lanes and no column sums; X by columns (int64 column pointers), and per thread
         # solver.glmnet.Work (5 vectors per weight, 7 per instance, the int8 labels; CDN
@@ -287,9 +317,13 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
             parts["workspaces"] = team_workspace_bytes(n, dk, used, grouped)
         else:
             parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
-        parts["records"] = holders * _ITER_RECORDS * chunk_size * min(cap, 4 * expected_iterations + 1) * _F64
+        # the record arrays are (chunk_size, cap), iteration-major: an iteration's row of
+        # chunk_size values becomes resident where the kernel's labels write it, the first
+        # ``solved`` positions (fewer than chunk_size when most of a chunk is settled)
+        row = chunk_size * _F64 if solved >= chunk_size else min(chunk_size * _F64, solved * _F64 + _PAGE)
+        parts["records"] = holders * _ITER_RECORDS * row * min(cap, 4 * expected_iterations + 1)
         parts["chunk buffers"] = int(holders * 3 * chunk_w + used * 2 * dk * _NNZ)
-    parts["weights"] = int(n_labels * per_label_w * _NNZ) if collect else 0
+    parts["weights"] = int(active * per_label_w * _NNZ) if collect else 0
     # the label ids (int64), and per row: collected, the model's indptr (int64) and
     # intercept (float32); spooled (model.spool), the label, row length (int64) and intercept
     parts["label arrays"] = n_labels * (_F64 + (_F64 + 4 if collect else 2 * _F64 + 4))
@@ -297,12 +331,17 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     from .training.kernel import STAT_FIELDS
 
     per_label_trajectory = _ITER_RECORDS * (expected_iterations + 1) * _F64 if trajectories and solver != "dual" else 0
+    # (a settled label's trajectory: its start, one record)
+    settled_trajectory = _ITER_RECORDS * _F64 if trajectories else 0
     # the chunks' parts and their concatenation (TrainingStats.concat)
-    parts["statistics"] = 2 * n_labels * ((len(STAT_FIELDS) + _STAT_EXTRA) * _F64 + per_label_trajectory)
+    parts["statistics"] = 2 * (n_labels * (len(STAT_FIELDS) + _STAT_EXTRA) * _F64 + active * per_label_trajectory
+                               + settled * settled_trajectory)
     notes = (f"{used} thread(s) sharing {lanes} lanes" if shared else f"{used} thread(s) x {lanes} lane(s)"
              + f", chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
              else "weights written as they finish (sharded)")
+    if settled:
+        notes += (f"{settled} label(s) without a positive end at their start (no weights)",)
     return MemoryEstimate({k: int(v) for k, v in parts.items()}, notes,
                           {"threads": used, "lanes": lanes, "chunk_size": chunk_size, "shared_lanes": shared})
 
@@ -310,11 +349,13 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,
                         collect: bool = True, chunk_size: int | None = None,
                         weight_density: float | None = None, own_data: bool = False,
-                        trajectories: bool = True) -> MemoryEstimate:
+                        trajectories: bool = True, first_label: int = 0) -> MemoryEstimate:
     """:func:`estimate_training_memory` for in-memory data and a :class:`TrainParams`.
 
     ``weight_density`` defaults to 1 when ``params.prune == 0`` (every feature that
-    occurs keeps its weight) and to :data:`DEFAULT_WEIGHT_DENSITY` otherwise.
+    occurs keeps its weight) and to :data:`DEFAULT_WEIGHT_DENSITY` otherwise.  The labels
+    trained are ``num_labels`` (default: all) from ``first_label``; those of them that
+    :func:`settled_labels` finds end at their start.
     """
     import numpy as np
     import scipy.sparse as sp
@@ -350,13 +391,52 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         dense_input = False
     preprocess = bool(params.tfidf or params.normalize or hash_buckets
                       or params.feature_transform != "identity")
+    count = L - int(first_label) if num_labels is None else int(num_labels)
     return estimate_training_memory(
-        n, d, nnz, L if num_labels is None else int(num_labels), params.threads, label_nnz=label_nnz,
+        n, d, nnz, count, params.threads, label_nnz=label_nnz,
         label_space=L, features_used=features_used, chunk_size=chunk_size, max_iter=params.max_iter,
         init=params.init, loss=params.loss, preprocess=preprocess, collect=collect, trajectories=trajectories,
         dense_input=dense_input, weight_density=weight_density, tfidf=bool(params.tfidf),
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
-        locality=not (preprocess or own_data), solver=method_of(params))
+        locality=not (preprocess or own_data), solver=method_of(params),
+        settled_labels=settled_labels(Y, params, int(first_label), count))
+
+
+def settled_labels(Y: Any, params: Any, first_label: int = 0, num_labels: int | None = None) -> int:
+    """How many of the labels ``[first_label, first_label + num_labels)`` of ``Y`` are
+    known before training to end at their start: the labels without a positive instance,
+    where that start is their optimum -- the squared hinge's Newton solve from
+    ``--init aop`` (its ``aop_t <= -1``) with an unregularised bias (``bias > 0``), every
+    cost 1 (``weighting`` none, no per-label weight files).  aop starts such a label at
+    the bias-only vector that scores every instance ``aop_t`` (init/aop.py
+    ``no_positive_start``): every margin is beyond 1, the loss and the gradient of the
+    regularised weights are zero, so the solve stops at iteration 0 with no weight
+    besides the intercept, and one such label per chunk is solved, the others take its
+    result (training/sharing.py).  0 otherwise (their solves are counted as any label's).
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    from .params import method_of
+
+    if (method_of(params) != "newton" or params.init != "aop" or params.loss != "squared-hinge"
+            or not params.aop_t <= -1.0 or not params.bias > 0 or params.regularize_bias
+            or params.weighting != "none" or params.weights_pos_file or params.weights_neg_file):
+        return 0
+    L = int(Y.shape[1])
+    lo = max(0, min(int(first_label), L))
+    hi = L if num_labels is None else max(lo, min(lo + int(num_labels), L))
+    if sp.issparse(Y):
+        if Y.format == "csc":
+            used = np.diff(Y.indptr)[lo:hi] > 0
+        else:
+            Yr = Y.tocsr() if Y.format != "csr" else Y
+            used = np.zeros(L, dtype=np.bool_)     # a byte per label (not an int64 count)
+            used[Yr.indices] = True     # (a stored zero counted as a positive: fewer settled)
+            used = used[lo:hi]
+    else:
+        used = np.any(np.asarray(Y)[:, lo:hi] != 0, axis=0)
+    return int((hi - lo) - np.count_nonzero(used))
 
 
 def _groups(lanes: int, init: str, loss: str) -> bool:

@@ -127,7 +127,7 @@ def _train(args: argparse.Namespace, params, compiled_ahead: float = 0.0) -> int
         warning = multiclass_weight_warning(args.liblinear, Y)
         if warning:       # LIBLINEAR's -w1 on multi-class data means another problem
             log.warning("%s: %s", args.train, warning)
-    _check_memory(args, params, X, Y, count)
+    _check_memory(args, params, X, Y, first, count)
 
     # an instance the preprocessing refuses is named by its place in the file
     with common.RowLocator(args.train, args).block(X.shape[0]):
@@ -238,7 +238,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
     return _say_timeout(args, params, int(sum(b - a for a, b in r.missing)))
 
 
-def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
+def _check_memory(args: argparse.Namespace, params, X, Y, first: int, count: int) -> None:
     """Refuse (ResourceError, exit 2) when training would not fit in memory; see headstart.resources."""
     if args.scheduler or args.dask_workers:
         return  # the memory that matters is the workers'
@@ -248,7 +248,8 @@ def _check_memory(args: argparse.Namespace, params, X, Y, count: int) -> None:
     sharded = bool(args.resume or args.shard_size)
     # the weights are never collected: written shard by shard, or spooled (model.spool)
     est = resources.training_memory_for(X, Y, params, count, collect=False, chunk_size=args.shard_size,
-                                        own_data=True, trajectories=sharded or _keeps_trajectories(args))
+                                        own_data=True, trajectories=sharded or _keeps_trajectories(args),
+                                        first_label=first)
     need = est.without("data")  # the data is in memory already
     log.info("estimated memory need %s beyond the data (%s; %s)", resources.format_bytes(need), est.describe(),
              "; ".join(est.notes))
