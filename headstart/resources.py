@@ -80,7 +80,7 @@ settled labels
     and a trajectory of one record, and of them a chunk hands one to the kernel
     (:mod:`headstart.training.sharing`): the record rows and weights in flight are those
     of the labels a chunk solves itself, at most its share under guided scheduling
-    (:func:`headstart.training.chunks.label_chunks`).  (Until stop 80 every label was
+    (:func:`headstart.training.chunks.label_chunks`).  (Until stop 79 every label was
     counted with ``expected_iterations`` and ``weight_density``, and a chunk of the
     shard's full width per thread: ``--shard-size 100000`` at 2M labels, ~9K used, said
     5.0 GiB where the run took 753 MiB; now 822 MiB.)

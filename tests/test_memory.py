@@ -316,7 +316,7 @@ def test_training_memory_estimate_of_mostly_unused_labels_matches_the_measured_p
     per chunk through the kernel (resources.settled_labels).  The estimate counted 20
     iterations, 5% weights and record rows for each, and the chunk's full width per
     thread: 6.8x the peak of --shard-size at 2M labels, 7.7x the API's fit at 500K
-    (stop 80).  --stats x.json: the statistics file is written block by block (its whole
+    (stop 79).  --stats x.json: the statistics file is written block by block (its whole
     text was built in memory first: 2.0 GiB beyond the statistics at 2M labels, 1.9x
     what was estimated after all).  Now within [-5%, +25%] of the measured peak, for
     --shard-size (300K labels, 3,000 used, shards of 50K), --stats x.json (200K labels,

@@ -234,7 +234,7 @@ class TrainingStats:
         # written block by block into the temporary file: the whole text used to be built
         # in a StringIO and copied out of it (and encoded) at once, ~2.5 x the file at the
         # peak -- a 2M-label JSON file (~850 MB) took 2.0 GiB beyond the statistics, above
-        # what headstart.resources estimates (stop 80)
+        # what headstart.resources estimates (stop 79)
         with atomic_write(path, "w") as fh:
             if fmt == "csv":
                 # column by column (what csv.DictWriter wrote row by row: str() of Python ints
