@@ -470,7 +470,8 @@ def test_evaluate_reads_dismec_predictions_with_their_two_number_header(tmp_path
     against {0}, {2, 4}, {3}: P@1 = 1, P@2 = (1/2 + 1 + 1/2) / 3."""
     body = "1:0.5 0:0.9\n4:1.5 2:0.3\n0:0.1 3:0.2\n"
     (tmp_path / "dismec.txt").write_text("3 2\n" + body)
-    (tmp_path / "ours.txt").write_text("3 2 5\n" + body)
+    # headstart's own header says the lines are ranked: listed best first there
+    (tmp_path / "ours.txt").write_text("3 2 5\n0:0.9 1:0.5\n4:1.5 2:0.3\n3:0.2 0:0.1\n")
     (tmp_path / "lml.txt").write_text(body)       # LibMultiLabel's: no header (helper-42)
     (tmp_path / "test.txt").write_text("3 3 5\n0 1:1\n4,2 1:1\n3 1:1\n")
     got = [json.loads(run(capsys, "evaluate", "--predictions", tmp_path / p, tmp_path / "test.txt", "-k", 2,
@@ -1505,3 +1506,22 @@ def test_foreign_habits_get_pointers(tmp_path, capsys):
                         (["train", "t.txt", "-o", "m", "--save-dense-txt"], "--format dense-txt")):
         code, _, err = run(capsys, *argv)
         assert code == 2 and words in err, err
+
+
+def test_scores_that_overflow_name_the_instance(tmp_path, capsys):
+    """A feature value the readers accept (3.4e38, float32's largest) whose scores overflow:
+    predict (top-k and --threshold) and evaluate refuse the instance by its file and line,
+    exit 2, and write no file (helper-106: predict named nothing, evaluate ranked infinities)."""
+    rng = np.random.default_rng(0)
+    rows = [f"{i % 3} " + " ".join(f"{j}:{v:.3f}" for j, v in enumerate(rng.random(4)) if v > 0.2) for i in range(30)]
+    (tmp_path / "train.txt").write_text("30 4 3\n" + "\n".join(rows) + "\n")
+    test = tmp_path / "test.txt"
+    test.write_text("3 4 3\n0 1:0.5\n1 0:3.4e38 1:3.4e38 2:3.4e38 3:3.4e38\n2 2:0.5\n")
+    m = tmp_path / "m"
+    assert run(capsys, "train", tmp_path / "train.txt", "-o", m, "-q")[0] == 0
+    for extra in (["-k", "2"], ["--threshold", "0"]):
+        code, _, err = run(capsys, "predict", m, test, "-o", tmp_path / "p.txt", *extra)
+        assert code == 2 and f"{test}:3: the scores of this instance are not finite" in err, err
+        assert not (tmp_path / "p.txt").exists()
+    code, _, err = run(capsys, "evaluate", m, test)
+    assert code == 2 and f"{test}:3: the scores of this instance are not finite" in err, err

@@ -463,11 +463,39 @@ def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: 
             scorer.check_block(X, Y, args)
             with where.block(X.shape[0]):
                 result = score(X)
+                check_finite(result, X)
             yield result, X, Y
             bar.advance(X.shape[0])
             rows += X.shape[0]
     if not rows:   # raised into the caller's writer: no output appears
         raise common.no_instances(args.data, args, args.command)
+
+
+def check_finite(result: Any, X: Any) -> None:
+    """Refuse an instance whose scores are not finite (raised with its row in the block,
+    named by its place in the file by the caller's RowLocator) before anything of it is
+    written: feature values near float32's limit (3.4e38, which the readers accept) times
+    the weights overflow to infinity, or to NaN where infinities cancel.  A predictions
+    file holds finite scores (read_predictions), and neither a ranking of infinities nor
+    metrics over it would mean anything.  ``result``: top-k's (labels, scores), whose
+    padding (label -1, score -inf) is no score, or decisions as a sparse matrix."""
+    if isinstance(result, tuple):
+        labels, scores = result[0], np.asarray(result[1])
+        bad = ~np.isfinite(scores) & (np.asarray(labels) >= 0)
+        if not bad.any():
+            return
+        row = int(np.argmax(bad.any(axis=1)))
+    else:
+        data = result.data
+        if data.dtype.kind != "f" or np.isfinite(data).all():
+            return
+        row = int(np.searchsorted(result.indptr, np.argmax(~np.isfinite(data)), side="right") - 1)
+    x = X[row]
+    values = x.data if hasattr(x, "data") and not isinstance(x, np.ndarray) else np.ravel(x)
+    big = float(np.max(np.abs(values))) if values.size else 0.0
+    raise DataFormatError(f"the scores of this instance are not finite: its feature values (up to {big:.4g} "
+                          f"in absolute value) overflow with the model's weights; scale the data down",
+                          row=row)
 
 
 def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int

@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--first-label", type=common._number(int), default=0, metavar="A")
     r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N")
     r.add_argument("--stats", metavar="FILE", help="write per-label statistics to FILE: .csv one row per label, .json a "
-                   "list of JSON objects, any other ending (.jsonl) one object per line")
+                   "list of JSON objects, .jsonl one object per line")
     r.add_argument("--shard-size", type=common._number(int), default=None, metavar="N")
     r.add_argument("--resume", action="store_true", help="continue the model in MODEL_DIR")
     r.add_argument("--scheduler", metavar="ADDRESS", default=None, help="train on this Dask cluster")

@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="number of labels to train from --first-label (default: all the rest)")
     g.add_argument("--stats", metavar="FILE", help="write per-label training statistics to FILE, in the form its "
                    "name ends with: .csv one row per label; .json a list of JSON objects, one per label with its "
-                   "per-iteration trajectory; any other ending (.jsonl) those objects one per line")
+                   "per-iteration trajectory; .jsonl those objects one per line")
     g.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
                    help="labels per shard file of the model, each written as soon as it is trained "
                         "(default: one shard, written at the end)")
