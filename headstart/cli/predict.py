@@ -471,7 +471,7 @@ def scored_blocks(scorer: ModelScorer, args: argparse.Namespace, k: int, score: 
         raise common.no_instances(args.data, args, args.command)
 
 
-def check_finite(result: Any, X: Any) -> None:
+def check_finite(result: Any, X: Any | None) -> None:
     """Refuse an instance whose scores are not finite (raised with its row in the block,
     named by its place in the file by the caller's RowLocator) before anything of it is
     written: feature values near float32's limit (3.4e38, which the readers accept) times
@@ -490,12 +490,13 @@ def check_finite(result: Any, X: Any) -> None:
         if data.dtype.kind != "f" or np.isfinite(data).all():
             return
         row = int(np.searchsorted(result.indptr, np.argmax(~np.isfinite(data)), side="right") - 1)
-    x = X[row]
-    values = x.data if hasattr(x, "data") and not isinstance(x, np.ndarray) else np.ravel(x)
-    big = float(np.max(np.abs(values))) if values.size else 0.0
-    raise DataFormatError(f"the scores of this instance are not finite: its feature values (up to {big:.4g} "
-                          f"in absolute value) overflow with the model's weights; scale the data down",
-                          row=row)
+    values = np.zeros(0)
+    if X is not None:     # (Dask: the block stays on the worker)
+        x = X[row]
+        values = x.data if hasattr(x, "data") and not isinstance(x, np.ndarray) else np.ravel(x)
+    big = f" (up to {float(np.max(np.abs(values))):.4g} in absolute value)" if values.size else ""
+    raise DataFormatError(f"the scores of this instance are not finite: its feature values{big} overflow with "
+                          f"the model's weights; scale the data down", row=row)
 
 
 def iter_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int
@@ -530,11 +531,14 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
         if not rows:
             raise common.no_instances(args.data, args, args.command)
 
+    where = common.RowLocator(args.data, args)
     for out in iter_predict_dask(args.model, blocks(), k, scheduler=args.scheduler,
                                  n_workers=args.dask_workers, threads=args.threads or None,
                                  model_memory=args.model_memory * 2 ** 20,
                                  allow_gaps=args.allow_gaps, threshold=threshold):
         rows, Y = sent.popleft()
+        with where.block(rows):
+            check_finite(out, None)
         yield (out, rows, Y) if threshold is not None else (*out, Y)
 
 
