@@ -194,6 +194,25 @@ def test_save_replaces_model_but_refuses_other_directories(tmp_path):
         save_model(new, tmp_path / "file")
 
 
+def test_save_through_a_symbolic_link_replaces_its_target(tmp_path):
+    """`current -> run1`: saving to `current` keeps the link and puts the new model in
+    run1, which everything following the link reads (helper-109: the link was replaced by
+    a directory and run1 kept the old model); a link to a user's directory is refused."""
+    save_model(random_model(seed=1), tmp_path / "run1")
+    os.symlink("run1", tmp_path / "current")
+    new = random_model(seed=2, num_labels=5)
+    save_model(new, tmp_path / "current")
+    assert os.path.islink(tmp_path / "current")
+    assert_same_model(new, load_model(tmp_path / "run1"))
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["current", "run1"]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "precious.txt").write_text("keep me")
+    os.symlink("data", tmp_path / "to_data")
+    with pytest.raises(ModelFormatError, match="not a headstart model"):
+        save_model(new, tmp_path / "to_data")
+    assert (tmp_path / "data" / "precious.txt").read_text() == "keep me" and os.path.islink(tmp_path / "to_data")
+
+
 def test_a_model_holding_a_users_file_is_not_replaced(tmp_path):
     """Replacing a model deletes its directory whole: one that also holds a file headstart
     did not write is refused by every writer (save_model, ModelWriter.create with

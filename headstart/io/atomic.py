@@ -181,9 +181,14 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     An empty or missing ``path`` is replaced by a single rename.  If the ``with`` block
     (or the rename) raises, the temporary directory is removed and ``path`` is untouched.
     Deciding *whether* ``path`` may be replaced is the caller's job
-    (:func:`replace_refusal`).
+    (:func:`replace_refusal`).  A symbolic link is written through, as
+    :func:`regular_target` does for files: the link stays, its target gets the new
+    directory (helper-109: the rename replaced the link, and its target, which everything
+    following the link reads, kept the old model).
     """
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     _warn_leftovers(path)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
     try:
