@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from .errors import ConvergenceWarning, DataFormatError, NotFittedError, ParameterError
 from .model.model import FeatureHashing, OvAModel, Preprocessing
 from .model.ranges import contiguous_runs, uncovered
+from .model.shards import canonical_intercept, canonical_weights
 from .params import UNUSED_IS_AN_ERROR, TrainParams, implied_choices, unused_message, unused_parameters
 from .training.stats import TrainingStats
 from .training.chunks import ChunkResult
@@ -381,6 +382,8 @@ class OvAClassifier:
         (named ``y`` as in scikit-learn), or a 1-D array of one class per instance
         (numbers or strings; see the class docstring).  Returns ``self``.
         """
+        if progress is not None and not callable(progress):
+            raise ParameterError(f"progress must be a callable taking a count of labels, got {progress!r}")
         classes, y = class_targets(y)
         if classes is not None and (first_label != 0 or num_labels is not None):
             raise ParameterError("first_label / num_labels select labels of a label matrix; a 1-D y of classes "
@@ -415,6 +418,9 @@ class OvAClassifier:
                           "max_iter: raise max_iter; line_search_failed: often features of a large scale or "
                           "offset, centre or scale them", _convergence_warning(), stacklevel=2)
         shape = getattr(X, "shape", None)
+        if shape is None and model.preprocessing.hashing is not None:
+            # a list of rows has no shape: its width is its first row's (fit made an array of it)
+            shape = (len(X), len(X[0]))
         if (model.preprocessing.hashing is not None and shape is not None and len(shape) == 2
                 and int(shape[1]) != model.n_features):
             # n_features_in_ in scikit-learn's meaning: the width of the X fitted on, not the
@@ -428,11 +434,52 @@ class OvAClassifier:
 
     def _set_model(self, model: OvAModel) -> None:
         self.model_ = model
-        self.coef_, self.intercept_ = full_label_space(model)
         ext = model.extensions or {}
         self.n_features_in_ = input_width_from_json(ext["input"], model) if "input" in ext else model.n_features
         classes = ext.get("classes")
         self.classes_ = np.arange(model.label_space) if classes is None else classes_from_json(classes)
+
+    # coef_ and intercept_ are views of model_, which is what predicts: as attributes of
+    # their own, a new array assigned to them (as scikit-learn's linear models allow) was
+    # silently ignored by prediction and save (helper-109)
+    @property
+    def coef_(self) -> sp.csr_matrix:
+        """Weights (CSR, labels of the label space x features, float32): ``model_.weights``,
+        with empty rows for labels a label-range fit did not train.  Assign a new matrix to
+        change the weights (also after values were changed in place: prediction keeps a
+        feature-major copy, made at its first call)."""
+        return full_label_space(self._check_fitted())[0]
+
+    @coef_.setter
+    def coef_(self, W) -> None:
+        model = self._whole_space_model("coef_")
+        W = canonical_weights(W, model.n_features, "coef_")
+        if W.shape[0] != model.label_space:
+            raise ParameterError(f"coef_ must have {model.label_space} rows (one per label), got {W.shape[0]}")
+        model.weights = W
+        _SCORING_FORMS.pop(id(model), None)
+
+    @property
+    def intercept_(self) -> np.ndarray:
+        """Bias weight times bias value per label of the label space (float32): -inf for
+        labels a label-range fit did not train, the score they get.  Assignable as coef_."""
+        return full_label_space(self._check_fitted())[1]
+
+    @intercept_.setter
+    def intercept_(self, b) -> None:
+        model = self._whole_space_model("intercept_")
+        model.intercept = canonical_intercept(b, model.label_space, "intercept_")
+        _SCORING_FORMS.pop(id(model), None)
+
+    def _whole_space_model(self, what: str) -> OvAModel:
+        """The fitted model, which ``what`` may replace when it covers the whole label
+        space (a label-range model's rows are not the label space's)."""
+        model = self._check_fitted()
+        if model.first_label != 0 or model.num_labels != model.label_space or getattr(model, "missing_ranges", None):
+            raise ParameterError(f"{what} can be assigned for a model of every label only; this one has labels "
+                                 f"[{model.first_label}, {model.first_label + model.num_labels}) of "
+                                 f"{model.label_space}: assign model_.weights / model_.intercept (its own rows)")
+        return model
 
     @property
     def _multiclass(self) -> bool:
@@ -490,6 +537,13 @@ class OvAClassifier:
         return model
 
     def _threads(self, kw: dict) -> dict:
+        """The prediction functions' keywords: the estimator's threads unless given; others
+        than theirs refused in the estimator's terms (not as a TypeError of an inner
+        function's name)."""
+        unknown = sorted(set(kw) - _PREDICT_KEYWORDS)
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) {', '.join(map(repr, unknown))}; prediction takes "
+                            f"{', '.join(sorted(_PREDICT_KEYWORDS))}")
         kw.setdefault("threads", self.threads)
         return kw
 
@@ -515,8 +569,15 @@ class OvAClassifier:
 
         model = self._check_X(X)
         if self._multiclass:
+            if np.ndim(threshold) != 0 or isinstance(threshold, (str, bool)):
+                got = f"an array of shape {np.shape(threshold)}" if np.ndim(threshold) else repr(threshold)
+                raise ParameterError(f"parameter threshold must be one number for a model of classes, got {got}")
             if self.classes_.size == 2:    # one classifier, for the second class
                 return self.classes_[(self.decision_function(X, **kw) > threshold).astype(np.intp)]
+            if threshold != 0:
+                raise ParameterError(f"parameter threshold applies to one-vs-all labels or two classes; with "
+                                     f"{self.classes_.size} classes predict returns the class of the largest "
+                                     f"score (got threshold={threshold!r})")
             labels, _ = self.predict_topk(X, 1, **kw)
             return self.classes_[labels[:, 0]]
         return predict_above(self._scoring(model), X, threshold, n_columns=model.label_space, **self._threads(kw))
@@ -528,7 +589,7 @@ class OvAClassifier:
         Fitted on two classes (one classifier, score s for the second class): both classes
         ranked, the second with score s and the first with -s, as :meth:`predict` decides
         (the first class on top at s = 0)."""
-        from .prediction.topk import predict_topk
+        from .prediction.topk import nonfinite_row, predict_topk
 
         model = self._check_X(X, fewer=True)
         if self._multiclass and self.classes_.size == 2:
@@ -548,7 +609,12 @@ class OvAClassifier:
                 labels[:, 1] = ~second
                 scores[:, 1] = np.where(second, -s, s)
             return labels, scores
-        return predict_topk(self._scoring(model), X, k, **self._threads(kw))
+        result = predict_topk(self._scoring(model), X, k, **self._threads(kw))
+        row = nonfinite_row(result)
+        if row is not None:
+            raise DataFormatError("the scores of this instance are not finite: its feature values overflow with the "
+                                  "model's weights; scale the data down", row=row)
+        return result
 
     def decision_function(self, X, **kw) -> np.ndarray:
         """Dense scores (n x L, float32), column j for label j (``classes_``); labels
@@ -773,6 +839,8 @@ def _remake_twin(name: str, args: tuple) -> BaseException:
     return _sklearn_twin(getattr(errors, name))(*args)
 
 
+#: keywords the prediction methods pass on to headstart.prediction.topk
+_PREDICT_KEYWORDS = frozenset({"threads", "chunk_rows", "max_memory", "preprocess"})
 _SKLEARN_TWINS: dict[tuple[Any, str], type] = {}
 #: id(model) -> (weak reference to the model, its scoring form, the ids of the arrays it
 #: was made of), see OvAClassifier._scoring

@@ -776,8 +776,8 @@ def test_a_model_directory_holding_a_users_file_is_never_replaced(bibtex_dir, tm
 
 def test_edge_cases_found_by_probing(tmp_path, capsys, monkeypatch):
     """helper-27's findings: no labels at all is refused before training; -o naming a link
-    to a model leaves no temporary directory behind (the link becomes the new model, its
-    old target stays); merge refuses an output that is an input through a link or lies
+    to a model leaves no temporary directory behind (the model is written through the
+    link: its target gets the new model); merge refuses an output that is an input through a link or lies
     inside one; a label tree of one label is evaluated at k = 1; a start already at the
     optimum of a label whose gradient at 0 is 0 is converged, not 'not converged'; a
     dense conversion larger than memory is refused before it is tried."""
@@ -794,8 +794,9 @@ def test_edge_cases_found_by_probing(tmp_path, capsys, monkeypatch):
     before = (tmp_path / "real" / "manifest.json").read_bytes()
     assert run(capsys, "train", one, "-o", tmp_path / "link", "-q", "--C", "2")[0] == 0
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
-    assert not (tmp_path / "link").is_symlink() and (tmp_path / "link" / "manifest.json").is_file()
-    assert (tmp_path / "real" / "manifest.json").read_bytes() == before
+    # written through the link, as files are (helper-109): the link stays, its target is the new model
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real" / "manifest.json").read_bytes() != before
+    assert json.loads((tmp_path / "real" / "manifest.json").read_text())["params"]["C"] == 2
     (tmp_path / "alias").symlink_to(tmp_path / "real")
     for out, needle in ((tmp_path / "alias", "is also an input"), (tmp_path / "real" / "x", "lies inside the input")):
         code, _, err = run(capsys, "merge", out, tmp_path / "real", tmp_path / "link")

@@ -699,3 +699,38 @@ def test_a_dense_array_with_fewer_columns_is_refused_not_padded():
     wide = sp.hstack([narrow, sp.csr_matrix((60, 1), dtype=np.float32)]).tocsr()
     np.testing.assert_array_equal(clf.predict_topk(narrow, k=2)[0], clf.predict_topk(wide, k=2)[0])
     np.testing.assert_array_equal(predict_topk(clf.model_, narrow, k=2)[0], predict_topk(clf.model_, wide, k=2)[0])
+
+
+def test_estimator_boundary_mends_of_helper_109(tmp_path):
+    """Big-endian sparse X predicts as fit reads it; a 0-d array threshold is a number;
+    an unknown keyword, a threshold with more than two classes or a vector of them for
+    two, a progress that is no callable, a save under a file and scores that overflow are
+    refused in the estimator's terms."""
+    import headstart
+    from headstart.errors import DataFormatError, ModelFormatError, ParameterError
+
+    rng = np.random.default_rng(1)
+    X = rng.random((40, 12)) * (rng.random((40, 12)) < 0.5)
+    Y = (rng.random((40, 5)) < 0.3).astype(int)
+    clf = headstart.OvAClassifier(threads=1).fit(X, Y)
+    Xs = sp.csr_matrix(X)
+    Xbe = sp.csr_matrix((Xs.data.astype(">f8"), Xs.indices, Xs.indptr), shape=Xs.shape)
+    assert (clf.predict(Xbe) != clf.predict(X)).nnz == 0
+    assert (clf.predict(X, threshold=np.array(0.1)) != clf.predict(X, threshold=0.1)).nnz == 0
+    with pytest.raises(TypeError, match="'foo'; prediction takes"):
+        clf.predict(X, foo=1)
+    with pytest.raises(ParameterError, match="progress must be a callable"):
+        headstart.OvAClassifier(threads=1).fit(X, Y, progress=1)
+    three = headstart.OvAClassifier(threads=1).fit(X, rng.integers(0, 3, 40))
+    with pytest.raises(ParameterError, match="with 3 classes predict returns the class of the largest score"):
+        three.predict(X, threshold=0.5)
+    two = headstart.OvAClassifier(threads=1).fit(X, rng.integers(0, 2, 40))
+    with pytest.raises(ParameterError, match="must be one number"):
+        two.predict(X, threshold=np.zeros(40))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ModelFormatError, match="afile is not a directory"):
+        clf.save(tmp_path / "afile" / "m")
+    big = X[:3].copy()
+    big[1] = 3.4e38
+    with pytest.raises(DataFormatError, match="instance 1 .*scores of this instance are not finite"):
+        clf.predict_topk(big, 3)

@@ -567,3 +567,34 @@ def test_not_fitted_errors_survive_a_process_pool():
     back = pickle.loads(pickle.dumps(err.value))
     assert isinstance(back, NotFittedError) and isinstance(back, headstart.errors.NotFittedError)
     assert back.args == err.value.args
+
+
+def test_assigned_coef_and_intercept_are_what_predicts_and_is_saved(tmp_path):
+    """coef_ / intercept_ are the model's: a new matrix assigned (also one changed in place
+    after a prediction and assigned back) is what decision_function, predict_topk and
+    save use (helper-109: prediction kept the old weights); a label-range model refuses
+    the assignment, naming model_.weights, and a wrong shape leaves the model as it was."""
+    import headstart
+
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 8))
+    Y = (rng.random((40, 5)) < 0.3).astype(int)
+    clf = headstart.OvAClassifier(threads=1).fit(X, Y)
+    before = clf.decision_function(X)
+    W = clf.coef_
+    W.data[:] = 0.5 * W.data
+    clf.coef_ = W
+    assert np.allclose(clf.decision_function(X), np.asarray(X @ W.T.toarray()) + clf.intercept_, atol=1e-5)
+    assert not np.allclose(clf.decision_function(X), before)
+    clf.intercept_ = np.arange(5.0)
+    want = clf.decision_function(X)
+    assert np.array_equal(np.sort(clf.predict_topk(X, 5)[1], axis=1)[:, ::-1], -np.sort(-want, axis=1))
+    clf.save(tmp_path / "m")
+    assert np.array_equal(headstart.load(tmp_path / "m").decision_function(X), want)
+    with pytest.raises(headstart.errors.ParameterError, match="rows"):
+        clf.coef_ = sp.csr_matrix((3, 8))
+    assert clf.coef_.shape == (5, 8)
+    part = headstart.OvAClassifier(threads=1).fit(X, Y, first_label=1, num_labels=2)
+    with pytest.raises(headstart.errors.ParameterError, match="model_.weights"):
+        part.coef_ = clf.coef_
+    assert not hasattr(headstart.OvAClassifier(), "coef_")

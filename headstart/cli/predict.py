@@ -479,17 +479,11 @@ def check_finite(result: Any, X: Any | None) -> None:
     file holds finite scores (read_predictions), and neither a ranking of infinities nor
     metrics over it would mean anything.  ``result``: top-k's (labels, scores), whose
     padding (label -1, score -inf) is no score, or decisions as a sparse matrix."""
-    if isinstance(result, tuple):
-        labels, scores = result[0], np.asarray(result[1])
-        bad = ~np.isfinite(scores) & (np.asarray(labels) >= 0)
-        if not bad.any():
-            return
-        row = int(np.argmax(bad.any(axis=1)))
-    else:
-        data = result.data
-        if data.dtype.kind != "f" or np.isfinite(data).all():
-            return
-        row = int(np.searchsorted(result.indptr, np.argmax(~np.isfinite(data)), side="right") - 1)
+    from ..prediction.topk import nonfinite_row
+
+    row = nonfinite_row(result)
+    if row is None:
+        return
     values = np.zeros(0)
     if X is not None:     # (Dask: the block stays on the worker)
         x = X[row]

@@ -86,7 +86,8 @@ def prepare_target(path: Path, overwrite: bool | str = True, unknown_range_unfin
     (the unsharded path replaced any model before)."""
     if not path.exists() and not path.is_symlink():
         if not path.parent.is_dir():
-            raise ModelFormatError(f"{path}: parent directory {path.parent} does not exist")
+            why = "is not a directory" if path.parent.exists() else "does not exist"
+            raise ModelFormatError(f"{path}: parent directory {path.parent} {why}")
         return
     if not path.is_dir():
         raise ModelFormatError(f"{path}: exists and is not a directory; refusing to replace it")

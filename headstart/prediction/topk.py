@@ -582,6 +582,9 @@ def _check_X(X: Any, n_features: int, pre: Preprocessing | None = None, all_feat
     (hashing takes raw features of any width to the model's); exactly as wide with
     ``all_features`` (a dense + sparse model)."""
     X = real_matrix(X)      # what fit refuses, prediction refuses too (helper-50), and other shapes
+    if sp.issparse(X) and not X.dtype.isnative:
+        # scipy slices no big-endian matrix (the row blocks below), while fit reads it
+        X = X.astype(X.dtype.newbyteorder("="))
     if sp.issparse(X) and X.format != "csr":
         X = X.tocsr()
     if X.shape[1] > n_features and (pre is None or pre.hashing is None):
@@ -784,6 +787,23 @@ def predict_above(model_or_weights: Any, X: Any, threshold: Any = 0.0, *, n_colu
     return sp.csr_matrix((data, indices, indptr), shape=(n, int(n_columns)))
 
 
+def nonfinite_row(result: Any) -> int | None:
+    """The first row of a prediction whose scores are not finite, or None: ``result`` is
+    top-k's (labels, scores), whose padding (label -1, score -inf) is no score, or
+    decisions with their scores as a sparse matrix.  Feature values near float32's limit
+    (which the readers and fit accept) times the weights overflow to infinity, or to NaN
+    where infinities cancel; the command line and the estimator's ranking refuse them
+    (a ranking of infinities means nothing)."""
+    if isinstance(result, tuple):
+        labels, scores = np.asarray(result[0]), np.asarray(result[1])
+        bad = ~np.isfinite(scores) & (labels >= 0)
+        return int(np.argmax(bad.any(axis=1))) if bad.any() else None
+    data = result.data
+    if data.dtype.kind != "f" or np.isfinite(data).all():
+        return None
+    return int(np.searchsorted(result.indptr, np.argmax(~np.isfinite(data)), side="right") - 1)
+
+
 def _label_thresholds(threshold: Any, n_columns: int) -> np.ndarray:
     """float64 threshold per global label id, from one number or a vector."""
     if isinstance(threshold, (int, float, np.integer, np.floating)) and not isinstance(threshold, bool):
@@ -792,6 +812,8 @@ def _label_thresholds(threshold: Any, n_columns: int) -> np.ndarray:
         return np.full(n_columns, np.float64(threshold))
     array_like = isinstance(threshold, (np.ndarray, list, tuple)) or hasattr(threshold, "__array__")
     t = np.asarray(threshold) if array_like else None
+    if t is not None and t.ndim == 0 and t.dtype.kind in "fiu":     # np.array(0.1): one number
+        return _label_thresholds(t.item(), n_columns)
     if t is None or t.dtype.kind not in "fiu" or t.shape != (n_columns,):
         got = f"shape {t.shape} dtype {t.dtype}" if t is not None else type(threshold).__name__
         raise ParameterError(f"parameter threshold must be a number or a vector of {n_columns} numbers (one per "
