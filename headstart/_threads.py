@@ -3,10 +3,12 @@ that Ctrl-C and failures stop it promptly."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import sys
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable
@@ -140,6 +142,48 @@ def check_interrupt() -> None:
     handler marked too: e.g. listing the finished shards must still work)."""
     if INTERRUPTS.seen and sys.exc_info()[0] is None:
         raise KeyboardInterrupt
+
+
+class _Held:
+    """Sections of the main thread during which the command line's signal handlers defer
+    their action (raising the interrupt) to the section's end: the creation of a
+    temporary file or directory and the taking of it into the ``try`` that removes it.
+    A signal handled in between left the temporary behind, or closed its descriptor
+    twice and ended the run with "Bad file descriptor", exit 1 (helper-110).  Handlers
+    run in the main thread only, so other threads' sections count for nothing."""
+
+    depth = 0
+    pending: Callable[[], None] | None = None
+
+
+HELD = _Held()
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Run the block with the command line's SIGINT / SIGTERM action deferred to its end
+    (:class:`_Held`); nothing happens in library use, where no handler defers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    HELD.depth += 1
+    try:
+        yield
+    finally:
+        HELD.depth -= 1
+        if HELD.depth == 0 and HELD.pending is not None:
+            action, HELD.pending = HELD.pending, None
+            action()
+
+
+def defer_signal(action: Callable[[], None]) -> bool:
+    """From a signal handler: True if a :func:`signals_held` section is running and
+    ``action`` will run at its end (the handler must then return), False if the handler
+    should act now."""
+    if HELD.depth:
+        HELD.pending = action
+        return True
+    return False
 
 
 class Abort:

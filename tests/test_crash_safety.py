@@ -215,3 +215,34 @@ def test_sigkill_while_writing_predictions(data, references, tmp_path):
         else:
             assert killed
     assert hits >= 2, f"seed {SEED}: no kill landed during a write"
+
+
+def test_a_signal_while_a_temporary_file_is_created_leaves_nothing(tmp_path, monkeypatch):
+    """SIGTERM handled right after the temporary file is created (before the code that
+    removes it took it over): the command line's handler defers Terminated to the end of
+    the held section, so the file is removed (helper-110: left behind, or its descriptor
+    closed twice and the run ended with 'Bad file descriptor', exit 1)."""
+    import signal
+
+    from headstart.cli import main as cli_main
+    from headstart.io import atomic
+
+    real = atomic._create_temp
+
+    def create_then_signal(directory, name):
+        made = real(directory, name)
+        os.kill(os.getpid(), signal.SIGTERM)     # handled at once, in this thread
+        return made
+
+    monkeypatch.setattr(atomic, "_create_temp", create_then_signal)
+    old = signal.signal(signal.SIGTERM, cli_main._on_sigterm)
+    try:
+        for write in (lambda: atomic.atomic_write(tmp_path / "f.txt", "w"), lambda: atomic.atomic_write(tmp_path / "g.bin")):
+            with pytest.raises(cli_main.Terminated):
+                with write() as f:
+                    f.write(b"x" if "b" in f.mode else "x")
+        with pytest.raises(cli_main.Terminated):
+            atomic.check_can_create(tmp_path / "h.txt")
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert list(tmp_path.iterdir()) == []

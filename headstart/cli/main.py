@@ -21,7 +21,7 @@ import sys
 import traceback
 import warnings
 
-from .._threads import INTERRUPTS, check_interrupt
+from .._threads import INTERRUPTS, check_interrupt, defer_signal
 from .cache_writes import CacheWriteGuard
 
 #: subcommand modules, in the order ``--help`` lists them
@@ -228,7 +228,13 @@ class Terminated(KeyboardInterrupt):
     die at once and leave them behind."""
 
 
+def _raise_terminated() -> None:
+    raise Terminated()
+
+
 def _on_sigterm(signum, frame):
+    if defer_signal(_raise_terminated):     # creating a temporary file (_threads.signals_held)
+        return
     raise Terminated()
 
 
@@ -252,7 +258,7 @@ def _raise_interrupt() -> None:
 def _on_sigint(signum, frame):
     # remembered before raising: numba's compiler may swallow the exception (_threads)
     INTERRUPTS.seen = True
-    if CACHE_WRITES.defer(_raise_interrupt):
+    if CACHE_WRITES.defer(_raise_interrupt) or defer_signal(_raise_interrupt):
         return
     raise KeyboardInterrupt
 
@@ -313,6 +319,8 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as e:
         return _stopped(args, e)
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+        if _interrupt_of(e) is not None:     # met cleaning up after Ctrl-C / SIGTERM (helper-110)
+            return _stopped(args, e)
         if verbose:
             traceback.print_exc()
         _error(args, _describe_os_error(e))
@@ -326,6 +334,8 @@ def _main(argv: list[str] | None) -> int:
                + ")")
         return EXIT_FAILURE
     except OSError as e:
+        if _interrupt_of(e) is not None:
+            return _stopped(args, e)
         if verbose:
             traceback.print_exc()
         _error(args, _describe_os_error(e))

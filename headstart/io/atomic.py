@@ -37,7 +37,7 @@ from collections.abc import Container, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from .._threads import check_interrupt
+from .._threads import check_interrupt, signals_held
 from ..errors import ParameterError
 
 __all__ = ["atomic_write", "atomic_directory", "check_can_create", "fsync_dir", "replace_refusal", "TEMP_NAME_RE"]
@@ -94,14 +94,15 @@ def check_can_create(path: str | os.PathLike[str]) -> None:
     will be (for a symbolic link, its target: :func:`regular_target`, which the caller
     applies -- a model directory's path is checked here too, and is no regular file)."""
     directory = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = _create_temp(directory, os.path.basename(path))
-    except OSError as e:
-        raise creation_error(e, path, directory) from None
-    try:       # removed whatever happens (a Ctrl-C here must not leave it behind)
-        os.close(fd)
-    finally:
-        os.unlink(tmp)
+    with signals_held():     # a Ctrl-C after the creation is raised once the probe is gone
+        try:
+            fd, tmp = _create_temp(directory, os.path.basename(path))
+        except OSError as e:
+            raise creation_error(e, path, directory) from None
+        try:
+            os.close(fd)
+        finally:
+            os.unlink(tmp)
 
 
 def regular_target(path: str | os.PathLike[str]) -> str:
@@ -142,20 +143,19 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', not {mode!r}")
     path = regular_target(path)
     directory = os.path.dirname(os.path.abspath(path))
+    fd, f, tmp = -1, None, None
     try:
-        fd, tmp = _create_temp(directory, os.path.basename(path))
-    except OSError as e:   # name the file asked for, not the temporary one
-        raise creation_error(e, path, directory) from None
-    try:
-        if mode == "wb":
-            f = os.fdopen(fd, "wb")
-        else:
-            f = os.fdopen(fd, "w", encoding=encoding, newline="\n")
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp)
-        raise
-    try:
+        # a signal between the creation and the file object owning the descriptor is
+        # raised at the end of the held section, where the except below removes the file
+        with signals_held():
+            try:
+                fd, tmp = _create_temp(directory, os.path.basename(path))
+            except OSError as e:   # name the file asked for, not the temporary one
+                raise creation_error(e, path, directory) from None
+            if mode == "wb":
+                f = os.fdopen(fd, "wb")
+            else:
+                f = os.fdopen(fd, "w", encoding=encoding, newline="\n")
         with f:
             yield f
             f.flush()
@@ -163,8 +163,12 @@ def atomic_write(path: str | os.PathLike[str], mode: str = "wb", *, encoding: st
                 os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if f is None and fd >= 0:    # (fdopen failed: the descriptor is still ours)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         if isinstance(e, OSError) and e.filename is None and e.errno is not None:
             raise type(e)(e.errno, e.strerror, os.fspath(path)) from e
         raise
@@ -191,18 +195,22 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         path = Path(os.path.realpath(path))
     _warn_leftovers(path)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex}"
+    made = False
     try:
-        tmp.mkdir()
-    except OSError as e:   # name the directory asked for, not the temporary one
-        raise creation_error(e, path, tmp.parent, "a directory") from None
-    try:
+        with signals_held():    # (a signal right after the mkdir: raised inside this try)
+            try:
+                tmp.mkdir()
+            except OSError as e:   # name the directory asked for, not the temporary one
+                raise creation_error(e, path, tmp.parent, "a directory") from None
+            made = True
         yield tmp
         # a Ctrl-C that numba's compiler swallowed replaces nothing (a file's rename is
         # not checked: it may list finished work, as a sharded model's manifest does)
         check_interrupt()
         _install_directory(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if made:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 
