@@ -1159,3 +1159,7 @@ def test_a_file_of_shortlist_predict_evaluates_as_the_command_did(tmp_path, caps
     assert main(["evaluate", "--predictions", pred, str(data), "-k", "4", "--json"]) == 0
     got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [got[f"P@{k}"] for k in (1, 3)] == pytest.approx([said[f"P@{k}"] for k in (1, 3)], abs=6e-5), (got, said)
+    # another header is read as another tool's (ranked by score): said when the file is written
+    assert main(["shortlist-predict", m, str(data), "--first-stage", fs, "-o", pred, "-k", "4",
+                 "--header", "dismec"]) == 0
+    assert "ranks a file with the 'dismec' header by score" in capsys.readouterr().err

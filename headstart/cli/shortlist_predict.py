@@ -4,10 +4,15 @@ candidates from the first stage, scored by the model, top-k out."""
 from __future__ import annotations
 
 import argparse
+import logging
+
+import numpy as np
 
 from ..errors import DataFormatError, ParameterError
 from ..validation import same_feature_space
 from . import common, predict
+
+log = logging.getLogger(__name__)
 
 NAME = "shortlist-predict"
 HELP = "predict top-k among the first stage's candidates (O(K) labels per instance)"
@@ -85,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
                                        candidates=cand)
     if args.output:
         write_predictions(args.output, labels, scores, label_space, names=names, header=args.header)
+        if args.header != "headstart" and labels.shape[1] > 1 and np.any(np.diff(scores, axis=1) > 0):
+            # the stage's own candidates listed first (-k above its K): evaluate reads
+            # another header as another tool's, whose lines it ranks by score
+            log.warning("%s: some lines list the first stage's candidates before added labels that score "
+                        "higher (-k %d above its K = %d); 'evaluate --predictions' ranks a file with the %r "
+                        "header by score: keep the default header to evaluate the ranking written",
+                        args.output, args.k, fs.params.K, args.header)
     if args.evaluate:
         pk = " ".join(f"P@{k} {100 * precision_at_k(Y, labels, k):.2f}" for k in range(1, args.k + 1))
         # the result asked for: printed under -q too, as 'headstart evaluate' prints its table
