@@ -116,19 +116,37 @@ def test_training_records_every_iteration_and_threads_agree():
             assert np.array_equal(s.iterations[f], two.stats_.iterations[f])
 
 
-_ESTIMATE_CHECK = r"""
-import sys
+#: what the peak-RSS scripts below share: the repository first on the path (argv[1]), and
+#: status(field), a line of /proc/self/status in bytes (VmRSS now, VmHWM the peak)
+_PEAK_SCRIPT_HEAD = r"""
+import sys, tempfile, os
 import numpy as np, scipy.sparse as sp
 sys.path.insert(0, sys.argv[1])
-from benchmarks import synth
-from headstart import resources
-from headstart.params import TrainParams
-from headstart.training.trainer import train_labels
 
 def status(field):
     for line in open('/proc/self/status'):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
+"""
+
+#: data(n, d, L, used, seed): n x d sparse X, 3 labels per row drawn from ``used`` of L
+_MANY_LABELS_DATA = r"""
+def data(n, d, L, used, seed):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=20 / d, format="csr", dtype=np.float32, random_state=seed)
+    pool = rng.choice(L, size=used, replace=False)
+    rows = np.repeat(np.arange(n), 3)
+    Y = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, rng.choice(pool, rows.size))), shape=(n, L))
+    Y.sum_duplicates()
+    Y.data[:] = 1
+    return X, Y
+"""
+
+_ESTIMATE_CHECK = _PEAK_SCRIPT_HEAD + r"""
+from benchmarks import synth
+from headstart import resources
+from headstart.params import TrainParams
+from headstart.training.trainer import train_labels
 
 p = TrainParams(threads=2)
 rng = np.random.default_rng(0)
@@ -154,23 +172,32 @@ print(status("VmHWM") - base, est.total)
 """
 
 
+def _peak_and_estimate(script: str, *argv: str, may_skip: bool = False) -> tuple[int, int]:
+    """(measured peak growth, estimate) in bytes, as the peak-RSS ``script`` prints them, run
+    in a fresh interpreter; ``may_skip``: skipped where the peak cannot be reset."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", script, str(repo), *argv], capture_output=True, text=True,
+                       cwd=repo, timeout=600)
+    if may_skip and r.returncode != 0 and "clear_refs" in r.stderr:
+        pytest.skip("cannot reset the peak RSS here")
+    assert r.returncode == 0, r.stderr[-2000:]
+    measured, estimate = map(int, r.stdout.split()[-2:])
+    return measured, estimate
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_exact_l1_memory_estimate_matches_the_measured_peak():
     """The same check for exact L1 with CDN (no lanes: X by columns, one Work per thread,
     X's values times y): within 20% (measured 262 against 268 MB at scale 0.1 and 4 labels
     when written; the Newton-lane estimate it replaced said 214)."""
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[1]
     script = (_ESTIMATE_CHECK
               .replace("p = TrainParams(threads=2)",
                        "p = TrainParams(threads=2, regularizer='l1-exact', l1_solver='cdn', init='zero')")
               .replace('scale=0.1', 'scale=0.05').replace("labels = np.arange(200)", "labels = np.arange(2)"))
     assert "l1_solver='cdn'" in script and "scale=0.05" in script and "arange(2)" in script
-    r = subprocess.run([sys.executable, "-c", script, str(repo)], capture_output=True, text=True, cwd=repo,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    measured, estimate = map(int, r.stdout.split()[-2:])
+    measured, estimate = _peak_and_estimate(script)
     assert abs(estimate - measured) <= 0.2 * measured, (measured, estimate)
 
 
@@ -180,38 +207,14 @@ def test_training_memory_estimate_matches_the_measured_peak():
     peak RSS of a mid-size run (an AmazonCat-13K-shaped set at scale 0.1: 119K x 20K,
     8.4M nonzeros, 200 labels, 2 threads): within 20%, measured over a baseline of the
     interpreter with the kernels loaded."""
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-c", _ESTIMATE_CHECK, str(repo)], capture_output=True, text=True,
-                       cwd=repo, timeout=600)
-    assert r.returncode == 0, r.stderr[-2000:]
-    measured, estimate = map(int, r.stdout.split()[-2:])
+    measured, estimate = _peak_and_estimate(_ESTIMATE_CHECK)
     assert abs(estimate - measured) <= 0.2 * measured, (measured, estimate)
 
 
-_HUGE_LABELS_CHECK = r"""
-import sys, tempfile, os
-import numpy as np, scipy.sparse as sp
-sys.path.insert(0, sys.argv[1])
+_HUGE_LABELS_CHECK = _PEAK_SCRIPT_HEAD + _MANY_LABELS_DATA + r"""
 from headstart import resources
 from headstart.estimator import fit_to_directory
 from headstart.params import TrainParams
-
-def status(field):
-    for line in open('/proc/self/status'):
-        if line.startswith(field):
-            return int(line.split()[1]) * 1024
-
-def data(n, d, L, used, seed):
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=20 / d, format="csr", dtype=np.float32, random_state=seed)
-    pool = rng.choice(L, size=used, replace=False)
-    rows = np.repeat(np.arange(n), 3)
-    Y = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, rng.choice(pool, rows.size))), shape=(n, L))
-    Y.sum_duplicates()
-    Y.data[:] = 1
-    return X, Y
 
 p = TrainParams(threads=2)
 out = tempfile.mkdtemp()
@@ -237,43 +240,17 @@ def test_training_memory_estimate_matches_the_measured_peak_at_a_million_labels(
     and the estimate counts them: within 10% (stop 79: 14 of a label's 17 statistics
     arrays were counted, and no label array; at 2M labels 481 MiB estimated, 673 MiB
     measured; after: 626 against 628)."""
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-c", _HUGE_LABELS_CHECK, str(repo)], capture_output=True, text=True,
-                       cwd=repo, timeout=600)
-    if r.returncode != 0 and "clear_refs" in r.stderr:
-        pytest.skip("cannot reset the peak RSS here")
-    assert r.returncode == 0, r.stderr[-2000:]
-    measured, estimate = map(int, r.stdout.split()[-2:])
+    measured, estimate = _peak_and_estimate(_HUGE_LABELS_CHECK, may_skip=True)
     assert abs(estimate - measured) <= 0.1 * measured, (measured, estimate)
 
 
-_SETTLED_CHECK = r"""
-import sys, tempfile, os
-import numpy as np, scipy.sparse as sp
-sys.path.insert(0, sys.argv[1])
+_SETTLED_CHECK = _PEAK_SCRIPT_HEAD + _MANY_LABELS_DATA + r"""
 mode = sys.argv[2]
 import headstart
 from headstart import resources
 from headstart.distributed import train_model_dir
 from headstart.estimator import fit_to_directory
 from headstart.params import TrainParams
-
-def status(field):
-    for line in open('/proc/self/status'):
-        if line.startswith(field):
-            return int(line.split()[1]) * 1024
-
-def data(n, d, L, used, seed):
-    rng = np.random.default_rng(seed)
-    X = sp.random(n, d, density=20 / d, format="csr", dtype=np.float32, random_state=seed)
-    pool = rng.choice(L, size=used, replace=False)
-    rows = np.repeat(np.arange(n), 3)
-    Y = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, rng.choice(pool, rows.size))), shape=(n, L))
-    Y.sum_duplicates()
-    Y.data[:] = 1
-    return X, Y
 
 p = TrainParams(threads=2)
 out = tempfile.mkdtemp()
@@ -321,13 +298,5 @@ def test_training_memory_estimate_of_mostly_unused_labels_matches_the_measured_p
     what was estimated after all).  Now within [-5%, +25%] of the measured peak, for
     --shard-size (300K labels, 3,000 used, shards of 50K), --stats x.json (200K labels,
     200 used) and the API's fit, weights collected (300K labels, 2,000 used)."""
-    import subprocess
-
-    repo = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-c", _SETTLED_CHECK, str(repo), mode], capture_output=True, text=True,
-                       cwd=repo, timeout=600)
-    if r.returncode != 0 and "clear_refs" in r.stderr:
-        pytest.skip("cannot reset the peak RSS here")
-    assert r.returncode == 0, r.stderr[-2000:]
-    measured, estimate = map(int, r.stdout.split()[-2:])
+    measured, estimate = _peak_and_estimate(_SETTLED_CHECK, mode, may_skip=True)
     assert 0.95 * measured <= estimate <= 1.25 * measured, (measured, estimate)
