@@ -146,11 +146,12 @@ def check_interrupt() -> None:
 
 class _Held:
     """Sections of the main thread during which the command line's signal handlers defer
-    their action (raising the interrupt) to the section's end: the creation of a
-    temporary file or directory and the taking of it into the ``try`` that removes it.
-    A signal handled in between left the temporary behind, or closed its descriptor
-    twice and ended the run with "Bad file descriptor", exit 1 (helper-110).  Handlers
-    run in the main thread only, so other threads' sections count for nothing."""
+    their action (raising the interrupt, or the precompiling helper's exit) to the
+    section's end: numba's cache writes (:mod:`headstart.cli.cache_writes`), and the
+    creation of a temporary file or directory and the taking of it into the ``try`` that
+    removes it.  A signal handled in between left the temporary behind, or closed its
+    descriptor twice and ended the run with "Bad file descriptor", exit 1 (helper-110).
+    Handlers run in the main thread only, so other threads' sections count for nothing."""
 
     depth = 0
     pending: Callable[[], None] | None = None

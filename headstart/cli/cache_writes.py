@@ -16,50 +16,47 @@ counted: a write in a training thread neither delays nor triggers anything here.
 
 from __future__ import annotations
 
-import threading
 from typing import Callable
+
+from .._threads import HELD, defer_signal, signals_held
 
 
 class CacheWriteGuard:
-    """Counts the main thread's cache writes in progress and keeps at most one deferred
-    action, run (once) when the outermost write ends.  ``install`` wraps numba's writer
+    """Makes the main thread's cache writes sections during which a signal handler's
+    action is deferred -- the same held sections as the creation of headstart's own
+    temporary files (:func:`headstart._threads.signals_held`): at most one deferred
+    action, run (once) when the outermost section ends.  ``install`` wraps numba's writer
     and returns the original, which ``uninstall`` puts back (the command line may run
     inside another program, which must get numba back as it was)."""
 
     def __init__(self) -> None:
-        self.depth = 0
-        self.pending: Callable[[], None] | None = None
         self._original = None
 
+    @property
+    def depth(self) -> int:
+        return HELD.depth
+
+    @property
+    def pending(self) -> Callable[[], None] | None:
+        return HELD.pending
+
     def reset(self) -> None:
-        self.depth, self.pending = 0, None
+        HELD.depth, HELD.pending = 0, None
 
     def defer(self, action: Callable[[], None]) -> bool:
-        """From a signal handler: True if a write is in progress and ``action`` will run
-        when it ends (the handler must then return at once), False if the handler
-        should act now."""
-        if self.depth:
-            self.pending = action
-            return True
-        return False
+        """From a signal handler: True if a write (or another held section) is in
+        progress and ``action`` will run when it ends (the handler must then return at
+        once), False if the handler should act now."""
+        return defer_signal(action)
 
     def install(self):
         from numba.core import caching
 
         save = caching.Cache.save_overload
-        guard = self
 
         def save_whole(cache, sig, data):
-            if threading.current_thread() is not threading.main_thread():
+            with signals_held():      # (in the main thread only)
                 return save(cache, sig, data)
-            guard.depth += 1
-            try:
-                return save(cache, sig, data)
-            finally:
-                guard.depth -= 1
-                if guard.depth == 0 and guard.pending is not None:
-                    action, guard.pending = guard.pending, None
-                    action()
 
         caching.Cache.save_overload = save_whole
         self._original = save

@@ -258,7 +258,7 @@ def _raise_interrupt() -> None:
 def _on_sigint(signum, frame):
     # remembered before raising: numba's compiler may swallow the exception (_threads)
     INTERRUPTS.seen = True
-    if CACHE_WRITES.defer(_raise_interrupt) or defer_signal(_raise_interrupt):
+    if defer_signal(_raise_interrupt):     # a cache write or a temporary file's creation
         return
     raise KeyboardInterrupt
 
