@@ -83,7 +83,7 @@ def test_weights_all_below_prune_are_warned_about(trainer, trainer_log):
     said = _said(trainer_log, PRUNED)
     # a tree says it for its root (one-vs-all training) and once for all other nodes
     assert len(said) == (2 if trainer.startswith("tree") else 1), trainer_log.text
-    assert all(f"(|w| < {above:g}, --prune)" in m for m in said)
+    assert all(f"(|w| < {above:g}, --prune / prune=)" in m for m in said)
     if st is not None:
         assert st.meta["prune"] == above and not np.any(st["nnz"])
 

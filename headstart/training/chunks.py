@@ -191,7 +191,7 @@ def note_zero_starts(stats: TrainingStats, start: str) -> int:
         # (helper-55: a new initialiser worse than f(0) everywhere looked like it worked)
         # an initialiser's start costs each such label a pass over X for nothing (dense
         # embeddings with aop: 1.26x the zero start's time, docs/benchmarks.md)
-        hint = ("; --init zero skips the pass over the data each of them spent on it"
+        hint = ("; --init zero (init='zero') skips the pass over the data each of them spent on it"
                 if start.startswith("init ") else "")
         log.warning("%d of %d label(s) started from w = 0: the %s scored above f(0) there, so this run is "
                     "mostly a zero start (their statistics show f_init = f(0)); that start does not suit this "
@@ -674,16 +674,16 @@ def note_all_pruned(stats: TrainingStats) -> int:
         if n_empty and 2 * n_empty > n_mixed:
             log.warning("%d of %d label(s) with positives and negatives have no weight but the bias at the "
                         "solver's optimum (%s): they score every row alike.  The regulariser outweighs the loss "
-                        "there: normalise the rows (--normalize) if the features are far from unit scale, or "
-                        "raise C", n_empty, n_mixed, _first_ids(stats["label"][empty]))
+                        "there: normalise the rows (--normalize, normalize=True) if the features are far from unit "
+                        "scale, or raise C", n_empty, n_mixed, _first_ids(stats["label"][empty]))
     if not prune:
         return 0
     n_bare = int(np.count_nonzero(bare))
     if n_bare and 2 * n_bare > n_mixed:
         log.warning("%d of %d label(s) with positives and negatives kept no weight but the bias after pruning "
-                    "(|w| < %g, --prune): they score every row alike (%s).  The threshold is absolute, meant for "
-                    "unit-norm rows: normalise the rows (--normalize) if the features are far from unit scale, or "
-                    "lower --prune (0 disables it)", n_bare, n_mixed, prune, _first_ids(stats["label"][bare]))
+                    "(|w| < %g, --prune / prune=): they score every row alike (%s).  The threshold is absolute, meant for "
+                    "unit-norm rows: normalise the rows (--normalize, normalize=True) if the features are far from "
+                    "unit scale, or lower --prune / prune= (0 disables it)", n_bare, n_mixed, prune, _first_ids(stats["label"][bare]))
     return n_bare
 
 
