@@ -453,7 +453,9 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
     except (OSError, EOFError):
         return None
     if head[:4] == b"PK\x03\x04":
-        return "npz"
+        # an .npz by its name, as the readers tell them apart (io/_common.compression);
+        # any other zip is left to the reader, which names it zip-compressed data
+        return "npz" if p.name.lower().endswith(".npz") else None
     text = head.decode("utf-8", "replace").lstrip()
     if text.startswith("{") and '"num-features"' in text and '"files"' in text:
         return "dismec-model"
