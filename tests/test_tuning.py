@@ -229,6 +229,22 @@ def test_cli_thresholds_predict_and_evaluate(bibtex_dir, tmp_path, capsys):
     assert (tmp_path / "p3.txt").read_bytes() == (tmp_path / "p2.txt").read_bytes()
 
 
+def test_thresholds_of_another_C_are_warned_of():
+    """The README promises a warning when the model's loss, C, bias, normalisation ...
+    differ from the options the thresholds were chosen with; C (what 'headstart cv'
+    changes, and which scales the scores as reg_scale does) was not compared (audit
+    s80-h1: thresholds chosen at C 2 applied to a C 1 model without a word).  Options
+    that do not change the scores' scale (threads, epsilon) stay uncompared."""
+    from dataclasses import asdict
+
+    from headstart.cli.predict import score_options_differ
+
+    chosen = asdict(headstart.TrainParams(C=2.0, normalize=True))
+    model = asdict(headstart.TrainParams(C=1.0, normalize=True, threads=2, epsilon=0.001))
+    assert score_options_differ(chosen, model) == ["--C 2.0 (model: 1.0)"]
+    assert score_options_differ(chosen, {**chosen, "threads": 3}) == []
+
+
 def test_cli_threshold_files_are_read_strictly(bibtex_dir, tmp_path, capsys):
     train, test = bibtex_dir / "train.txt.gz", bibtex_dir / "test.txt.gz"
     model = tmp_path / "m"

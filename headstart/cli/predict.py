@@ -157,7 +157,7 @@ def add_thresholds_option(p: argparse.ArgumentParser, what: str) -> None:
 
 #: the training options that change the scale or meaning of a model's scores: thresholds
 #: chosen by cross-validation with other values do not fit its scores
-SCORE_OPTIONS = ("loss", "huber_epsilon", "regularizer", "reg_scale", "reg_epsilon", "reg_l2_share", "weighting",
+SCORE_OPTIONS = ("loss", "huber_epsilon", "C", "regularizer", "reg_scale", "reg_epsilon", "reg_l2_share", "weighting",
                  "propensity_a", "propensity_b", "weight_pos", "weight_neg", "bias", "regularize_bias",
                  "normalize", "tfidf", "feature_transform", "hash_buckets", "hash_functions", "hash_seed")
 
