@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 2 bad usage or bad input (argparse errors and every
 :class:`~headstart.errors.HeadstartError`), 1 any other failure, 3 a training run whose
-``--timeout`` left labels untrained (resume it; :data:`common.EXIT_INCOMPLETE`).  Errors are printed as
+``--timeout`` left labels untrained (resume it; :data:`common.EXIT_INCOMPLETE`), 130 / 143 a run
+stopped by SIGINT (Ctrl-C) / SIGTERM.  Errors are printed as
 one or two lines; ``-v`` adds the Python traceback.
 
 A subcommand is a module of this package with ``NAME``, ``HELP``, ``DESCRIPTION``,

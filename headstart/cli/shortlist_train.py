@@ -50,11 +50,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init-dense-bias", metavar="B.npy", default=None,
                    help="with --init-dense-weights: start intercepts (.npy, one per label)")
     r = p.add_argument_group("labels, output, resumable and distributed training")
-    r.add_argument("--first-label", type=common._number(int), default=0, metavar="A")
-    r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N")
+    r.add_argument("--first-label", type=common._number(int), default=0, metavar="A",
+                   help="train labels A, A+1, ... only (default: 0)")
+    r.add_argument("--num-labels", type=common._number(int), default=None, metavar="N",
+                   help="number of labels to train from --first-label (default: all the rest)")
     r.add_argument("--stats", metavar="FILE", help="write per-label statistics to FILE: .csv one row per label, .json a "
                    "list of JSON objects, .jsonl one object per line")
-    r.add_argument("--shard-size", type=common._number(int), default=None, metavar="N")
+    r.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
+                   help="labels per shard file of the model, each written as soon as it is trained (default: "
+                        "labels / (4 x threads), within 64..2048, on Dask too)")
     r.add_argument("--resume", action="store_true", help="continue the model in MODEL_DIR")
     r.add_argument("--scheduler", metavar="ADDRESS", default=None, help="train on this Dask cluster")
     r.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
