@@ -561,7 +561,7 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
 
 
 def test_train_refuses_what_cannot_fit(tmp_path):
-    """A 40-byte file claiming 2e9 labels: their statistics alone would need ~400 GiB.
+    """A 40-byte file claiming 2e9 labels: their statistics alone would need ~500 GiB.
     headstart train refuses before allocating anything: exit 2, both numbers, the option.
     (A file claiming 2e9 *features* trains: the kernels work on the features that occur,
     test_training.py.)"""
