@@ -1132,7 +1132,6 @@ def test_predict_threshold_writes_every_decision_with_its_score(trained, bibtex_
         D = read_label_file(out)
         want = predict_above(clf.model_, X, -0.25, n_columns=Y.shape[1])
         assert D.shape == want.shape and (D != want).nnz == 0 and D.nnz > 100
-        import gzip
         raw = (gzip.decompress(out.read_bytes()) if name.endswith(".gz") else out.read_bytes()).decode()
         texts.append(raw.split("\n", 1)[1])
         assert raw.split("\n", 1)[0].split() == ["2515", str(Y.shape[1])]
