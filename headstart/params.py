@@ -443,7 +443,11 @@ READ_ONLY_WITH: dict[str, tuple] = {
     "max_num_pos": _in("init", "multi-pos"),
     "bias_init": _in("init", "bias"),
     "ovap_epsilon": _in("init", "ovap", "ovap-strict"),
-    "pretrained": _in("init", "pretrained"),
+    # exact L1 and the dual start every label from zero: a model given to start them is
+    # read by nothing (it was ignored silently when init was implied by the model)
+    "pretrained": ("init", lambda p: p.init == "pretrained" and method_of(p) == "newton",
+                   "pretrained (and the Newton-CG method: not l1-exact, not l2_solver dual)",
+                   lambda p: "init" if p.init != "pretrained" else _method_decider(p)),
     "prune": ("sparsify", lambda p: p.sparsify == 0, "0 (sparsify replaces pruning)"),
     "hash_functions": ("hash_buckets", lambda p: p.hash_buckets > 0, "> 0"),
     "hash_seed": ("hash_buckets", lambda p: p.hash_buckets > 0, "> 0"),

@@ -611,7 +611,16 @@ def test_options_that_nothing_reads_are_refused_or_warned_about(tmp_path, capsys
     code, out, err = run(capsys, "train", "--print-params", "--weights-pos-file", costs, "--weighting", "none")
     assert code == 2 and "--weights-pos-file is read only with --weighting file; --weighting is 'none'" in err
     code, out, err = run(capsys, "train", "--print-params", "--pretrained", tmp_path, "--init", "zero")
-    assert code == 2 and "--pretrained is read only with --init pretrained; --init is 'zero'" in err
+    assert code == 2 and "--pretrained is read only with --init pretrained (and the Newton-CG method: " in err
+    assert "; --init is 'zero'" in err
+    # exact L1 and the dual start from zero: the model --pretrained implies a start from was
+    # ignored without a word (s80-h2)
+    for argv, decided in ((["--regularizer", "l1-exact"], "--regularizer is 'l1-exact'"),
+                          (["--init", "pretrained", "--regularizer", "l1-exact", "--l1-solver", "cdn"],
+                           "--regularizer is 'l1-exact'"),
+                          (["--l2-solver", "dual", "--regularize-bias"], "--l2-solver is 'dual'")):
+        code, out, err = run(capsys, "train", "--print-params", "--pretrained", tmp_path, *argv)
+        assert code == 2 and "--pretrained is read only with --init pretrained" in err and decided in err, (argv, err)
     code, out, err = run(capsys, "train", "--print-params", "--weights-pos-file", costs)
     assert code == 0 and json.loads(out)["weighting"] == "file" and "WARNING" not in err
     # checked with the parameters, before any data is read (helper-47: after reading it)

@@ -101,8 +101,13 @@ def test_parameters_imply_and_check_choices_as_the_command_line_does(bibtex, tmp
         OvAClassifier(threads=1, pretrained=str(tmp_path / "m0")).fit(X, Y)
     with pytest.raises(ParameterError, match="weights_pos_file is read only with weighting file; weighting is '2pm1'"):
         OvAClassifier(threads=1, weighting="2pm1", weights_pos_file=str(costs)).fit(X, Y)
-    with pytest.raises(ParameterError, match="pretrained is read only with init pretrained; init is 'zero'"):
+    with pytest.raises(ParameterError, match=r"pretrained is read only with init pretrained .*; init is 'zero'"):
         OvAClassifier(threads=1, init="zero", pretrained=str(tmp_path / "m0")).fit(X, Y)
+    # exact L1 and the dual start from zero: the model was ignored without a word (s80-h2)
+    for kw, decided in (({"regularizer": "l1-exact"}, "regularizer is 'l1-exact'"),
+                        ({"l2_solver": "dual", "regularize_bias": True}, "l2_solver is 'dual'")):
+        with pytest.raises(ParameterError, match=r"pretrained is read only with init pretrained .*; " + decided):
+            OvAClassifier(threads=1, pretrained=str(tmp_path / "m0"), **kw).fit(X, Y)
     with pytest.warns(UserWarning, match=r"aop_s is read only with init aop or multi-pos .*; init is 'zero': ignored"):
         OvAClassifier(threads=1, init="zero", aop_s=0.5).fit(X, Y)
 
