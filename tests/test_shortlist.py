@@ -504,6 +504,31 @@ def test_dense_sparse_model_keeps_and_applies_the_sparse_preprocessing(tmp_path,
     np.testing.assert_allclose(c[1][:, 0], F.max(axis=1), rtol=1e-5, atol=1e-5)
 
 
+def test_a_hashed_sparse_model_predicts_on_the_raw_features(tmp_path, bib, first):
+    """A shortlisted model of hashed features (no dense part) predicts on the raw
+    features, which hashing takes to the model's width, as a model trained on features
+    hashed by hand does -- loaded, and from its directory shard by shard (it was refused:
+    'X has 1836 features, the model was trained on 256', so shortlist-predict could not
+    use what shortlist-train --hash-buckets wrote)."""
+    from headstart.prediction.preprocess import apply_preprocessing
+
+    X, Y, Xt, _ = bib
+    p = TrainParams(threads=2, hash_buckets=64, hash_functions=4, feature_transform="sqrt")
+    out = tmp_path / "m"
+    train_shortlisted_dir(X, Y, p, first.shortlist, out, shard_size=60)
+    loaded = load_model(out)
+    assert loaded.n_features == 256 and X.shape[1] > 256
+    hand = lambda A: sp.csr_matrix(apply_preprocessing(sp.csr_matrix(A), loaded.preprocessing))  # noqa: E731
+    manual, _ = fit_shortlisted(hand(X), Y, TrainParams(threads=2), first.shortlist)
+    assert (manual.weights != loaded.weights).nnz == 0 and np.array_equal(manual.intercept, loaded.intercept)
+    cand, _ = first.first_stage.candidates(Xt)
+    want = predict_model(manual, hand(Xt), first.first_stage, 5, candidates=cand)
+    for got in (predict_model(loaded, Xt, first.first_stage, 5, candidates=cand),
+                predict_model_dir(out, Xt, first.first_stage, 5, candidates=cand),
+                predict_model_dir(out, Xt, first.first_stage, 5)):     # the candidates of the raw features
+        assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+
+
 def test_a_dense_model_whose_preprocessing_was_not_recorded_is_said_so(tmp_path, bib, first, caplog):
     """A dense + sparse model written before its sparse preprocessing was recorded (the
     manifest's preprocessing is the identity, its params say sqrt): reading it warns."""

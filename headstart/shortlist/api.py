@@ -313,7 +313,9 @@ def _features(ext: dict, preprocessing: Preprocessing, n_features: int, X: Any, 
     if dense is not None:
         raise ParameterError("this model has no dense part, but dense features were given")
     Xs = check_features(X)
-    if Xs.shape[1] > n_features:
+    # hashing takes raw features of any width to the model's n_features (s80-h2: a hashed
+    # sparse model was refused here, 'X has 1836 features, the model was trained on 256')
+    if preprocessing.hashing is None and Xs.shape[1] > n_features:
         raise DataFormatError(f"X has {Xs.shape[1]} features, the model was trained on {n_features}")
     return sp.csr_matrix(apply_preprocessing(Xs, preprocessing))
 
