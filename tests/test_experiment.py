@@ -388,6 +388,42 @@ def test_positive_decisions_in_blocks_equal_dense():
     np.testing.assert_array_equal(P.toarray(), dense)
 
 
+def test_positive_decisions_follow_the_weights_not_the_label_space(monkeypatch):
+    # a label space of mostly unused ids (their rows empty, a negative intercept): the
+    # decisions come from the weight products and the few intercepts above the
+    # threshold, never from dense scores of every label of every row (O(rows x labels):
+    # 2.1 s a model on 500 test rows of a 2M-label space)
+    import headstart.prediction.topk as topk
+    from headstart.experiment.scores import positive_decisions
+    from headstart.model.model import OvAModel
+
+    def dense(*a, **kw):
+        raise AssertionError("dense scores of every label")
+
+    monkeypatch.setattr(topk, "_dense_block", dense)
+    monkeypatch.setattr(topk, "decision_function", dense)
+    L, d, first = 400_000, 30, 7
+    rng = np.random.default_rng(3)
+    used = np.sort(rng.choice(L, 40, replace=False))
+    Wu = sp.random(used.size, d, density=0.3, random_state=4, dtype=np.float32, format="csr")
+    Wu.data -= 0.3
+    counts = np.zeros(L + 1, dtype=np.int64)
+    counts[used + 1] = np.diff(Wu.indptr)
+    W = sp.csr_matrix((Wu.data, Wu.indices, np.cumsum(counts)), shape=(L, d))
+    b = np.full(L, -1.0, dtype=np.float32)
+    b[used] = rng.normal(size=used.size).astype(np.float32)
+    b[[5, L - 1]] = 0.25                     # two empty rows decided by their intercept alone
+    model = OvAModel(weights=W, intercept=b, n_features=d, label_space=first + L, first_label=first)
+    X = sp.random(60, d, density=0.3, random_state=5, dtype=np.float32, format="csr")
+    P = positive_decisions(model, X, threads=1)
+    assert P.shape == (60, L) and P.dtype == np.bool_
+    cols = np.union1d(used, [5, L - 1])
+    S = (X @ W[cols].T).toarray() + b[cols]
+    expected = np.zeros((60, L), dtype=bool)
+    expected[:, cols] = S > 0
+    assert (P != sp.csr_matrix(expected)).nnz == 0
+
+
 def test_contended_runs_are_flagged():
     from headstart.experiment.run import Experiment, RunResult
     from headstart.experiment.spec import RunSpec
