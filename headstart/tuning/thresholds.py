@@ -95,8 +95,13 @@ def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3
         t_fbr = _inner_thresholds(run, train, fbr_values[None, :], folds, rng)        # L x values
         W, b = run.train(train)
         F = np.empty_like(t_fbr)
-        for a, z, S, yp, yi in run.blocks(W, b, val):
-            f1_at(S, yp, yi, np.ascontiguousarray(t_fbr[a:z]), F[a:z])
+        src = run.shared_results([(W, b)], np.arange(L), extra=t_fbr)
+        own = np.flatnonzero(src == np.arange(L))
+        for sel, S, yp, yi in run.blocks(W, b, val, None if own.size == L else own):
+            Fb = np.empty((sel.size, t_fbr.shape[1]))
+            f1_at(S, yp, yi, np.ascontiguousarray(t_fbr[sel]), Fb)
+            F[sel] = Fb
+        F = F[src]
         f1_sum += F
     mean_f1 = f1_sum / folds
     # the largest fbr among the best; where every F1 is 0 the smallest (LibMultiLabel)
@@ -120,8 +125,13 @@ def _inner_thresholds(run: FoldRunner, rows: np.ndarray, fbr: np.ndarray, folds:
         train = np.setdiff1d(rows, val, assume_unique=True)
         W, b = run.train(train)
         t, f, top = np.empty(L), np.empty(L), np.empty(L)
-        for a, z, S, yp, yi in run.blocks(W, b, val):
-            best_cuts(S, yp, yi, t[a:z], f[a:z], top[a:z])
+        src = run.shared_results([(W, b)], np.arange(L))
+        own = np.flatnonzero(src == np.arange(L))
+        for sel, S, yp, yi in run.blocks(W, b, val, None if own.size == L else own):
+            tb, fb, topb = np.empty(sel.size), np.empty(sel.size), np.empty(sel.size)
+            best_cuts(S, yp, yi, tb, fb, topb)
+            t[sel], f[sel], top[sel] = tb, fb, topb
+        t, f, top = t[src], f[src], top[src]
         acc += np.where(f[:, None] > fbr, t[:, None], top[:, None])
     return acc / folds
 
@@ -149,12 +159,19 @@ def micromacro(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int 
     Yv.sort_indices()
     counts = np.diff(Yv.indptr)
     order = np.lexsort((np.arange(L), -counts))
+    # the labels without positives come last, and each one's cuts are a function of its
+    # scores alone (the counts so far only weigh cuts below a positive): labels of equal
+    # constant scores take one another's threshold (FoldRunner.shared_results)
+    z = int(np.count_nonzero(counts))
+    tail = order[z:]
+    src = run.shared_results(models, tail)
+    scored = np.concatenate([order[:z], tail[src == np.arange(tail.size)]])
     Xf = [run.X[val] for val in parts]
     stats = np.zeros(4)
     thresholds = np.zeros(L)
     step = run.block_labels(n)
-    for a in range(0, L, step):
-        labels = order[a:a + step]
+    for a in range(0, scored.size, step):
+        labels = scored[a:a + step]
         S = np.empty((labels.size, n), dtype=np.float32)
         for f, ((W, b), Xv) in enumerate(zip(models, Xf)):
             run.scores(W[labels], b[labels], Xv, out=S[:, offsets[f]:offsets[f + 1]])
@@ -162,4 +179,5 @@ def micromacro(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int 
         t = np.empty(labels.size)
         micromacro_cuts(S, offsets, Yb.indptr.astype(np.int64), Yb.indices.astype(np.int64), stats, t)
         thresholds[labels] = t
+    thresholds[tail] = thresholds[tail[src]]
     return thresholds
