@@ -186,16 +186,17 @@ def drop_rows_without_labels(X: sp.csr_matrix, Y: sp.csr_matrix) -> tuple[sp.csr
 
 def fit_model(X, Y, params: TrainParams, *, first_label: int = 0, num_labels: int | None = None,
               progress: Callable[[int], None] | None = None, sink: Callable[[ChunkResult], None] | None = None,
-              collect: bool = True, own_data: bool = False, part: bool = False
+              collect: bool = True, own_data: bool = False, part: bool = False, trajectories: bool = True
               ) -> tuple[OvAModel | None, TrainingStats | None]:
     """Functional core of :meth:`OvAClassifier.fit`: validate, preprocess, train a label range.
 
     ``own_data``: the caller hands X over (it is not read until this returns), so training
     may renumber it in place instead of copying it (restored afterwards).  ``part``: as
-    :func:`prepare_data`'s."""
+    :func:`prepare_data`'s.  Without ``trajectories`` the statistics keep the per-label
+    scalars only (:meth:`TrainingStats.without_trajectories`; the same model)."""
     data = prepare_data(X, Y, params, first_label, num_labels, part=part)
     out = train_labels(data.X, data.Y, params, np.arange(data.first_label, data.stop), progress=progress,
-                       sink=sink, collect=collect, inplace=data.owned or own_data)
+                       sink=sink, collect=collect, inplace=data.owned or own_data, trajectories=trajectories)
     weights, intercept, stats = out
     if weights is None:
         return None, stats

@@ -129,3 +129,33 @@ def test_cli_prints_writes_and_chooses(tmp_path, bibtex_dir):
     bad = subprocess.run([sys.executable, "-m", "headstart", "cv", str(bibtex_dir / "train.txt.gz"), "--Cs", "1,-2"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 2 and "--Cs: every value must be a finite number > 0" in bad.stderr
+
+
+@pytest.mark.parametrize("Cs", [[0.5, 2.0], "auto"])
+def test_a_fold_statistics_are_released_before_the_next_fold_trains(Cs, monkeypatch):
+    """Per-label statistics are O(label space): a fold's were still held while the next
+    fold trained (2M labels, 300 used: cv peaked at 1.34 GB against 0.81 GB for
+    headstart train), and carried per-iteration trajectories no tuner reads."""
+    import weakref
+
+    from headstart.tuning import folds as F
+
+    rng = np.random.default_rng(0)
+    X = sp.random(60, 12, density=0.4, random_state=1, dtype=np.float32, format="csr")
+    Y = sp.csr_matrix((np.ones(60, dtype=np.float32), (np.arange(60), rng.choice([3, 900, 4000], 60))),
+                      shape=(60, 5000))
+    held: list = []
+    fit = F.FoldRunner.fit
+
+    def watched(self, rows, params=None):
+        alive = [r for r in held if r() is not None]
+        assert not alive, "an earlier fold's statistics are held while this fold trains"
+        model, stats = fit(self, rows, params)
+        assert all(v.size == 0 for v in stats.iterations.values())     # no trajectories
+        held.append(weakref.ref(stats))
+        return model, stats
+
+    monkeypatch.setattr(F.FoldRunner, "fit", watched)
+    kw = dict(max_C=0.5) if Cs == "auto" else {}
+    r = cross_validate(X, Y, TrainParams(threads=1), folds=3, Cs=Cs, k=1, **kw)
+    assert r.trainings == len(held) >= 6

@@ -71,8 +71,10 @@ class FoldRunner:
         warm-start the next C from, the statistics to tell whether it moved."""
         from ..estimator import fit_model
 
+        # (no per-iteration trajectories: no tuner reads them, and at a huge label space
+        # they were the largest part of a fold's statistics)
         model, stats = fit_model(self.X[rows], self.Y[rows], params or self.params, progress=self.progress,
-                                 own_data=True, part=True)
+                                 own_data=True, part=True, trajectories=False)
         self.trainings += 1
         return model, stats
 
