@@ -1512,6 +1512,24 @@ def test_out_of_memory_advice_fits_the_command(tmp_path, capsys, monkeypatch):
         monkeypatch.setattr(mod, "run", oom)
         code, _, err = run(capsys, *argv)
         assert code == 1 and "out of memory" in err and advice in err, err
+    # commands without a label range are not told to train one (a huge label space ran
+    # cv, thresholds, tree ... out of memory, and the advice named options they lack)
+    from headstart.cli import cv as cv_cmd
+    from headstart.cli import experiment as experiment_cmd
+    from headstart.cli import merge as merge_cmd
+    from headstart.cli import thresholds as thresholds_cmd
+    from headstart.cli import tree as tree_cmd
+
+    for mod, argv, advice in ((cv_cmd, ["cv", "x.txt"], "(fewer --threads)"),
+                              (thresholds_cmd, ["thresholds", "x.txt", "-o", str(tmp_path / "t")],
+                               "(fewer --threads)"),
+                              (tree_cmd, ["tree", "x.txt", "-o", str(tmp_path / "m")], "(fewer --threads)"),
+                              (experiment_cmd, ["experiment", "x.txt", "y.txt", "-o", str(tmp_path / "r")],
+                               "--labels A:B"),
+                              (merge_cmd, ["merge", str(tmp_path / "o"), "a", "b"], "out of memory\n")):
+        monkeypatch.setattr(mod, "run", oom)
+        code, _, err = run(capsys, *argv)
+        assert code == 1 and "out of memory" in err and advice in err and "--first-label" not in err, err
 
 
 def test_foreign_habits_get_pointers(tmp_path, capsys):

@@ -289,6 +289,20 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGINT, previous_int)
 
 
+def _memory_advice(args: argparse.Namespace) -> str:
+    """What the command that ran out of memory can do about it: its own options only
+    (cv, thresholds, costs, tree, ... were told to train a label range with
+    --first-label/--num-labels, which they do not have)."""
+    command = getattr(args, "command", None)
+    if command in ("predict", "evaluate", "shortlist-predict"):
+        return "predict with a smaller --chunk-rows or --max-memory"
+    if command in ("train", "shortlist-train"):
+        return "train a label range with --first-label/--num-labels, or fewer --threads"
+    if command == "experiment":
+        return "compare a label range with --labels A:B, or fewer --threads"
+    return "fewer --threads" if command in ("cv", "thresholds", "costs", "tree", "shortlist") else ""
+
+
 def _main(argv: list[str] | None) -> int:
     parser = build_parser(sys.argv[1:] if argv is None else list(argv))
     args, extras = parser.parse_known_args(argv)  # exits 2 on bad usage
@@ -329,10 +343,8 @@ def _main(argv: list[str] | None) -> int:
     except MemoryError:
         if verbose:
             traceback.print_exc()
-        predicting = getattr(args, "command", None) in ("predict", "evaluate", "shortlist-predict")
-        _error(args, "out of memory (" + ("predict with a smaller --chunk-rows or --max-memory" if predicting else
-                                          "train a label range with --first-label/--num-labels, or fewer --threads")
-               + ")")
+        advice = _memory_advice(args)
+        _error(args, "out of memory" + (f" ({advice})" if advice else ""))
         return EXIT_FAILURE
     except OSError as e:
         if _interrupt_of(e) is not None:
