@@ -474,7 +474,7 @@ def test_a_start_worse_than_zero_is_replaced_by_zero(caplog):
     # every label: the run is in effect a zero start, and says so (helper-55)
     assert [r.getMessage() for r in caplog.records if "mostly a zero start" in r.getMessage()] == [
         f"{L} of {L} label(s) started from w = 0: the init 'aop' scored above f(0) there, so this run is mostly a "
-        "zero start (their statistics show f_init = f(0)); that start does not suit this data and loss; --init zero "
+        "zero start (their statistics show f_init = f(0)); that start does not suit this data and loss; --init zero (init='zero') "
         "skips the pass over the data each of them spent on it"]
     Xa = ref.augmented(X, 1.0)
     for init, (W, b, st) in fits.items():
