@@ -473,19 +473,16 @@ def sniff_kind(path: str, gz: bool = True) -> str | None:
             and (said or any(not ln.strip().lstrip("+-").isdigit() for ln in values)):
         return "thresholds"
     first = lines[0].split() if lines else []
-
-    def _named(lns):   # 'name:score' tokens, or tab-separated entries (names with blanks)
-        return any("\t" in ln for ln in lns) or any(
-            ":" in t and not t.rsplit(":", 1)[0].isdigit() for ln in lns for t in ln.split())
-
-    if len(first) in (2, 3) and all(t.isdigit() for t in first) and _named(lines[1:4]):
+    named = any("\t" in ln for ln in lines[1:4]) or any(
+        ":" in t and not t.rsplit(":", 1)[0].isdigit() for ln in lines[1:4] for t in ln.split())
+    if len(first) in (2, 3) and all(t.isdigit() for t in first) and named:
         return "named"
-    # without a header ('predict --header none', LibMultiLabel's layout): 'name:score'
-    # tokens from the first line (tabs alone would not tell it from a data file)
+    # without a header ('predict --header none', LibMultiLabel's layout): only 'name:score'
+    # tokens from the first line on (tabs alone would not tell it from a data file)
+    pairs = [t.rsplit(":", 1) for ln in lines[:3] for t in ln.split()]
     if first and not all(t.isdigit() for t in first) and all(
-            t.count(":") == 1 and t.rsplit(":", 1)[0] and _is_number(t.rsplit(":", 1)[1])
-            for ln in lines[:3] for t in ln.replace("\t", " ").split()) and any(
-            not t.rsplit(":", 1)[0].isdigit() for ln in lines[:3] for t in ln.replace("\t", " ").split()):
+            len(p) == 2 and p[0] and ":" not in p[0] and _is_number(p[1]) for p in pairs) and any(
+            not p[0].isdigit() for p in pairs):
         return "named"
     if len(first) == 2 and all(t.isdigit() for t in first):
         return "decisions"

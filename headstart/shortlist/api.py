@@ -295,13 +295,13 @@ def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, m
     sd = prepare_shortlisted(X, Y, params, shortlist, dense=dense, dense_params=dense_params,
                              first_label=first_label, num_labels=num_labels, source=source)
     client = kw.pop("client", None)
+    on_dask = bool(scheduler or dask_workers or client is not None)
     if shard_size is None:
-        on_dask = bool(scheduler or dask_workers or client is not None)
         shard_size = (default_shard_size(sd.data.num_labels, params.effective_threads(), SHARD_CAP) if on_dask
                       else default_shard_labels(sd, params.effective_threads()))
     common = dict(first_label=first_label, num_labels=num_labels, shard_size=shard_size, resume=resume,
                   overwrite=overwrite, progress=progress, data=sd.data, extensions=sd.extensions, **kw)
-    if scheduler or dask_workers or client is not None:
+    if on_dask:
         from ..distributed.dask_backend import train_dask
 
         payload = ShortlistArrays(sd.train_X, sd.data.Y, sd.shortlist, sd.fscale, sd.inputs, sd.columns)

@@ -128,6 +128,24 @@ class FoldRunner:
             yield (sel, self.scores(W[sel], b[sel], Xv), Yb.indptr.astype(np.int64),
                    Yb.indices.astype(np.int64))
 
+    def per_label(self, W: sp.csr_matrix, b: np.ndarray, rows: np.ndarray, kernel, outs: list,
+                  extra: np.ndarray | None = None) -> list:
+        """``kernel(S, y_indptr, y_indices, [extra's rows,] *outs' rows)`` over the labels'
+        score blocks on ``rows`` (:meth:`blocks`), for kernels whose result for a label is a
+        function of its scores, positives and ``extra`` row alone; labels that may share
+        another's result (:meth:`shared_results`) are not scored but take its rows of
+        ``outs`` (arrays with a first axis of labels).  Returns ``outs``, shared rows filled."""
+        L = self.L
+        src = self.shared_results([(W, b)], np.arange(L), extra=extra)
+        own = np.flatnonzero(src == np.arange(L))
+        for sel, S, yp, yi in self.blocks(W, b, rows, None if own.size == L else own):
+            part = [np.empty((sel.size,) + o.shape[1:], dtype=o.dtype) for o in outs]
+            given = () if extra is None else (np.ascontiguousarray(extra[sel]),)
+            kernel(S, yp, yi, *given, *part)
+            for o, p in zip(outs, part):
+                o[sel] = p
+        return [o[src] for o in outs]
+
     def shared_results(self, models: list, labels: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
         """For each of ``labels`` (ids), the position in ``labels`` of the label whose
         per-label results it may take instead of its own (itself where it must have its

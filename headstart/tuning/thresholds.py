@@ -94,14 +94,7 @@ def scutfbr(X: Any, Y: Any, params: TrainParams | None = None, *, folds: int = 3
         train = np.setdiff1d(np.arange(n), val, assume_unique=True)
         t_fbr = _inner_thresholds(run, train, fbr_values[None, :], folds, rng)        # L x values
         W, b = run.train(train)
-        F = np.empty_like(t_fbr)
-        src = run.shared_results([(W, b)], np.arange(L), extra=t_fbr)
-        own = np.flatnonzero(src == np.arange(L))
-        for sel, S, yp, yi in run.blocks(W, b, val, None if own.size == L else own):
-            Fb = np.empty((sel.size, t_fbr.shape[1]))
-            f1_at(S, yp, yi, np.ascontiguousarray(t_fbr[sel]), Fb)
-            F[sel] = Fb
-        F = F[src]
+        F, = run.per_label(W, b, val, f1_at, [np.empty_like(t_fbr)], extra=t_fbr)
         f1_sum += F
     mean_f1 = f1_sum / folds
     # the largest fbr among the best; where every F1 is 0 the smallest (LibMultiLabel)
@@ -124,14 +117,7 @@ def _inner_thresholds(run: FoldRunner, rows: np.ndarray, fbr: np.ndarray, folds:
         val = rows[val_local]
         train = np.setdiff1d(rows, val, assume_unique=True)
         W, b = run.train(train)
-        t, f, top = np.empty(L), np.empty(L), np.empty(L)
-        src = run.shared_results([(W, b)], np.arange(L))
-        own = np.flatnonzero(src == np.arange(L))
-        for sel, S, yp, yi in run.blocks(W, b, val, None if own.size == L else own):
-            tb, fb, topb = np.empty(sel.size), np.empty(sel.size), np.empty(sel.size)
-            best_cuts(S, yp, yi, tb, fb, topb)
-            t[sel], f[sel], top[sel] = tb, fb, topb
-        t, f, top = t[src], f[src], top[src]
+        t, f, top = run.per_label(W, b, val, best_cuts, [np.empty(L) for _ in range(3)])
         acc += np.where(f[:, None] > fbr, t[:, None], top[:, None])
     return acc / folds
 
