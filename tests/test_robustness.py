@@ -324,7 +324,7 @@ def test_tiny_values_lose_nothing():
 def test_lanes_kept_wherever_they_fit_half_the_memory():
     """16 lanes per thread unless their buffers exceed half of the memory the process may
     use (at least 2 GiB): the Amazon-670K shape at 64 threads keeps them on a 256 GiB
-    machine (they take ~14 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
+    machine (they take ~15 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
     one.  The estimate follows the trainer: from zero (direction groups) the threads keep
     their own lanes; with aop they share 64 lanes as a team (budget.share_lanes), ~2 GiB."""
     from headstart.training.kernel import HALF_LANES, LANES

@@ -1,0 +1,91 @@
+"""How evenly a team's threads would share its lanes' work: a model, from measured times.
+
+A team (headstart/training/team.py) trains 16 lanes per block of up to 16 threads.  In
+every pass over X the threads take lanes from a counter and each does a taken lane's
+whole iteration (line search, gradient, the next direction) alone; the next pass starts
+when every lane's iteration is done (a barrier).  So in each pass the block is as slow
+as its most loaded thread: with 2 threads taking 8 lanes each the loads even out, with
+16 threads taking one lane each the pass lasts as long as its slowest lane's iteration.
+
+This replays that schedule on the per-iteration times of a real run (a ``--stats`` file
+in JSON lines from ``headstart train --threads 1``: each label's ``trajectory.seconds``,
+the seconds of each of its Newton iterations, a share of the sweep included) and prints,
+per number of threads sharing 16 lanes, the busy share of the lane work: the work done
+over (threads x the passes' durations).  A lane that finishes takes the next label, as
+in the trainer; the labels come in a random order (5 orders, averaged).  The sweep's own
+split over the threads is not modelled (it divides evenly by nonzeros), nor the memory
+bandwidth that lone threads' separate sweeps compete for -- so this bounds only the
+lane phase of a team, the part that does not shrink with the threads.
+
+    python -m headstart train DATA -o M --threads 1 --num-labels 400 --init zero --stats s.jsonl
+    python benchmarks/team_balance.py s.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+LANES = 16
+
+
+def iteration_times(path: str) -> list[np.ndarray]:
+    """Per label, the seconds of its Newton iterations (the start's record, index 0, is
+    the start alone and is left out)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            t = np.asarray(json.loads(line).get("trajectory", {}).get("seconds", [])[1:], dtype=float)
+            if t.size:
+                out.append(t)
+    if not out:
+        raise SystemExit(f"{path}: no per-iteration seconds (write --stats as .jsonl)")
+    return out
+
+
+def busy_share(labels: list[np.ndarray], threads: int, rng: np.random.Generator) -> float:
+    queue = list(rng.permutation(len(labels)))
+    lane = [None] * LANES
+    pos = [0] * LANES
+
+    def take(b):
+        lane[b] = labels[queue.pop()] if queue else None
+        pos[b] = 0
+
+    for b in range(LANES):
+        take(b)
+    span = work = 0.0
+    while any(x is not None for x in lane):
+        load = np.zeros(threads)
+        for b in range(LANES):
+            if lane[b] is None:
+                continue
+            c = lane[b][pos[b]]
+            load[load.argmin()] += c          # the next free thread takes the lane
+            work += c
+            pos[b] += 1
+            if pos[b] == lane[b].size:
+                take(b)
+        span += load.max()                     # the barrier waits for the busiest thread
+    return work / (threads * span)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("stats", help="a --stats file in JSON lines (.jsonl) of a one-thread run")
+    ap.add_argument("--threads", default="1,2,4,8,16")
+    ap.add_argument("--orders", type=int, default=5)
+    a = ap.parse_args()
+    labels = iteration_times(a.stats)
+    print(f"{len(labels)} labels, {sum(x.size for x in labels)} iterations")
+    for t in (int(x) for x in a.threads.split(",")):
+        rng = np.random.default_rng(0)
+        s = np.mean([busy_share(labels, t, rng) for _ in range(a.orders)])
+        print(f"{t:3d} threads sharing {LANES} lanes: busy share of the lane work {s:.3f}"
+              f" ({LANES / t:.1f} lanes per thread)")
+
+
+if __name__ == "__main__":
+    main()
