@@ -103,7 +103,8 @@ from .errors import ResourceError
 
 __all__ = ["MemoryEstimate", "estimate_training_memory", "training_memory_for", "available_memory",
            "thread_address_space", "check_memory", "estimate_prediction_memory", "prediction_chunk_rows",
-           "text_bytes_per_row", "format_bytes", "DEFAULT_WEIGHT_DENSITY", "settled_labels"]
+           "topk_block_rows", "topk_row_bytes", "TOPK_BLOCK_BYTES", "text_bytes_per_row", "format_bytes",
+           "DEFAULT_WEIGHT_DENSITY", "settled_labels"]
 
 #: assumed fraction of ``features_used + 1`` that keeps a weight after pruning (prune > 0)
 DEFAULT_WEIGHT_DENSITY = 0.05
@@ -532,7 +533,7 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
     pieces = 2 * min(_READ_PIECE, max(4 * nnz, (L + 1) * _F64)) + _READ_PIECE   # + zipfile's, the header's
     peak = max(2 * csr + pieces, csr + held + renumbered + Fs * _F64)
     scratch = threads * L * (_F64 + 8 + 4 + 4)
-    per_row = 2 * row_bytes + k * 8 * (3 if streamed else 1) + k * 24
+    per_row = 2 * row_bytes + topk_row_bytes(k, streamed)
     block = rows * per_row
     if streamed:
         parts = {"model": peak, "scratch": scratch, "block": block}
@@ -542,6 +543,29 @@ def estimate_prediction_memory(rows: int, n_features: int, n_labels: int, weight
     return MemoryEstimate({k_: int(v) for k_, v in parts.items()},
                           details={"per_row": per_row, "held": int(held), "model_peak": int(peak), "labels": L,
                                    "nnz": nnz})
+
+
+#: what the top k of one block of instances may take without --max-memory (its labels and
+#: scores, their merge and the writer's copies: :func:`topk_row_bytes` per instance).  At
+#: -k 5 it allows over a million instances, more than --chunk-rows' default: only a large k
+#: shrinks the block (-k 200000 over 500 instances took 2.2 GB in one block).
+TOPK_BLOCK_BYTES = 256 << 20
+
+
+def topk_row_bytes(k: int, streamed: bool = False) -> int:
+    """Bytes per instance of a block's top k: the int32 labels and float32 scores (when
+    the model is streamed, two more sets while a shard's are merged in) and what the
+    predictions writer makes of them (int64 labels, a sorted copy, the masks of its
+    checks)."""
+    return int(k) * 8 * (3 if streamed else 1) + int(k) * 24
+
+
+def topk_block_rows(k: int, limit: int, streamed: bool = False, budget: int | None = None) -> int:
+    """Instances per block of a top-k prediction: at most ``limit`` (--chunk-rows), fewer
+    when their top ``k`` would take more than ``budget`` bytes (default
+    :data:`TOPK_BLOCK_BYTES`); at least one."""
+    budget = TOPK_BLOCK_BYTES if budget is None else budget
+    return max(1, min(int(limit), int(budget) // max(1, topk_row_bytes(k, streamed))))
 
 
 def prediction_chunk_rows(max_memory: int, n_features: int, n_labels: int, weight_nnz: int, k: int,

@@ -1447,6 +1447,31 @@ def test_evaluate_cuts_k_to_the_models_labels_in_both_modes(tmp_path, capsys):
     assert "P@3" in direct and "P@10" not in direct and direct["P@3"] == pytest.approx(4 / 9)
 
 
+def test_predict_blocks_shrink_with_k_and_write_the_same_file(trained, bibtex_dir, tmp_path, capsys,
+                                                               monkeypatch):
+    """The instances per block shrink with -k so that a block's top k stay within
+    resources.TOPK_BLOCK_BYTES (-k 200000 over 500 instances took 2.2 GB as one block),
+    and the file is byte for byte that of one block, the model whole or streamed."""
+    from headstart import resources
+
+    rows = [resources.topk_block_rows(k, 16384) for k in (5, 512, 2000, 200000, 10 ** 9)]
+    assert rows == [16384, 16384, (256 << 20) // (2000 * 32), (256 << 20) // (200000 * 32), 1]
+    assert resources.topk_block_rows(200000, 16384, streamed=True) == (256 << 20) // (200000 * 48)
+    assert resources.topk_block_rows(200000, 16384, budget=10 ** 12) == 16384    # --chunk-rows still bounds
+
+    _, model = trained
+    data = bibtex_dir / "test.txt.gz"
+    for extra in ([], ["--model-memory", 0]):
+        one = tmp_path / f"one{len(extra)}.txt"
+        assert run(capsys, "predict", model, data, "-o", one, "-k", 20, "--allow-gaps", *extra)[0] == 0
+        monkeypatch.setattr(resources, "TOPK_BLOCK_BYTES", 7 * resources.topk_row_bytes(20, bool(extra)))
+        blocks = tmp_path / f"blocks{len(extra)}.txt"
+        code, _, err = run(capsys, "predict", model, data, "-o", blocks, "-k", 20, "--allow-gaps", "-v", *extra)
+        monkeypatch.undo()
+        assert code == 0 and "-k 20: 7 instances per block" in err, err
+        assert blocks.read_bytes() == one.read_bytes()
+
+
 def test_evaluate_keeps_libsvm_test_labels_the_model_never_saw_as_misses(tmp_path, capsys):
     """A libsvm test file naming a label id beyond the training file's (a label seen only
     in the test split) is evaluated, not refused (helper-42): the label is a positive no

@@ -8,6 +8,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .. import resources
 from .._threads import usable_cores
 from ..errors import DataFormatError, ModelFormatError, ParameterError
 from ..metrics import capped_k
@@ -37,7 +38,9 @@ def add_prediction_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--threads", type=common._number(int), default=0,
                    help="prediction threads (default: 0 = all cores)")
     g.add_argument("--chunk-rows", type=common._number(int), default=DEFAULT_CHUNK_ROWS, metavar="N",
-                   help=f"instances read and scored at a time (default: {DEFAULT_CHUNK_ROWS})")
+                   help=f"instances read and scored at a time (default: {DEFAULT_CHUNK_ROWS}); fewer with a large -k, "
+                        "so that the top k of a block take at most "
+                        f"{resources.TOPK_BLOCK_BYTES >> 20} MiB")
     g.add_argument("--model-memory", type=common._number(int), default=DEFAULT_MODEL_MEMORY_MB, metavar="MB",
                    help="load the model whole when its weights fit in MB megabytes, otherwise stream "
                         f"its shards for every block of instances (default: {DEFAULT_MODEL_MEMORY_MB})")
@@ -403,19 +406,30 @@ class ModelScorer:
             self._preprocessing = scoring_preprocessing(read_extras(self.model_dir, self.manifest)[0], self.manifest)
         return self._preprocessing
 
-    def chunk_rows(self, args: argparse.Namespace, k: int) -> int:
-        """Instances per block: --chunk-rows, fewer when --max-memory says so (headstart.resources)."""
-        if self.max_memory is None:
-            return args.chunk_rows
-        from .. import resources
+    def topk_rows(self, args: argparse.Namespace, k: int) -> int:
+        """--chunk-rows, fewer when the top ``k`` of a block would take more than
+        resources.TOPK_BLOCK_BYTES: the labels, scores and the writer's copies of a block
+        grow with rows x k (-k 200000 over 500 instances took 2.2 GB as one block); the
+        predictions are the same whatever the blocks (every row is scored on its own)."""
+        rows = resources.topk_block_rows(k, args.chunk_rows, streamed=self.model is None and self.tree is None)
+        if rows < args.chunk_rows:
+            log.info("-k %d: %d instances per block (their top k within %s)", k, rows,
+                     resources.format_bytes(resources.TOPK_BLOCK_BYTES))
+        return rows
 
+    def chunk_rows(self, args: argparse.Namespace, k: int) -> int:
+        """Instances per block: :meth:`topk_rows`, fewer when --max-memory says so
+        (headstart.resources)."""
+        limit = self.topk_rows(args, k)
+        if self.max_memory is None:
+            return limit
         m = self.manifest
         # in memory a stored value takes 8 bytes where the text spends at least 4 ("1:1 ")
         row_bytes = 2 * resources.text_bytes_per_row(args.data)
         if m["preprocessing"]["hash"]:  # the hashed copy of a block: up to R values per raw value
             row_bytes *= 1 + m["preprocessing"]["hash"]["functions"]
         rows = resources.prediction_chunk_rows(self.max_memory, **self._estimate_args(k), row_bytes=row_bytes,
-                                               streamed=self.model is None, limit=args.chunk_rows)
+                                               streamed=self.model is None, limit=limit)
         est = self._memory_estimate(rows, k, streamed=self.model is None, row_bytes=row_bytes)
         log.info("--max-memory %s: %d instances per block (estimated peak %s: %s)",
                  resources.format_bytes(self.max_memory), rows, resources.format_bytes(est.total), est.describe())
@@ -431,8 +445,6 @@ class ModelScorer:
                     tfidf=bool(m["preprocessing"]["tfidf"]))
 
     def _memory_estimate(self, rows: int, k: int, **kw):
-        from .. import resources
-
         return resources.estimate_prediction_memory(rows, **self._estimate_args(k), **kw)
 
 
@@ -516,8 +528,8 @@ def dask_predictions(scorer: ModelScorer, args: argparse.Namespace, k: int, thre
 
     def blocks():
         rows = 0
-        for X, Y in common.iter_batches(args.data, args, args.chunk_rows, n_features=scorer.data_features,
-                                        n_labels=scorer.label_space):
+        for X, Y in common.iter_batches(args.data, args, scorer.topk_rows(args, k),
+                                        n_features=scorer.data_features, n_labels=scorer.label_space):
             scorer.check_block(X, Y, args)
             sent.append((X.shape[0], Y))
             rows += X.shape[0]
