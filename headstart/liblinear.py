@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from typing import Any
+from typing import Any, Callable, Collection
 
 from .errors import ParameterError
 
@@ -224,6 +224,27 @@ def class_weights(options: str) -> list[str]:
     """The ``-wi`` options of LIBLINEAR options (already accepted by :func:`translate`),
     as given (``["-w1"]``)."""
     return [t for t in shlex.split(options) if _WEIGHT.match(t)]
+
+
+#: the training parameter a class weight -wi sets (:func:`translate`)
+_WEIGHT_PARAMS = {1: "weight_pos", -1: "weight_neg"}
+
+
+def unread_class_weights(options: str, params: Any, overridden: Collection[str],
+                         spell: Callable[[str], str] = str) -> list[str]:
+    """What to say of every class weight (-w1, -w-1) of LIBLINEAR options (already
+    accepted by :func:`translate`) that ``params`` leave unread: parameters given beside
+    the options win (``overridden`` names them), and one of them may choose a weighting
+    that reads no constant weights (``--weighting 2pm1``), which dropped -w1 silently.  A
+    weight that ``overridden`` replaces itself is not reported: that is the rule, stated
+    in the docs.  ``spell`` names a parameter (the command line: its option)."""
+    from .params import unused_message, unused_parameters
+
+    written = {_WEIGHT_PARAMS[int(_WEIGHT.match(t).group(1))]: t for t in class_weights(options)}
+    written = {name: t for name, t in written.items() if name not in overridden}
+    return [f"LIBLINEAR options {options!r}: {written[name]} is {spell(name)} here, and "
+            + unused_message(params, name, by, choices, decided, spell)
+            for name, by, choices, decided in unused_parameters(params, list(written))]
 
 
 def one_class_per_row(Y) -> bool:

@@ -223,10 +223,16 @@ class TrainParams:
     @classmethod
     def from_liblinear(cls, options: str, **overrides: Any) -> "TrainParams":
         """The parameters of LIBLINEAR's ``train`` options, e.g. ``"-s 2 -c 4 -B 1"``
-        (:mod:`headstart.liblinear`), with ``overrides`` on top."""
-        from .liblinear import translate
+        (:mod:`headstart.liblinear`), with ``overrides`` on top; a class weight (-w1,
+        -w-1) that an override leaves unread (``weighting="2pm1"``) is warned of."""
+        import warnings
 
-        return cls.from_dict({**translate(options), **overrides})
+        from .liblinear import translate, unread_class_weights
+
+        params = cls.from_dict({**translate(options), **overrides})
+        for what in unread_class_weights(options, params, overrides):
+            warnings.warn(f"{what}: ignored", UserWarning, stacklevel=2)
+        return params
 
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> "TrainParams":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -164,3 +165,26 @@ def test_q_quiets_the_command(tmp_path):
         assert out.returncode == 0, out.stderr
         said[opts] = out.stdout
     assert "trained 3 labels" in said["-s 2"] and said["-s 2 -q"] == ""
+
+
+def test_a_class_weight_an_explicit_weighting_leaves_unread_is_warned_of():
+    """Explicit options win over --liblinear, but one that makes a class weight unread
+    (--weighting 2pm1 beside -w1 5) dropped it without a word: it is warned of, naming
+    both, on the command line and in TrainParams.from_liblinear; a weight replaced by its
+    own explicit option (--weight-pos) is the documented rule, not reported."""
+    out = run_cli("train", "--liblinear=-s 2 -w1 5 -w-1 2", "--weighting", "2pm1", "--print-params")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["weighting"] == "2pm1"
+    said = [line for line in out.stderr.splitlines() if "WARNING" in line]
+    assert len(said) == 2 and all("'-s 2 -w1 5 -w-1 2'" in s and "--weighting is '2pm1': ignored" in s
+                                  for s in said), out.stderr
+    assert "-w1 is --weight-pos here" in said[0] and "-w-1 is --weight-neg here" in said[1]
+    out = run_cli("train", "--liblinear=-s 2 -w1 5", "--weighting", "constant", "--weight-pos", "3",
+                  "--print-params")
+    assert out.returncode == 0 and "WARNING" not in out.stderr and json.loads(out.stdout)["weight_pos"] == 3.0
+
+    with pytest.warns(UserWarning, match=r"'-s 2 -w1 5': -w1 is weight_pos here, .*weighting is '2pm1': ignored"):
+        TrainParams.from_liblinear("-s 2 -w1 5", weighting="2pm1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TrainParams.from_liblinear("-s 2 -w1 5", C=2.0).weight_pos == 5.0

@@ -190,6 +190,11 @@ def resolve_params(args: argparse.Namespace) -> TrainParams:
         if name in _params.UNUSED_IS_AN_ERROR:
             raise ParameterError(what)
         log.warning("%s: ignored", what)
+    if getattr(args, "liblinear", None) is not None:
+        from ..liblinear import unread_class_weights
+
+        for what in unread_class_weights(args.liblinear, params, cli, lambda n: option_strings(n)[0]):
+            log.warning("%s: ignored", what)
     return params
 
 
