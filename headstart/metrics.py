@@ -57,7 +57,12 @@ reference implementation used for the Extreme Classification Repository):
   FN)``, Macro-F1 the mean over all ``L`` labels of ``2 TP_l / (2 TP_l + FP_l + FN_l)``
   (0/0 counted as 0), Another-Macro-F1 the harmonic mean of macro precision and macro
   recall (each a mean over all ``L`` labels, 0/0 counted as 0), the decisions being
-  ``score > threshold`` (0: the sign of the linear classifier).
+  ``score > threshold`` (0: the sign of the linear classifier).  Every declared label is
+  in those means, so on a label space most of whose labels occur in no test instance (and
+  are never decided) Macro-F1 is small whatever the classifiers do: Test-Label-Macro-F1
+  (:func:`macro_f1_over_test_labels`, not LibMultiLabel's) is the mean of the same per-label F1
+  over the labels with at least one relevant test instance only (a label decided only
+  where it is not relevant is then left out, as it is out of Coverage@k's denominator).
 
 Everything is vectorised over instances (no Python loop per instance) and never
 builds a dense ``n x L`` array; memory is ``O(nnz(Y_true) + n k + L)``.
@@ -93,6 +98,7 @@ __all__ = [
     "f1_scores",
     "decision_counts",
     "f1_from_counts",
+    "macro_f1_over_test_labels",
 ]
 
 # Rows of a dense score matrix handled at once by topk_from_scores / binary_precision_recall
@@ -798,6 +804,21 @@ def label_f1(tp, pp, relevant) -> np.ndarray:
     tp = np.asarray(tp, dtype=np.float64)
     den = np.asarray(pp) + np.asarray(relevant)
     return np.divide(2.0 * tp, den, out=np.zeros(np.broadcast(tp, den).shape), where=den > 0)
+
+
+#: the key of :func:`macro_f1_over_test_labels` among evaluate's F1 scores
+TEST_LABEL_MACRO_F1 = "Test-Label-Macro-F1"
+
+
+def macro_f1_over_test_labels(tp: np.ndarray, pp: np.ndarray, relevant: np.ndarray) -> float:
+    """Macro-F1 over the labels with a relevant test instance (``relevant > 0``) only,
+    from :func:`decision_counts`: where Macro-F1 averages over every declared label, and a
+    label space mostly unused by the test data makes it small by the labels alone.
+    ``nan`` when no label is relevant."""
+    used = np.asarray(relevant) > 0
+    if not used.any():
+        return float("nan")
+    return float(label_f1(np.asarray(tp)[used], np.asarray(pp)[used], np.asarray(relevant)[used]).mean())
 
 
 def f1_from_counts(tp: np.ndarray, pp: np.ndarray, relevant: np.ndarray) -> dict:

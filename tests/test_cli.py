@@ -997,19 +997,20 @@ def test_a_narrower_feature_header_is_read_with_a_warning(trained, tmp_path, cap
 
 
 def test_evaluate_threshold_gives_libmultilabel_f1_in_memory_and_streamed(trained, bibtex_dir, capsys):
-    """--threshold: Micro-/Macro-/Another-Macro-F1 of every label's decision score > T,
-    the same whether the model is held in memory or streamed shard by shard, and equal to
-    the library's f1_scores of predict_above."""
+    """--threshold: Micro-/Macro-/Another-Macro-F1 of every label's decision score > T
+    (and Macro-F1 over the labels of the test data), the same whether the model is held
+    in memory or streamed shard by shard, and equal to the library's of predict_above."""
     import headstart
     from headstart.io import read_xmc
-    from headstart.metrics import f1_scores
+    from headstart.metrics import decision_counts, f1_scores, macro_f1_over_test_labels
     from headstart.prediction.topk import predict_above
 
     _, model_dir = trained
     test = bibtex_dir / "test.txt.gz"
     X, Y = read_xmc(test)
     clf = headstart.load(model_dir, allow_gaps=True)
-    want = f1_scores(Y, predict_above(clf.model_, X, -0.5, n_columns=Y.shape[1]))
+    D = predict_above(clf.model_, X, -0.5, n_columns=Y.shape[1])
+    want = {**f1_scores(Y, D), "Test-Label-Macro-F1": macro_f1_over_test_labels(*decision_counts(Y, D))}
     assert 0 < want["Micro-F1"] < 1
     for extra in ([], ["--model-memory", "0"]):
         code, out, err = run(capsys, "evaluate", model_dir, test, "--allow-gaps", "--threshold", "-0.5", "--json",

@@ -100,6 +100,26 @@ def test_f1_scores_hand():
     assert r["Micro-F1"] == pytest.approx(2 * 1 / (2 * 1 + 1 + 2))
 
 
+def test_macro_f1_over_test_labels_hand():
+    """Macro-F1 averages over every declared label (0/0 counting 0, LibMultiLabel's); the
+    test labels' Macro-F1 over those with a relevant test instance only.  The example of
+    test_f1_scores_hand on a label space of 10 (labels 4-9 declared, never relevant, never
+    decided): Macro-F1 = (2/2 + 2/4 + 0/1 + 0 ... 0) / 10; labels 0 and 1 are relevant:
+    (2/2 + 2/4) / 2 = 3/4 -- label 2, decided once where it is not relevant, and the
+    unused labels are left out, whatever the label space."""
+    Yt = csr([[0, 1], [1], []], 10)
+    S = np.full((3, 10), -1.0)
+    S[0, [0, 2]] = (0.5, 2.0)
+    S[1, 1] = S[2, 1] = 0.1
+    counts = M.decision_counts(Yt, S)
+    assert M.f1_from_counts(*counts)["Macro-F1"] == pytest.approx(1.5 / 10)
+    assert M.macro_f1_over_test_labels(*counts) == pytest.approx(3 / 4)
+    small = M.decision_counts(csr([[0, 1], [1], []], 4), S[:, :4])
+    assert M.macro_f1_over_test_labels(*small) == pytest.approx(3 / 4)
+    # no relevant label at all: no mean
+    assert np.isnan(M.macro_f1_over_test_labels(*M.decision_counts(csr([[], [], []], 10), S)))
+
+
 def test_coverage_hand():
     # labels relevant somewhere in the test set: {0,1,2,3,4,5} -> 6
     # cov@1: correct top-1 labels {2, 1, 5} -> 3/6

@@ -48,9 +48,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "FM, NPV, MCC, LR+, LR-, DOR and Cov@k (headstart.metrics.dismec_metrics)")
     p.add_argument("--threshold", type=common._number(float), metavar="T", default=None,
                    help="also score the decisions 'score > T' of every label (0: the classifiers' sign): "
-                        "Micro-F1, Macro-F1 and Another-Macro-F1 as LibMultiLabel computes them (with a "
-                        "model only: a predictions file holds the top k, not every decision); write a "
-                        "negative T as --threshold=-0.5")
+                        "Micro-F1, Macro-F1 and Another-Macro-F1 as LibMultiLabel computes them (the macro "
+                        "means over every label of the label space, 0/0 counting 0), and Test-Label-Macro-F1, "
+                        "Macro-F1 over the labels with a positive in TEST only (with a model only: a "
+                        "predictions file holds the top k, not every decision); write a negative T as "
+                        "--threshold=-0.5")
     predict.add_thresholds_option(p, "also score the decisions 'score > the label's threshold in FILE' (with a "
                                      "model only)")
     g = p.add_argument_group("propensities")
@@ -272,10 +274,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) -> tuple[dict, str]:
-    """Micro-, Macro- and Another-Macro-F1 of every label's decision score > ``threshold``
-    (a number or one per label), block by block of the test data (and shard by shard of
-    a model held on disk); and the rule's description."""
-    from ..metrics import decision_counts, f1_from_counts, label_counts
+    """Micro-, Macro- and Another-Macro-F1 (and Macro-F1 over the test data's labels) of
+    every label's decision score > ``threshold`` (a number or one per label), block by
+    block of the test data (and shard by shard of a model held on disk); and the rule's
+    description."""
+    from ..metrics import (TEST_LABEL_MACRO_F1, decision_counts, f1_from_counts, label_counts,
+                           macro_f1_over_test_labels)
 
     L = scorer.label_space
     tp = np.zeros(L, dtype=np.int64)
@@ -299,7 +303,7 @@ def _threshold_scores(scorer, args: argparse.Namespace, threshold, rule: str) ->
         tp += a
         pp += b_
         rel += label_counts(Y)
-    return f1_from_counts(tp, pp, rel), rule
+    return {**f1_from_counts(tp, pp, rel), TEST_LABEL_MACRO_F1: macro_f1_over_test_labels(tp, pp, rel)}, rule
 
 
 def _prediction_label_space(path: str) -> int | None:
