@@ -604,6 +604,33 @@ def test_a_directory_cut_by_the_time_budget_keeps_its_statistics_for_resume(tmp_
         np.testing.assert_array_equal(st[col], full[col])
 
 
+def test_resumable_training_shards_a_mostly_unused_label_space_by_work(tmp_path):
+    """train --resume / --scheduler without --shard-size cut shards by work: a label
+    without positives counts 1/256 of one with (its solve is shared, training/sharing.py).
+    By count alone 2M declared labels with 300 used made 7,813 shards of 256 labels
+    (24-55 s against 2.4 s, 2026-12-06).  The model is the same whatever the shards; a
+    label space of labels with positives keeps its shards of at most 256 labels."""
+    from headstart.distributed import train_model_dir
+    from headstart.distributed.sharded import MAX_DEFAULT_SHARD
+    from headstart.model import load_model, read_manifest
+
+    rng = np.random.default_rng(5)
+    n, L = 60, 300_000
+    used = np.sort(rng.choice(L, 8, replace=False))
+    X = sp.random(n, 12, density=0.4, random_state=6, dtype=np.float32, format="csr")
+    Y = sp.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), used[rng.integers(0, 8, n)])), shape=(n, L))
+    p = TrainParams(threads=2)
+    r = train_model_dir(X, Y, p, tmp_path / "m", resume=True)
+    shards = read_manifest(tmp_path / "m")["shards"]
+    assert r.info["shard_size"] > MAX_DEFAULT_SHARD and len(shards) < L / MAX_DEFAULT_SHARD / 10
+    train_model_dir(X, Y, p, tmp_path / "c", shard_size=MAX_DEFAULT_SHARD)
+    a, b = load_model(tmp_path / "m"), load_model(tmp_path / "c")
+    assert (a.weights != b.weights).nnz == 0 and np.array_equal(a.intercept, b.intercept)
+    # every label with positives: shards by count, as before
+    Yd = sp.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), np.arange(n) % 30)), shape=(n, 30))
+    assert train_model_dir(X, Yd, p, tmp_path / "d", resume=True).info["shard_size"] <= MAX_DEFAULT_SHARD
+
+
 def test_a_time_budget_that_leaves_gaps_gives_a_model_with_gaps(tmp_path, monkeypatch):
     """With a timeout and several threads the trained labels need not be a prefix (each
     thread's chunk stops where the budget ran out): the model puts every row at its label

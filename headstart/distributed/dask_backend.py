@@ -47,7 +47,7 @@ from ..model.writer import TRAINING_MANIFEST_LAG
 from ..params import TrainParams
 from ..training.kernel import LANES
 from ..validation import check_k
-from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished,
+from .sharded import (PreparedData, ShardCallback, ShardedResult, ShardRecorder, count_finished, shared_labels,
                       finish_result, open_model_dir, plan_shards, prepare_data, undone_if_nothing_trained)
 
 log = logging.getLogger(__name__)
@@ -379,18 +379,6 @@ def _result_while_workers(client: Any, fut: Any, wait: float, kept: str) -> Any:
 def default_task_size(num_labels: int, slots: int) -> int:
     """About TASKS_PER_WORKER tasks per Dask thread (``slots``), within the bounds."""
     return int(min(MAX_TASK_LABELS, max(MIN_TASK_LABELS, -(-num_labels // (TASKS_PER_WORKER * max(slots, 1))))))
-
-
-def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams) -> np.ndarray:
-    """Which labels pose the problem every label without positives (or without negatives)
-    poses: the trainer solves it once per chunk and copies it (``SameProblems``), so they
-    cost next to nothing -- unless the start depends on the label (``label_free``)."""
-    from ..init import make_initializer
-
-    counts = np.asarray(counts)
-    if not make_initializer(params).label_free:
-        return np.zeros(counts.shape, dtype=bool)
-    return (counts <= 0) | (counts >= n_train)
 
 
 def plan_tasks(missing: Iterable[tuple[int, int]], shared: np.ndarray, origin: int, slots: int) -> list[tuple[int, int]]:

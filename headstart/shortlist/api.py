@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import math
 import os
 import time
 from typing import Any, Callable
@@ -253,33 +252,20 @@ def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first:
 #: one-vs-all; 2048 labels of the Amazon-670K-shaped set (2.4 ms each) are 5 s of work.
 SHARD_CAP = 2048
 
-#: a label without a row (no positive, nothing shortlisted) counts this share of a label
-#: with rows when the default shards are sized (:func:`default_shard_labels`): its solve
-#: is copied or takes ~3 us, where a label with rows takes ~0.1-3 ms
-ROWLESS_SHARE = 1 / 256
-
-#: the most labels in a default shard of a label space of mostly row-less labels
-MAX_ROWLESS_SHARD = 65536
-
-
 def default_shard_labels(sd: ShortlistedData, threads: int) -> int:
     """Labels per shard by default: :data:`SHARD_CAP` shortlisted labels' work a shard,
-    a label without a row counting :data:`ROWLESS_SHARE` of one.  Cut by label count
-    alone, a label space of mostly unused ids made a shard (a file, its statistics and a
-    manifest entry, ~11 ms) of every 2,048 labels of microseconds each: 2M labels, 300
-    used, 1,000 rows: 997 shards and 12.1 CPU-s against 7.9 in 63 shards (2026-12-06,
-    one run each beside a test run; the work per shard of the labels with rows is then
-    the same, on average over the range)."""
-    from ..distributed.sharded import default_shard_size
+    a label without a row (no positive, nothing shortlisted) counting
+    :data:`~headstart.distributed.sharded.ROWLESS_SHARE` of one
+    (:func:`~headstart.distributed.sharded.shard_size_by_work`).  By label count alone:
+    2M labels, 300 used, 1,000 rows: 997 shards and 12.1 CPU-s against 7.9 in 63 shards
+    (2026-12-06, one run each beside a test run; the work per shard of the labels with
+    rows is then the same, on average over the range)."""
+    from ..distributed.sharded import shard_size_by_work
 
     data = sd.data
-    n = int(data.num_labels)
-    by_count = default_shard_size(n, threads, SHARD_CAP)
     a, z = int(data.first_label), int(data.stop)
     busy = int(np.count_nonzero((np.diff(data.Y.indptr[a:z + 1]) > 0) | (np.diff(sd.shortlist.indptr[a:z + 1]) > 0)))
-    work = busy + (n - busy) * ROWLESS_SHARE
-    per_shard = default_shard_size(max(1, int(math.ceil(work))), threads, SHARD_CAP)
-    return int(min(max(by_count, int(per_shard * n / max(work, 1.0))), max(by_count, MAX_ROWLESS_SHARD)))
+    return shard_size_by_work(int(data.num_labels), busy, threads, SHARD_CAP)
 
 
 def train_shortlisted_dir(X: Any, Y: Any, params: TrainParams, shortlist: Any, model_dir: str | os.PathLike, *,
