@@ -715,6 +715,28 @@ def test_labels_without_positives_share_one_solve(bibtex, tmp_path, init):
     assert all((W[j] != W[2]).nnz > 0 for j in (3, 4, 8))     # different starts, different stops
 
 
+def test_labels_without_positives_share_one_solve_per_cost(bibtex, tmp_path):
+    """Per-label costs (a cost file): labels without positives share a solve only with
+    those of the same costs -- bit for bit what chunks of one label give; the grouping
+    is a hash table over (kind, C+, C-), no longer np.unique over those rows."""
+    X, Y = bibtex
+    n = X.shape[0]
+    k = 7
+    Y2 = sp.hstack([Y[:, :2], sp.csr_matrix((n, k))]).tocsr()          # labels 2..8: no positive
+    neg = np.ones(Y2.shape[1])
+    neg[2:] = [1.0, 2.0, 1.0, 2.0, 3.0, 1.0, 3.0]                       # 3 problems, 4 copies
+    np.save(tmp_path / "neg.npy", neg)
+    p = TrainParams(weighting="file", weights_neg_file=str(tmp_path / "neg.npy"), regularize_bias=True,
+                    prune=0.0, threads=1)
+    labels = np.arange(Y2.shape[1])
+    W1, b1, st1 = train_labels(X, Y2, p, labels)
+    W2, b2, st2 = train_labels(X, Y2, p.replace(threads=2), labels, chunk_size=1)
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+    assert st1.meta["shared_solves"] == 4 and st2.meta["shared_solves"] == 0
+    np.testing.assert_array_equal(st1["shared_with"][2:], [-1, -1, 2, 3, -1, 2, 6])
+    assert len(np.unique(b1[2:])) == 3            # the costs do change the solution
+
+
 def test_a_one_label_run_and_chunks_of_one_label_load_the_runs_kernel(bibtex):
     """The record arrays have one numba type whatever the chunk and iteration counts
     (chunks.make_records): a one-label run and chunks of one label call the train_chunk
