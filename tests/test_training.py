@@ -737,6 +737,34 @@ def test_labels_without_positives_share_one_solve_per_cost(bibtex, tmp_path):
     assert len(np.unique(b1[2:])) == 3            # the costs do change the solution
 
 
+def test_labels_without_positives_of_equal_pretrained_rows_share_one_solve(bibtex):
+    """A pretrained start is each label's own row: labels without positives share a
+    solve when their rows and intercepts are equal bit for bit (a model's unused labels:
+    they shared theirs), or when the model has no row for them (the zero start) --
+    bit for bit what chunks of one label give.  A row that differs is its own solve."""
+    from headstart.init.pretrained import InMemoryWeights
+
+    X, Y = bibtex
+    n = X.shape[0]
+    Y2 = sp.hstack([Y[:, :2], sp.csr_matrix((n, 4)), Y[:, 2:3], sp.csr_matrix((n, 3))]).tocsr()
+    L = Y2.shape[1]                                    # labels 2-5, 7-9: no positive
+    base = TrainParams(regularize_bias=True, prune=0.0, threads=1)
+    W0, b0, _ = train_labels(X, Y2, base, np.arange(L))
+    assert W0[2].nnz > 0 and (W0[3] != W0[2]).nnz == 0 and b0[3] == b0[2]   # equal, not empty rows
+    W0 = W0[:L - 1].tolil()                            # label 9: no row, starts from zero
+    W0[4] = W0[4] * 0.5                                # label 4: a start of its own
+    start = InMemoryWeights(W0.tocsr(), b0[:L - 1], label_space=L)
+    p = base.replace(init="pretrained", pretrained=start, C=2.0)
+    W1, b1, st1 = train_labels(X, Y2, p, np.arange(L))
+    W2, b2, st2 = train_labels(X, Y2, p.replace(threads=2), np.arange(L), chunk_size=1)
+    assert (W1 != W2).nnz == 0 and np.array_equal(b1, b2)
+    for f in ("iterations", "f_init", "f_final", "distance"):
+        np.testing.assert_array_equal(st1[f], st2[f])
+    np.testing.assert_array_equal(st1["shared_with"][2:], [-1, 2, -1, 2, -1, 2, 2, -1])
+    assert st1.meta["shared_solves"] == 4 and st2.meta["shared_solves"] == 0
+    assert st1["iterations"][2] > 0 and (W1[4] != W1[2]).nnz > 0 and (W1[9] != W1[2]).nnz > 0
+
+
 def test_a_one_label_run_and_chunks_of_one_label_load_the_runs_kernel(bibtex):
     """The record arrays have one numba type whatever the chunk and iteration counts
     (chunks.make_records): a one-label run and chunks of one label call the train_chunk

@@ -195,7 +195,9 @@ MAX_ROWLESS_SHARD = 65536
 def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams) -> np.ndarray:
     """Which labels pose the problem every label without positives (or without negatives)
     poses: the trainer solves it once per chunk and copies it (``SameProblems``), so they
-    cost next to nothing -- unless the start depends on the label (``label_free``)."""
+    cost next to nothing -- unless the start depends on the label (``label_free``; a
+    pretrained start shares among equal rows of the model, which the plan does not
+    read: its labels count as solved, more shards or tasks than needed but no wrong ones)."""
     from ..init import make_initializer
 
     counts = np.asarray(counts)

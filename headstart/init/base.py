@@ -87,11 +87,20 @@ class Initializer:
     #: True when the start is a function of the label's positives alone (its per-label
     #: kernel ignores ``label``): labels without positives (negatives) of equal costs are
     #: then one problem, solved once per chunk (training/sharing.py).  False, the safe
-    #: default, solves each such label itself.
+    #: default, solves each such label itself -- unless :meth:`start_rows` says more.
     label_free = False
 
     def prepare(self, ctx: TrainingContext):  # pragma: no cover - interface
         raise NotImplementedError
+
+    def start_rows(self, plan) -> tuple | None:
+        """For a start that is not ``label_free`` but each label's own row of a matrix,
+        taken as it is (a pretrained model's): ``(first label, indptr, indices, data,
+        intercept)`` of the rows of ``plan`` (CSR, float32 data and intercepts), labels
+        outside them starting from zero.  Labels without positives (negatives) of equal
+        costs whose rows are equal, bit for bit, are then one problem too
+        (training/sharing.py).  None, the default: each such label is solved itself."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,8 @@ A label without positives has y = -1 on every instance, one without negatives y 
 all such labels of equal costs (C+, C-) therefore minimise the same objective.  Where the
 solve from there on depends on nothing but the problem -- the Newton path when the
 initialiser's start is a function of the positives alone (``Initializer.label_free``),
+or each label's own row taken as it is, for the labels whose rows are equal bit for bit
+(``Initializer.start_rows``: a pretrained model's, whose unused labels have equal rows),
 the coordinate-descent paths, whose random order takes a fixed seed for these labels
 (training/coordinate.py) -- every one of them would reach the same weights by the same
 steps.  A chunk then hands only the first of them to the kernel and gives its result to

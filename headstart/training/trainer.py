@@ -180,9 +180,11 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     if groups is None:
         groups = use_groups(lanes, init.sparse_start, mines)
     groups = bool(groups) and lanes == LANES
-    # labels without positives (negatives) of equal costs: one solve per chunk, unless
-    # the start depends on the label itself (a pretrained model's rows)
-    same = SameProblems(y_indptr, n, cost_pos, cost_neg) if init.label_free else None
+    # labels without positives (negatives) of equal costs: one solve per chunk -- when
+    # the start is each label's own row (a pretrained model's), of equal rows only
+    starts = None if init.label_free else init.start_rows(plan)
+    same = SameProblems(y_indptr, n, cost_pos, cost_neg, starts) if init.label_free or starts is not None else None
+    del starts
     chunks = shared_label_chunks(labels, chunk_size, threads, same)
     threads = max(1, min(threads, len(chunks)))
     warn_if_oversubscribed(team_threads or threads, log)
@@ -230,9 +232,10 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         t_train += restart.compile_seconds
         restarted = restart.count
         restart.report(init.name)
+    shared_solves = same.copied if same is not None else 0
     # the renumbered X and the init's plan are not needed for the assembly (nor the
-    # restart's closures, which hold them)
-    del P, X, plan, colsum, y_indices, y_indptr, kernel, restart
+    # restart's closures, which hold them, nor `same`, which may hold the plan's rows)
+    del P, X, plan, colsum, y_indices, y_indptr, kernel, restart, same
     weights, intercept, stats = assemble(results, stats_parts, collect, d_out, threads=threads)
     del results, stats_parts
     stats.meta.update({"init": init.name, "solver": "newton", "init_prepare_seconds": prep_seconds,
@@ -240,7 +243,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": team_threads or threads, "lanes": lanes, "groups": groups,
                        "shared_lanes": team_threads > 0,
-                       "shared_solves": same.copied if same is not None else 0,
+                       "shared_solves": shared_solves,
                        "restarted_from_zero": restarted, **pruning_meta(params, n, x_nnz),
                        "zero_starts": note_zero_starts(stats, f"init {init.name!r}")})
     if collect:
