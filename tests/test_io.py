@@ -1265,3 +1265,32 @@ def test_a_commands_output_file_names_a_killed_writers_temporaries(tmp_path, cap
     assert stale.read_bytes() == b"x" * 3000 and (tmp_path / "out.txt").is_file()
     assert main(["convert", str(src), str(tmp_path / "fresh.txt")]) == 0
     assert "temporary" not in capsys.readouterr().err
+
+
+
+@pytest.mark.parametrize("text, want", [
+    ("1.0\n2.5\n3\n", [1.0, 2.5, 3.0]), ("# headstart {}\n1\n2\n3", [1.0, 2.0, 3.0]),
+    ("  \t# a comment\n1 2\n\n3\n", [1.0, 2.0, 3.0]), ("1\r\n2\r\n3\r\n", [1.0, 2.0, 3.0]),
+    ("\x85# a comment (lstrip strips U+0085)\n1\n2\n3\n", [1.0, 2.0, 3.0]),
+    ("#\n#\n1\u20032\n3", [1.0, 2.0, 3.0]), ("1_0\n1e-3\n0.1\n", [10.0, 1e-3, 0.1]),
+    ("1 #2\n2\n3\n", ":1: '#2' is not a number"), ("1\n2\n3 # trailing\n", ":3: '#' is not a number"),
+    ("1\nx\n3\n", ":2: 'x' is not a number"), ("1\n2\n", ": 2 label costs"),
+    ("1\n2\n3\n4\n", ":4: more than 3 label costs"), ("1\n-2\n3\n", ":2: cost '-2' is not"),
+    ("1\nnan\n3\n", ":2: cost 'nan' is not"), ("1\ninf\n3\n", ":2: cost 'inf' is not")])
+@pytest.mark.parametrize("block", [1 << 20, 1, 4])
+def test_label_values_read_by_blocks_as_line_by_line(tmp_path, monkeypatch, text, want, block):
+    """Text label values (cost files, thresholds) are parsed by blocks of lines, the loop
+    that names the line of an error runs only on an error (2M labels: ~5 s a read, and a
+    cost file is read twice): the values float() gives, and the same refusals."""
+    from headstart.io import labelvec
+
+    monkeypatch.setattr(labelvec, "_BLOCK", block)
+    f = tmp_path / "v.txt"
+    f.write_bytes(text.encode("utf-8"))
+    if isinstance(want, str):
+        with pytest.raises(DataFormatError) as e:
+            labelvec.read_label_values(f, 3, "label costs", "cost", minimum=0.0)
+        assert str(e.value).startswith(str(f) + want)
+    else:
+        got = labelvec.read_label_values(f, 3, "label costs", "cost", minimum=0.0)
+        assert got.dtype == np.float64 and got.tobytes() == np.array(want).tobytes()
