@@ -631,6 +631,40 @@ def test_resumable_training_shards_a_mostly_unused_label_space_by_work(tmp_path)
     assert train_model_dir(X, Yd, p, tmp_path / "d", resume=True).info["shard_size"] <= MAX_DEFAULT_SHARD
 
 
+def test_labels_of_costs_of_their_own_count_as_work_when_shards_are_cut(tmp_path):
+    """A cost file that gives the labels without positives costs of their own makes each
+    of them a problem of its own (training/sharing.py shares none of their solves): they
+    count as work, and the default shards stay of at most MAX_DEFAULT_SHARD labels (they
+    were cut as if shared: 300,000 labels in shards of 65,536, each label solved itself).
+    Labels without positives of equal costs still count as shared."""
+    from headstart.distributed import train_model_dir
+    from headstart.distributed.sharded import MAX_DEFAULT_SHARD, shared_labels
+
+    rng = np.random.default_rng(5)
+    n, L = 60, 20_000
+    used = np.sort(rng.choice(L, 8, replace=False))
+    X = sp.random(n, 12, density=0.4, random_state=6, dtype=np.float32, format="csr")
+    Y = sp.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), used[rng.integers(0, 8, n)])), shape=(n, L))
+    own = 1.0 + np.arange(L) / L                      # every label a cost of its own
+    np.save(tmp_path / "own.npy", own)
+    equal = np.ones(L)
+    equal[used] = 2.0                                  # the labels with positives only
+    np.save(tmp_path / "equal.npy", equal)
+    p = TrainParams(threads=2, weighting="file", weights_neg_file=str(tmp_path / "own.npy"))
+    counts = np.diff(Y.tocsc().indptr)
+    assert not shared_labels(counts, n, p).any()
+    pe = p.replace(weights_neg_file=str(tmp_path / "equal.npy"))
+    # the first label without positives is solved, the others of its costs take its solve
+    assert shared_labels(counts, n, pe).sum() == L - 8 - 1
+    # of a range, its first such label is the one solved
+    want = shared_labels(counts, n, pe)[100:150]
+    want[np.flatnonzero(counts[100:150] == 0)[0]] = False
+    np.testing.assert_array_equal(shared_labels(counts, n, pe, 100, 50), want)
+    r = train_model_dir(X, Y, p, tmp_path / "m", resume=True)
+    assert r.info["shard_size"] <= MAX_DEFAULT_SHARD and r.stats.meta["shared_solves"] == 0
+    assert train_model_dir(X, Y, pe, tmp_path / "e", resume=True).info["shard_size"] > MAX_DEFAULT_SHARD
+
+
 def test_a_time_budget_that_leaves_gaps_gives_a_model_with_gaps(tmp_path, monkeypatch):
     """With a timeout and several threads the trained labels need not be a prefix (each
     thread's chunk stops where the budget ran out): the model puts every row at its label

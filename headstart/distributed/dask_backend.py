@@ -685,7 +685,7 @@ def _train_dask(data, params, model_dir, client, scheduler, n_workers, shard_siz
             size = default_task_size(count, slots)      # (another mode's tasks: their own costs)
         if size is None:
             # cells of about equal work (labels without positives are nearly free)
-            shared = shared_labels(data.label_counts[first:first + count], data.n_train, params)
+            shared = shared_labels(data.label_counts, data.n_train, params, first, count)
         elif size < min(MIN_TASK_LABELS, count):
             # a task trains its labels 16 at a time per thread (the lanes of one sweep over
             # X): a few labels per task sweep X for each of them and pay the task's set-up

@@ -192,18 +192,39 @@ ROWLESS_SHARE = 1 / 256
 MAX_ROWLESS_SHARD = 65536
 
 
-def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams) -> np.ndarray:
-    """Which labels pose the problem every label without positives (or without negatives)
-    poses: the trainer solves it once per chunk and copies it (``SameProblems``), so they
-    cost next to nothing -- unless the start depends on the label (``label_free``; a
-    pretrained start shares among equal rows of the model, which the plan does not
-    read: its labels count as solved, more shards or tasks than needed but no wrong ones)."""
+def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams, first: int = 0,
+                  count: int | None = None) -> np.ndarray:
+    """Which labels of ``[first, first + count)`` (``counts``: the positives of every
+    label of the label space; by default the range is all of them) pose the problem an
+    earlier label without positives (or without negatives) poses: the trainer solves it
+    once per chunk and copies it (``SameProblems``), so they cost next to nothing --
+    unless the start depends on the label (``label_free``; a pretrained start shares
+    among equal rows of the model, which the plan does not read: its labels count as
+    solved, more shards or tasks than needed but no wrong ones), or their costs differ
+    (a cost file: each label of costs of its own is a problem of its own)."""
     from ..init import make_initializer
 
     counts = np.asarray(counts)
+    stop = counts.size if count is None else int(first) + int(count)
     if not make_initializer(params).label_free:
-        return np.zeros(counts.shape, dtype=bool)
-    return (counts <= 0) | (counts >= n_train)
+        return np.zeros(stop - int(first), dtype=bool)
+    part = counts[first:stop]
+    shared = (part <= 0) | (part >= n_train)
+    if params.weighting == "file" and shared.any():
+        # per-label costs: only labels of the costs of an earlier one take its solve (a
+        # cost file that gave unused labels costs of their own made shards of 65,536
+        # labels each solved itself, s81 review)
+        from ..objective.weighting import label_costs
+        from ..training.sharing import SameProblems
+
+        cost_pos, cost_neg = label_costs(params, counts, n_train)
+        y_indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=y_indptr[1:])
+        u, of, _ = SameProblems(y_indptr, n_train, cost_pos, cost_neg)._classes(
+            np.arange(first, stop, dtype=np.int64), stop - int(first))
+        shared[:] = False
+        shared[u[of != np.arange(u.size)]] = True
+    return shared
 
 
 def shard_size_by_work(num_labels: int, busy: int, threads: int, cap: int = MAX_DEFAULT_SHARD) -> int:
@@ -438,7 +459,7 @@ def _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard
     threads = params.effective_threads()
     if shard_size is None:
         a, z = int(data.first_label), int(data.first_label + data.num_labels)
-        shared = shared_labels(data.label_counts[a:z], data.n_train, params)
+        shared = shared_labels(data.label_counts, data.n_train, params, a, z - a)
         size = shard_size_by_work(data.num_labels, int(data.num_labels - np.count_nonzero(shared)), threads)
     else:
         size = shard_size
