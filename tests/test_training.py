@@ -629,6 +629,15 @@ def test_resumable_training_shards_a_mostly_unused_label_space_by_work(tmp_path)
     # every label with positives: shards by count, as before
     Yd = sp.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), np.arange(n) % 30)), shape=(n, 30))
     assert train_model_dir(X, Yd, p, tmp_path / "d", resume=True).info["shard_size"] <= MAX_DEFAULT_SHARD
+    # the used labels together at the low ids (frequency-ordered ids): the grid is wide,
+    # but no shard solves more labels itself than a shard by count would
+    k = 1200
+    Yc = sp.csr_matrix((np.ones(k, dtype=np.float32), (np.arange(k) % n, np.arange(k))), shape=(n, L))
+    r = train_model_dir(X, Yc, p, tmp_path / "k", resume=True)
+    assert r.info["shard_size"] > MAX_DEFAULT_SHARD
+    solved = [min(s["first_label"] + s["num_labels"], k) - min(s["first_label"], k)
+              for s in read_manifest(tmp_path / "k")["shards"]]
+    assert sum(solved) == k and max(solved) <= MAX_DEFAULT_SHARD
 
 
 def test_labels_of_costs_of_their_own_count_as_work_when_shards_are_cut(tmp_path):

@@ -234,9 +234,10 @@ def shard_size_by_work(num_labels: int, busy: int, threads: int, cap: int = MAX_
     :data:`MAX_ROWLESS_SHARD` labels (and never fewer than by count).  Cut by label count alone, a label space of
     mostly unused ids made a shard -- a weights file, a statistics file and a manifest
     entry, ~11 ms -- of every 256 labels of microseconds each: ``train --resume`` of 2M
-    declared labels, 300 used, 1,000 rows wrote 7,813 shards (47.7 s against 8.4 s
-    without --resume, 2026-12-06); shortlisted training the same with 2,048 (997 shards
-    against 63)."""
+    declared labels, 300 used, 1,000 rows wrote 7,813 shards (24-55 s wall against 8.4 s
+    without --resume, 2026-12-06; now 162 shards, 5.3 s on a loaded machine: the
+    trainer's chunks stay those of the count rule, :func:`_train_sharded`); shortlisted
+    training the same with 2,048 (997 shards against 63)."""
     by_count = default_shard_size(num_labels, threads, cap)
     work = busy + (num_labels - busy) * ROWLESS_SHARE
     per_shard = default_shard_size(max(1, int(np.ceil(work))), threads, cap)
@@ -461,8 +462,14 @@ def _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard
         a, z = int(data.first_label), int(data.first_label + data.num_labels)
         shared = shared_labels(data.label_counts, data.n_train, params, a, z - a)
         size = shard_size_by_work(data.num_labels, int(data.num_labels - np.count_nonzero(shared)), threads)
+        # the trainer's chunks stay those of the count rule: each solves at most that many
+        # labels itself (the shared ones ride along, chunks.shared_label_chunks), so where
+        # the used labels lie together (frequency-ordered ids, unused ones at the end) a
+        # shard of the wider grid is still cut where a chunk ends (s81 review: 100K used
+        # and 1M unused labels made chunks of ~2,700 solves, the work an interruption loses)
+        chunk = default_shard_size(data.num_labels, threads)
     else:
-        size = shard_size
+        size = chunk = shard_size
     plan = plan_shards(missing, size, origin=data.first_label)
     # the run is reported from the trainer's statistics (the recorder keeps no second copy)
     st = None
@@ -480,10 +487,10 @@ def _train_sharded(data, params, model_dir, resume, overwrite, extensions, shard
         writer.manifest_lag = TRAINING_MANIFEST_LAG
         with writer:
             if train_fn is not None:
-                st = train_fn(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink,
+                st = train_fn(data.X, data.Y, params, labels, chunk_size=chunk, sink=recorder.sink,
                               collect=False)[2]
             else:
-                st = train_labels(data.X, data.Y, params, labels, chunk_size=size, sink=recorder.sink,
+                st = train_labels(data.X, data.Y, params, labels, chunk_size=chunk, sink=recorder.sink,
                                   collect=False, inplace=data.owned or own_data)[2]
     return finish_result(writer, data, recorder, before, t_start, "local",
                          {"shard_size": size, "threads": threads}, run_stats=st)
