@@ -79,6 +79,8 @@ NOT_OFFERED: dict[int, str] = {
 #: options that take no value
 _FLAGS = ("-q", "-R")
 _WEIGHT = re.compile(r"^-w([+-]?\d+)$")
+#: the training parameter a class weight -wi sets (:func:`translate`)
+_WEIGHT_PARAMS = {1: "weight_pos", -1: "weight_neg"}
 
 
 def translate(options: str, search: bool = False) -> dict[str, Any]:
@@ -168,8 +170,7 @@ def translate(options: str, search: bool = False) -> dict[str, Any]:
                                   f"LIBLINEAR's multi-class -w{other[0]} W is W on line {other[0] + 1} of FILE "
                                   f"(label id {other[0]}) and 1 on the others")
         out["weighting"] = "constant"
-        out["weight_pos"] = weights.get(1, 1.0)
-        out["weight_neg"] = weights.get(-1, 1.0)
+        out.update({name: weights.get(cls, 1.0) for cls, name in _WEIGHT_PARAMS.items()})
     if "-m" in given:                                   # multi-core LIBLINEAR's (2.43+) thread count
         threads = _number(options, "-m", given["-m"], int)
         if threads < 1:
@@ -224,10 +225,6 @@ def class_weights(options: str) -> list[str]:
     """The ``-wi`` options of LIBLINEAR options (already accepted by :func:`translate`),
     as given (``["-w1"]``)."""
     return [t for t in shlex.split(options) if _WEIGHT.match(t)]
-
-
-#: the training parameter a class weight -wi sets (:func:`translate`)
-_WEIGHT_PARAMS = {1: "weight_pos", -1: "weight_neg"}
 
 
 def unread_class_weights(options: str, params: Any, overridden: Collection[str],

@@ -220,10 +220,8 @@ def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams, first: 
         cost_pos, cost_neg = label_costs(params, counts, n_train)
         y_indptr = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=y_indptr[1:])
-        u, of, _ = SameProblems(y_indptr, n_train, cost_pos, cost_neg)._classes(
-            np.arange(first, stop, dtype=np.int64), stop - int(first))
-        shared[:] = False
-        shared[u[of != np.arange(u.size)]] = True
+        copy_of = SameProblems(y_indptr, n_train, cost_pos, cost_neg).copies(np.arange(first, stop, dtype=np.int64))
+        shared = np.zeros(stop - int(first), dtype=bool) if copy_of is None else copy_of >= 0
     return shared
 
 
@@ -231,9 +229,10 @@ def shard_size_by_work(num_labels: int, busy: int, threads: int, cap: int = MAX_
     """Labels per shard by default where ``busy`` of the ``num_labels`` labels take a
     solve of their own: a shard holds about the work of :func:`default_shard_size` such
     labels, one whose solve is shared counting :data:`ROWLESS_SHARE` of one, at most
-    :data:`MAX_ROWLESS_SHARD` labels (and never fewer than by count).  Cut by label count alone, a label space of
-    mostly unused ids made a shard -- a weights file, a statistics file and a manifest
-    entry, ~11 ms -- of every 256 labels of microseconds each: ``train --resume`` of 2M
+    :data:`MAX_ROWLESS_SHARD` labels (and never fewer than by count).  Cut by label
+    count alone, a label space of mostly unused ids made a shard -- a weights file, a
+    statistics file and a manifest entry, ~11 ms -- of every 256 labels of microseconds
+    each: ``train --resume`` of 2M
     declared labels, 300 used, 1,000 rows wrote 7,813 shards (24-55 s wall against 8.4 s
     without --resume, 2026-12-06; now 162 shards, 5.3 s on a loaded machine: the
     trainer's chunks stay those of the count rule, :func:`_train_sharded`); shortlisted

@@ -252,6 +252,7 @@ def train_shortlisted_range(arrays: ShortlistArrays, params: TrainParams, first:
 #: one-vs-all; 2048 labels of the Amazon-670K-shaped set (2.4 ms each) are 5 s of work.
 SHARD_CAP = 2048
 
+
 def default_shard_labels(sd: ShortlistedData, threads: int) -> int:
     """Labels per shard by default: :data:`SHARD_CAP` shortlisted labels' work a shard,
     a label without a row (no positive, nothing shortlisted) counting
