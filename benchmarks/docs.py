@@ -491,13 +491,14 @@ def estimates_section() -> list[str]:
          "starts) for all labels of the published shapes, X owned by the trainer, weights written as they finish; "
          "the command line keeps no per-iteration trajectories unless its `--stats` file is JSON lines. Computed "
          "by this commit, not measured; `tests/test_memory.py` checks the estimate against the measured peak of a "
-         "mid-size run (within 20%). \"16 shared\": the threads share 16 lanes per 16 threads as one team "
-         "(`headstart/training/team.py`): per thread 16 / threads lanes' buffers (about one lane's from 16 "
-         "threads on), still one pass over X per 16 labels. A team is the default where the lone threads would "
-         "form no direction groups (aop with the squared hinge, as here), every thread has a core and its buffers "
-         "fit half the memory; from zero or with the logistic loss (direction groups) only where 16 lanes per "
-         "thread do not fit (X larger than the cache) -- the last rows, `--init zero` -- and then its threads "
-         "form direction groups too where their buffers (one group's per thread) fit.", "",
+         "mid-size run (within 20%). \"16 per team of k\": the threads share 16 lanes per team of k threads "
+         "(`headstart/training/team.py`): per thread 16 / k lanes' buffers (four lanes' in teams of four), "
+         "still one pass over X per 16 labels of a team. Teams of four are the default where the lone threads "
+         "would form no direction groups (aop with the squared hinge, as here), every thread has a core and "
+         "their buffers fit half the memory (larger teams, fewer lanes per thread, where they do not); from "
+         "zero or with the logistic loss (direction groups) only where 16 lanes per thread do not fit (X larger "
+         "than the cache) -- the last rows, `--init zero` -- and then their threads form direction groups too "
+         "where their buffers (one group's per thread) fit.", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]
     runs = [(shape, threads, gib, "aop") for shape in _SHAPES for threads, gib in ((2, 24), (64, 256))]
@@ -506,7 +507,8 @@ def estimates_section() -> list[str]:
         kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30, init=init)
         e = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=False, **kw)
         t = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=True, **kw)
-        lanes = f"{e.details['lanes']} shared" if e.details.get("shared_lanes") else e.details["lanes"]
+        lanes = (f"{e.details['lanes']} per team of {e.details['team_threads']}" if e.details.get("shared_lanes")
+                 else e.details["lanes"])
         L.append(f"| {name} ({n} x {d}, {labels} labels){'' if init == 'aop' else ', --init zero'} "
                  f"| {threads} ({gib} GiB) | {lanes} | "
                  f"{format_bytes(e.total)} | {format_bytes(t.total)} | {format_bytes(e.parts['workspaces'])} | "

@@ -157,9 +157,9 @@ class MemoryEstimate:
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None, memory: int | None = None, groups: bool = False,
                      cores: int | None = None, nnz: int | None = None) -> tuple[int, int, int, bool]:
-    """(threads actually used, chunk size, lanes, whether the threads share 16 lanes as a
-    team), as :func:`train_labels` decides them on a machine where the process can use
-    ``memory`` bytes (default: this one)."""
+    """(threads actually used, chunk size, lanes, the threads per team where they share
+    16 lanes per team, else 0), as :func:`train_labels` decides them on a machine where
+    the process can use ``memory`` bytes (default: this one)."""
     from .training.budget import choose_lanes, lane_budget, share_lanes
     from .training.chunks import default_chunk_size
 
@@ -168,15 +168,15 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         chunk_size = default_chunk_size(n_labels, threads)
     chunk_size = max(1, int(chunk_size))
     used = max(1, min(threads, -(-max(n_labels, 1) // chunk_size)))
-    shared = False
+    shared = 0
     if lanes is None:
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
         team = max(1, min(threads, n_labels))    # the trainer weighs the same threads
-        shared = team > 1 and share_lanes(n, d, team, lanes, budget, groups, cores, nnz)
+        shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz) if team > 1 else 0
         if shared:
             used, lanes = team, 16
-    return used, chunk_size, int(lanes), shared
+    return used, chunk_size, int(lanes), int(shared)
 
 
 def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: int = 0, *,
@@ -242,10 +242,14 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
     free = settled > 0 and 2 * settled >= n_labels and chunk_size > 2 * LANES   # (chunks.shared_label_chunks)
     largest = chunk_size
-    if used > 1 and not shared:
-        # guided scheduling (chunks.label_chunks): no chunk above remaining / (2 x threads)
+    from .training.team import team_sizes
+
+    # the workers that take chunks: the threads, or where they share lanes their teams
+    workers = len(team_sizes(used, -(-max(active, 1) // chunk_size), shared)) if shared else used
+    if workers > 1:
+        # guided scheduling (chunks.label_chunks): no chunk above remaining / (2 x workers)
         # of the labels it counts, nor below 4 x LANES
-        largest = min(chunk_size, max(4 * LANES, -(-(active if free else n_labels) // (2 * used))))
+        largest = min(chunk_size, max(4 * LANES, -(-(active if free else n_labels) // (2 * workers))))
     # the most labels a chunk hands to the kernel: record rows and weights in flight
     solved = min(chunk_size, active + (1 if settled else 0), largest + (LANES if settled else 0))
 
@@ -308,15 +312,17 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         parts["records"] = used * _ITER_RECORDS * chunk_size * _F64
         parts["chunk buffers"] = int(used * (3 * chunk_w + 2 * (dk + 1) * _NNZ))
     else:
-        # a team's threads train one chunk at a time: one set of records, one chunk's weights
-        holders = 1 if shared else used
+        # a team's threads train one chunk at a time: per team one set of records, one
+        # chunk's weights
         if shared:
             from .training.budget import lane_budget, team_groups, team_workspace_bytes
 
-            # (each thread's direction-group buffers where the team forms groups)
-            grouped = team_groups(n, dk, used, lane_budget(memory), _groups(16, init, loss))
-            parts["workspaces"] = team_workspace_bytes(n, dk, used, grouped)
+            holders = workers
+            # (each thread's direction-group buffers where the teams form groups)
+            grouped = team_groups(n, dk, used, lane_budget(memory), _groups(16, init, loss), shared)
+            parts["workspaces"] = team_workspace_bytes(n, dk, used, grouped, shared)
         else:
+            holders = used
             parts["workspaces"] = used * thread_workspace_bytes(n, dk, lanes, _groups(lanes, init, loss))
         # the record arrays are (chunk_size, cap), iteration-major: an iteration's row of
         # chunk_size values becomes resident where the kernel's labels write it, the first
@@ -337,14 +343,16 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # the chunks' parts and their concatenation (TrainingStats.concat)
     parts["statistics"] = 2 * (n_labels * (len(STAT_FIELDS) + _STAT_EXTRA) * _F64 + active * per_label_trajectory
                                + settled * settled_trajectory)
-    notes = (f"{used} thread(s) sharing {lanes} lanes" if shared else f"{used} thread(s) x {lanes} lane(s)"
+    notes = (f"{used} thread(s) sharing {lanes} lanes per team of up to {shared}" if shared
+             else f"{used} thread(s) x {lanes} lane(s)"
              + f", chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
              else "weights written as they finish (sharded)")
     if settled:
         notes += (f"{settled} label(s) without a positive end at their start (no weights)",)
     return MemoryEstimate({k: int(v) for k, v in parts.items()}, notes,
-                          {"threads": used, "lanes": lanes, "chunk_size": chunk_size, "shared_lanes": shared})
+                          {"threads": used, "lanes": lanes, "chunk_size": chunk_size, "shared_lanes": bool(shared),
+                           "team_threads": shared})
 
 
 def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,

@@ -326,7 +326,8 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     use (at least 2 GiB): the Amazon-670K shape at 64 threads keeps them on a 256 GiB
     machine (they take ~15 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
     one.  The estimate follows the trainer: from zero (direction groups) the threads keep
-    their own lanes; with aop they share 64 lanes as a team (budget.share_lanes), ~2 GiB."""
+    their own lanes; with aop they share 16 lanes per team of four (budget.share_lanes),
+    ~4 GiB."""
     from headstart.training.kernel import HALF_LANES, LANES
     from headstart.training.budget import choose_lanes, lane_budget
 
@@ -343,8 +344,8 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     assert e.details["lanes"] == LANES and not e.details["shared_lanes"] and e.parts["workspaces"] > 12 * 2**30
     t = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
                                            collect=False)
-    assert t.details["shared_lanes"] and t.details["threads"] == 64
-    assert t.parts["workspaces"] == team_workspace_bytes(490449, 135909, 64) < 2.5 * 2**30
+    assert t.details["shared_lanes"] and t.details["threads"] == 64 and t.details["team_threads"] == 4
+    assert t.parts["workspaces"] == team_workspace_bytes(490449, 135909, 64) < 4.5 * 2**30
 
 
 def test_the_memory_is_probed_only_when_the_lanes_exceed_every_budgets_floor(monkeypatch):

@@ -66,6 +66,29 @@ def test_a_team_trains_the_same_weights_bit_for_bit(threads, init, loss):
     same(lone, team)
 
 
+@pytest.mark.parametrize("threads,shared,sizes,init", [(6, True, [3, 3], "aop"), (5, True, [3, 2], "zero"),
+                                                     (4, 2, [2, 2], "aop"), (9, True, [3, 3, 3], "zero")])
+def test_several_teams_train_the_same_weights_bit_for_bit(threads, shared, sizes, init):
+    """More threads than a team takes (TEAM_THREADS, or the size asked) form several
+    teams of near-equal sizes, each taking chunks as a lone thread would, each with its
+    own lanes and barriers: every label's solve is still its lone thread's, to the bit."""
+    from headstart.training.team import team_sizes
+
+    X, Y = bibtex()
+    labels = np.arange(0, 159, 2)
+    p = TrainParams(threads=threads, init=init)
+    lone = trainer.train_labels(X, Y, p, labels, shared=False, chunk_size=16)
+    teams = trainer.train_labels(X, Y, p, labels, shared=shared, chunk_size=16)
+    assert teams[2].meta["shared_lanes"] and teams[2].meta["threads"] == threads
+    assert teams[2].meta["teams"] == len(sizes) and team_sizes(threads, 5, 4 if shared is True else shared) == sizes
+    same(lone, teams)
+    # fewer chunks than teams: fewer, bigger teams (every thread still works)
+    assert team_sizes(9, 2) == [5, 4] and team_sizes(64, 1) == [64] and team_sizes(3) == [3]
+    one = trainer.train_labels(X, Y, p, labels[:16], shared=shared, chunk_size=16)
+    assert one[2].meta["teams"] == 1 and one[2].meta["threads"] == min(threads, 16)
+    same(trainer.train_labels(X, Y, p, labels[:16], shared=False), one)
+
+
 def test_a_team_with_labels_without_positives_and_copies():
     """Empty labels (one solve shared by the chunk's copies, training/sharing.py) and a
     full one go through the team as through lone threads."""
@@ -190,14 +213,17 @@ def test_from_zero_a_team_with_direction_groups_where_16_lanes_per_thread_do_not
 
 
 def test_a_teams_buffers_per_thread_do_not_grow_with_the_lanes():
-    """16 lanes per thread cost 16 x (n + d) per thread; a team's cost per thread falls
-    with the threads to one lane's worth from 16 threads on (WikiLSHTC-325K's shape)."""
+    """16 lanes per thread cost 16 x (n + d) per thread; in teams of four a thread's cost
+    is four lanes' worth whatever the threads (WikiLSHTC-325K's shape), and one team of
+    all the threads (what a budget too small for teams of four gets) one lane's worth
+    from 16 threads on."""
     n, d = 1778351, 1617899
     one = budget_module.thread_workspace_bytes(n, d, 1)
     per = {t: budget_module.team_workspace_bytes(n, d, t) / t for t in (2, 4, 16, 64)}
-    assert per[2] > per[4] > per[16]
-    assert per[16] <= one * 1.01 and per[64] <= one * 1.01
-    assert budget_module.team_workspace_bytes(n, d, 64) < 64 * budget_module.thread_workspace_bytes(n, d, LANES) / 7
+    assert per[2] > per[4] == per[16] == per[64] <= 4 * one
+    assert budget_module.team_workspace_bytes(n, d, 64) < 64 * budget_module.thread_workspace_bytes(n, d, LANES) / 3.9
+    whole = {t: budget_module.team_workspace_bytes(n, d, t, size=t) / t for t in (16, 64)}
+    assert whole[16] <= one * 1.01 and whole[64] <= one * 1.01
 
 
 def test_a_team_out_of_time_keeps_whole_labels_only():
@@ -231,14 +257,20 @@ def test_the_team_estimate_is_what_the_team_allocates():
         own = sum(a.nbytes for a in arrays.values())
         own += sum(a.nbytes for B in state.groups if B is not None for a in B)
         assert len({id(B) for B in state.groups}) == (threads if groups else 1)
-        assert budget_module.team_workspace_bytes(n, d, threads, groups) == (
+        assert budget_module.one_team_bytes(n, d, threads, groups) == (
             state.V.nbytes + state.XV.nbytes + own + threads * 3 * (d + 1) * 8)
-    # WikiLSHTC-325K's shape, 64 threads, 32 GiB: 8 lanes per thread do not fit, the team does
+        assert budget_module.team_workspace_bytes(n, d, threads, groups, size=threads) == (
+            budget_module.one_team_bytes(n, d, threads, groups))
+    # WikiLSHTC-325K's shape, 64 threads: 8 lanes per thread fit none of 32, 48 and 64
+    # GiB (half the memory is the lane budget); teams of four 64 GiB, of eight 48 GiB,
+    # of sixteen (a lane per thread) 32 GiB
     n, d = 1778351, 1617899
-    e = resources.estimate_training_memory(n, d, n * 42, 325056, 64, collect=False, locality=False,
-                                           memory=32 * 2**30)
-    assert e.details["shared_lanes"] and e.details["threads"] == 64
-    assert e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64)
+    for memory, size in ((32, 16), (48, 8), (64, 4)):
+        e = resources.estimate_training_memory(n, d, n * 42, 325056, 64, collect=False, locality=False,
+                                               memory=memory * 2**30)
+        assert e.details["shared_lanes"] and e.details["threads"] == 64 and e.details["team_threads"] == size
+        assert e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64, size=size)
+        assert budget_module.team_workspace_bytes(n, d, 64, size=size) <= memory * 2**30 / 2
 
 
 @pytest.mark.parametrize("init,loss,shared", [("aop", "squared-hinge", False), ("zero", "logistic", False),

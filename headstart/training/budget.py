@@ -17,7 +17,7 @@ from .._threads import usable_cores
 from ..objective.erm import GROUP
 from ..solver.cg import CG_SCALARS
 from .kernel import HALF_LANES, LANES, SWEEP_PREFETCH_NNZ, make_lane_workspace
-from .team import team_blocks
+from .team import TEAM_THREADS, team_blocks, team_sizes
 
 _F64 = 8
 
@@ -142,8 +142,15 @@ def group_workspace_bytes(n: int, d: int) -> int:
     return 7 * GROUP * (d + 1) * _F64 + (5 + GROUP * _F64) * n + GROUP * (_F64 + CG_SCALARS * _F64 + 1)
 
 
-def team_workspace_bytes(n: int, d: int, threads: int, groups: bool = False) -> int:
-    """Bytes of the buffers of a team of ``threads`` threads sharing lanes (:mod:`.team`):
+def team_workspace_bytes(n: int, d: int, threads: int, groups: bool = False, size: int = TEAM_THREADS) -> int:
+    """Bytes of the buffers of ``threads`` threads sharing lanes in teams of at most
+    ``size`` threads (:func:`.team.team_sizes`; ``size=threads``: one team): the sum of
+    :func:`one_team_bytes` over the teams."""
+    return sum(one_team_bytes(n, d, k, groups) for k in team_sizes(threads, size=size))
+
+
+def one_team_bytes(n: int, d: int, threads: int, groups: bool = False) -> int:
+    """Bytes of the buffers of one team of ``threads`` threads (:func:`.team.make_team_state`):
     LANES lanes per block of 16 threads (their X-products are the team's XV), the
     common float32 sweep buffer, and per thread the lanes' shared vectors, the kernel's
     three float64 scratch vectors and (``groups``) its direction-group buffers."""
@@ -156,19 +163,19 @@ def team_workspace_bytes(n: int, d: int, threads: int, groups: bool = False) -> 
 
 
 def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, groups: bool = False,
-                cores: int | None = None, nnz: int | None = None) -> bool:
-    """Whether ``threads`` threads share 16 lanes as one team (:mod:`.team`) instead of
+                cores: int | None = None, nnz: int | None = None) -> int:
+    """Whether ``threads`` threads share 16 lanes per team (:mod:`.team`) instead of
     running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether the run forms
     direction groups (:func:`use_groups`; a team's threads each form their own where
     their buffers fit, :func:`team_groups`); ``nnz``: X's non-zeros (None: large).
 
     Without groups -- the sparse starts with a loss that mines negatives, aop with the
-    squared hinge -- a team wherever X is larger than the cache (more than
-    ``SWEEP_PREFETCH_NNZ`` non-zeros) and its buffers (16 lanes per 16 threads,
-    :func:`team_workspace_bytes`) fit ``budget``: faster than 16 lanes per thread, at
-    16 / threads lanes' memory per thread, since the threads' sweeps over X come from
-    memory once per 16 labels of the team instead of once per 16 labels of each
-    thread.  Measured with benchmarks/lanes.py (2 threads, aop, 2026-12-04, medians,
+    squared hinge -- teams wherever X is larger than the cache (more than
+    ``SWEEP_PREFETCH_NNZ`` non-zeros) and their buffers (16 lanes per team of up to
+    four threads, :func:`team_workspace_bytes`) fit ``budget``: faster than 16 lanes
+    per thread, at 4 lanes' memory per thread (8 with two threads), since the threads'
+    sweeps over X come from memory once per 16 labels of the team instead of once per
+    16 labels of each thread.  Measured with benchmarks/lanes.py (2 threads, aop, 2026-12-04, medians,
     the same weights throughout; the lane work then in functions of its own, the same
     schedule): on the Amazon-670K shape (36.7M non-zeros), labels
     0:320, team 13.80 s, 16 lanes 16.96 s, 8 lanes 17.74 s; labels 0:1000, team
@@ -186,33 +193,40 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     rather than 8 lanes per thread, which form no groups: from zero, labels 0:128, 8
     lanes took 1.15x the time of 16, the team with groups 1.02x (one run each, the
     same weights; benchmarks/lanes.py).
-    Where 8 lanes per thread do not fit, the team's 16 lanes instead of one per thread
-    (one pass over X per 16 labels instead of one per label), if its buffers fit or
-    take no more than one lane per thread would (from 16 threads on, about one lane
-    each).
+    Where 8 lanes per thread do not fit, teams' 16 lanes instead of one per thread
+    (one pass over X per 16 labels instead of one per label), if their buffers fit or
+    take no more than one lane per thread would.
+
+    Returns the threads per team (:func:`.team.team_sizes`; 0: no team): TEAM_THREADS,
+    or where teams of four do not fit the budget, the smallest of 8, 16 and all the
+    threads whose teams do -- fewer lanes per thread, at a worse balance of the lanes'
+    work (:data:`.team.TEAM_THREADS`).
 
     The speed rule holds only where every thread has a core (``cores``: default
     :func:`headstart._threads.usable_cores`): the team meets at a barrier twice a pass,
     and a thread without a core holds all the others back."""
     if threads <= 1:
-        return False
-    grouped = team_groups(n, d, threads, budget, groups)
-    team = team_workspace_bytes(n, d, threads, grouped)
-    # (no budget: 16 lanes per thread, more than the team's, were below every budget's floor)
-    fits = budget is None or team <= budget
+        return 0
     large = nnz is None or nnz > SWEEP_PREFETCH_NNZ
-    if fits and large and (not groups or (grouped and lanes < LANES)) and threads <= (
-            usable_cores() if cores is None else cores):
-        return True
-    if lanes >= HALF_LANES:
-        return False
-    return fits or team <= 1.05 * threads * thread_workspace_bytes(n, d, 1, groups=False)
+    cored = threads <= (usable_cores() if cores is None else cores)
+    one_lane = threads * thread_workspace_bytes(n, d, 1, groups=False)
+    for size in [s for s in (TEAM_THREADS, 2 * TEAM_THREADS, LANES) if s < threads] + [threads]:
+        grouped = team_groups(n, d, threads, budget, groups, size)
+        team = team_workspace_bytes(n, d, threads, grouped, size)
+        # (no budget: 16 lanes per thread, more than the teams', were below every budget's floor)
+        fits = budget is None or team <= budget
+        if fits and large and (not groups or (grouped and lanes < LANES)) and cored:
+            return min(size, threads)
+        if lanes < HALF_LANES and (fits or team <= 1.05 * one_lane):
+            return min(size, threads)
+    return 0
 
 
-def team_groups(n: int, d: int, threads: int, budget: float | None, groups: bool) -> bool:
-    """Whether a team's threads form direction groups: where the run forms them
-    (``groups``, :func:`use_groups`) and the team's buffers with them fit ``budget``
-    (each thread has its own group buffers, :func:`group_workspace_bytes`: ~10 lanes'
-    worth per feature).  Without them a team from zero took 1.16x the time of one with
-    them, with the logistic loss 1.5x (Amazon-670K shape, docs/design.md)."""
-    return groups and (budget is None or team_workspace_bytes(n, d, threads, True) <= budget)
+def team_groups(n: int, d: int, threads: int, budget: float | None, groups: bool, size: int = TEAM_THREADS) -> bool:
+    """Whether teams' threads form direction groups: where the run forms them
+    (``groups``, :func:`use_groups`) and the teams' buffers with them (``threads`` in
+    teams of at most ``size``) fit ``budget`` (each thread has its own group buffers,
+    :func:`group_workspace_bytes`: ~10 lanes' worth per feature).  Without them a team
+    from zero took 1.16x the time of one with them, with the logistic loss 1.5x
+    (Amazon-670K shape, docs/design.md)."""
+    return groups and (budget is None or team_workspace_bytes(n, d, threads, True, size) <= budget)

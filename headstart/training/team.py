@@ -8,9 +8,10 @@ threads.  Measured on the Amazon-670K shape, those buffers are really used (docs
 "Not done" of issue 12): a label touches most of its n + d entries, so the per-lane
 size cannot shrink much.  What can change is how many lanes there are.
 
-Here the threads share the batching instead of each doing its own: one team of
-``threads`` threads trains a chunk together with 16 lanes in all (16 per block, one
-block per 16 threads).  The lanes belong to the team, not to a thread: their buffers,
+Here the threads share the batching instead of each doing its own: a team of up to
+TEAM_THREADS (4) threads trains a chunk together with 16 lanes in all, and a run of
+more threads forms several teams, each taking chunks as a lone thread would
+(:func:`team_sizes`).  The lanes belong to the team, not to a thread: their buffers,
 their scheduler state (:class:`.kernel.Lanes`) and the sweep's buffers are common, and
 in every pass each thread takes lanes from a counter and does a taken lane's whole
 work between two passes -- line search, step, gradient, the next direction, or a new
@@ -19,7 +20,14 @@ vectors of its own.  The pass over X is common too: every thread computes the
 X-products of *all* the lanes for its own share of X's rows (split by nonzeros),
 between two barriers (:func:`.kernel.team_sweep`, :mod:`headstart._atomic`).  So one
 pass over X still serves 16 labels, but the lanes' buffers no longer grow with the
-threads: per thread 16 / threads lanes (one lane from 16 threads on), instead of 16.
+lanes a thread would keep alone: per thread 16 / 4 lanes from four threads on (8 with
+two), instead of 16.
+
+Why teams of four and not one team of all threads (stops 70-81: 16 lanes per block of
+16 threads, one lane per thread from 16 threads on): a pass ends at a barrier when its
+slowest lane iteration ends, and with one lane per thread nothing evens the lanes'
+iterations out -- replayed on measured times, one team of 64 threads would be busy only
+15-46% of its lane phase, a team of four 74-87% (:data:`TEAM_THREADS`).
 
 Why lanes are taken, not owned: each thread owning 16 / threads lanes (stop 70) made
 the team wait at every barrier for the thread whose lanes had the most work in that
@@ -53,9 +61,35 @@ from .kernel import (IDLE, LANES, N_STATS, SCRATCH_O, SCRATCH_W, TEAM_SYNC_WORDS
                      make_lane_workspace, make_lanes)
 
 
+#: threads per team: a run of T threads that shares its lanes forms ceil(T / 4) teams
+#: (:func:`team_sizes`), each with its own 16 lanes, pass and barriers.  One team of all
+#: T threads (stops 70-81) waits at every pass for the slowest of T lane iterations;
+#: replayed on measured per-iteration times (benchmarks/team_balance.py, docs/design.md,
+#: "A team's balance at many threads"), its threads would be busy 15-46% of the lane
+#: phase at 64 threads; a team of four 74-87% whatever the threads (two: 93-96%, at
+#: twice the lanes per thread).  Four keeps a thread's lane buffers at four lanes'
+#: whatever the threads, and the passes over X at one per 16 labels of a team (a
+#: quarter of lone threads').
+TEAM_THREADS = 4
+
+
+def team_sizes(threads: int, chunks: int | None = None, size: int = TEAM_THREADS) -> list[int]:
+    """The threads of each team when ``threads`` threads share lanes: ceil(threads / size)
+    teams of near-equal sizes (6 threads: 3 + 3, 5: 3 + 2), but no more teams than
+    ``chunks`` (a team trains one chunk at a time; with fewer chunks the teams grow
+    instead, so that every thread still works on the few labels there are)."""
+    threads = max(1, int(threads))
+    m = -(-threads // max(1, int(size)))
+    if chunks is not None:
+        m = max(1, min(m, int(chunks)))
+    base, extra = divmod(threads, m)
+    return [base + 1] * extra + [base] * (m - extra)
+
+
 def team_blocks(threads: int) -> int:
-    """Blocks of LANES lanes a team of ``threads`` threads shares: one per 16 threads, so
-    that every thread owns at least one lane."""
+    """Blocks of LANES lanes one team of ``threads`` threads shares: one per 16 threads,
+    so that every thread owns at least one lane (teams of more than 16 threads form
+    only where there are fewer chunks than teams of TEAM_THREADS)."""
     return -(-max(1, threads) // LANES)
 
 

@@ -11,6 +11,7 @@ kernels of their own (:mod:`.coordinate`), dispatched from here.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable
 
@@ -34,7 +35,7 @@ from .kernel import (HALF_LANES, LANES, N_STATS, TEAM_SYNC_WORDS, make_group, ma
 from . import pages
 from .locality import FeatureOrder
 from .sharing import SameProblems
-from .team import make_team_state, member, run_team
+from .team import TEAM_THREADS, make_team_state, member, run_team, team_sizes
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
                  sink: Callable[[ChunkResult], None] | None = None, timing: bool = True,
                  collect: bool = True, lanes: int | None = None, locality: bool = True, inplace: bool = False,
                  trajectories: bool = True, groups: bool | None = None, internal: FeatureOrder | None = None,
-                 shared: bool | None = None):
+                 shared: bool | int | None = None):
     """Train the given labels of (X, Y); X canonical float32 CSR, Y 0/1 CSR (validated).
 
     Returns (weights CSR (len(labels) x d), intercept, TrainingStats), rows in the order
@@ -58,8 +59,10 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     Without ``trajectories`` the statistics keep the per-label scalars only (see
     :meth:`TrainingStats.without_trajectories`).  ``lanes`` and ``groups`` (direction
     groups, 16 lanes only) default to what :func:`.budget.choose_lanes` and :func:`.budget.use_groups`
-    decide; ``shared``: the threads share 16 lanes as one team (:mod:`.team`; default:
-    where 16 lanes per thread do not fit the lane budget, :func:`.budget.plan_lanes`).
+    decide; ``shared``: the threads share 16 lanes per team (:mod:`.team`), True in
+    teams of up to :data:`.team.TEAM_THREADS` threads, an int in teams of up to that
+    many (default: :func:`.budget.share_lanes` decides, from the lane budget and the
+    start).
     None of them changes the weights, bit for bit.  ``internal``: X is already in the
     kernels' order, renumbered by this full-form :class:`FeatureOrder` (a Dask worker's
     copy, renumbered once when it arrived and shared by its tasks); the same weights.
@@ -149,22 +152,28 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     if planned:
         lanes, budget = plan_lanes(n, d, threads)
     mines = losses.get(params.loss).mines
-    # a team has as many threads as asked: it shares each chunk, however few the chunks
+    # the teams have as many threads as asked, however few the chunks (fewer chunks than
+    # teams: fewer, bigger teams, team_sizes)
     team_size = min(asked, labels.size)
     if shared is None:
         shared = planned and share_lanes(n, d, team_size, lanes, budget,
                                          use_groups(LANES, init.sparse_start, mines) if groups is None else groups,
                                          nnz=x_nnz)
         if shared and lanes < LANES:
-            log.info("lanes: %d shared by the %d threads (%d / thread would exceed the lane budget of %.1f GiB)",
-                     LANES, team_size, LANES if lanes == HALF_LANES else HALF_LANES, budget / 2**30)
+            log.info("lanes: %d shared by the %d threads in teams of up to %d (%d / thread would exceed the "
+                     "lane budget of %.1f GiB)", LANES, team_size, int(shared),
+                     LANES if lanes == HALF_LANES else HALF_LANES, budget / 2**30)
     team_threads = 0
     if shared and team_size > 1:
-        # one team: one worker hands the chunks to it, its threads share the lanes
-        team_threads, threads, lanes = team_size, 1, LANES
+        # teams of up to TEAM_THREADS threads (or the size the budget allows): one worker
+        # per team takes chunks as a lone thread would, the team's threads share its lanes
+        per_team = TEAM_THREADS if shared is True else int(shared)
+        team_threads, lanes = team_size, LANES
+        threads = len(team_sizes(team_size, size=per_team))
         # each thread groups the lanes it takes (docs/design.md, "Direction groups in a team")
         groups = team_groups(n, d, team_size, budget,
-                             use_groups(LANES, init.sparse_start, mines) if groups is None else bool(groups))
+                             use_groups(LANES, init.sparse_start, mines) if groups is None else bool(groups),
+                             per_team)
         # (chunks of a lone thread's size: the team's passes take 1 / team_threads of a
         # lone thread's, so the last passes of a chunk, where lanes run out of labels,
         # cost it the same share of the time; and one chunk's weights are in flight,
@@ -187,6 +196,10 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     del starts
     chunks = shared_label_chunks(labels, chunk_size, threads, same)
     threads = max(1, min(threads, len(chunks)))
+    sizes = team_sizes(team_threads, len(chunks), per_team) if team_threads else []
+    teams = len(sizes)
+    threads = teams or threads
+    lock = threading.Lock()      # the workers take the teams' sizes (new_state)
     warn_if_oversubscribed(team_threads or threads, log)
     # Compile (first run) or load (later runs) the kernels for these types before the
     # clock of training starts: numba compiles the whole call graph of train_chunk at its
@@ -201,7 +214,9 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
         # and the whole workspace goes back to the system when the thread runs dry,
         # not when the last thread does.
         if team_threads:
-            return make_team_state(n, d, team_threads, P.indptr, groups), make_records(chunk_size, cap)
+            with lock:
+                size = sizes.pop()
+            return make_team_state(n, d, size, P.indptr, groups), make_records(chunk_size, cap)
         WS = (*make_workspace(n, d, lanes), make_group(n, d, lanes) if groups else None)
         return WS, make_records(chunk_size, cap)
 
@@ -242,7 +257,7 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
                        "wall_seconds": time.perf_counter() - t_start - compile_seconds,
                        "train_seconds": time.perf_counter() - t_train, "compile_seconds": compile_seconds,
                        "threads": team_threads or threads, "lanes": lanes, "groups": groups,
-                       "shared_lanes": team_threads > 0,
+                       "shared_lanes": team_threads > 0, "teams": teams,
                        "shared_solves": shared_solves,
                        "restarted_from_zero": restarted, **pruning_meta(params, n, x_nnz),
                        "zero_starts": note_zero_starts(stats, f"init {init.name!r}")})
