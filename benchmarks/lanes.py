@@ -1,10 +1,10 @@
-"""Training with 16, 8 and 1 lanes per thread, or 16 lanes shared by all threads, in one
-process, alternately, on the same data.
+"""Training with 16, 8 and 1 lanes per thread, or 16 lanes shared per team of threads, in
+one process, alternately, on the same data.
 
 The trainer keeps 16 lanes per thread (one sweep over X serves 16 labels) while all
 threads' lane buffers fit the lane budget (half the memory the process may use), else 8
-(``kernel.lanes_scores8``), else one; "team" is 16 lanes shared by all the threads
-(:mod:`headstart.training.team`: 16 / threads lanes each, the pass over X split by rows;
+(``kernel.lanes_scores8``), else one; "team" is 16 lanes shared per team of up to four
+threads (:mod:`headstart.training.team`: 16 / 4 lanes each, the pass over X split by rows;
 from zero or with the logistic loss each thread groups the lanes it takes, as lone
 threads with 16 lanes do), "team-nogroups" the same without direction groups.
 This measures what each step down costs in time and saves in memory: per mode the median
