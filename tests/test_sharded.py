@@ -384,6 +384,51 @@ def test_cost_files_are_compared_by_content_not_path(bibtex, tmp_path, monkeypat
         train_sharded(X, Y, p1, tmp_path / "a", num_labels=8, resume=True)
 
 
+def test_a_cost_file_is_parsed_once_per_training(bibtex, tmp_path, monkeypatch):
+    """``--weighting file``: the trainer's costs, the manifest's digest of them and the
+    shard planner's shared labels each read the file (~0.25 s a parse at 2M labels);
+    an unchanged file is parsed once a process, a rewritten one again, a bad one every
+    time with the same error (never cached)."""
+    from headstart.errors import DataFormatError
+    from headstart.io import labelvec
+    from headstart.objective import weighting
+
+    X, Y = bibtex
+    X, Y = X[:600], sp.hstack([Y[:600, :6], sp.csr_matrix((600, 2))], format="csr")   # 2 unused labels
+    L = Y.shape[1]
+    parsed = []
+    real = labelvec.read_label_values
+    monkeypatch.setattr(labelvec, "read_label_values", lambda path, *a, **k: parsed.append(path) or real(path, *a, **k))
+    costs = tmp_path / "costs.txt"
+    old = time.time() - 60       # a file changed just now is not trusted by its timestamps
+
+    def write(text, age):
+        costs.write_text(text)
+        os.utime(costs, (old - age, old - age))
+
+    write("2.0\n" * L, 0)
+    p = PARAMS.replace(weighting="file", weights_pos_file=str(costs), max_iter=3)
+    train_sharded(X, Y, p, tmp_path / "a")
+    assert parsed == [str(costs)]
+    pos, _ = weighting.label_costs(p, np.diff(Y.tocsc().indptr), 600)
+    assert parsed == [str(costs)] and pos.flags.writeable      # the kernels' type: a copy of the cached costs
+    assert not weighting.read_costs(costs, L).flags.writeable
+    write("3.0\n" * L, 10)                                    # same size, older: another mtime
+    train_sharded(X, Y, p, tmp_path / "b")
+    assert parsed == [str(costs)] * 2
+    assert read_manifest(tmp_path / "a")["costs_sha256"] != read_manifest(tmp_path / "b")["costs_sha256"]
+    write("3.0\n" * (L - 1) + "x\n", 20)
+    for _ in range(2):
+        with pytest.raises(DataFormatError, match=f"^{costs}:{L}: 'x' is not a number$"):
+            weighting.read_costs(costs, L)
+    assert len(parsed) == 4
+    write("3.0\n" * L, 0)
+    costs.touch()                # changed just now: read each time until it has aged
+    weighting.read_costs(costs, L)
+    weighting.read_costs(costs, L)
+    assert len(parsed) == 6
+
+
 def test_leftovers_of_a_crash_are_cleaned_on_resume(bibtex, reference, tmp_path):
     """An unlisted shard file and an orphan statistics file (crash between the writes)."""
     X, Y = bibtex

@@ -22,6 +22,9 @@ does the same with -wi).  To add a scheme, add a function to :data:`SCHEMES`.
 from __future__ import annotations
 
 import os
+import threading
+import time
+from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
@@ -53,8 +56,11 @@ def _neg_p2mp(counts, n, params):
 
 def _from_file(counts, n, params):
     L = counts.size
-    pos = read_costs(params.weights_pos_file, L) if params.weights_pos_file else np.ones(L)
-    neg = read_costs(params.weights_neg_file, L) if params.weights_neg_file else np.ones(L)
+    # copies: read_costs' arrays are read-only, and numba types a read-only array
+    # apart, so the trainers' kernels would compile again for them (16 MB, ~5 ms
+    # at 2M labels, against the parse it saves)
+    pos = np.array(read_costs(params.weights_pos_file, L)) if params.weights_pos_file else np.ones(L)
+    neg = np.array(read_costs(params.weights_neg_file, L)) if params.weights_neg_file else np.ones(L)
     return pos, neg
 
 
@@ -74,9 +80,50 @@ def label_costs(params, label_counts: np.ndarray, n: int) -> tuple[np.ndarray, n
     return np.ascontiguousarray(pos, dtype=np.float64), np.ascontiguousarray(neg, dtype=np.float64)
 
 
+#: the cost files read last: (realpath, size, mtime_ns, inode, labels) -> read-only
+#: costs.  One training asks for a file's costs several times (the trainer's costs,
+#: the manifest's digest of them, the shard planner's shared labels), each parse
+#: ~0.25 s at 2M labels; a few entries, so that memory does not grow with the files
+#: a long process reads (cost tuning writes one per candidate)
+_CACHE: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_CACHE_SIZE = 4
+_CACHE_LOCK = threading.Lock()
+#: a file changed less than this before it is read is not cached: rewritten in place
+#: with the same size within the file system's timestamp granularity (a jiffy on
+#: ext4, 2 s on FAT) it would keep its key (git's "racy" files)
+_RACY_NS = 2_000_000_000
+
+
+def _file_key(path: str, num_labels: int) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None             # read_label_values says why, in its words
+    return os.path.realpath(path), st.st_size, st.st_mtime_ns, st.st_ino, num_labels
+
+
 def read_costs(path: str | os.PathLike, num_labels: int) -> np.ndarray:
     """One non-negative finite cost per label from ``path``: a .npy vector, or text with
-    whitespace-separated numbers.  Errors name the file, line and token."""
-    from ..io.labelvec import read_label_values
+    whitespace-separated numbers.  Errors name the file, line and token.  Read-only:
+    the same array is handed out again while the file is unchanged (same size,
+    modification time and inode)."""
+    from ..io import labelvec
 
-    return read_label_values(path, num_labels, "label costs", "cost", minimum=0.0)
+    path = os.fspath(path)
+    key = _file_key(path, int(num_labels))
+    if key is not None:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+            if hit is not None:
+                _CACHE.move_to_end(key)
+                return hit
+    a = labelvec.read_label_values(path, num_labels, "label costs", "cost", minimum=0.0)
+    a.flags.writeable = False
+    # cached only if the file did not change while it was read, nor just before
+    if key is not None and _file_key(path, int(num_labels)) == key and time.time_ns() - key[2] > _RACY_NS:
+        with _CACHE_LOCK:
+            _CACHE[key] = a
+            _CACHE.move_to_end(key)
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    return a
