@@ -5,10 +5,41 @@ from the average-of-positives initialisation of Schultheis & Babbar, "Speeding-u
 One-vs-All Training for Extreme Classification via Smart Initialization".
 """
 
-from . import _compile  # noqa: F401  (numba settings, before any kernel compiles)
-from .errors import DataFormatError, HeadstartError, ModelFormatError, ParameterError
-from .estimator import OvAClassifier, load, precision_at_k_scorer
-from .params import TrainParams
+import sys as _sys
+
+
+def _started_by_dash_m() -> bool:
+    """Whether this import is ``python -m headstart`` (or ``-m headstart.MODULE``)
+    locating the module it runs: Python keeps ``sys.argv[0]`` at ``"-m"`` until then,
+    and ``sys.orig_argv`` ends with the module's name (``-m NAME`` or ``-mNAME``) and
+    the arguments that ``sys.argv`` holds after it."""
+    orig = getattr(_sys, "orig_argv", [])
+    if _sys.argv[:1] != ["-m"] or len(orig) < len(_sys.argv):
+        return False
+    name = orig[len(orig) - len(_sys.argv)]
+    name = name[2:] if name.startswith("-m") else name
+    return name == "headstart" or name.startswith("headstart.")
+
+
+def _interrupted_start() -> SystemExit:
+    """The end of a command that Ctrl-C stopped before :func:`headstart.cli.main.main`
+    handles it: said as that says it (one line, exit code 130), not as a traceback."""
+    print("headstart: error: interrupted", file=_sys.stderr, flush=True)
+    return SystemExit(130)
+
+
+try:
+    from . import _compile  # noqa: F401  (numba settings, before any kernel compiles)
+    from .errors import DataFormatError, HeadstartError, ModelFormatError, ParameterError
+    from .estimator import OvAClassifier, load, precision_at_k_scorer
+    from .params import TrainParams
+except KeyboardInterrupt:
+    # `python -m headstart` imports the package (numba, numpy, scipy: ~0.6 s) before its
+    # __main__ can catch anything: a Ctrl-C now printed a traceback.  Any other importer
+    # gets the interrupt.
+    if _started_by_dash_m():
+        raise _interrupted_start() from None
+    raise
 
 # The package's one version: pyproject.toml reads it (tool.setuptools.dynamic) as a
 # literal, without importing headstart, so it stays a plain string.

@@ -1,6 +1,15 @@
 """``python -m headstart`` runs the command line."""
 
-from .cli.main import main
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from . import _interrupted_start
+
+    # the command line's modules load here (the package's own imports are guarded in its
+    # __init__); main() handles every Ctrl-C from its first line to its last, the ones
+    # before and after end here
+    try:
+        from .cli.main import main
+
+        code = main()
+    except KeyboardInterrupt:
+        raise _interrupted_start() from None
+    raise SystemExit(code)

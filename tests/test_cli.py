@@ -1269,6 +1269,64 @@ def test_python_dash_m_headstart_exit_codes(tmp_path):
     assert r.returncode == 0 and r.stdout.startswith("headstart ")
 
 
+#: a sitecustomize for the child: the start-up stops in the import of $STALL_AT (says so
+#: on stderr and sleeps), so that the SIGINT surely lands there
+_STALL = """
+import os, sys, time
+
+
+class _Stall:
+    def find_spec(self, name, path=None, target=None):
+        if name == os.environ["STALL_AT"]:
+            sys.meta_path.remove(self)
+            print("stalled", file=sys.stderr, flush=True)
+            time.sleep(60)
+            print("not interrupted", file=sys.stderr, flush=True)
+        return None
+
+
+sys.meta_path.insert(0, _Stall())
+"""
+
+
+@pytest.mark.parametrize("stall_at", ["headstart.estimator", "headstart.cli.cache_writes", "headstart.cli.train"])
+@pytest.mark.parametrize("how", ["script", "dash-m"])
+def test_ctrl_c_while_the_command_starts_is_one_line_and_130(tmp_path, how, stall_at):
+    """Ctrl-C in the ~0.6 s the package takes to import (headstart.estimator, in its
+    __init__), in the command line's own imports (cli.cache_writes) or after main()
+    took over (cli.train) ends every way the command is started with the command's
+    one line and exit code 130; it printed a traceback before main() ran."""
+    import signal
+    import tomllib
+
+    (tmp_path / "sitecustomize.py").write_text(_STALL)
+    args = ["train", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "m")]
+    if how == "script":
+        # what pip writes for the entry point pyproject.toml names
+        mod, func = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["headstart"].split(":")
+        (tmp_path / "headstart").write_text(f"import re\nimport sys\nfrom {mod} import {func}\n"
+                                            f"if __name__ == '__main__':\n    sys.exit({func}())\n")
+        cmd = [sys.executable, str(tmp_path / "headstart")] + args
+    else:
+        cmd = [sys.executable, "-m", "headstart"] + args
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)]), "STALL_AT": stall_at,
+           "PYTHONWARNINGS": "ignore"}
+    # a child of a process that ignores SIGINT would ignore it too: Python installs its
+    # handler only where SIGINT is not ignored
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+                            cwd=str(tmp_path), preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        first = proc.stderr.readline()
+        assert first == "stalled\n", first + proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, rest
+    finally:
+        proc.kill()
+        proc.wait()
+    assert rest == "headstart: error: interrupted\n", rest
+
+
 # --------------------------------------------------------------------------- documentation
 def test_readme_options_table_lists_every_parameter_with_its_default():
     readme = (REPO / "README.md").read_text(encoding="utf-8")

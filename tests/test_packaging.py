@@ -88,19 +88,24 @@ def test_the_sdist_holds_what_its_tests_and_demo_read(sdist):
     README and ``--help`` cite."""
     wanted = {p for p in _tracked()
               if p.startswith(("headstart/", "tests/", "data/", "benchmarks/", "fuzz/"))
-              or p in {"README.md", "LICENSE", "pyproject.toml", "Makefile", ".ci/run"}
+              or p in {"README.md", "LICENSE", "pyproject.toml", "Makefile", ".ci/run", "_headstart_command.py"}
               or (p.startswith("docs/") and p.count("/") == 1 and p.endswith(".md"))}
     assert wanted - sdist == set()
     assert not [n for n in sdist if "__pycache__" in n or n.endswith((".pyc", ".nbi", ".nbc"))]
 
 
-def test_the_wheel_holds_the_package_only(wheel):
+def test_the_wheel_holds_the_package_and_the_command_only(wheel):
+    """The package, and beside it the command's entry point, which imports the package
+    inside its function (a Ctrl-C while the package loads is the command's one-line
+    interrupt, not a traceback: test_cli)."""
     names = wheel
     package = {n for n in names if not n.startswith("headstart-")}
     # py.typed: the PEP 561 marker, without which type checkers skip the package's hints
-    assert package == {p for p in _tracked() if p.startswith("headstart/") and p.endswith((".py", "/py.typed"))}
+    assert package == {p for p in _tracked() if p.startswith("headstart/") and p.endswith((".py", "/py.typed"))} \
+        | {"_headstart_command.py"}
     assert "headstart/py.typed" in package
-    assert any(n.endswith(".dist-info/entry_points.txt") for n in names)
+    assert _dist_info(wheel, "entry_points.txt").split() == ["[console_scripts]", "headstart", "=",
+                                                            "_headstart_command:main"]
 
 
 def _dist_info(wheel: dict[str, str], name: str) -> str:
