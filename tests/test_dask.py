@@ -135,6 +135,33 @@ def test_a_mostly_empty_label_space_trains_in_few_tasks_like_a_local_run(client,
     assert_same_model(tmp_path / "m", ref)
 
 
+def test_a_pretrained_start_of_a_mostly_empty_label_space_trains_in_few_tasks(client, data, tmp_path):
+    """Labels without positives whose pretrained rows are equal share a solve in the
+    trainer (SameProblems' start rows); the planner counted each a solve of its own (a
+    start that depends on the label): 20 tasks where 2 do.  It now reads the model's rows
+    as the trainer compares them: 2 tasks, the local model bit for bit."""
+    import scipy.sparse as sp
+
+    from headstart.distributed.sharded import shared_labels
+    from headstart.model.writer import save_model
+
+    (X, Y), _ = data
+    L, wide = 20_000, 400
+    Yc = sp.csc_matrix(Y)[:, :NUM]
+    cols = np.repeat(np.arange(NUM) * wide, np.diff(Yc.indptr))      # label j at j * wide, the others empty
+    Yw = sp.csc_matrix((Yc.data, (Yc.indices, cols)), shape=(Y.shape[0], L)).tocsr()
+    start, _ = fit_model(X, Yw, PARAMS.replace(max_iter=3))
+    save_model(start, tmp_path / "start")
+    params = PARAMS.replace(init="pretrained", pretrained=str(tmp_path / "start"))
+    ref, _ = fit_model(X, Yw, params)
+    r = train_dask(X, Yw, params, tmp_path / "m", client=client)
+    assert r.info["tasks"] == 2 and not r.missing
+    assert_same_model(tmp_path / "m", ref)
+    # the unused labels' rows are equal (they shared their solve): all but the first share
+    counts = np.diff(sp.csc_matrix(Yw).indptr)
+    assert shared_labels(counts, X.shape[0], params).sum() == L - NUM - 1
+
+
 def test_dask_trains_every_objective_option_like_a_local_run(client, data, tmp_path):
     """Loss, regulariser, weighting, initialiser and post-processing travel to the workers
     with the parameters: the Dask model is the local model, bit for bit."""

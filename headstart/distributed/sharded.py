@@ -198,29 +198,40 @@ def shared_labels(counts: np.ndarray, n_train: int, params: TrainParams, first: 
     label of the label space; by default the range is all of them) pose the problem an
     earlier label without positives (or without negatives) poses: the trainer solves it
     once per chunk and copies it (``SameProblems``), so they cost next to nothing --
-    unless the start depends on the label (``label_free``; a pretrained start shares
-    among equal rows of the model, which the plan does not read: its labels count as
-    solved, more shards or tasks than needed but no wrong ones), or their costs differ
-    (a cost file: each label of costs of its own is a problem of its own)."""
+    unless the start depends on the label (not ``label_free``: then only labels of
+    equal start rows share, a pretrained model's, read here as the trainer compares
+    them, ``Initializer.planned_rows``; a start whose rows cannot be read counts every
+    label solved), or their costs differ (a cost file: each label of costs of its own
+    is a problem of its own)."""
     from ..init import make_initializer
 
     counts = np.asarray(counts)
     stop = counts.size if count is None else int(first) + int(count)
-    if not make_initializer(params).label_free:
-        return np.zeros(stop - int(first), dtype=bool)
     part = counts[first:stop]
     shared = (part <= 0) | (part >= n_train)
-    if params.weighting == "file" and shared.any():
-        # per-label costs: only labels of the costs of an earlier one take its solve (a
-        # cost file that gave unused labels costs of their own made shards of 65,536
-        # labels each solved itself, s81 review)
+    init = make_initializer(params)
+    starts = None
+    if not init.label_free:
+        # (only where two labels could share: a start's rows are read for nothing else)
+        starts = init.planned_rows(first, stop) if np.count_nonzero(shared) > 1 else None
+        if starts is None:
+            return np.zeros(stop - int(first), dtype=bool)
+    if (params.weighting == "file" or starts is not None) and shared.any():
+        # the trainer's own rule, SameProblems: per-label costs (a cost file that gave
+        # unused labels costs of their own made shards of 65,536 labels each solved
+        # itself, s81 review) and start rows (a pretrained start counted every label a
+        # solve: bibtex's 48 labels spread over 20,000, 20 Dask tasks where 2 do)
         from ..objective.weighting import label_costs
         from ..training.sharing import SameProblems
 
-        cost_pos, cost_neg = label_costs(params, counts, n_train)
+        if params.weighting == "file":
+            cost_pos, cost_neg = label_costs(params, counts, n_train)
+        else:    # the other schemes' costs are a function of the count: equal for these labels
+            cost_pos = cost_neg = np.zeros(0)
         y_indptr = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=y_indptr[1:])
-        copy_of = SameProblems(y_indptr, n_train, cost_pos, cost_neg).copies(np.arange(first, stop, dtype=np.int64))
+        copy_of = SameProblems(y_indptr, n_train, cost_pos, cost_neg, starts).copies(
+            np.arange(first, stop, dtype=np.int64))
         shared = np.zeros(stop - int(first), dtype=bool) if copy_of is None else copy_of >= 0
     return shared
 

@@ -102,6 +102,14 @@ class Initializer:
         (training/sharing.py).  None, the default: each such label is solved itself."""
         return None
 
+    def planned_rows(self, first: int, stop: int) -> tuple | None:
+        """The rows of :meth:`start_rows` for labels ``[first, stop)`` without the
+        training data, for planning shards and tasks by work (distributed/sharded.py):
+        where these are equal the trainer's are (they may differ in the feature order
+        and the intercept's scale, not in which labels' rows are equal).  None, the
+        default or when they cannot be read: every such label counts as solved."""
+        return None
+
 
 @dataclass(frozen=True)
 class InitInfo:

@@ -204,6 +204,21 @@ class Pretrained(Initializer):
         # a solve each, 1.8-2.3 s shared, 1.0 s compacted; docs/design.md)
         return plan.first, plan.indptr[:plan.count + 1], plan.indices, plan.data, plan.intercept
 
+    def planned_rows(self, first, stop):
+        # the model's rows as stored: equal rows stay equal (prepare renumbers the
+        # features, a bijection) and so do equal intercepts (divided by the same bias);
+        # a model that cannot start the labels is refused by prepare, in the trainer
+        from ..errors import HeadstartError
+
+        try:
+            src = self.source if isinstance(self.source, WeightSource) else ModelDirectory(self.source)
+            if src.tree:
+                return None
+            lo, W, intercept, _ = _rows(src, int(first), min(int(stop), src.label_space), src.n_features)
+        except (OSError, ValueError, HeadstartError):
+            return None
+        return lo, W.indptr, W.indices, W.data, intercept
+
     def prepare(self, ctx):
         src = self.source if isinstance(self.source, WeightSource) else ModelDirectory(self.source)
         what = src.what
