@@ -64,8 +64,9 @@ def read_label_values(path: str | os.PathLike, num_labels: int, what: str = "lab
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = fh.read()
     # every token at once (float() each, as below); the loop below only runs to name the
-    # line of an error: at 2M labels it took ~5 s a read (a cost file is read twice, for
-    # the costs and for the model's digest of them: 14 s of an 18 s `train`, cProfile)
+    # line of an error: at 2M labels it took ~5 s a read (a cost file was then read twice,
+    # for the costs and for the model's digest of them: 14 s of an 18 s `train`, cProfile;
+    # objective.weighting.read_costs now keeps an unchanged file's values)
     try:
         a = _parse_values(_COMMENTS.sub("", text) if "#" in text else text)
         if a.size == num_labels and np.isfinite(a).all() and (minimum is None or not (a < minimum).any()):
