@@ -212,6 +212,29 @@ def test_from_zero_a_team_with_direction_groups_where_16_lanes_per_thread_do_not
     same(ref16, eight)
 
 
+def test_teams_grown_for_want_of_chunks_hold_no_more_lanes_than_the_budget_weighed():
+    """Fewer chunks than teams: the trainer forms fewer, bigger teams (team_sizes), but
+    their buffers must stay within what share_lanes weighed against the budget (the
+    teams of ``size``).  Teams past 16 threads take a block of 16 lanes per 16 threads
+    or part: 64 threads in teams of 16 with 3 chunks as 22 + 21 + 21 threads held 96
+    lanes instead of 64 (15.5 GiB instead of 13.4 at WikiLSHTC-325K's shape)."""
+    from headstart.training.team import team_sizes
+
+    n, d = 1778351, 1617899
+    for threads in range(2, 130):
+        for size in sorted({2, 3, 4, 8, 16, threads}):
+            weighed = team_sizes(threads, size=size)
+            for chunks in range(1, len(weighed) + 1):
+                got = team_sizes(threads, chunks, size)
+                assert sum(got) == threads and len(got) == chunks and min(got) >= 1
+                assert got == sorted(got, reverse=True)
+                assert sum(map(team_blocks, got)) <= sum(map(team_blocks, weighed)), (threads, size, chunks, got)
+                for groups in (False, True):
+                    assert sum(budget_module.one_team_bytes(n, d, k, groups) for k in got) <= (
+                        budget_module.team_workspace_bytes(n, d, threads, groups, size))
+    assert team_sizes(64, 3, 16) == [32, 16, 16] and team_sizes(9, 2) == [5, 4] and team_sizes(64, 1) == [64]
+
+
 def test_a_teams_buffers_per_thread_do_not_grow_with_the_lanes():
     """16 lanes per thread cost 16 x (n + d) per thread; in teams of four a thread's cost
     is four lanes' worth whatever the threads (WikiLSHTC-325K's shape), and one team of

@@ -77,19 +77,32 @@ def team_sizes(threads: int, chunks: int | None = None, size: int = TEAM_THREADS
     """The threads of each team when ``threads`` threads share lanes: ceil(threads / size)
     teams of near-equal sizes (6 threads: 3 + 3, 5: 3 + 2), but no more teams than
     ``chunks`` (a team trains one chunk at a time; with fewer chunks the teams grow
-    instead, so that every thread still works on the few labels there are)."""
+    instead, so that every thread still works on the few labels there are).
+
+    Teams grown past LANES threads take whole blocks of lanes (:func:`team_blocks`), so
+    they are split in about equal threads per block rather than equal threads per team:
+    ceil(threads / 16) blocks in all, never more lanes than the teams ``size`` would
+    form (whose buffers the budget weighed, :func:`.budget.share_lanes`).  Near-equal
+    teams did not: 64 threads in teams of 16, 3 chunks, were 22 + 21 + 21 threads, two
+    blocks each, 96 lanes instead of 64 (WikiLSHTC-325K's shape: 15.5 GiB, not 13.4)."""
     threads = max(1, int(threads))
     m = -(-threads // max(1, int(size)))
     if chunks is not None:
         m = max(1, min(m, int(chunks)))
     base, extra = divmod(threads, m)
-    return [base + 1] * extra + [base] * (m - extra)
+    if base + (extra > 0) <= LANES:
+        return [base + 1] * extra + [base] * (m - extra)
+    blocks = -(-threads // LANES)
+    b, e = divmod(blocks, m)
+    cuts = np.cumsum([b + 1] * e + [b] * (m - e)) * threads // blocks
+    return sorted(np.diff(cuts, prepend=0).tolist(), reverse=True)
 
 
 def team_blocks(threads: int) -> int:
     """Blocks of LANES lanes one team of ``threads`` threads shares: one per 16 threads,
     so that every thread owns at least one lane (teams of more than 16 threads form
-    only where there are fewer chunks than teams of TEAM_THREADS)."""
+    where only one team of all the threads fits the budget, :func:`.budget.share_lanes`,
+    or where there are fewer chunks than teams, :func:`team_sizes`)."""
     return -(-max(1, threads) // LANES)
 
 
