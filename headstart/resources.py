@@ -242,14 +242,26 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
 
     free = settled > 0 and 2 * settled >= n_labels and chunk_size > 2 * LANES   # (chunks.shared_label_chunks)
     largest = chunk_size
-    from .training.team import team_sizes
+    # the workers that take chunks: the threads, or where they share lanes their teams --
+    # the chunks cut for ceil(threads / size) teams, then no more teams than chunks
+    # (trainer._train; guided chunks are more than labels / chunk_size: 1,000 labels in
+    # chunks of 256 for 16 teams are 16 chunks of 64, not 4)
+    workers = cutting = used
+    if shared:
+        import numpy as np
 
-    # the workers that take chunks: the threads, or where they share lanes their teams
-    workers = len(team_sizes(used, -(-max(active, 1) // chunk_size), shared)) if shared else used
-    if workers > 1:
+        from .training.chunks import label_chunks
+        from .training.team import team_sizes
+
+        cutting = len(team_sizes(used, size=shared))
+        cut = label_chunks(np.arange(max(active if free else n_labels, 1)), chunk_size - LANES if free else chunk_size,
+                           cutting)
+        workers = len(team_sizes(used, len(cut), shared))
+        del cut
+    if cutting > 1:
         # guided scheduling (chunks.label_chunks): no chunk above remaining / (2 x workers)
         # of the labels it counts, nor below 4 x LANES
-        largest = min(chunk_size, max(4 * LANES, -(-(active if free else n_labels) // (2 * workers))))
+        largest = min(chunk_size, max(4 * LANES, -(-(active if free else n_labels) // (2 * cutting))))
     # the most labels a chunk hands to the kernel: record rows and weights in flight
     solved = min(chunk_size, active + (1 if settled else 0), largest + (LANES if settled else 0))
 
@@ -352,7 +364,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
         notes += (f"{settled} label(s) without a positive end at their start (no weights)",)
     return MemoryEstimate({k: int(v) for k, v in parts.items()}, notes,
                           {"threads": used, "lanes": lanes, "chunk_size": chunk_size, "shared_lanes": bool(shared),
-                           "team_threads": shared})
+                           "team_threads": shared, "teams": workers if shared else 0})
 
 
 def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = None, *,

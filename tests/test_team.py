@@ -296,6 +296,25 @@ def test_the_team_estimate_is_what_the_team_allocates():
         assert budget_module.team_workspace_bytes(n, d, 64, size=size) <= memory * 2**30 / 2
 
 
+def test_the_estimate_counts_the_teams_the_trainer_forms(monkeypatch):
+    """The teams take chunks cut for ceil(threads / 4) workers (guided: no chunk above
+    remaining / (2 x teams), none below 4 x LANES), then no more teams than chunks: 9
+    threads, 159 labels in chunks of up to 100 are 64 + 64 + 31, three teams, each with
+    its records and a chunk's weights in flight.  The estimate counted ceil(159 / 100) =
+    2 teams (1,000 labels in chunks of 256 at 64 threads: 4 teams instead of 16, a
+    quarter of the records)."""
+    from headstart import resources
+
+    X, Y = bibtex()
+    n, d = X.shape
+    p = TrainParams(threads=9)
+    monkeypatch.setattr(budget_module, "share_lanes", lambda *a, **k: 4)     # the estimate's teams of four
+    for labels, chunk_size in ((159, 100), (159, 40), (40, 16)):
+        e = resources.estimate_training_memory(n, d, X.nnz, labels, 9, chunk_size=chunk_size, locality=False)
+        got = trainer.train_labels(X, Y, p, np.arange(labels), shared=True, chunk_size=chunk_size)
+        assert e.details["shared_lanes"] and e.details["teams"] == got[2].meta["teams"], (labels, chunk_size)
+
+
 @pytest.mark.parametrize("init,loss,shared", [("aop", "squared-hinge", False), ("zero", "logistic", False),
                                                ("aop", "squared-hinge", True), ("zero", "logistic", True)])
 def test_support_marks_renumbered_when_their_stamps_run_out_change_nothing(monkeypatch, init, loss, shared):
