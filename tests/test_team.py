@@ -296,6 +296,25 @@ def test_the_team_estimate_is_what_the_team_allocates():
         assert budget_module.team_workspace_bytes(n, d, 64, size=size) <= memory * 2**30 / 2
 
 
+def test_from_zero_the_team_size_follows_the_groups_not_only_the_memory():
+    """share_lanes with direction groups: where 8 lanes per thread fit, teams only with
+    their groups (the smallest size whose teams fit with them); where they do not, the
+    smallest size that fits at all.  WikiLSHTC-325K's shape from zero, 64 threads: teams
+    of four without groups on 64 and 80 GiB, of eight with groups on 90, of four with
+    groups from 104 (budget.share_lanes' docstring)."""
+    from headstart import resources
+
+    n, d = 1778351, 1617899
+    got = {}
+    for memory in (64, 80, 90, 104):
+        e = resources.estimate_training_memory(n, d, n * 42, 325056, 64, collect=False, locality=False,
+                                               memory=memory * 2**30, init="zero")
+        size = e.details["team_threads"]
+        grouped = e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64, True, size)
+        got[memory] = (size, grouped)
+    assert got == {64: (4, False), 80: (4, False), 90: (8, True), 104: (4, True)}
+
+
 def test_the_estimate_counts_the_teams_the_trainer_forms(monkeypatch):
     """The teams take chunks cut for ceil(threads / 4) workers (guided: no chunk above
     remaining / (2 x teams), none below 4 x LANES), then no more teams than chunks: 9

@@ -200,7 +200,14 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     Returns the threads per team (:func:`.team.team_sizes`; 0: no team): TEAM_THREADS,
     or where teams of four do not fit the budget, the smallest of 8, 16 and all the
     threads whose teams do -- fewer lanes per thread, at a worse balance of the lanes'
-    work (:data:`.team.TEAM_THREADS`).
+    work (:data:`.team.TEAM_THREADS`).  With groups, where 8 lanes per thread fit,
+    teams fit only with their threads' group buffers (the rules above), so the size
+    is the smallest whose teams fit *with* groups; where 8 lanes per thread do not
+    fit, the smallest whose teams fit at all, with groups or without.  So from zero
+    the size need not fall as the memory grows: WikiLSHTC-325K's shape at 64 threads
+    takes teams of four without groups on 64-80 GiB, of eight with groups on 90 GiB
+    (8 lanes per thread fit there, teams of four with groups not), of four with
+    groups from 104 GiB.
 
     The speed rule holds only where every thread has a core (``cores``: default
     :func:`headstart._threads.usable_cores`): the team meets at a barrier twice a pass,

@@ -20,8 +20,9 @@ vectors of its own.  The pass over X is common too: every thread computes the
 X-products of *all* the lanes for its own share of X's rows (split by nonzeros),
 between two barriers (:func:`.kernel.team_sweep`, :mod:`headstart._atomic`).  So one
 pass over X still serves 16 labels, but the lanes' buffers no longer grow with the
-lanes a thread would keep alone: per thread 16 / 4 lanes from four threads on (8 with
-two), instead of 16.
+lanes a thread would keep alone: per thread 16 / k lanes in a team of k threads, four
+lanes' from four threads on where the threads are a multiple of four (8 with two; 5
+threads are teams of 3 + 2, 6.4 lanes' per thread), instead of 16.
 
 Why teams of four and not one team of all threads (stops 70-81: 16 lanes per block of
 16 threads, one lane per thread from 16 threads on): a pass ends at a barrier when its
