@@ -53,17 +53,21 @@ def iteration_times(path: str) -> list[np.ndarray]:
 
 
 def busy_share(labels: list[np.ndarray], threads: int, rng: np.random.Generator, lanes: int = LANES,
-               rounds: int = 3) -> float:
+               rounds: int = 3, order: str = "prev") -> float:
     """The busy share of ``threads`` threads taking ``lanes`` lanes from a counter, on a
     random order of the labels; where the labels would not keep the lanes busy for
     ``rounds`` labels each, they are drawn with replacement (the same distribution of
-    per-iteration times, enough labels for the lanes)."""
+    per-iteration times, enough labels for the lanes).  ``order``: the order in which a
+    pass hands out its lanes -- "lane" (by lane number, the trainer before stop 82),
+    "prev" (longest last-pass work first, the trainer's kernel.team_order; a lane with a
+    new label first of all) or "oracle" (longest work of this pass first: a bound)."""
     if len(labels) >= rounds * lanes:
         queue = list(rng.permutation(len(labels)))
     else:
         queue = list(rng.integers(0, len(labels), rounds * lanes))
     lane = [None] * lanes
     pos = [0] * lanes
+    prev = [np.inf] * lanes
 
     def take(b):
         lane[b] = labels[queue.pop()] if queue else None
@@ -74,15 +78,19 @@ def busy_share(labels: list[np.ndarray], threads: int, rng: np.random.Generator,
     span = work = 0.0
     while any(x is not None for x in lane):
         load = np.zeros(threads)
-        for b in range(lanes):
-            if lane[b] is None:
-                continue
-            c = lane[b][pos[b]]
+        items = [(b, lane[b][pos[b]]) for b in range(lanes) if lane[b] is not None]
+        if order == "prev":
+            items.sort(key=lambda x: -prev[x[0]])
+        elif order == "oracle":
+            items.sort(key=lambda x: -x[1])
+        for b, c in items:
             load[load.argmin()] += c          # the next free thread takes the lane
             work += c
+            prev[b] = c
             pos[b] += 1
             if pos[b] == lane[b].size:
                 take(b)
+                prev[b] = np.inf
         span += load.max()                     # the barrier waits for the busiest thread
     return work / (threads * span)
 
@@ -94,6 +102,8 @@ def main() -> None:
     ap.add_argument("--per-block", default="16",
                     help="threads per block of 16 lanes: a team of T threads shares 16 x ceil(T / k) lanes")
     ap.add_argument("--orders", type=int, default=5)
+    ap.add_argument("--order", choices=("lane", "prev", "oracle"), default="prev",
+                    help="how a pass hands out its lanes (see busy_share)")
     a = ap.parse_args()
     labels = iteration_times(a.stats)
     print(f"{len(labels)} labels, {sum(x.size for x in labels)} iterations")
@@ -105,7 +115,7 @@ def main() -> None:
         for k in per_block:
             lanes = LANES * -(-t // k)
             rng = np.random.default_rng(0)
-            s = np.mean([busy_share(labels, t, rng, lanes) for _ in range(a.orders)])
+            s = np.mean([busy_share(labels, t, rng, lanes, order=a.order) for _ in range(a.orders)])
             cells.append(f"{s:6.3f} ({lanes / t:4.1f})")
         print(f"{t:7d}  " + "  ".join(f"{c:>14s}" for c in cells))
 
