@@ -355,9 +355,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     # the chunks' parts and their concatenation (TrainingStats.concat)
     parts["statistics"] = 2 * (n_labels * (len(STAT_FIELDS) + _STAT_EXTRA) * _F64 + active * per_label_trajectory
                                + settled * settled_trajectory)
-    notes = (f"{used} thread(s) sharing {lanes} lanes per team of up to {shared}" if shared
-             else f"{used} thread(s) x {lanes} lane(s)"
-             + f", chunks of {chunk_size} labels",
+    notes = ((f"{used} thread(s) sharing {lanes} lanes per team of up to {shared}" if shared
+              else f"{used} thread(s) x {lanes} lane(s)") + f", chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
              else "weights written as they finish (sharded)")
     if settled:

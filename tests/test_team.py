@@ -375,3 +375,18 @@ def test_a_sub_problem_view_clears_marks_that_a_solve_could_outlast():
     O.ist[erm.STAMP] = 1
     core.workspace_view(B, 4, 5, core.solve_stamps(core.solver_settings(S)))
     assert O.ist[erm.STAMP] == 0
+
+
+def test_numpys_true_asks_for_teams_of_four_and_the_estimate_names_its_chunks():
+    """shared=np.True_ (a flag from numpy) is True, not teams of one thread; the
+    estimate's note names the chunk size in teams mode too."""
+    from headstart import resources
+
+    X, Y = bibtex()
+    labels = np.arange(0, 159, 2)
+    p = TrainParams(threads=6)
+    out = trainer.train_labels(X, Y, p, labels, shared=np.True_, chunk_size=16)
+    assert out[2].meta["shared_lanes"] and out[2].meta["teams"] == 2
+    e = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
+                                           collect=False)
+    assert e.details["shared_lanes"] and any("chunks of" in n for n in e.notes)

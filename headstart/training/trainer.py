@@ -167,7 +167,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     if shared and team_size > 1:
         # teams of up to TEAM_THREADS threads (or the size the budget allows): one worker
         # per team takes chunks as a lone thread would, the team's threads share its lanes
-        per_team = TEAM_THREADS if shared is True else int(shared)
+        # (True, numpy's too: teams of TEAM_THREADS; an int: teams of up to that many)
+        per_team = TEAM_THREADS if isinstance(shared, (bool, np.bool_)) else int(shared)
         team_threads, lanes = team_size, LANES
         threads = len(team_sizes(team_size, size=per_team))
         # each thread groups the lanes it takes (docs/design.md, "Direction groups in a team")
