@@ -119,5 +119,6 @@ def main() -> None:
             cells.append(f"{s:6.3f} ({lanes / t:4.1f})")
         print(f"{t:7d}  " + "  ".join(f"{c:>14s}" for c in cells))
 
+
 if __name__ == "__main__":
     main()

@@ -204,6 +204,10 @@ class Pretrained(Initializer):
         # a solve each, 1.8-2.3 s shared, 1.0 s compacted; docs/design.md)
         return plan.first, plan.indptr[:plan.count + 1], plan.indices, plan.data, plan.intercept
 
+    def _model(self):
+        # the source as given (a WeightSource) or the model directory at its path
+        return self.source if isinstance(self.source, WeightSource) else ModelDirectory(self.source)
+
     def planned_rows(self, first, stop):
         # the model's rows as stored: equal rows stay equal (prepare renumbers the
         # features, a bijection) and so do equal intercepts (divided by the same bias);
@@ -211,7 +215,7 @@ class Pretrained(Initializer):
         from ..errors import HeadstartError
 
         try:
-            src = self.source if isinstance(self.source, WeightSource) else ModelDirectory(self.source)
+            src = self._model()
             if src.tree:
                 return None
             lo, W, intercept, _ = _rows(src, int(first), min(int(stop), src.label_space), src.n_features)
@@ -220,7 +224,7 @@ class Pretrained(Initializer):
         return lo, W.indptr, W.indices, W.data, intercept
 
     def prepare(self, ctx):
-        src = self.source if isinstance(self.source, WeightSource) else ModelDirectory(self.source)
+        src = self._model()
         what = src.what
         if src.tree:   # its rows are nodes: even a matching count starts wrong labels
             raise ModelFormatError(f"{what}: a label-tree model (its rows are the tree nodes' outputs, not "

@@ -175,8 +175,8 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     four threads, :func:`team_workspace_bytes`) fit ``budget``: faster than 16 lanes
     per thread, at 4 lanes' memory per thread (8 with two threads), since the threads'
     sweeps over X come from memory once per 16 labels of the team instead of once per
-    16 labels of each thread.  Measured with benchmarks/lanes.py (2 threads, aop, 2026-12-04, medians,
-    the same weights throughout; the lane work then in functions of its own, the same
+    16 labels of each thread.  Measured with benchmarks/lanes.py (2 threads, aop,
+    2026-12-04, medians, the same weights throughout; the lane work then in functions of its own, the same
     schedule): on the Amazon-670K shape (36.7M non-zeros), labels
     0:320, team 13.80 s, 16 lanes 16.96 s, 8 lanes 17.74 s; labels 0:1000, team
     40.37 s, 16 lanes 49.61 s, 8 lanes 43.59 s.  Where X fits the cache the sweeps

@@ -69,9 +69,9 @@ from .kernel import (IDLE, LANES, N_STATS, SCRATCH_O, SCRATCH_W, TEAM_SYNC_WORDS
 #: "A team's balance at many threads"), its threads would be busy 15-46% of the lane
 #: phase at 64 threads; a team of four 74-87% whatever the threads (two: 93-96%, at
 #: twice the lanes per thread) -- all in lane order; handing out the longest lanes
-#: first (:func:`.kernel.team_order`), a team of four 82-92%, of two 96-99%.  Four keeps a thread's lane buffers at four lanes'
-#: whatever the threads, and the passes over X at one per 16 labels of a team (a
-#: quarter of lone threads').
+#: first (:func:`.kernel.team_order`), a team of four 82-92%, of two 96-99%.  Four
+#: keeps a thread's lane buffers at four lanes' whatever the threads, and the passes
+#: over X at one per 16 labels of a team (a quarter of lone threads').
 TEAM_THREADS = 4
 
 
