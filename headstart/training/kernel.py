@@ -457,7 +457,10 @@ def team_order(cost, order):
     iteration times (benchmarks/team_balance.py --order prev), the threads of a team of
     two were busy 0.96-0.99 of the lane phase instead of 0.93-0.96 in lane order, a
     team of four 0.82-0.92 instead of 0.74-0.87.  The order changes only which thread
-    does a lane's work, never the work."""
+    does a lane's work, never the work.  Not used where the team forms direction groups
+    (:func:`team_sweep`'s ``longest_first``): there lane order was faster, the logistic
+    loss on the Amazon-670K shape 1.13x / 1.22x the time of lone threads against
+    1.29x / 1.28x (docs/design.md, "Lane order where the threads form direction groups")."""
     L = order.size
     for b in range(L):
         order[b] = b
@@ -472,12 +475,13 @@ def team_order(cost, order):
 
 
 @njit(cache=True, nogil=True)
-def team_sweep(P, team, busy, rnd, abort, touched):
+def team_sweep(P, team, busy, rnd, abort, touched, longest_first):
     """This thread's part of the team's pass over X (``busy``: the lanes it left busy).
     Every lane's V column is written when the first barrier opens; the second keeps any
     thread from reading X-products before every thread has written its rows.  Returns
     the team's busy lanes, 0 when none is (the chunk is done), -1 when the team
-    aborted."""
+    aborted.  ``longest_first``: the next pass hands out the lanes longest first
+    (:func:`team_order`), else in lane order."""
     word = TEAM_BUSY + (rnd & 1)    # the sum of the pass after next starts from 0 again
     atomic.fetch_add(team.sync, word, busy)
     if not atomic.barrier(team.sync, team.threads, abort):
@@ -485,7 +489,7 @@ def team_sweep(P, team, busy, rnd, abort, touched):
     total = atomic.load(team.sync, word)
     if total == 0:
         return 0
-    if team.me == 0:
+    if team.me == 0 and longest_first:
         # every lane's work of the pass is done (the barrier), none of the next has
         # started (the second one): the next pass's order
         team_order(team.lanes.cost, team.lanes.order)
@@ -947,7 +951,10 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
         t0 = nt.now() if timing else 0.0
         if team is not None:
             # this thread's rows for all the team's lanes, between two barriers
-            total = team_sweep(P, team, busy, rnd, abort, touched)
+            # longest lanes first only where the threads form no direction groups: with
+            # them a thread's lanes wait for its group, and a lane's cost says little of
+            # what it holds up (lane order was faster there, see team_order)
+            total = team_sweep(P, team, busy, rnd, abort, touched, B is None)
             if total <= 0:
                 break         # no lane is busy, or the team gave up
         else:

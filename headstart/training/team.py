@@ -41,7 +41,8 @@ mines negatives, as aop with the squared hinge: :func:`.budget.use_groups`) form
 per thread, of the lanes it takes, each thread with its own group buffers: a team's thread
 does a lane's line search and its new label's start together, so one group may hold
 lanes waiting for their gradients and lanes with a new label's (stop 74; docs/design.md,
-"Direction groups in a team").
+"Direction groups in a team").  Such a team hands its lanes out in lane order, not longest
+first (stop 83, :func:`.kernel.team_order`).
 
 Labels are handed out from a shared counter, and a chunk ends when no lane is busy.
 Each label's arithmetic is exactly what it is in a thread of its own (same operations,
@@ -69,9 +70,10 @@ from .kernel import (IDLE, LANES, N_STATS, SCRATCH_O, SCRATCH_W, TEAM_SYNC_WORDS
 #: "A team's balance at many threads"), its threads would be busy 15-46% of the lane
 #: phase at 64 threads; a team of four 74-87% whatever the threads (two: 93-96%, at
 #: twice the lanes per thread) -- all in lane order; handing out the longest lanes
-#: first (:func:`.kernel.team_order`), a team of four 82-92%, of two 96-99%.  Four
-#: keeps a thread's lane buffers at four lanes' whatever the threads, and the passes
-#: over X at one per 16 labels of a team (a quarter of lone threads').
+#: first (:func:`.kernel.team_order`; teams without direction groups), a team of four
+#: 82-92%, of two 96-99%.  Four keeps a thread's lane buffers at four lanes' whatever
+#: the threads, and the passes over X at one per 16 labels of a team (a quarter of lone
+#: threads').
 TEAM_THREADS = 4
 
 
