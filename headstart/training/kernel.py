@@ -444,7 +444,8 @@ def team_take(team, nl, deadline, abort):
 @njit(cache=True, nogil=True)
 def team_lane(team, rnd, L):
     """The next lane whose work of this pass no thread has taken yet, or -1: the lanes
-    are handed out in the pass's order (:func:`team_order`), the costliest first."""
+    are handed out in the pass's order (the costliest first, :func:`team_order`, where
+    the team forms no direction groups; else lane order)."""
     q = atomic.fetch_add(team.sync, TEAM_LANE + (rnd & 1), 1)
     return team.lanes.order[q] if q < L else -1
 
