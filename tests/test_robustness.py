@@ -592,6 +592,49 @@ def test_no_memory_check_goes_on(tmp_path, capsys, monkeypatch):
     assert code == 2 and "--shard-size" not in err.split("available")[1]
 
 
+@pytest.mark.parametrize("command", [["cv", "--folds", "2"], ["thresholds", "--folds", "2", "-o", "{out}"],
+                                     ["tree", "-o", "{out}"]])
+def test_every_training_command_refuses_what_cannot_fit(tmp_path, command):
+    """cv, thresholds and tree check the memory as train does: on a file declaring 2e9
+    labels they were killed by the kernel (exit 137, ~16 GB for Y's column pointer) before
+    stop 84; now exit 2 with both numbers and the option, nothing written."""
+    data = tmp_path / "wide.txt"
+    data.write_bytes(b"2 10 2000000000\n0 5:1 7:2\n1 3:1\n")
+    out = tmp_path / "out"
+    argv = [a.format(out=out) for a in command]
+    r = subprocess.run([sys.executable, "-m", "headstart", argv[0], str(data), *argv[1:]],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert r.returncode == 2, r.stderr
+    assert re.search(r"needs an estimated [\d.]+ [GT]iB of memory but only [\d.]+ [GMT]iB is available", r.stderr)
+    assert "--no-memory-check" in r.stderr and "Traceback" not in r.stderr
+    assert not out.exists()
+
+
+def test_cross_validation_memory_check_and_its_option(tmp_path, capsys, monkeypatch):
+    """cv and thresholds count the fold copies of the data beside a fold's training
+    (the model is kept for scoring); --no-memory-check goes on anyway."""
+    X, Y = base_problem()
+    write_xmc(tmp_path / "d.txt", X, Y)
+    monkeypatch.setattr(resources, "available_memory", lambda threads=0: 1 << 14)    # 16 KiB "available"
+    code, _, err = run_cli(capsys, "cv", tmp_path / "d.txt", "--folds", "2", "--threads", "1", "-q")
+    assert code == 2 and "is available" in err and "data copies" in err
+    code, _, err = run_cli(capsys, "thresholds", tmp_path / "d.txt", "-o", tmp_path / "t.txt", "--folds", "2",
+                           "--threads", "1", "-q")
+    assert code == 2 and "is available" in err and not (tmp_path / "t.txt").exists()
+    code, out, err = run_cli(capsys, "cv", tmp_path / "d.txt", "--folds", "2", "--threads", "1", "-q",
+                             "--no-memory-check")
+    assert code == 0, err
+    assert "best" in out or "C" in out
+    # nested folds (scutfbr) hold a second copy of the rows: a larger estimate
+    need = {}
+    for method in ("micromacro", "scutfbr"):
+        code, _, err = run_cli(capsys, "thresholds", tmp_path / "d.txt", "-o", tmp_path / "t.txt", "--folds", "3",
+                               "--method", method, "--threads", "1", "-q")
+        assert code == 2
+        need[method] = float(re.search(r"data copies ([\d.]+) KiB", err).group(1))
+    assert need["scutfbr"] > need["micromacro"]
+
+
 @pytest.fixture(scope="module")
 def small_model(tmp_path_factory):
     d = tmp_path_factory.mktemp("maxmem")

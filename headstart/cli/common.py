@@ -119,6 +119,48 @@ def add_train_params(parser: argparse.ArgumentParser) -> None:
                        help="print the effective parameters as JSON and exit")
 
 
+def add_memory_check(group, verb: str = "train") -> None:
+    """``--no-memory-check`` for a command that trains (:func:`check_training_memory`)."""
+    group.add_argument("--no-memory-check", action="store_true",
+                       help=f"{verb} even when the estimated memory need exceeds the available memory "
+                            "(docs/robustness.md)")
+
+
+def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, first: int = 0,
+                          count: int | None = None, collect: bool = True, trajectories: bool = False,
+                          chunk_size: int | None = None, copies: float = 0.0, own_data: bool = True,
+                          advice: str = "") -> None:
+    """Refuse (ResourceError, exit 2) a training that would not fit in memory, before it
+    allocates anything of the label space (headstart.resources).
+
+    The estimate is :func:`headstart.resources.training_memory_for` of ``count`` labels
+    from ``first`` on X, Y (already in memory, so not counted) plus ``copies`` times the
+    data's bytes for the copies a command makes of it (cross-validation's fold rows);
+    ``own_data``: the trainer may renumber X in place (else it counts a copy).
+    Every command that trains checks this way: a file declaring 2e9 labels needs ~16 GB
+    for Y's column pointer alone, and before stop 84 cv, thresholds and tree met that as
+    the kernel's out-of-memory kill (exit 137) instead of this message.
+    """
+    if getattr(args, "scheduler", None) or getattr(args, "dask_workers", None):
+        return  # the memory that matters is the workers'
+    from .. import resources
+    from .._threads import resolve_threads
+
+    est = resources.training_memory_for(X, Y, params, count, collect=collect, chunk_size=chunk_size,
+                                        own_data=own_data, trajectories=trajectories, first_label=first)
+    parts = dict(est.parts)
+    if copies > 0:
+        parts["data copies"] = parts.get("data copies", 0) + int(copies * parts.get("data", 0))
+    est = resources.MemoryEstimate(parts, est.notes, est.details)
+    need = est.without("data")  # the data is in memory already
+    log.info("estimated memory need %s beyond the data (%s; %s)", resources.format_bytes(need), est.describe(),
+             "; ".join(est.notes))
+    if getattr(args, "no_memory_check", False):
+        return
+    resources.check_memory(need, what, breakdown=est.describe(skip=("data",)) + "; " + "; ".join(est.notes),
+                           option="--no-memory-check", advice=advice, threads=resolve_threads(params.threads))
+
+
 #: exit code of a training command whose time budget (--timeout) ran out before every
 #: label was trained: the model directory holds the finished labels and ``--resume``
 #: completes it.  Not 0, so that a job script can tell (``until headstart train ...

@@ -59,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split, >= 0 (default: 0)")
     g.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    common.add_memory_check(g, "cross-validate")
     common.add_train_params(p)
     common.add_data_options(p)
     p.set_defaults(liblinear_search=True)      # -C and -v inside --liblinear are this command's

@@ -49,6 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "of s=1, t=-2); a point equal to an --inits run is trained once")
     g.add_argument("--labels", metavar="A:B", default=None,
                    help="train labels A..B-1 only (default: all); metrics are those of this label range")
+    common.add_memory_check(g)
     # every training option of 'headstart train' (loss, regulariser, weighting, ...), from
     # TrainParams, so the runner compares initialisations under any objective
     common.add_train_params(p)
@@ -178,6 +179,11 @@ def run(args: argparse.Namespace) -> int:
     L = data.Y_train.shape[1]
     _check_label_range(args.labels, first, stop, L)
     count = (stop if stop != -1 else L) - first
+    for spec in runs:    # one run at a time, each model kept for its evaluation
+        common.check_training_memory(args, spec.params, data.X_train, data.Y_train,
+                                     f"training {count} labels ({spec.name})", first=first, count=count,
+                                     trajectories=True, own_data=False,
+                                     advice="use fewer --threads, or fewer labels (--labels)")
     settings = {"inits": args.inits, "aop_grid": args.aop_grid, "aop_grid_points": points,
                 "labels": args.labels, "threads": base.effective_threads(), "base_params": base.to_dict()}
     common.say(args, f"read {data.info['name']}: {data.info['n_train']} training, {data.info['n_test']} test "

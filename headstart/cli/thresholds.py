@@ -47,6 +47,7 @@ def add_tuning_arguments(p: argparse.ArgumentParser, what: str, values_option: s
                    help=f"{values_help}, comma-separated (default: %(default)s)")
     g.add_argument("--seed", type=common._number(int), default=0,
                    help="seed of the folds' random split, >= 0 (default: 0)")
+    common.add_memory_check(g, "cross-validate")
     common.add_train_params(p)
     common.add_data_options(p)
     return g
@@ -63,12 +64,14 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
     return v
 
 
-def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True):
+def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True,
+         nested: bool = False):
     """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
     progress bar over ``trainings`` trainings of all labels (or ``trainings(X, params)``,
     a number known from the data only); (result, labels, seconds, the training
     parameters), or None when --print-params only printed the parameters.  TRAIN needs at
-    least ``min_rows`` instances."""
+    least ``min_rows`` instances.  ``nested``: the folds are split into folds again
+    (scutfbr), a second copy of the rows in memory."""
     params = common.params_unless_printed(args)
     if params is None:
         return None
@@ -86,6 +89,13 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     if X.shape[0] < min_rows:
         raise DataFormatError(f"{X.shape[0]} instances are too few for --folds {args.folds} (at least {min_rows} "
                               "are needed)", args.train)
+    # one fold model at a time, kept for scoring its held-out rows, trained on a copy of
+    # the fold's rows (and of the inner fold's with nested folds); the estimate counts
+    # the whole of X, an upper bound of a fold's
+    share = (args.folds - 1) / args.folds
+    common.check_training_memory(args, params, X, Y, f"cross-validating {Y.shape[1]} labels",
+                                 copies=share + (share * share if nested else 0.0),
+                                 advice="use fewer --threads, or fewer labels")
     if callable(trainings):     # known from the data only (cv --Cs auto: an upper bound)
         trainings = trainings(X, params)
     t0 = time.perf_counter()
@@ -126,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
         def tuner(X, Y, params, progress):
             return micromacro(X, Y, params, folds=args.folds, seed=args.seed, progress=progress)
-    out = tune(args, "thresholds", trainings, min_rows, tuner)
+    out = tune(args, "thresholds", trainings, min_rows, tuner, nested=args.method == "scutfbr")
     if out is None:
         return 0
     t, L, seconds, params = out

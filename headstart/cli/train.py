@@ -48,9 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "file .json); needs the dask extra")
     d.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
                    help="train on a local Dask cluster of N worker processes")
-    g.add_argument("--no-memory-check", action="store_true",
-                   help="train even when the estimated memory need exceeds the available memory "
-                        "(docs/robustness.md)")
+    common.add_memory_check(g)
     common.add_train_params(p)
     common.add_data_options(p)
 
@@ -241,23 +239,10 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
 
 def _check_memory(args: argparse.Namespace, params, X, Y, first: int, count: int) -> None:
     """Refuse (ResourceError, exit 2) when training would not fit in memory; see headstart.resources."""
-    if args.scheduler or args.dask_workers:
-        return  # the memory that matters is the workers'
-    from .. import resources
-    from .._threads import resolve_threads
-
     sharded = bool(args.resume or args.shard_size)
     # the weights are never collected: written shard by shard, or spooled (model.spool)
-    est = resources.training_memory_for(X, Y, params, count, collect=False, chunk_size=args.shard_size,
-                                        own_data=True, trajectories=sharded or _keeps_trajectories(args),
-                                        first_label=first)
-    need = est.without("data")  # the data is in memory already
-    log.info("estimated memory need %s beyond the data (%s; %s)", resources.format_bytes(need), est.describe(),
-             "; ".join(est.notes))
-    if args.no_memory_check:
-        return
-    resources.check_memory(need, f"training {count} labels", breakdown=est.describe(skip=("data",)) + "; "
-                           + "; ".join(est.notes), option="--no-memory-check",
-                           # (not --shard-size: every run writes its weights as they finish, model.spool)
-                           advice="use fewer --threads, or train a label range (--first-label/--num-labels)",
-                           threads=resolve_threads(params.threads))
+    # (the advice names no --shard-size: every run writes its weights as they finish)
+    common.check_training_memory(args, params, X, Y, f"training {count} labels", first=first, count=count,
+                                 collect=False, chunk_size=args.shard_size,
+                                 trajectories=sharded or _keeps_trajectories(args),
+                                 advice="use fewer --threads, or train a label range (--first-label/--num-labels)")

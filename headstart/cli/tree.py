@@ -48,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "in the CSV columns of 'headstart train --stats' with 'label' the output's id, plus its "
                         "'rows' (the node's instances), 'node', 'label_id' (the label a leaf's output is, -1 for "
                         "a child node) and, with --trees, 'tree'; written atomically")
+    common.add_memory_check(g)
     common.add_train_params(p)
     for action in p._actions:      # the shared training option, refused for a tree (run)
         if "--timeout" in action.option_strings:
@@ -91,6 +92,12 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     X, Y = common.read_training_data(args.train, args, params)
+    # a binary problem per label and per child node: about L / (K - 1) nodes of a full
+    # K-ary tree besides the labels, every output's weights kept until the model is saved
+    L = Y.shape[1]
+    outputs = args.trees * (L + -(-max(L - 1, 0) // (args.branching - 1)))
+    common.check_training_memory(args, params, X, Y, f"training a tree of {L} labels ({outputs} binary problems)",
+                                 count=outputs, advice="use fewer --threads or --trees")
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
