@@ -593,15 +593,18 @@ def test_no_memory_check_goes_on(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("command", [["cv", "--folds", "2"], ["thresholds", "--folds", "2", "-o", "{out}"],
-                                     ["tree", "-o", "{out}"]])
+                                     ["tree", "-o", "{out}"],
+                                     ["shortlist-train", "--shortlist", "{shortlist}", "-o", "{out}"]])
 def test_every_training_command_refuses_what_cannot_fit(tmp_path, command):
-    """cv, thresholds and tree check the memory as train does: on a file declaring 2e9
-    labels they were killed by the kernel (exit 137, ~16 GB for Y's column pointer) before
-    stop 84; now exit 2 with both numbers and the option, nothing written."""
+    """cv, thresholds, tree and shortlist-train check the memory as train does: on a file
+    declaring 2e9 labels they were killed by the kernel (exit 137, ~16 GB for Y's column
+    pointer or the shortlist's label counts) before stop 84; now exit 2 with both numbers
+    and the option, nothing written."""
     data = tmp_path / "wide.txt"
     data.write_bytes(b"2 10 2000000000\n0 5:1 7:2\n1 3:1\n")
+    (tmp_path / "sl.txt").write_bytes(b"2 2000000000\n0:1\n1:0\n")
     out = tmp_path / "out"
-    argv = [a.format(out=out) for a in command]
+    argv = [a.format(out=out, shortlist=tmp_path / "sl.txt") for a in command]
     r = subprocess.run([sys.executable, "-m", "headstart", argv[0], str(data), *argv[1:]],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert r.returncode == 2, r.stderr

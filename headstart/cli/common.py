@@ -129,6 +129,7 @@ def add_memory_check(group, verb: str = "train") -> None:
 def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, first: int = 0,
                           count: int | None = None, collect: bool = True, trajectories: bool = False,
                           chunk_size: int | None = None, copies: float = 0.0, own_data: bool = True,
+                          only: tuple[str, ...] | None = None, extra: dict[str, int] | None = None,
                           advice: str = "") -> None:
     """Refuse (ResourceError, exit 2) a training that would not fit in memory, before it
     allocates anything of the label space (headstart.resources).
@@ -136,7 +137,9 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
     The estimate is :func:`headstart.resources.training_memory_for` of ``count`` labels
     from ``first`` on X, Y (already in memory, so not counted) plus ``copies`` times the
     data's bytes for the copies a command makes of it (cross-validation's fold rows);
-    ``own_data``: the trainer may renumber X in place (else it counts a copy).
+    ``own_data``: the trainer may renumber X in place (else it counts a copy).  ``only``:
+    count these parts of the estimate alone (where the rest does not model the command's
+    training: a lower bound, never a refusal of what fits); ``extra``: more parts.
     Every command that trains checks this way: a file declaring 2e9 labels needs ~16 GB
     for Y's column pointer alone, and before stop 84 cv, thresholds and tree met that as
     the kernel's out-of-memory kill (exit 137) instead of this message.
@@ -148,7 +151,8 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
 
     est = resources.training_memory_for(X, Y, params, count, collect=collect, chunk_size=chunk_size,
                                         own_data=own_data, trajectories=trajectories, first_label=first)
-    parts = dict(est.parts)
+    parts = dict(est.parts) if only is None else {k: v for k, v in est.parts.items() if k in only + ("data",)}
+    parts.update(extra or {})
     if copies > 0:
         parts["data copies"] = parts.get("data copies", 0) + int(copies * parts.get("data", 0))
     est = resources.MemoryEstimate(parts, est.notes, est.details)

@@ -63,6 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r.add_argument("--scheduler", metavar="ADDRESS", default=None, help="train on this Dask cluster")
     r.add_argument("--dask-workers", type=common._number(int), default=None, metavar="N",
                    help="train on a local Dask cluster of N worker processes")
+    common.add_memory_check(r)
     common.add_train_params(p)
     common.add_data_options(p)
 
@@ -120,6 +121,15 @@ def run(args: argparse.Namespace) -> int:
 
     X, Y = common.read_dataset(args.train, args)
     common.check_labelled_rows(args.train, Y, args)
+    first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
+    # before the shortlist is read (two int64 per label of its header's label space):
+    # what grows with the labels -- their statistics and per-label arrays -- at least; a
+    # label's workspace is the size of its shortlisted rows, which the estimate does not
+    # model (so the check never refuses by them)
+    common.check_training_memory(args, params, X, Y, f"training {count} labels on their shortlists",
+                                 first=first, count=count, collect=False,
+                                 only=("statistics", "label arrays"), extra={"shortlist": 16 * Y.shape[1]},
+                                 advice="train a label range (--first-label/--num-labels)")
     S = read_shortlist(args.shortlist, n_instances=X.shape[0], n_labels=Y.shape[1])
     dense = dp = None
     if args.dense:
@@ -128,7 +138,6 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError(f"{args.dense}: {dense.shape[0]} rows, the training data has {X.shape[0]}")
         dp = DenseSparseParams(args.sparse_reg, args.dense_reg, args.normalize_sparse, args.normalize_dense,
                                args.init_sparse, args.init_dense, args.init_dense_weights, args.init_dense_bias)
-    first, count = resolve_label_range(Y.shape[1], args.first_label, args.num_labels)
     # an instance the preprocessing refuses is named by its place in the file
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.shards_kept_on_interrupt("shortlist-train", args.output), \
