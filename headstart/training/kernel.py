@@ -703,13 +703,17 @@ def train_chunk(P, S, WS, OS, B, plan, post, colsum, y_indptr, y_indices, labels
                 bt = q if q < L else -1
                 q += 1
             else:
-                # the last lane's work ends where the next is taken (its cost, team_order)
-                now = nt.now()
-                if taken >= 0:
-                    lane_cost[taken] = now - t_taken
-                bt = team_lane(team, rnd, L)
-                taken = bt
-                t_taken = now
+                if B is None:
+                    # the last lane's work ends where the next is taken (its cost,
+                    # team_order; only where the team forms no direction groups, which
+                    # hand their lanes out in lane order: team_sweep's longest_first)
+                    now = nt.now()
+                    if taken >= 0:
+                        lane_cost[taken] = now - t_taken
+                    taken = bt = team_lane(team, rnd, L)
+                    t_taken = now
+                else:
+                    bt = team_lane(team, rnd, L)
             # the first of the lanes whose A follows now (a lone thread: none, later); a
             # team's A may wait for a group that finishes lanes (they come again)
             a0 = nmine if team is None else apend
