@@ -17,10 +17,14 @@ def main() -> int:
         from headstart.cli.main import main as command
     except KeyboardInterrupt:
         return _interrupted()
+    from headstart import _done_with_interrupts
+
     try:
         return command()
     except KeyboardInterrupt:     # before command() installed its handler or after it removed it
         return _interrupted()
+    finally:
+        _done_with_interrupts()   # the command has ended: a Ctrl-C now must not change its exit code
 
 
 def _interrupted() -> int:

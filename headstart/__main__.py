@@ -1,7 +1,7 @@
 """``python -m headstart`` runs the command line."""
 
 if __name__ == "__main__":
-    from . import _interrupted_start
+    from . import _done_with_interrupts, _interrupted_start
 
     # the command line's modules load here (the package's own imports are guarded in its
     # __init__); main() handles every Ctrl-C from its first line to its last, the ones
@@ -12,4 +12,6 @@ if __name__ == "__main__":
         code = main()
     except KeyboardInterrupt:
         raise _interrupted_start() from None
+    finally:
+        _done_with_interrupts()   # (also after argparse's SystemExit: --help, --version, usage errors)
     raise SystemExit(code)
