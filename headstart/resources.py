@@ -358,7 +358,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     notes = ((f"{used} thread(s) sharing {lanes} lanes per team of up to {shared}" if shared
               else f"{used} thread(s) x {lanes} lane(s)") + f", chunks of {chunk_size} labels",
              f"weights assumed {weight_density:g} x {fu + 1} per label" if collect
-             else "weights written as they finish (sharded)")
+             else "weights written as they finish, not kept")
     if settled:
         notes += (f"{settled} label(s) without a positive end at their start (no weights)",)
     return MemoryEstimate({k: int(v) for k, v in parts.items()}, notes,

@@ -613,6 +613,21 @@ def test_every_training_command_refuses_what_cannot_fit(tmp_path, command):
     assert not out.exists()
 
 
+def test_memory_refusal_advises_what_would_shrink_the_need(tmp_path, capsys, monkeypatch):
+    """helper-120: at --threads 1, with the labels' statistics most of the need, the
+    refusal said "use fewer --threads" (and "sharded" of a run that was not)."""
+    data = tmp_path / "wide.txt"
+    data.write_bytes(b"2 10 2000000\n0 5:1 7:2\n1 3:1\n")      # the statistics of 2M labels: ~0.5 GiB
+    monkeypatch.setattr(resources, "available_memory", lambda threads=0: 1 << 20)
+    for threads in ("1", "2"):
+        code, _, err = run_cli(capsys, "train", data, "-o", tmp_path / "m", "--threads", threads, "-q")
+        assert code == 2 and "statistics" in err
+        assert "fewer --threads" not in err and "--first-label/--num-labels" in err, err
+        assert "sharded" not in err
+    code, _, err = run_cli(capsys, "cv", data, "--folds", "2", "--threads", "1", "-q")
+    assert code == 2 and "fewer --threads" not in err and "--first-label" not in err, err
+
+
 def test_cross_validation_memory_check_and_its_option(tmp_path, capsys, monkeypatch):
     """cv and thresholds count the fold copies of the data beside a fold's training
     (the model is kept for scoring); --no-memory-check goes on anyway."""

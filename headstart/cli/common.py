@@ -130,7 +130,7 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
                           count: int | None = None, collect: bool = True, trajectories: bool = False,
                           chunk_size: int | None = None, copies: float = 0.0, own_data: bool = True,
                           only: tuple[str, ...] | None = None, extra: dict[str, int] | None = None,
-                          advice: str = "") -> None:
+                          fewer_labels: str = "") -> None:
     """Refuse (ResourceError, exit 2) a training that would not fit in memory, before it
     allocates anything of the label space (headstart.resources).
 
@@ -140,6 +140,10 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
     ``own_data``: the trainer may renumber X in place (else it counts a copy).  ``only``:
     count these parts of the estimate alone (where the rest does not model the command's
     training: a lower bound, never a refusal of what fits); ``extra``: more parts.
+    ``fewer_labels``: how this command trains fewer labels (its option), advised where
+    what grows with the labels is a large part of the need, as fewer threads are where
+    what grows with the threads is (helper-120: "use fewer --threads" at --threads 1,
+    where the labels' statistics were most of it).
     Every command that trains checks this way: a file declaring 2e9 labels needs ~16 GB
     for Y's column pointer alone, and before stop 84 cv, thresholds and tree met that as
     the kernel's out-of-memory kill (exit 137) instead of this message.
@@ -161,8 +165,14 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
              "; ".join(est.notes))
     if getattr(args, "no_memory_check", False):
         return
+    threads = resolve_threads(params.threads)
+    per_thread = sum(parts.get(k, 0) for k in ("workspaces", "records", "chunk buffers"))
+    per_label = sum(parts.get(k, 0) for k in ("statistics", "label arrays", "weights", "shortlist"))
+    tips = [tip for tip, share in (("fewer --threads", per_thread if threads > 1 else 0),
+                                   (fewer_labels, per_label if fewer_labels else 0)) if 4 * share >= need]
     resources.check_memory(need, what, breakdown=est.describe(skip=("data",)) + "; " + "; ".join(est.notes),
-                           option="--no-memory-check", advice=advice, threads=resolve_threads(params.threads))
+                           option="--no-memory-check", advice="use " + ", or ".join(tips) if tips else "",
+                           threads=threads)
 
 
 #: exit code of a training command whose time budget (--timeout) ran out before every

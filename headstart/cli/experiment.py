@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         common.check_training_memory(args, spec.params, data.X_train, data.Y_train,
                                      f"training {count} labels ({spec.name})", first=first, count=count,
                                      trajectories=True, own_data=False,
-                                     advice="use fewer --threads, or fewer labels (--labels)")
+                                     fewer_labels="fewer labels (--labels A:B)")
     settings = {"inits": args.inits, "aop_grid": args.aop_grid, "aop_grid_points": points,
                 "labels": args.labels, "threads": base.effective_threads(), "base_params": base.to_dict()}
     common.say(args, f"read {data.info['name']}: {data.info['n_train']} training, {data.info['n_test']} test "

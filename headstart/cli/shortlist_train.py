@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     common.check_training_memory(args, params, X, Y, f"training {count} labels on their shortlists",
                                  first=first, count=count, collect=False,
                                  only=("statistics", "label arrays"), extra={"shortlist": 16 * Y.shape[1]},
-                                 advice="train a label range (--first-label/--num-labels)")
+                                 fewer_labels="a label range (--first-label/--num-labels)")
     S = read_shortlist(args.shortlist, n_instances=X.shape[0], n_labels=Y.shape[1])
     dense = dp = None
     if args.dense:

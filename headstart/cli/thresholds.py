@@ -94,8 +94,7 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     # the whole of X, an upper bound of a fold's
     share = (args.folds - 1) / args.folds
     common.check_training_memory(args, params, X, Y, f"cross-validating {Y.shape[1]} labels",
-                                 copies=share + (share * share if nested else 0.0),
-                                 advice="use fewer --threads, or fewer labels")
+                                 copies=share + (share * share if nested else 0.0))
     if callable(trainings):     # known from the data only (cv --Cs auto: an upper bound)
         trainings = trainings(X, params)
     t0 = time.perf_counter()

@@ -245,4 +245,4 @@ def _check_memory(args: argparse.Namespace, params, X, Y, first: int, count: int
     common.check_training_memory(args, params, X, Y, f"training {count} labels", first=first, count=count,
                                  collect=False, chunk_size=args.shard_size,
                                  trajectories=sharded or _keeps_trajectories(args),
-                                 advice="use fewer --threads, or train a label range (--first-label/--num-labels)")
+                                 fewer_labels="a label range (--first-label/--num-labels)")

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     L = Y.shape[1]
     outputs = args.trees * (L + -(-max(L - 1, 0) // (args.branching - 1)))
     common.check_training_memory(args, params, X, Y, f"training a tree of {L} labels ({outputs} binary problems)",
-                                 count=outputs, advice="use fewer --threads or --trees")
+                                 count=outputs, fewer_labels="fewer --trees" if args.trees > 1 else "")
     t0 = time.perf_counter()
     with common.RowLocator(args.train, args).block(X.shape[0]), \
             common.ProgressBar(Y.shape[1], "train tree", "problems", enabled=not args.quiet) as bar:
