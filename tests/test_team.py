@@ -390,3 +390,14 @@ def test_numpys_true_asks_for_teams_of_four_and_the_estimate_names_its_chunks():
     e = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
                                            collect=False)
     assert e.details["shared_lanes"] and any("chunks of" in n for n in e.notes)
+
+
+@pytest.mark.parametrize("bad", [-1, 0, 1.5, "yes"])
+def test_shared_takes_only_a_flag_or_a_team_size(bad):
+    """helper-120: train_labels(shared=-1) and shared=1.5 were taken silently, "yes"
+    failed in int(); now each is refused before any work, naming what is taken."""
+    from headstart.errors import ParameterError
+
+    X, Y = bibtex()
+    with pytest.raises(ParameterError, match="shared: None, True, False or the most threads per team"):
+        trainer.train_labels(X, Y, TrainParams(threads=2), np.arange(4), shared=bad)

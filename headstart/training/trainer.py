@@ -23,6 +23,7 @@ from .. import postproc
 from ..init import TrainingContext, make_initializer
 from ..objective import losses, weighting
 from ..objective.erm import canonical_rows
+from ..errors import ParameterError
 from ..params import TrainParams, method_of
 from ..init.zero import ZeroPlan
 from ..solver.newton import settings
@@ -74,6 +75,10 @@ def train_labels(X: sp.csr_matrix, Y: sp.csr_matrix, params: TrainParams, labels
     chunk by chunk, releasing each chunk as it is copied (see :func:`.chunks.stack_rows`).
     """
     t_start = time.perf_counter()
+    if shared is not None and not isinstance(shared, (bool, np.bool_)) and (
+            not isinstance(shared, (int, np.integer)) or shared < 1):
+        # (helper-120: -1 and 1.5 were taken silently, "yes" failed in int())
+        raise ParameterError(f"shared: None, True, False or the most threads per team (an int >= 1), got {shared!r}")
     # the kernels need sorted, unique indices in every row (erm.canonical_rows); the
     # renumbering below no longer sorts a caller's rows where it is the identity
     X = canonical_rows(X)
