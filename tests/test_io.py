@@ -1294,3 +1294,22 @@ def test_label_values_read_by_blocks_as_line_by_line(tmp_path, monkeypatch, text
     else:
         got = labelvec.read_label_values(f, 3, "label costs", "cost", minimum=0.0)
         assert got.dtype == np.float64 and got.tobytes() == np.array(want).tobytes()
+
+
+def test_a_full_disk_while_writing_predictions_names_the_file(tmp_path, monkeypatch):
+    """helper-120: `predict` on a full disk said "No space left on device" alone; the
+    writer's OSError now names the predictions file (the command line prints it first),
+    and nothing is left at the path."""
+    from headstart.io.predictions import PredictionWriter
+
+    def full(self, *a):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(PredictionWriter, "_format", full)
+    for name in ("p.txt", "p.txt.gz"):
+        with pytest.raises(OSError, match="No space left") as e:
+            with PredictionWriter(tmp_path / name, k=1, n_labels=2, n_rows=1) as w:
+                w.write(np.array([[1]]), np.array([[0.5]]))
+        assert e.value.filename == str(tmp_path / name)
+        assert not (tmp_path / name).exists()
+    assert list(tmp_path.iterdir()) == []

@@ -36,8 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "name ends with: .csv one row per label; .json a list of JSON objects, one per label with its "
                    "per-iteration trajectory; .jsonl those objects one per line")
     g.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
-                   help="labels per shard file of the model, each written as soon as it is trained "
-                        "(default: one shard, written at the end; with --resume, --scheduler or "
+                   help="at most N labels per shard file of the model, each written as soon as it is "
+                        "trained (shards lie within the grid of N labels; with several threads a cell may be "
+                        "written in pieces as its chunks finish) (default: one shard, written at the end; with --resume, --scheduler or "
                         "--dask-workers a size chosen from the labels and threads, docs/distributed.md)")
     d = p.add_argument_group("resumable and distributed training (docs/distributed.md)")
     d.add_argument("--resume", action="store_true",

@@ -279,8 +279,16 @@ class PredictionWriter:
         except BaseException as e:
             self._closed = True
             self._discard(e)
+            self._name(e)
             raise
         self._closed = True
+
+    def _name(self, e: BaseException | None) -> None:
+        """An OSError met writing (a full disk: ENOSPC on the temporary file) names the
+        file being written, as the trainer's do (helper-120: "No space left on device"
+        alone)."""
+        if isinstance(e, OSError) and not getattr(e, "filename", None):
+            e.filename = self.path
 
     def _discard(self, exc: BaseException | None) -> None:
         if self._spooled:
@@ -306,6 +314,7 @@ class PredictionWriter:
             self.close()
         else:
             self.abort()
+            self._name(exc)
 
     def __del__(self):
         try:
