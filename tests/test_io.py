@@ -478,6 +478,10 @@ def test_predictions_errors(tmp_path):
         with pytest.raises(DataFormatError, match=words) as e:
             read_predictions(put(tmp_path, content))
         assert e.value.line == line, content
+    # the duplicate's own column and token (helper-120: column 1, token '1')
+    with pytest.raises(DataFormatError) as e:
+        read_predictions(put(tmp_path, "2 2 5\n1:0.5 2:0.25\n0:0.9 0:0.6\n"))
+    assert (e.value.line, e.value.column) == (3, 7) and "'0:0.6'" in str(e.value)
     labels, scores = read_predictions(put(tmp_path, "2 0 5\n\n\n"))
     assert labels.shape == (2, 0) and scores.shape == (2, 0)
     # DiSMEC++'s 'rows k': no label count of its own

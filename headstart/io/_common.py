@@ -362,14 +362,16 @@ def _find_dup(line: bytes, value: int, kind: str, feat_offset: int) -> tuple[int
                 if seen == 2:
                     return off, piece
             off += len(piece) + 1
-    else:
-        for mt in re.finditer(rb"[^ \t]+", line):
-            tok = mt.group(0)
-            idx, colon, _ = tok.partition(b":")
-            if colon and idx.isdigit() and int(idx) == value:
-                seen += 1
-                if seen == 2:
-                    return mt.start(), tok
+        # not in a leading list: a predictions file's "label:score" pairs, found as the
+        # features' tokens are (helper-120: its duplicates were placed at column 1)
+        seen = 0
+    for mt in re.finditer(rb"[^ \t]+", line):
+        tok = mt.group(0)
+        idx, colon, _ = tok.partition(b":")
+        if colon and idx.isdigit() and int(idx) == value:
+            seen += 1
+            if seen == 2:
+                return mt.start(), tok
     return 0, b""
 
 
