@@ -630,7 +630,7 @@ def test_memory_refusal_advises_what_would_shrink_the_need(tmp_path, capsys, mon
 
 def test_cross_validation_memory_check_and_its_option(tmp_path, capsys, monkeypatch):
     """cv and thresholds count the fold copies of the data beside a fold's training
-    (the model is kept for scoring); --no-memory-check goes on anyway."""
+    (and every fold's model); --no-memory-check goes on anyway."""
     X, Y = base_problem()
     write_xmc(tmp_path / "d.txt", X, Y)
     monkeypatch.setattr(resources, "available_memory", lambda threads=0: 1 << 14)    # 16 KiB "available"
@@ -643,14 +643,19 @@ def test_cross_validation_memory_check_and_its_option(tmp_path, capsys, monkeypa
                              "--no-memory-check")
     assert code == 0, err
     assert "best" in out or "C" in out
-    # nested folds (scutfbr) hold a second copy of the rows: a larger estimate
+    # scutfbr's inner folds copy from the whole data, one copy at a time (helper-121):
+    # the same estimate as micromacro's
     need = {}
     for method in ("micromacro", "scutfbr"):
         code, _, err = run_cli(capsys, "thresholds", tmp_path / "d.txt", "-o", tmp_path / "t.txt", "--folds", "3",
                                "--method", method, "--threads", "1", "-q")
         assert code == 2
-        need[method] = float(re.search(r"data copies ([\d.]+) KiB", err).group(1))
-    assert need["scutfbr"] > need["micromacro"]
+        need[method] = re.search(r"needs an estimated ([\d.]+ \w+)", err).group(1)
+    assert need["scutfbr"] == need["micromacro"]
+    # experiment --print-params prints, whatever the data (it trained, helper-121)
+    code, out, _ = run_cli(capsys, "experiment", tmp_path / "d.txt", tmp_path / "d.txt", "-o", tmp_path / "e",
+                           "--print-params")
+    assert code == 0 and '"init"' in out and not (tmp_path / "e").exists()
 
 
 @pytest.fixture(scope="module")

@@ -130,7 +130,7 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
                           count: int | None = None, collect: bool = True, trajectories: bool = False,
                           chunk_size: int | None = None, copies: float = 0.0, own_data: bool = True,
                           only: tuple[str, ...] | None = None, extra: dict[str, int] | None = None,
-                          fewer_labels: str = "") -> None:
+                          models: int = 1, fewer_labels: str = "") -> None:
     """Refuse (ResourceError, exit 2) a training that would not fit in memory, before it
     allocates anything of the label space (headstart.resources).
 
@@ -139,7 +139,8 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
     data's bytes for the copies a command makes of it (cross-validation's fold rows);
     ``own_data``: the trainer may renumber X in place (else it counts a copy).  ``only``:
     count these parts of the estimate alone (where the rest does not model the command's
-    training: a lower bound, never a refusal of what fits); ``extra``: more parts.
+    training: a lower bound, never a refusal of what fits); ``extra``: more parts;
+    ``models``: trained models held at once (cross-validation's folds), their weights.
     ``fewer_labels``: how this command trains fewer labels (its option), advised where
     what grows with the labels is a large part of the need, as fewer threads are where
     what grows with the threads is (helper-120: "use fewer --threads" at --threads 1,
@@ -157,6 +158,8 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
                                         own_data=own_data, trajectories=trajectories, first_label=first)
     parts = dict(est.parts) if only is None else {k: v for k, v in est.parts.items() if k in only + ("data",)}
     parts.update(extra or {})
+    if models > 1 and "weights" in parts:
+        parts["weights"] *= models
     if copies > 0:
         parts["data copies"] = parts.get("data copies", 0) + int(copies * parts.get("data", 0))
     est = resources.MemoryEstimate(parts, est.notes, est.details)

@@ -146,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
                               plan_runs, run_experiment, write_report)
     from ..experiment.figures import require_matplotlib
 
+    if common.params_unless_printed(args) is None:
+        return 0    # --print-params: the base parameters, as every training command prints them (helper-121)
     err = args._parser.error
     require_matplotlib()   # before hours of training, not after them
     if not args.output:

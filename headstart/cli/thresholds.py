@@ -64,14 +64,12 @@ def number_list(args: argparse.Namespace, option: str, text: str, ok, rule: str)
     return v
 
 
-def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True,
-         nested: bool = False):
+def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tuner, output_required: bool = True):
     """Check the arguments, read TRAIN, run ``tuner(X, Y, params, progress)`` with a
     progress bar over ``trainings`` trainings of all labels (or ``trainings(X, params)``,
     a number known from the data only); (result, labels, seconds, the training
     parameters), or None when --print-params only printed the parameters.  TRAIN needs at
-    least ``min_rows`` instances.  ``nested``: the folds are split into folds again
-    (scutfbr), a second copy of the rows in memory."""
+    least ``min_rows`` instances."""
     params = common.params_unless_printed(args)
     if params is None:
         return None
@@ -89,12 +87,12 @@ def tune(args: argparse.Namespace, what: str, trainings: int, min_rows: int, tun
     if X.shape[0] < min_rows:
         raise DataFormatError(f"{X.shape[0]} instances are too few for --folds {args.folds} (at least {min_rows} "
                               "are needed)", args.train)
-    # one fold model at a time, kept for scoring its held-out rows, trained on a copy of
-    # the fold's rows (and of the inner fold's with nested folds); the estimate counts
-    # the whole of X, an upper bound of a fold's
-    share = (args.folds - 1) / args.folds
+    # a fold's training on a copy of its rows (one copy at a time: scutfbr's inner folds
+    # copy from the whole data and free theirs first, helper-121); the estimate counts the
+    # whole of X, an upper bound of a fold's; the folds' models may all be held at once
+    # (micromacro scores them together, cv warm-starts each fold from its last model)
     common.check_training_memory(args, params, X, Y, f"cross-validating {Y.shape[1]} labels",
-                                 copies=share + (share * share if nested else 0.0))
+                                 copies=(args.folds - 1) / args.folds, models=args.folds)
     if callable(trainings):     # known from the data only (cv --Cs auto: an upper bound)
         trainings = trainings(X, params)
     t0 = time.perf_counter()
@@ -135,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
         def tuner(X, Y, params, progress):
             return micromacro(X, Y, params, folds=args.folds, seed=args.seed, progress=progress)
-    out = tune(args, "thresholds", trainings, min_rows, tuner, nested=args.method == "scutfbr")
+    out = tune(args, "thresholds", trainings, min_rows, tuner)
     if out is None:
         return 0
     t, L, seconds, params = out

@@ -92,10 +92,12 @@ def run(args: argparse.Namespace) -> int:
     if args.stats:
         common.check_output_file(args.stats, "statistics file", args, model_dir=args.output)
     X, Y = common.read_training_data(args.train, args, params)
-    # a binary problem per label and per child node: about L / (K - 1) nodes of a full
-    # K-ary tree besides the labels, every output's weights kept until the model is saved
+    # a binary problem per label and per child node, every output's weights kept until
+    # the model is saved: at most 2L - 2 outputs (every inner node has two children or
+    # more), the bound counted, since k-means splits unevenly (helper-121: debian-deps
+    # built 6,032 nodes, not the L / (K - 1) = 234 of a full K-ary tree)
     L = Y.shape[1]
-    outputs = args.trees * (L + -(-max(L - 1, 0) // (args.branching - 1)))
+    outputs = args.trees * max(2 * L - 2, 1)
     common.check_training_memory(args, params, X, Y, f"training a tree of {L} labels ({outputs} binary problems)",
                                  count=outputs, fewer_labels="fewer --trees" if args.trees > 1 else "")
     t0 = time.perf_counter()
