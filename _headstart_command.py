@@ -14,11 +14,10 @@ import sys
 
 def main() -> int:
     try:
+        from headstart import _done_with_interrupts
         from headstart.cli.main import main as command
     except KeyboardInterrupt:
         return _interrupted()
-    from headstart import _done_with_interrupts
-
     try:
         return command()
     except KeyboardInterrupt:     # before command() installed its handler or after it removed it

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
                               plan_runs, run_experiment, write_report)
     from ..experiment.figures import require_matplotlib
 
-    if common.params_unless_printed(args) is None:
+    base = common.params_unless_printed(args)
+    if base is None:
         return 0    # --print-params: the base parameters, as every training command prints them (helper-121)
     err = args._parser.error
     require_matplotlib()   # before hours of training, not after them
@@ -161,7 +162,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.train or not args.test:
         err("the following arguments are required: TRAIN TEST")
-    base = common.resolve_params(args)
     _check_comparable(args, base)
     inits = parse_inits(args.inits, base)
     grid = parse_grid(args.aop_grid, base) if args.aop_grid else []

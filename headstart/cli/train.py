@@ -38,8 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--shard-size", type=common._number(int), default=None, metavar="N",
                    help="at most N labels per shard file of the model, each written as soon as it is "
                         "trained (shards lie within the grid of N labels; with several threads a cell may be "
-                        "written in pieces as its chunks finish) (default: one shard, written at the end; with --resume, --scheduler or "
-                        "--dask-workers a size chosen from the labels and threads, docs/distributed.md)")
+                        "written in pieces as its chunks finish) (default: one shard, written at the end; "
+                        "with --resume, --scheduler or --dask-workers a size chosen from the labels and "
+                        "threads, docs/distributed.md)")
     d = p.add_argument_group("resumable and distributed training (docs/distributed.md)")
     d.add_argument("--resume", action="store_true",
                    help="continue the model in MODEL_DIR: train only the labels without a finished shard "
