@@ -594,12 +594,17 @@ def test_no_memory_check_goes_on(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("command", [["cv", "--folds", "2"], ["thresholds", "--folds", "2", "-o", "{out}"],
                                      ["tree", "-o", "{out}"],
-                                     ["shortlist-train", "--shortlist", "{shortlist}", "-o", "{out}"]])
+                                     ["shortlist-train", "--shortlist", "{shortlist}", "-o", "{out}"],
+                                     ["train", "-o", "{out}", "--dask-workers", "1"],
+                                     ["shortlist-train", "--shortlist", "{shortlist}", "-o", "{out}",
+                                      "--dask-workers", "1"]])
 def test_every_training_command_refuses_what_cannot_fit(tmp_path, command):
     """cv, thresholds, tree and shortlist-train check the memory as train does: on a file
     declaring 2e9 labels they were killed by the kernel (exit 137, ~16 GB for Y's column
     pointer or the shortlist's label counts) before stop 84; now exit 2 with both numbers
-    and the option, nothing written."""
+    and the option, nothing written.  On Dask the client's part is checked (the labels'
+    statistics and arrays come back to it): 2e8 labels on one local worker grew the
+    client past 15 GB until the kernel killed it (exit 137) before stop 85."""
     data = tmp_path / "wide.txt"
     data.write_bytes(b"2 10 2000000000\n0 5:1 7:2\n1 3:1\n")
     (tmp_path / "sl.txt").write_bytes(b"2 2000000000\n0:1\n1:0\n")

@@ -241,7 +241,7 @@ def _run_sharded(args: argparse.Namespace, params, X, Y, first: int, count: int)
 
 def _check_memory(args: argparse.Namespace, params, X, Y, first: int, count: int) -> None:
     """Refuse (ResourceError, exit 2) when training would not fit in memory; see headstart.resources."""
-    sharded = bool(args.resume or args.shard_size)
+    sharded = bool(args.resume or args.shard_size or args.scheduler or args.dask_workers)
     # the weights are never collected: written shard by shard, or spooled (model.spool)
     # (the advice names no --shard-size: every run writes its weights as they finish)
     common.check_training_memory(args, params, X, Y, f"training {count} labels", first=first, count=count,
