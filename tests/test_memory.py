@@ -102,32 +102,6 @@ def test_stats_take_and_concat_keep_each_labels_trajectory():
     assert len(c.take([])) == 0
 
 
-def test_a_consuming_concat_is_the_same_table_and_empties_its_list(monkeypatch):
-    """concat(parts, consume=True) drops each part once copied (the peak: the result and
-    one part, not the result and all of them) and hands memory back as it goes: the same
-    table as the plain concat, None parts and parts without trajectories included, and
-    the caller's list emptied."""
-    from headstart.training import stats as stats_module
-
-    parts = [_stats([9, 10, 11], [2, 0, 4], seed=1), None, _stats([1, 2], [3, 2], seed=2),
-             _stats([5], [1], seed=3).without_trajectories(), _stats([20, 21], [1, 1], seed=4)]
-    plain = TrainingStats.concat(list(parts))
-    trims = []
-    monkeypatch.setattr(stats_module, "_TRIM_LABELS", 2)
-    monkeypatch.setattr(stats_module, "release_free_memory", lambda: trims.append(1))
-    given = list(parts)
-    got = TrainingStats.concat(given, consume=True)
-    assert given == [] and trims
-    assert list(got["label"]) == [1, 2, 5, 9, 10, 11, 20, 21]
-    assert got.columns.keys() == plain.columns.keys()
-    for k in plain.columns:
-        assert np.array_equal(got[k], plain[k]) and got[k].dtype == plain[k].dtype, k
-    assert np.array_equal(got.iter_offsets, plain.iter_offsets)
-    for f in ITER_FIELDS:
-        assert np.array_equal(got.iterations[f], plain.iterations[f]), f
-    assert len(TrainingStats.concat([None], consume=True)) == 0
-
-
 def test_training_records_every_iteration_and_threads_agree():
     rng = np.random.default_rng(3)
     X = sp.random(400, 60, density=0.2, format="csr", dtype=np.float32, random_state=3)
@@ -153,13 +127,6 @@ def status(field):
     for line in open('/proc/self/status'):
         if line.startswith(field):
             return int(line.split()[1]) * 1024
-
-def settle():
-    # the warm-up's freed heap handed back before the base is read: where the warm-up
-    # compiled the kernels (a cold cache, as in CI) the run reused LLVM's freed memory and
-    # its peak rose ~20 MB less than with a warm cache (stop 85's CI: 74.6 MB, 94.7 here)
-    from headstart.training.pages import release_free_memory
-    release_free_memory()
 """
 
 #: data(n, d, L, used, seed): n x d sparse X, 3 labels per row drawn from ``used`` of L
@@ -192,7 +159,6 @@ if p.regularizer == "l2":
     # and the team's kernels: threads share 16 lanes on X larger than the cache (8.4M
     # nonzeros here, budget.share_lanes), a specialisation of its own
     train_labels(Xs, Ys, p, np.arange(4), shared=True)
-settle()
 base = status("VmRSS")
 S = synth.generate("amazoncat-13k", scale=0.1, seed=0)
 X, Y = S.X_train.copy(), S.Y_train.copy()
@@ -258,7 +224,6 @@ fit_to_directory(X, Y, p, os.path.join(out, "warm"), own_data=True, trajectories
 X, Y = data(2000, 2000, 1_000_000, 200, 0)
 # as headstart train estimates it (cli/train.py _check_memory): beyond the data read
 est = resources.training_memory_for(X, Y, p, Y.shape[1], collect=False, own_data=True, trajectories=False)
-settle()
 base = status("VmRSS")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")                    # reset the peak (VmHWM) to the current RSS
@@ -306,7 +271,6 @@ else:
     headstart.OvAClassifier(threads=2).fit(X, Y)
     X, Y = data(2000, 2000, 300_000, 2000, 0)
     est = resources.training_memory_for(X, Y, p)
-settle()
 base = status("VmRSS")
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")                    # reset the peak (VmHWM) to the current RSS
