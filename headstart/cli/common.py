@@ -126,6 +126,10 @@ def add_memory_check(group, verb: str = "train") -> None:
                             "(docs/robustness.md)")
 
 
+#: the parts of a training's memory estimate that a Dask run's client holds itself
+_CLIENT_PARTS = ("statistics", "label arrays")
+
+
 def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, first: int = 0,
                           count: int | None = None, collect: bool = True, trajectories: bool = False,
                           chunk_size: int | None = None, copies: float = 0.0, own_data: bool = True,
@@ -155,9 +159,9 @@ def check_training_memory(args: argparse.Namespace, params, X, Y, what: str, *, 
         # labels is this process's too: every label's statistics and arrays come back to
         # the client (a file declaring 2e8 labels grew it past 15 GB until the kernel
         # killed it, exit 137, after 4.5 min; 2e7 labels peaked at 7.2 GB against this
-        # estimate's 7.7).  So those parts are checked here -- a lower bound of the
+        # estimate's 7.1 GiB).  So those parts are checked here -- a lower bound of the
         # client's need, never a refusal of what fits -- and the workers' are not.
-        only = tuple(k for k in (only or ("statistics", "label arrays")) if k in ("statistics", "label arrays"))
+        only = tuple(k for k in (only or _CLIENT_PARTS) if k in _CLIENT_PARTS)
         what += " on Dask (this process's part: the labels' statistics and arrays)"
     from .. import resources
     from .._threads import resolve_threads

@@ -184,8 +184,9 @@ class TrainingStats:
         """Per-iteration values of label number ``i`` (row index, not label id)."""
         return self.iterations[name][self.iter_offsets[i]: self.iter_offsets[i + 1]]
 
-    def status_names(self) -> np.ndarray:
-        return np.asarray(STATUS_NAMES)[self.columns["status"].astype(np.int64)]
+    def status_names(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """The status of labels number ``start`` to ``stop`` (default: all) by name."""
+        return np.asarray(STATUS_NAMES)[self.columns["status"][start:stop].astype(np.int64)]
 
     def summary(self) -> dict:
         """Counts and totals; the totals of work (iterations, CG steps) leave out the
@@ -210,14 +211,16 @@ class TrainingStats:
 
     # --- output -----------------------------------------------------------------
     def _rows(self):
-        names = self.status_names()
+        # (a label's status name as its row is made, as the CSV writer takes them per
+        # block: no array of every label's name beside the rows)
         keys = list(self.columns)
+        status = self.columns["status"]
         for i in range(len(self)):
             row = {}
             for k in keys:
                 v = self.columns[k][i]
                 row[k] = int(v) if k in _INT_FIELDS else float(v)
-            row["status"] = str(names[i])
+            row["status"] = STATUS_NAMES[int(status[i])]
             yield i, row
 
     def write(self, path: str | os.PathLike, fmt: str | None = None, iterations: bool = True) -> None:
@@ -243,11 +246,9 @@ class TrainingStats:
                 if len(self):
                     # (the status names per block too: all labels' at once were a unicode
                     # array of 72 bytes a label, 144 MB at 2M labels)
-                    status = self.columns["status"]
                     for a in range(0, len(self), _CSV_BLOCK):      # bounded memory: strings per block
                         b = a + _CSV_BLOCK
-                        cols = [[STATUS_NAMES[s] for s in status[a:b].astype(np.int64).tolist()] if k == "status"
-                                else [str(x) for x in (
+                        cols = [self.status_names(a, b).tolist() if k == "status" else [str(x) for x in (
                             v[a:b].astype(np.int64) if k in _INT_FIELDS else v[a:b].astype(np.float64)).tolist()]
                             for k, v in self.columns.items()]
                         fh.write("\r\n".join(map(",".join, zip(*cols))))
