@@ -102,6 +102,32 @@ def test_stats_take_and_concat_keep_each_labels_trajectory():
     assert len(c.take([])) == 0
 
 
+def test_a_consuming_concat_is_the_same_table_and_empties_its_list(monkeypatch):
+    """concat(parts, consume=True) drops each part once copied (the peak: the result and
+    one part, not the result and all of them) and hands memory back as it goes: the same
+    table as the plain concat, None parts and parts without trajectories included, and
+    the caller's list emptied."""
+    from headstart.training import stats as stats_module
+
+    parts = [_stats([9, 10, 11], [2, 0, 4], seed=1), None, _stats([1, 2], [3, 2], seed=2),
+             _stats([5], [1], seed=3).without_trajectories(), _stats([20, 21], [1, 1], seed=4)]
+    plain = TrainingStats.concat(list(parts))
+    trims = []
+    monkeypatch.setattr(stats_module, "_TRIM_LABELS", 2)
+    monkeypatch.setattr(stats_module, "release_free_memory", lambda: trims.append(1))
+    given = list(parts)
+    got = TrainingStats.concat(given, consume=True)
+    assert given == [] and trims
+    assert list(got["label"]) == [1, 2, 5, 9, 10, 11, 20, 21]
+    assert got.columns.keys() == plain.columns.keys()
+    for k in plain.columns:
+        assert np.array_equal(got[k], plain[k]) and got[k].dtype == plain[k].dtype, k
+    assert np.array_equal(got.iter_offsets, plain.iter_offsets)
+    for f in ITER_FIELDS:
+        assert np.array_equal(got.iterations[f], plain.iterations[f]), f
+    assert len(TrainingStats.concat([None], consume=True)) == 0
+
+
 def test_training_records_every_iteration_and_threads_agree():
     rng = np.random.default_rng(3)
     X = sp.random(400, 60, density=0.2, format="csr", dtype=np.float32, random_state=3)

@@ -404,8 +404,7 @@ def finish_result(writer: ModelWriter, data: PreparedData, recorder: ShardRecord
     missing = writer.missing_ranges(data.first_label, data.num_labels)
     st = run_stats
     if st is None and recorder.stats_parts:
-        st = TrainingStats.concat(recorder.stats_parts)
-        recorder.stats_parts.clear()
+        st = TrainingStats.concat(recorder.stats_parts, consume=True)    # (empties the list)
     if st is not None:
         report_problems(st)
         if backend == "dask":    # said in the workers' logs, per task; here once, for the run (helper-56)

@@ -31,7 +31,7 @@ from . import pages
 from .locality import FeatureOrder, renumber_rows
 from .packed import PackedRows
 from .sharing import SameProblems, solve_chunk
-from .stats import ITER_FIELDS, TrainingStats
+from .stats import _TRIM_LABELS, ITER_FIELDS, TrainingStats
 
 #: the reports of the labels (status, no positives, restarts from zero) keep the logger name
 #: they had before this module left trainer.py: users filter and route them by that name
@@ -400,10 +400,9 @@ def run_chunks(chunks: list[np.ndarray], threads: int, new_state: Callable[[], t
     return results, stats_parts
 
 
-# From how many labels the freed chunk statistics are worth handing back (~136 bytes per
-# label, 13 MiB here): malloc_trim walks every arena, ~0.2 ms even on a small heap, 1% of
-# a small problem's fit (tuning and cross-validation fit many).
-_TRIM_LABELS = 100_000
+# (_TRIM_LABELS: from how many labels the freed chunk statistics are worth handing back,
+# ~136 bytes per label, 13 MiB at the threshold: malloc_trim walks every arena, ~0.2 ms
+# even on a small heap, 1% of a small problem's fit -- tuning and cross-validation fit many)
 
 
 def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], collect: bool, d: int,
@@ -427,8 +426,7 @@ def assemble(results: list[ChunkResult], stats_parts: list[TrainingStats], colle
         weights = intercept = None
     if not stats_parts:
         return weights, intercept, TrainingStats.empty(fields)
-    stats = TrainingStats.concat(stats_parts)
-    stats_parts.clear()
+    stats = TrainingStats.concat(stats_parts, consume=True)    # (empties stats_parts)
     if len(stats) >= _TRIM_LABELS:
         pages.release_free_memory()
     return weights, intercept, stats

@@ -253,7 +253,7 @@ def _train_each_node(Xp: sp.csr_matrix, Yr: sp.csr_matrix, Yc: sp.csc_matrix, tr
                     compiling[0] += seconds
 
     run_in_threads(worker, params.effective_threads(), name="headstart-tree", stop=stop.set)
-    return compiling[0], TrainingStats.concat(parts)
+    return compiling[0], TrainingStats.concat(parts, consume=True)
 
 
 def _report_nodes(st: TrainingStats, params: TrainParams, n: int) -> None:
