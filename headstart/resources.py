@@ -180,7 +180,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
 
 
 #: the statistics' peak over their size (:meth:`TrainingStats.concat` with ``consume``)
-_STATS_PEAK = 1.3
+_STATS_PEAK = 1.35
 
 
 def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: int = 0, *,
@@ -358,7 +358,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     settled_trajectory = _ITER_RECORDS * _F64 if trajectories else 0
     # the chunks' parts and their concatenation (TrainingStats.concat), which drops each
     # part once copied and hands the memory back every eighth of the labels: the result
-    # and about a quarter more, 1.3x with a JSON file's writing (2M labels, 2 threads:
+    # and about a quarter more, 1.35x with a JSON file's writing (2M labels, 2 threads:
     # 1.2x measured; 2x before stop 85, when every part lived until the end of the copy)
     parts["statistics"] = int(_STATS_PEAK * (n_labels * (len(STAT_FIELDS) + _STAT_EXTRA) * _F64
                                              + active * per_label_trajectory + settled * settled_trajectory))
