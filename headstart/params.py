@@ -58,6 +58,8 @@ def __getattr__(name):
 L1_SOLVERS = ("newglmnet", "cdn")
 #: L2's methods: the primal Newton-CG core (the paper's), or dual coordinate descent
 L2_SOLVERS = ("newton", "dual")
+#: share_lanes: threads in teams of up to four that share 16 lanes (training/budget.py)
+SHARE_LANES = ("auto", "yes", "no")
 TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
 #: hashed feature ids are int32, like every feature id (headstart.io)
 MAX_HASHED_FEATURES = 2**31 - 1
@@ -151,6 +153,12 @@ class TrainParams:
                 "by exact Newton steps in the span of its rows, O(rows^2) per step instead of O(columns) "
                 "(0 = never; docs/shortlist.md)"})
     threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use: the affinity mask, a CPU quota; more run as asked, with a warning: each thread holds its own lane workspace)"})
+    share_lanes: str = field(default="auto", metadata={
+        "help": "whether threads share their lanes (the 16 labels one pass over X serves) in teams of up to four: "
+                "yes (per thread 4 lanes' buffers instead of 16; on the Amazon-670K shape at 2 threads 1.13-1.22x "
+                "the time from zero, 1.07-1.2x with the logistic loss: docs/design.md), no (16 lanes per thread while they fit half the "
+                "memory), auto (teams where they cost no time -- aop with the squared hinge on X larger than the "
+                "cache -- or where 16 lanes per thread do not fit); the same weights bit for bit either way"})
     remove_no_label_data: bool = field(default=False, metadata={
         "help": "drop the training rows that have no label at all (in the whole label space) before anything "
                 "else (LibMultiLabel's remove_no_label_data); by default they are kept, as negatives of every label"})
@@ -328,6 +336,7 @@ def validate(p: TrainParams) -> None:
     _need(_int(p.ls_max_steps) and p.ls_max_steps >= 1, "ls_max_steps", "an integer >= 1", p.ls_max_steps)
     _need(_int(p.direct_rows) and p.direct_rows >= 0, "direct_rows", "an integer >= 0", p.direct_rows)
     _need(_int(p.threads) and p.threads >= 0, "threads", "an integer >= 0 (0 = all cores)", p.threads)
+    _need(p.share_lanes in SHARE_LANES, "share_lanes", f"one of {', '.join(SHARE_LANES)}", p.share_lanes)
     _need(isinstance(p.normalize, bool), "normalize", "true or false", p.normalize)
     _need(isinstance(p.remove_no_label_data, bool), "remove_no_label_data", "true or false", p.remove_no_label_data)
     _need(isinstance(p.tfidf, bool), "tfidf", "true or false", p.tfidf)

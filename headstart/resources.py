@@ -156,11 +156,14 @@ class MemoryEstimate:
 
 def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: int | None,
                      lanes: int | None, memory: int | None = None, groups: bool = False,
-                     cores: int | None = None, nnz: int | None = None) -> tuple[int, int, int, bool]:
+                     cores: int | None = None, nnz: int | None = None,
+                     share: str = "auto") -> tuple[int, int, int, bool]:
     """(threads actually used, chunk size, lanes, the threads per team where they share
     16 lanes per team, else 0), as :func:`train_labels` decides them on a machine where
-    the process can use ``memory`` bytes (default: this one)."""
+    the process can use ``memory`` bytes (default: this one); ``share``: the parameter
+    share_lanes (auto: as the budget decides, yes: teams of four, no: none)."""
     from .training.budget import choose_lanes, lane_budget, share_lanes
+    from .training.team import TEAM_THREADS
     from .training.chunks import default_chunk_size
 
     threads = max(1, int(threads) if threads else usable_cores())
@@ -173,7 +176,10 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
         team = max(1, min(threads, n_labels))    # the trainer weighs the same threads
-        shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz) if team > 1 else 0
+        if team > 1 and share == "auto":
+            shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz)
+        elif team > 1 and share == "yes":
+            shared = TEAM_THREADS
         if shared:
             used, lanes = team, 16
     return used, chunk_size, int(lanes), int(shared)
@@ -193,7 +199,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
                              locality: bool = True, memory: int | None = None,
                              weight_density: float = DEFAULT_WEIGHT_DENSITY,
                              expected_iterations: int = DEFAULT_EXPECTED_ITERATIONS,
-                             solver: str = "newton", settled_labels: int = 0) -> MemoryEstimate:
+                             solver: str = "newton", settled_labels: int = 0,
+                             share_lanes: str = "auto") -> MemoryEstimate:
     """Peak memory of training ``n_labels`` labels on ``n`` instances x ``d`` features
     with ``nnz`` non-zeros (see the module docstring for what is counted).  ``solver``:
     "newton" (the Newton-CG lanes), exact L1's coordinate descent, "newglmnet" or "cdn"
@@ -214,7 +221,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     decides whether the threads keep 16 lanes (:func:`headstart.training.budget.lane_budget`).
     ``settled_labels``: labels of the ``n_labels`` known to end at their start (Newton
     only; see :func:`settled_labels` and the module docstring): no weights, a trajectory
-    of one record, and no lane of their own.
+    of one record, and no lane of their own.  ``share_lanes``: the parameter of that name
+    (auto, yes, no: whether the threads share 16 lanes per team of four).
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
@@ -231,7 +239,8 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     used, chunk_size, lanes, shared = _training_layout(n, dk, n_labels, threads, chunk_size,
                                                        lanes if solver == "newton" else 1, memory,
                                                        groups=_groups(16, init, loss),
-                                                       cores=None if memory is None else threads, nnz=nnz)
+                                                       cores=None if memory is None else threads, nnz=nnz,
+                                                       share=share_lanes)
     from .training.budget import thread_workspace_bytes
 
     nv = dk + 1
@@ -426,7 +435,7 @@ def training_memory_for(X: Any, Y: Any, params: Any, num_labels: int | None = No
         dense_input=dense_input, weight_density=weight_density, tfidf=bool(params.tfidf),
         # the trainer renumbers X in place when X is its own (preprocessed, or handed over)
         locality=not (preprocess or own_data), solver=method_of(params),
-        settled_labels=settled_labels(Y, params, int(first_label), count))
+        settled_labels=settled_labels(Y, params, int(first_label), count), share_lanes=params.share_lanes)
 
 
 def settled_labels(Y: Any, params: Any, first_label: int = 0, num_labels: int | None = None) -> int:

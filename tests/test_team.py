@@ -401,3 +401,35 @@ def test_shared_takes_only_a_flag_or_a_team_size(bad):
     X, Y = bibtex()
     with pytest.raises(ParameterError, match="shared: None, True, False or the most threads per team"):
         trainer.train_labels(X, Y, TrainParams(threads=2), np.arange(4), shared=bad)
+
+
+def test_share_lanes_asks_for_teams_or_lone_lanes_with_the_same_weights(monkeypatch):
+    """The parameter share_lanes (``--share-lanes``): yes puts the threads in teams
+    (from zero with their direction groups) where auto keeps 16 lanes per thread (small
+    X), no keeps them lone where auto takes a team (aop on X "larger than the cache");
+    the same weights bit for bit, and the estimate follows the trainer either way."""
+    from headstart import resources
+    from headstart.errors import ParameterError
+
+    X, Y = bibtex()
+    labels = np.arange(0, 159, 4)
+    auto = trainer.train_labels(X, Y, TrainParams(threads=2, init="zero"), labels)
+    assert not auto[2].meta["shared_lanes"]
+    yes = trainer.train_labels(X, Y, TrainParams(threads=2, init="zero", share_lanes="yes"), labels)
+    assert yes[2].meta["shared_lanes"] and yes[2].meta["groups"]
+    same(auto, yes)
+    e = resources.training_memory_for(X, Y, TrainParams(threads=2, init="zero", share_lanes="yes"), labels.size)
+    assert e.details["shared_lanes"] and e.details["team_threads"] == 4
+    lone_e = resources.training_memory_for(X, Y, TrainParams(threads=2, init="zero", share_lanes="no"), labels.size)
+    assert not lone_e.details["shared_lanes"] and e.parts["workspaces"] < lone_e.parts["workspaces"]
+    # aop on X larger than the cache, every thread with a core: auto takes the team, no not
+    monkeypatch.setattr(budget_module, "SWEEP_PREFETCH_NNZ", 0)
+    monkeypatch.setattr(budget_module, "usable_cores", lambda: 2)
+    team = trainer.train_labels(X, Y, TrainParams(threads=2), labels)
+    lone = trainer.train_labels(X, Y, TrainParams(threads=2, share_lanes="no"), labels)
+    assert team[2].meta["shared_lanes"] and not lone[2].meta["shared_lanes"] and lone[2].meta["lanes"] == LANES
+    same(team, lone)
+    assert not resources.training_memory_for(X, Y, TrainParams(threads=2, share_lanes="no"),
+                                             labels.size).details["shared_lanes"]
+    with pytest.raises(ParameterError, match="share_lanes must be one of auto, yes, no, got 'maybe'"):
+        TrainParams(share_lanes="maybe")

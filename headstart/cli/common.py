@@ -35,7 +35,8 @@ OPTION_NAMES: dict[str, tuple[str, ...]] = {
 #: adds it here)
 _CHOICES = {"loss": _params.loss_names, "init": _params.init_names, "regularizer": _params.regularizer_names,
             "weighting": _params.weighting_names, "feature_transform": lambda: _params.TRANSFORMS,
-            "l1_solver": lambda: _params.L1_SOLVERS, "l2_solver": lambda: _params.L2_SOLVERS}
+            "l1_solver": lambda: _params.L1_SOLVERS, "l2_solver": lambda: _params.L2_SOLVERS,
+            "share_lanes": lambda: _params.SHARE_LANES}
 _METAVARS = {"pretrained": "MODEL_DIR", "C": "C"}
 
 

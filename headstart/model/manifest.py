@@ -35,7 +35,7 @@ EXTRA_FILES = (PREPROCESSING_FILE, LABEL_COUNTS_FILE)
 #: the training statistics of each shard (headstart.training.stats), beside the shards
 STATS_DIR = "stats"
 #: parameters that may differ between pieces of one model (they do not change the weights)
-IGNORED_PARAMS = ("threads", "timeout")
+IGNORED_PARAMS = ("threads", "timeout", "share_lanes")
 #: largest n_features / label_space (feature and label ids are int32, as in headstart.io)
 MAX_DIM = 2**31 - 1
 

@@ -160,6 +160,8 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     # the teams have as many threads as asked, however few the chunks (fewer chunks than
     # teams: fewer, bigger teams, team_sizes)
     team_size = min(asked, labels.size)
+    if shared is None and params.share_lanes != "auto":
+        shared = params.share_lanes == "yes"   # (then teams of TEAM_THREADS, whatever the budget)
     if shared is None:
         shared = planned and share_lanes(n, d, team_size, lanes, budget,
                                          use_groups(LANES, init.sparse_start, mines) if groups is None else groups,
