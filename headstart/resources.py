@@ -163,7 +163,6 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     the process can use ``memory`` bytes (default: this one); ``share``: the parameter
     share_lanes (auto: as the budget decides, yes: teams of four, no: none)."""
     from .training.budget import choose_lanes, lane_budget, share_lanes
-    from .training.team import TEAM_THREADS
     from .training.chunks import default_chunk_size
 
     threads = max(1, int(threads) if threads else usable_cores())
@@ -176,10 +175,8 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
         team = max(1, min(threads, n_labels))    # the trainer weighs the same threads
-        if team > 1 and share == "auto":
-            shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz)
-        elif team > 1 and share == "yes":
-            shared = TEAM_THREADS
+        if team > 1 and share != "no":
+            shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz, asked=share == "yes")
         if shared:
             used, lanes = team, 16
     return used, chunk_size, int(lanes), int(shared)

@@ -419,7 +419,7 @@ def test_share_lanes_asks_for_teams_or_lone_lanes_with_the_same_weights(monkeypa
     assert yes[2].meta["shared_lanes"] and yes[2].meta["groups"]
     same(auto, yes)
     e = resources.training_memory_for(X, Y, TrainParams(threads=2, init="zero", share_lanes="yes"), labels.size)
-    assert e.details["shared_lanes"] and e.details["team_threads"] == 4
+    assert e.details["shared_lanes"] and e.details["team_threads"] == 2
     lone_e = resources.training_memory_for(X, Y, TrainParams(threads=2, init="zero", share_lanes="no"), labels.size)
     assert not lone_e.details["shared_lanes"] and e.parts["workspaces"] < lone_e.parts["workspaces"]
     # aop on X larger than the cache, every thread with a core: auto takes the team, no not
@@ -433,3 +433,11 @@ def test_share_lanes_asks_for_teams_or_lone_lanes_with_the_same_weights(monkeypa
                                              labels.size).details["shared_lanes"]
     with pytest.raises(ParameterError, match="share_lanes must be one of auto, yes, no, got 'maybe'"):
         TrainParams(share_lanes="maybe")
+    # yes takes the smallest teams that fit: WikiLSHTC-325K's shape from zero at 64
+    # threads, teams of four (with groups) on 256 GiB, of sixteen on 32 GiB (as auto there)
+    n, d = 1778351, 1617899
+    for memory, size, grouped in ((256, 4, True), (32, 16, False)):
+        e = resources.estimate_training_memory(n, d, n * 42, 325056, 64, collect=False, locality=False,
+                                               memory=memory * 2**30, init="zero", share_lanes="yes")
+        assert e.details["team_threads"] == size
+        assert e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64, grouped, size)

@@ -163,7 +163,7 @@ def one_team_bytes(n: int, d: int, threads: int, groups: bool = False) -> int:
 
 
 def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, groups: bool = False,
-                cores: int | None = None, nnz: int | None = None) -> int:
+                cores: int | None = None, nnz: int | None = None, asked: bool = False) -> int:
     """Whether ``threads`` threads share 16 lanes per team (:mod:`.team`) instead of
     running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether the run forms
     direction groups (:func:`use_groups`; a team's threads each form their own where
@@ -211,7 +211,11 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
 
     The speed rule holds only where every thread has a core (``cores``: default
     :func:`headstart._threads.usable_cores`): the team meets at a barrier twice a pass,
-    and a thread without a core holds all the others back."""
+    and a thread without a core holds all the others back.
+
+    ``asked`` (the parameter share_lanes=yes): teams whatever the start and X, of the
+    smallest size whose buffers fit (with groups where they fit too), else one team of
+    all the threads."""
     if threads <= 1:
         return 0
     large = nnz is None or nnz > SWEEP_PREFETCH_NNZ
@@ -226,7 +230,9 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
             return min(size, threads)
         if lanes < HALF_LANES and (fits or team <= 1.05 * one_lane):
             return min(size, threads)
-    return 0
+        if asked and fits:
+            return min(size, threads)
+    return threads if asked else 0
 
 
 def team_groups(n: int, d: int, threads: int, budget: float | None, groups: bool, size: int = TEAM_THREADS) -> bool:
