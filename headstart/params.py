@@ -58,7 +58,7 @@ def __getattr__(name):
 L1_SOLVERS = ("newglmnet", "cdn")
 #: L2's methods: the primal Newton-CG core (the paper's), or dual coordinate descent
 L2_SOLVERS = ("newton", "dual")
-#: share_lanes: threads in teams of up to four that share 16 lanes (training/budget.py)
+#: share_lanes: whether threads share 16 lanes in teams (training/budget.py, share_lanes)
 SHARE_LANES = ("auto", "yes", "no")
 TRANSFORMS = ("identity", "log-one-plus", "one-plus-log", "sqrt")
 #: hashed feature ids are int32, like every feature id (headstart.io)

@@ -161,7 +161,8 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
     """(threads actually used, chunk size, lanes, the threads per team where they share
     16 lanes per team, else 0), as :func:`train_labels` decides them on a machine where
     the process can use ``memory`` bytes (default: this one); ``share``: the parameter
-    share_lanes (auto: as the budget decides, yes: teams of four, no: none)."""
+    share_lanes (auto: as the budget decides, yes: teams of the size the budget allows, no:
+    none)."""
     from .training.budget import choose_lanes, lane_budget, share_lanes
     from .training.chunks import default_chunk_size
 
@@ -219,7 +220,7 @@ def estimate_training_memory(n: int, d: int, nnz: int, n_labels: int, threads: i
     ``settled_labels``: labels of the ``n_labels`` known to end at their start (Newton
     only; see :func:`settled_labels` and the module docstring): no weights, a trajectory
     of one record, and no lane of their own.  ``share_lanes``: the parameter of that name
-    (auto, yes, no: whether the threads share 16 lanes per team of four).
+    (auto, yes, no: whether the threads share 16 lanes per team).
     """
     for name, v in (("n", n), ("d", d), ("nnz", nnz), ("n_labels", n_labels)):
         if int(v) < 0:
