@@ -498,23 +498,23 @@ def estimates_section() -> list[str]:
          "their buffers fit half the memory (larger teams, fewer lanes per thread, where they do not); from "
          "zero or with the logistic loss (direction groups) only where 16 lanes per thread do not fit (X larger "
          "than the cache) -- the rows `--init zero` -- and then their threads form direction groups too "
-         "where their buffers (one group's per thread) fit; `--share-lanes yes` asks for teams of four whatever "
-         "the start (the last rows: four lanes' buffers and one direction group's per thread, the same weights; "
+         "where their buffers (one group's per thread) fit; `--share-lanes yes` asks for teams whatever the start, "
+         "of four where they fit (the last rows: four lanes' buffers and one direction group's per thread, the same weights; "
          "from zero 1.13-1.22x the time on the Amazon-670K shape at 2 threads, docs/design.md).", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]
-    runs = [(shape, threads, gib, "aop") for shape in _SHAPES for threads, gib in ((2, 24), (64, 256))]
-    runs += [(shape, 64, gib, "zero") for shape in _SHAPES for gib in (256, 32)]
-    runs += [(shape, 64, 256, "zero, --share-lanes yes") for shape in _SHAPES]
-    for (name, n, d, per_row, labels, lpr), threads, gib, how in runs:
-        init = how.split(",")[0]
+    runs = [(shape, threads, gib, "aop", "auto") for shape in _SHAPES for threads, gib in ((2, 24), (64, 256))]
+    runs += [(shape, 64, gib, "zero", "auto") for shape in _SHAPES for gib in (256, 32)]
+    runs += [(shape, 64, 256, "zero", "yes") for shape in _SHAPES]
+    for (name, n, d, per_row, labels, lpr), threads, gib, init, share in runs:
         kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30, init=init,
-                  share_lanes="yes" if "share" in how else "auto")
+                  share_lanes=share)
         e = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=False, **kw)
         t = estimate_training_memory(n, d, n * per_row, labels, threads, trajectories=True, **kw)
         lanes = (f"{e.details['lanes']} per team of {e.details['team_threads']}" if e.details.get("shared_lanes")
                  else e.details["lanes"])
-        L.append(f"| {name} ({n} x {d}, {labels} labels){'' if init == 'aop' else ', --init ' + how} "
+        how = ("" if init == "aop" else f", --init {init}") + ("" if share == "auto" else f", --share-lanes {share}")
+        L.append(f"| {name} ({n} x {d}, {labels} labels){how} "
                  f"| {threads} ({gib} GiB) | {lanes} | "
                  f"{format_bytes(e.total)} | {format_bytes(t.total)} | {format_bytes(e.parts['workspaces'])} | "
                  f"{format_bytes(e.parts['data'])} |")

@@ -176,8 +176,7 @@ def _training_layout(n: int, d: int, n_labels: int, threads: int, chunk_size: in
         budget = lane_budget(memory)
         lanes = choose_lanes(n, d, used, budget)
         team = max(1, min(threads, n_labels))    # the trainer weighs the same threads
-        if team > 1 and share != "no":
-            shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz, asked=share == "yes")
+        shared = share_lanes(n, d, team, lanes, budget, groups, cores, nnz, share) if team > 1 else 0
         if shared:
             used, lanes = team, 16
     return used, chunk_size, int(lanes), int(shared)

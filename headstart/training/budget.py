@@ -163,7 +163,7 @@ def one_team_bytes(n: int, d: int, threads: int, groups: bool = False) -> int:
 
 
 def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, groups: bool = False,
-                cores: int | None = None, nnz: int | None = None, asked: bool = False) -> int:
+                cores: int | None = None, nnz: int | None = None, mode: str = "auto") -> int:
     """Whether ``threads`` threads share 16 lanes per team (:mod:`.team`) instead of
     running ``lanes`` (:func:`plan_lanes`) each; ``groups``: whether the run forms
     direction groups (:func:`use_groups`; a team's threads each form their own where
@@ -213,11 +213,12 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     :func:`headstart._threads.usable_cores`): the team meets at a barrier twice a pass,
     and a thread without a core holds all the others back.
 
-    ``asked`` (the parameter share_lanes=yes): teams whatever the start and X, of the
-    smallest size whose buffers fit (with groups where they fit too), else one team of
-    all the threads."""
-    if threads <= 1:
+    ``mode``: the parameter share_lanes -- auto the rules above; no: never; yes: teams
+    whatever the start and X, of the smallest size whose buffers fit (with groups where
+    they fit too), else one team of all the threads."""
+    if threads <= 1 or mode == "no":
         return 0
+    asked = mode == "yes"
     large = nnz is None or nnz > SWEEP_PREFETCH_NNZ
     cored = threads <= (usable_cores() if cores is None else cores)
     one_lane = threads * thread_workspace_bytes(n, d, 1, groups=False)

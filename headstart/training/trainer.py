@@ -160,13 +160,10 @@ def _train(X, Y, params, labels, order, t_start, *, chunk_size, progress, sink, 
     # the teams have as many threads as asked, however few the chunks (fewer chunks than
     # teams: fewer, bigger teams, team_sizes)
     team_size = min(asked, labels.size)
-    if shared is None and params.share_lanes == "no":
-        shared = False
     if shared is None:
-        # (share_lanes yes: teams whatever the start, of the size the budget allows)
         shared = planned and share_lanes(n, d, team_size, lanes, budget,
                                          use_groups(LANES, init.sparse_start, mines) if groups is None else groups,
-                                         nnz=x_nnz, asked=params.share_lanes == "yes")
+                                         nnz=x_nnz, mode=params.share_lanes)
         if shared and lanes < LANES:
             log.info("lanes: %d shared by the %d threads in teams of up to %d (%d / thread would exceed the "
                      "lane budget of %.1f GiB)", LANES, team_size, int(shared),
