@@ -19,11 +19,16 @@ def main() -> int:
     except KeyboardInterrupt:
         return _interrupted()
     try:
-        return command()
+        code = command()
     except KeyboardInterrupt:     # before command() installed its handler or after it removed it
         return _interrupted()
     finally:
         _done_with_interrupts()   # the command has ended: a Ctrl-C now must not change its exit code
+    if code in (130, 143):        # stopped by Ctrl-C / SIGTERM: no teardown (headstart._leave_stopped)
+        from headstart import _leave_stopped
+
+        _leave_stopped(code)
+    return code
 
 
 def _interrupted() -> int:

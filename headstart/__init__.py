@@ -43,6 +43,32 @@ def _done_with_interrupts() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _leave_stopped(code: int) -> None:
+    """End the process of a command that Ctrl-C or SIGTERM stopped (exit code 130 / 143)
+    without the interpreter's teardown.  Its clean-up has run in the command (workers
+    stopped, temporary files and model directories removed, finished shards kept) and the
+    stop is said; but a Ctrl-C inside numba's compiler may leave LLVM's state half-built
+    (an exception swallowed in one of llvmlite's ctypes callbacks, or raised between a
+    call into LLVM and llvmlite's note of what it did), and once, on a loaded CI machine,
+    the process crashed (SIGSEGV, exit -11) after it had printed "interrupted" -- in the
+    teardown or in freeing the interrupted compile's objects (not reproduced since; see
+    cli.main._stopped, which keeps the latter alive).  atexit's callbacks still run
+    (logging's flush, a temporary numba cache's removal, multiprocessing's children);
+    then the process ends with the stop's exit code."""
+    import atexit
+    import os
+
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (_sys.stdout, _sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        os._exit(code)
+
+
 try:
     from . import _compile  # noqa: F401  (numba settings, before any kernel compiles)
     from .errors import DataFormatError, HeadstartError, ModelFormatError, ParameterError

@@ -1452,6 +1452,25 @@ def test_a_ctrl_c_swallowed_while_compiling_still_stops_the_run(bibtex_dir, tmp_
     assert run(capsys, "train", data, "-o", str(out), "--threads", "1", "--num-labels", 4, "-q")[0] == 0   # reset
 
 
+def test_a_compile_that_fails_after_a_swallowed_ctrl_c_says_interrupted(bibtex_dir, tmp_path, capsys, monkeypatch):
+    """A Ctrl-C that llvmlite swallowed can leave numba's compile half done, and it then
+    fails with an error of its own (a stress run of interrupted compiles here: "RuntimeError:
+    generator raised StopIteration"); the run said 'this is a bug in headstart' (stop 87).
+    The command line's SIGINT handler saw the Ctrl-C: 'interrupted', exit 130, no model."""
+    from headstart._threads import INTERRUPTS
+    from headstart.training import trainer
+
+    def half_done(*a, **kw):
+        INTERRUPTS.seen = True      # what the handler leaves when llvmlite ate its exception
+        raise RuntimeError("generator raised StopIteration")
+
+    monkeypatch.setattr(trainer, "compile_kernels", half_done)
+    out = tmp_path / "m"
+    rc, _, err = run(capsys, "train", str(bibtex_dir / "train.txt.gz"), "-o", str(out), "--threads", "1", "--num-labels", 4)
+    assert rc == 130 and "interrupted" in err and "bug" not in err and "internal error" not in err
+    assert not out.exists()
+
+
 def test_a_ctrl_c_during_a_kernel_cache_write_is_raised_when_the_write_ends(monkeypatch):
     """numba removes a cache write's temporary file only on an Exception, so a Ctrl-C
     in the middle left ``*.nbc.tmp.*`` in the user's cache (helper-88).  The command
@@ -1691,3 +1710,15 @@ def test_scores_that_overflow_name_the_instance(tmp_path, capsys):
         assert not (tmp_path / "p.txt").exists()
     code, _, err = run(capsys, "evaluate", m, test)
     assert code == 2 and f"{test}:3: the scores of this instance are not finite" in err, err
+
+
+def test_a_stopped_command_ends_without_teardown_but_runs_atexit():
+    """A run stopped by Ctrl-C / SIGTERM ends by headstart._leave_stopped: atexit's
+    callbacks run (here one that prints), buffered output is flushed, the exit code is
+    the stop's; the interpreter's teardown, where an interrupted compile's LLVM state
+    crashed a process once (stop 87's CI: exit -11 after 'interrupted'), does not."""
+    code = ("import atexit, sys, headstart; atexit.register(print, 'atexit ran'); "
+            "sys.stdout.write('buffered'); headstart._leave_stopped(143)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stdout == "bufferedatexit ran\n"

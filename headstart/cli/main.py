@@ -222,6 +222,12 @@ def _interrupt_of(e: BaseException) -> BaseException | None:
     return None
 
 
+def _by_interrupt(e: BaseException) -> bool:
+    """Whether an error ended the run because of a Ctrl-C or SIGTERM: caused by one, or
+    met after this command's SIGINT handler saw one that was swallowed on the way."""
+    return _interrupt_of(e) is not None or INTERRUPTS.seen
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (a batch scheduler's or ``timeout``'s stop): raised in the main thread like
     Ctrl-C, so that the same clean-up runs (workers stop, temporary files and model
@@ -239,9 +245,16 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
+#: the exceptions that stopped runs of this process, kept: their frames may hold the
+#: objects of a compile that Ctrl-C interrupted, which LLVM may not have left in a state
+#: that freeing them can survive (headstart._leave_stopped)
+_STOPS: list[BaseException] = []
+
+
 def _stopped(args: argparse.Namespace | None, e: BaseException) -> int:
     """Say how the run was stopped (Ctrl-C or SIGTERM, also when it arrived inside a
-    kernel and came out as the cause of another error); the exit code of each."""
+    kernel or the compiler and came out as another error); the exit code of each."""
+    _STOPS.append(e)
     term = isinstance(_interrupt_of(e), Terminated)
     _error(args, "terminated" if term else "interrupted")
     return 143 if term else 130
@@ -334,7 +347,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as e:
         return _stopped(args, e)
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
-        if _interrupt_of(e) is not None:     # met cleaning up after Ctrl-C / SIGTERM (helper-110)
+        if _by_interrupt(e):     # met cleaning up after Ctrl-C / SIGTERM (helper-110)
             return _stopped(args, e)
         if verbose:
             traceback.print_exc()
@@ -347,17 +360,20 @@ def _main(argv: list[str] | None) -> int:
         _error(args, "out of memory" + (f" ({advice})" if advice else ""))
         return EXIT_FAILURE
     except OSError as e:
-        if _interrupt_of(e) is not None:
+        if _by_interrupt(e):
             return _stopped(args, e)
         if verbose:
             traceback.print_exc()
         _error(args, _describe_os_error(e))
         return EXIT_FAILURE
     except Exception as e:  # a bug: say so briefly, the traceback is one -v away
-        if _interrupt_of(e) is not None:
+        if _by_interrupt(e):
             # Ctrl-C inside a numba kernel's object-mode block (the solver's clock) comes
             # out of the kernel as a SystemError caused by the KeyboardInterrupt (with one
-            # training thread the kernel runs in this, the signal-receiving, thread)
+            # training thread the kernel runs in this, the signal-receiving, thread); one
+            # inside numba's compiler, swallowed by an llvmlite callback, can come out as
+            # any error of the compile left half done (stop 87: "this is a bug in
+            # headstart" after a Ctrl-C on a first run): the handler saw it all the same
             return _stopped(args, e)
         if verbose:
             traceback.print_exc()
