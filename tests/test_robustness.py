@@ -325,9 +325,11 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     """16 lanes per thread unless their buffers exceed half of the memory the process may
     use (at least 2 GiB): the Amazon-670K shape at 64 threads keeps them on a 256 GiB
     machine (they take ~15 GiB), halves them on a 24 GiB one and gives them up on an 8 GiB
-    one.  The estimate follows the trainer: from zero (direction groups) the threads keep
-    their own lanes; with aop they share 16 lanes per team of four (budget.share_lanes),
-    ~4 GiB."""
+    one.  The estimate follows the trainer: X there is larger than the cache, so the
+    threads share 16 lanes per team of four (budget.share_lanes) by default whatever the
+    start and loss: ~4 GiB with aop, ~7 GiB from zero or with the logistic loss (their
+    direction groups), against ~15 GiB with share_lanes='no' (issue 12: a thread's
+    memory must not grow as lanes x (n + d))."""
     from headstart.training.kernel import HALF_LANES, LANES
     from headstart.training.budget import choose_lanes, lane_budget
 
@@ -340,8 +342,13 @@ def test_lanes_kept_wherever_they_fit_half_the_memory():
     from headstart.training.budget import team_workspace_bytes
 
     e = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
-                                           collect=False, init="zero")
+                                           collect=False, init="zero", share_lanes="no")
     assert e.details["lanes"] == LANES and not e.details["shared_lanes"] and e.parts["workspaces"] > 12 * 2**30
+    for kw in ({"init": "zero"}, {"loss": "logistic"}):
+        z = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
+                                               collect=False, **kw)
+        assert z.details["shared_lanes"] and z.details["team_threads"] == 4, kw
+        assert z.parts["workspaces"] < 0.5 * e.parts["workspaces"], kw
     t = resources.estimate_training_memory(490449, 135909, 490449 * 75, 670091, 64, memory=256 * 2**30,
                                            collect=False)
     assert t.details["shared_lanes"] and t.details["threads"] == 64 and t.details["team_threads"] == 4

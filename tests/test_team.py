@@ -406,7 +406,8 @@ def test_shared_takes_only_a_flag_or_a_team_size(bad):
 def test_share_lanes_asks_for_teams_or_lone_lanes_with_the_same_weights(monkeypatch):
     """The parameter share_lanes (``--share-lanes``): yes puts the threads in teams
     (from zero with their direction groups) where auto keeps 16 lanes per thread (small
-    X), no keeps them lone where auto takes a team (aop on X "larger than the cache");
+    X), no keeps them lone where auto takes a team (X "larger than the cache", aop or
+    zero);
     the same weights bit for bit, and the estimate follows the trainer either way."""
     from headstart import resources
     from headstart.errors import ParameterError
@@ -431,6 +432,12 @@ def test_share_lanes_asks_for_teams_or_lone_lanes_with_the_same_weights(monkeypa
     same(team, lone)
     assert not resources.training_memory_for(X, Y, TrainParams(threads=2, share_lanes="no"),
                                              labels.size).details["shared_lanes"]
+    # from zero too (issue 12: a thread's buffers must not grow as 16 lanes x (n + d)
+    # where X or they outgrow the cache): auto takes the team with groups, no not
+    zero = trainer.train_labels(X, Y, TrainParams(threads=2, init="zero"), labels)
+    assert zero[2].meta["shared_lanes"] and zero[2].meta["groups"]
+    same(zero, auto)
+    assert resources.training_memory_for(X, Y, TrainParams(threads=2, init="zero"), labels.size).details["shared_lanes"]
     with pytest.raises(ParameterError, match="share_lanes must be one of auto, yes, no, got 'maybe'"):
         TrainParams(share_lanes="maybe")
     # yes takes the smallest teams that fit: WikiLSHTC-325K's shape from zero at 64
@@ -441,3 +448,20 @@ def test_share_lanes_asks_for_teams_or_lone_lanes_with_the_same_weights(monkeypa
                                                memory=memory * 2**30, init="zero", share_lanes="yes")
         assert e.details["team_threads"] == size
         assert e.parts["workspaces"] == budget_module.team_workspace_bytes(n, d, 64, grouped, size)
+
+
+def test_auto_shares_lanes_where_x_or_the_lane_buffers_outgrow_the_cache():
+    """share_lanes='auto' (budget.share_lanes), every thread with a core: whatever the
+    start and loss, teams where X is larger than the cache or a thread's 16 lanes'
+    buffers exceed LONE_LANES_BYTES (many rows with few non-zeros); lone lanes where
+    both are small (debian-deps' shape); 'no' keeps them lone everywhere."""
+    share = budget_module.share_lanes
+    big = 256 * 2**30
+    for groups in (False, True):
+        assert share(39061, 22263, 2, LANES, big, groups, cores=2, nnz=1_400_000) == 0
+        assert share(490449, 135910, 2, LANES, big, groups, cores=2, nnz=36_700_000) == 2
+        # 5M rows of one non-zero each: X small, the lanes' buffers 2 GiB per thread
+        assert budget_module.thread_workspace_bytes(5_000_000, 1000, LANES, groups) > budget_module.LONE_LANES_BYTES
+        assert share(5_000_000, 1000, 2, LANES, big, groups, cores=2, nnz=5_000_000) == 2
+        assert share(490449, 135910, 2, LANES, big, groups, cores=2, nnz=36_700_000, mode="no") == 0
+        assert share(490449, 135910, 4, LANES, big, groups, cores=2, nnz=36_700_000) == 0   # threads > cores

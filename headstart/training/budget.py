@@ -25,6 +25,10 @@ _F64 = 8
 #: the lanes' buffers may take this share of the memory the process can use (and at
 #: least MIN_LANE_BUDGET); beyond it a thread runs one lane
 LANE_MEMORY_SHARE = 0.5
+#: a thread's 16 lanes' buffers (groups included) beyond which its threads share lanes
+#: by default even where X is small (:func:`share_lanes`): twice the 32 MiB last-level
+#: cache, where the buffers are swept from memory like a large X (debian-deps' are 27 MiB)
+LONE_LANES_BYTES = 64 * 2**20
 MIN_LANE_BUDGET = 2 * 2**30
 
 
@@ -219,7 +223,8 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     if threads <= 1 or mode == "no":
         return 0
     asked = mode == "yes"
-    large = nnz is None or nnz > SWEEP_PREFETCH_NNZ
+    large = (nnz is None or nnz > SWEEP_PREFETCH_NNZ
+             or thread_workspace_bytes(n, d, LANES, groups) > LONE_LANES_BYTES)
     cored = threads <= (usable_cores() if cores is None else cores)
     one_lane = threads * thread_workspace_bytes(n, d, 1, groups=False)
     for size in [s for s in (TEAM_THREADS, 2 * TEAM_THREADS, LANES) if s < threads] + [threads]:
@@ -227,7 +232,7 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
         team = team_workspace_bytes(n, d, threads, grouped, size)
         # (no budget: 16 lanes per thread, more than the teams', were below every budget's floor)
         fits = budget is None or team <= budget
-        if fits and large and (not groups or (grouped and lanes < LANES)) and cored:
+        if fits and large and (not groups or grouped) and cored:
             return min(size, threads)
         if lanes < HALF_LANES and (fits or team <= 1.05 * one_lane):
             return min(size, threads)
