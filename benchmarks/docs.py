@@ -481,8 +481,8 @@ _SHAPES = (("Amazon-670K", 490449, 135909, 75, 670091, 5.45),
 def estimates_section() -> list[str]:
     """headstart's own memory estimate (headstart.resources) for the published shapes,
     2 threads on a 24 GiB machine and 64 threads on a 256 GiB one, and from zero 64
-    threads on a 256 GiB and a 32 GiB one (where the threads share their lanes,
-    training/team.py, or not): computed, not measured
+    threads on a 256 GiB and a 32 GiB one (the threads sharing their lanes in teams,
+    training/team.py) and with share_lanes='no': computed, not measured
     (tests/test_memory.py checks the estimate against a measured peak)."""
     from headstart.resources import estimate_training_memory, format_bytes
 
@@ -493,19 +493,19 @@ def estimates_section() -> list[str]:
          "by this commit, not measured; `tests/test_memory.py` checks the estimate against the measured peak of a "
          "mid-size run (within 20%). \"16 per team of k\": the threads share 16 lanes per team of k threads "
          "(`headstart/training/team.py`): per thread 16 / k lanes' buffers (four lanes' in teams of four), "
-         "still one pass over X per 16 labels of a team. Teams of four are the default where the lone threads "
-         "would form no direction groups (aop with the squared hinge, as here), every thread has a core and "
-         "their buffers fit half the memory (larger teams, fewer lanes per thread, where they do not); from "
-         "zero or with the logistic loss (direction groups) only where 16 lanes per thread do not fit (X larger "
-         "than the cache) -- the rows `--init zero` -- and then their threads form direction groups too "
-         "where their buffers (one group's per thread) fit; `--share-lanes yes` asks for teams whatever the start, "
-         "of four where they fit (the last rows: four lanes' buffers and one direction group's per thread, the same weights; "
-         "from zero 1.13-1.22x the time on the Amazon-670K shape at 2 threads, docs/design.md).", "",
+         "still one pass over X per 16 labels of a team. Teams of four are the default wherever X or a thread's "
+         "16 lanes' buffers outgrow the cache (`budget.share_lanes`), every thread has a core and the teams' "
+         "buffers fit half the memory (larger teams, fewer lanes per thread, where they do not), whatever the "
+         "start and loss: from zero or with the logistic loss (the rows `--init zero`) their threads form "
+         "direction groups too, one group's buffers per thread, where those fit. `--share-lanes no` keeps 16 "
+         "lanes per thread where they fit (the last rows: the same weights, per thread 16 lanes' buffers and "
+         "their groups'; on the Amazon-670K shape at 2 threads 0.82-1.04x the time of the teams from zero and "
+         "0.84x with the logistic loss, at 1.2x the peak RSS: docs/design.md).", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]
     runs = [(shape, threads, gib, "aop", "auto") for shape in _SHAPES for threads, gib in ((2, 24), (64, 256))]
     runs += [(shape, 64, gib, "zero", "auto") for shape in _SHAPES for gib in (256, 32)]
-    runs += [(shape, 64, 256, "zero", "yes") for shape in _SHAPES]
+    runs += [(shape, 64, 256, "zero", "no") for shape in _SHAPES]
     for (name, n, d, per_row, labels, lpr), threads, gib, init, share in runs:
         kw = dict(label_nnz=int(n * lpr), collect=False, locality=False, memory=gib * 2**30, init=init,
                   share_lanes=share)

@@ -155,11 +155,12 @@ class TrainParams:
     threads: int = field(default=0, metadata={"help": "label-parallel threads (0 = all cores this process may use: the affinity mask, a CPU quota; more run as asked, with a warning: each thread holds its own lane workspace)"})
     share_lanes: str = field(default="auto", metadata={
         "help": "whether threads share their lanes (the 16 labels one pass over X serves) in teams: "
-                "yes (teams of four, larger where those do not fit half the memory: per thread 4 lanes' buffers "
-                "instead of 16; on the Amazon-670K shape at 2 threads 1.13-1.22x the time from zero, 1.07-1.2x "
-                "with the logistic loss: docs/design.md), no (16 lanes per thread while they fit half the memory, "
-                "else 8 or 1), auto (teams where they cost no time -- aop with the squared hinge on X larger than "
-                "the cache -- or where 16 lanes per thread do not fit); the same weights bit for bit either way"})
+                "auto (teams of four -- larger where those do not fit half the memory -- wherever X or a thread's "
+                "16 lanes' buffers outgrow the cache, or where 16 lanes per thread do not fit: per thread 4 lanes' "
+                "buffers instead of 16), yes (teams on small problems too), no (16 lanes per thread while they fit "
+                "half the memory, else 8 or 1: on the Amazon-670K shape at 2 threads 0.84x the time with the "
+                "logistic loss, 0.82-1.04x from zero, at 1.2x the peak memory: docs/design.md); "
+                "the same weights bit for bit either way"})
     remove_no_label_data: bool = field(default=False, metadata={
         "help": "drop the training rows that have no label at all (in the whole label space) before anything "
                 "else (LibMultiLabel's remove_no_label_data); by default they are kept, as negatives of every label"})

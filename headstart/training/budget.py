@@ -173,10 +173,14 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     direction groups (:func:`use_groups`; a team's threads each form their own where
     their buffers fit, :func:`team_groups`); ``nnz``: X's non-zeros (None: large).
 
-    Without groups -- the sparse starts with a loss that mines negatives, aop with the
-    squared hinge -- teams wherever X is larger than the cache (more than
-    ``SWEEP_PREFETCH_NNZ`` non-zeros) and their buffers (16 lanes per team of up to
-    four threads, :func:`team_workspace_bytes`) fit ``budget``: faster than 16 lanes
+    Teams wherever X is larger than the cache (more than ``SWEEP_PREFETCH_NNZ``
+    non-zeros) or a thread's 16 lanes' buffers exceed ``LONE_LANES_BYTES``, their
+    buffers (16 lanes per team of up to four threads, :func:`team_workspace_bytes`,
+    with the threads' direction groups where the run forms them) fit ``budget`` and
+    every thread has a core -- whatever the start and the loss, so that a thread's
+    memory does not grow as 16 lanes x (n + d) (issue 12).  Without groups -- the
+    sparse starts with a loss that mines negatives, aop with the squared hinge -- that
+    is the fast choice too: faster than 16 lanes
     per thread, at 4 lanes' memory per thread (8 with two threads), since the threads'
     sweeps over X come from memory once per 16 labels of the team instead of once per
     16 labels of each thread.  Measured with benchmarks/lanes.py (2 threads, aop,
@@ -187,16 +191,17 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     cost little and the team's barriers do: on all of debian-deps (1.4M non-zeros)
     the default team took 1.07x the time of 16 lanes per thread (benchmarks/
     before_after.py, two runs of 2).
-    With groups, lone threads keep their lanes while 16 per thread fit: on the
-    Amazon-670K shape (2 threads, medians of 2, stop 74) a team whose threads group the
-    lanes they take took 1.04x the time of 16 lanes per thread from zero (labels
-    0:128) and 1.1-1.2x with the logistic loss (labels 0:32, 0:96) -- the team's
-    barrier waits for the thread still in a group's directions (docs/design.md,
-    "Direction groups in a team") -- at 0.83x the peak memory.  Where 16 lanes per
-    thread do not fit there, the team with groups (where its buffers with them fit)
-    rather than 8 lanes per thread, which form no groups: from zero, labels 0:128, 8
-    lanes took 1.15x the time of 16, the team with groups 1.02x (one run each, the
-    same weights; benchmarks/lanes.py).
+    With groups (from zero, the logistic loss) the team costs time instead: on the
+    Amazon-670K shape at 2 threads 1.13-1.22x that of 16 lanes per thread from zero
+    and 1.07x with the logistic loss (stop 87, benchmarks/lanes.py; the team's barrier
+    waits for the thread still in a group's directions, docs/design.md, "Direction
+    groups in a team"), paid for four lanes' buffers and one group's per thread
+    instead of 16 lanes' (246 -> 156 MiB per thread there; at 64 threads the estimate's
+    lane workspaces 15.4 -> 6.9 GiB).  ``share_lanes='no'`` keeps the lone lanes where
+    the memory is there.  The team with groups is also what a run takes where 16 lanes
+    per thread do not fit, rather than 8 lanes per thread, which form no groups: from
+    zero, labels 0:128, 8 lanes took 1.15x the time of 16, the team with groups 1.02x
+    (one run each, the same weights; benchmarks/lanes.py).
     Where 8 lanes per thread do not fit, teams' 16 lanes instead of one per thread
     (one pass over X per 16 labels instead of one per label), if their buffers fit or
     take no more than one lane per thread would.
@@ -223,8 +228,8 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     if threads <= 1 or mode == "no":
         return 0
     asked = mode == "yes"
-    large = (nnz is None or nnz > SWEEP_PREFETCH_NNZ
-             or thread_workspace_bytes(n, d, LANES, groups) > LONE_LANES_BYTES)
+    beyond_cache = (nnz is None or nnz > SWEEP_PREFETCH_NNZ
+                    or thread_workspace_bytes(n, d, LANES, groups) > LONE_LANES_BYTES)
     cored = threads <= (usable_cores() if cores is None else cores)
     one_lane = threads * thread_workspace_bytes(n, d, 1, groups=False)
     for size in [s for s in (TEAM_THREADS, 2 * TEAM_THREADS, LANES) if s < threads] + [threads]:
@@ -232,7 +237,7 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
         team = team_workspace_bytes(n, d, threads, grouped, size)
         # (no budget: 16 lanes per thread, more than the teams', were below every budget's floor)
         fits = budget is None or team <= budget
-        if fits and large and (not groups or grouped) and cored:
+        if fits and beyond_cache and (not groups or grouped) and cored:
             return min(size, threads)
         if lanes < HALF_LANES and (fits or team <= 1.05 * one_lane):
             return min(size, threads)
