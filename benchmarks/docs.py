@@ -499,7 +499,7 @@ def estimates_section() -> list[str]:
          "start and loss: from zero or with the logistic loss (the rows `--init zero`) their threads form "
          "direction groups too, one group's buffers per thread, where those fit. `--share-lanes no` keeps 16 "
          "lanes per thread where they fit (the last rows: the same weights, per thread 16 lanes' buffers and "
-         "their groups'; on the Amazon-670K shape at 2 threads 0.82-1.04x the time of the teams from zero and "
+         "their groups'; on the Amazon-670K shape at 2 threads 0.81-1.04x the time of the teams from zero and "
          "0.84x with the logistic loss, at 1.2x the peak RSS: docs/design.md).", "",
          "| problem | threads (memory of the machine) | lanes per thread | total | with trajectories | lane workspaces "
          "| data |", "|---|---|---:|---:|---:|---:|---:|"]

@@ -159,7 +159,7 @@ class TrainParams:
                 "16 lanes' buffers outgrow the cache, or where 16 lanes per thread do not fit: per thread 4 lanes' "
                 "buffers instead of 16), yes (teams on small problems too), no (16 lanes per thread while they fit "
                 "half the memory, else 8 or 1: on the Amazon-670K shape at 2 threads 0.84x the time with the "
-                "logistic loss, 0.82-1.04x from zero, at 1.2x the peak memory: docs/design.md); "
+                "logistic loss, 0.81-1.04x from zero, at 1.2x the peak memory: docs/design.md); "
                 "the same weights bit for bit either way"})
     remove_no_label_data: bool = field(default=False, metadata={
         "help": "drop the training rows that have no label at all (in the whole label space) before anything "

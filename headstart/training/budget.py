@@ -192,8 +192,9 @@ def share_lanes(n: int, d: int, threads: int, lanes: int, budget: float | None, 
     the default team took 1.07x the time of 16 lanes per thread (benchmarks/
     before_after.py, two runs of 2).
     With groups (from zero, the logistic loss) the team costs time instead: on the
-    Amazon-670K shape at 2 threads 1.13-1.22x that of 16 lanes per thread from zero
-    and 1.07x with the logistic loss (stop 87, benchmarks/lanes.py; the team's barrier
+    Amazon-670K shape at 2 threads 0.96-1.24x that of 16 lanes per thread from zero
+    and 1.07-1.19x with the logistic loss (stops 87-88, benchmarks/lanes.py and
+    before_after.py, docs/design.md "Teams by default"; the team's barrier
     waits for the thread still in a group's directions, docs/design.md, "Direction
     groups in a team"), paid for four lanes' buffers and one group's per thread
     instead of 16 lanes' (246 -> 156 MiB per thread there; at 64 threads the estimate's
