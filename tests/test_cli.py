@@ -1722,3 +1722,34 @@ def test_a_stopped_command_ends_without_teardown_but_runs_atexit():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 143, proc.stderr
     assert proc.stdout == "bufferedatexit ran\n"
+
+
+def test_a_ctrl_c_swallowed_by_a_callback_prints_no_traceback(capsys):
+    """While the command runs, a KeyboardInterrupt that a ctypes callback swallowed
+    (llvmlite's, numba compiling) is not printed as "Exception ignored ..." with a
+    traceback once the SIGINT handler has seen the Ctrl-C; other unraisable errors
+    still are, and the hook there was is back after the command."""
+    import types
+
+    from headstart._threads import INTERRUPTS
+    from headstart.cli.main import _QuietSwallowedInterrupts
+
+    seen = []
+    hook = _QuietSwallowedInterrupts(seen.append)
+    swallowed = types.SimpleNamespace(exc_type=KeyboardInterrupt, exc_value=KeyboardInterrupt(), exc_traceback=None,
+                                      err_msg="Exception ignored on calling ctypes callback function", object=None)
+    other = types.SimpleNamespace(exc_type=ValueError, exc_value=ValueError("x"), exc_traceback=None,
+                                  err_msg=None, object=None)
+    try:
+        INTERRUPTS.seen = True
+        hook(swallowed)
+        hook(other)
+        assert seen == [other]
+        INTERRUPTS.seen = False     # no Ctrl-C seen by the handler: not ours to hide
+        hook(swallowed)
+        assert seen == [other, swallowed]
+    finally:
+        INTERRUPTS.seen = False
+    before = sys.unraisablehook
+    assert run(capsys, "info", "/nonexistent/model")[0] == 2
+    assert sys.unraisablehook is before

@@ -277,17 +277,36 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+class _QuietSwallowedInterrupts:
+    """sys.unraisablehook while the command runs: a Ctrl-C that lands in one of
+    llvmlite's ctypes callbacks (numba compiling a first run's kernels) is swallowed
+    there, and Python printed "Exception ignored on calling ctypes callback function"
+    with a traceback above the command's one-line "interrupted".  The SIGINT handler
+    has remembered it (INTERRUPTS), so that KeyboardInterrupt is dropped silently;
+    anything else goes to the hook there was."""
+
+    def __init__(self, previous) -> None:
+        self.previous = previous
+
+    def __call__(self, unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and INTERRUPTS.seen:
+            return
+        self.previous(unraisable)
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
     import threading
 
-    previous = previous_int = None
+    previous = previous_int = previous_hook = None
     INTERRUPTS.seen = False
     CACHE_WRITES.reset()
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             previous_int = signal.signal(signal.SIGINT, _on_sigint)
+            previous_hook = sys.unraisablehook
+            sys.unraisablehook = _QuietSwallowedInterrupts(previous_hook)
     try:
         if previous_int is not None:
             CACHE_WRITES.install()
@@ -296,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         return _stopped(None, e)
     finally:
         CACHE_WRITES.uninstall()
+        if previous_hook is not None:
+            sys.unraisablehook = previous_hook
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
         if previous_int is not None:
